@@ -1,0 +1,261 @@
+"""Configuration with Kafka's names and defaults.
+
+:class:`TopicConfig` is Kafka's ``LogConfig``: per-topic policy (``cleanup.policy``, ``segment.bytes``,
+``min.cleanable.dirty.ratio``, ...). :class:`StoreConfig` is Kafka's ``CleanerConfig`` plus the few
+store-wide settings deltalog adds: the broker-level ``log.cleaner.*`` resources shared by every cleaning
+pass in a store.
+
+Both are frozen dataclasses built from dotted keys. Every key is declared once in a table of
+:class:`ConfigKey` (name, attribute, parser, default, doc); a bad value raises
+:class:`~deltalog.errors.InvalidConfigError` naming the key, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from deltalog.errors import InvalidConfigError
+
+LONG_MAX = 9_223_372_036_854_775_807
+INT_MAX = 2_147_483_647
+#: Bytes one entry takes in Kafka's SkimpyOffsetMap: a 16-byte MD5 of the key and an 8-byte offset.
+OFFSET_MAP_BYTES_PER_ENTRY = 24
+
+Parser = Callable[[str, Any], Any]
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """One documented config key: its dotted name, the attribute it fills, its parser and default."""
+
+    name: str
+    attr: str
+    parse: Parser
+    default: Any
+    doc: str
+
+    def render(self, value: Any) -> str:
+        """The value as the string stored in Delta table properties (and shown by ``describe``)."""
+        if isinstance(value, tuple):
+            return ",".join(value)
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return str(value)
+
+
+def _long(lo: int = -LONG_MAX - 1, hi: int = LONG_MAX) -> Parser:
+    def parse(name: str, raw: Any) -> int:
+        if isinstance(raw, bool):
+            raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: expected a whole number")
+        if isinstance(raw, float):
+            if not raw.is_integer():
+                raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: expected a whole number")
+            raw = int(raw)
+        try:
+            value = int(str(raw).strip()) if not isinstance(raw, int) else raw
+        except ValueError:
+            raise InvalidConfigError(
+                f"Invalid value {raw!r} for configuration {name}: expected a whole number"
+            ) from None
+        if not lo <= value <= hi:
+            raise InvalidConfigError(
+                f"Invalid value {value} for configuration {name}: value must be in [{lo}, {hi}]"
+            )
+        return value
+
+    return parse
+
+
+def _double(lo: float, hi: float, *, lo_open: bool = False) -> Parser:
+    def parse(name: str, raw: Any) -> float:
+        if isinstance(raw, bool):
+            raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: expected a number")
+        try:
+            value = float(str(raw).strip()) if not isinstance(raw, (int, float)) else float(raw)
+        except ValueError:
+            raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: expected a number") from None
+        too_low = value <= lo if lo_open else value < lo
+        if math.isnan(value) or too_low or value > hi:
+            bracket = "(" if lo_open else "["
+            raise InvalidConfigError(
+                f"Invalid value {value} for configuration {name}: value must be in {bracket}{lo}, {hi}]"
+            )
+        return value
+
+    return parse
+
+
+def _bool(name: str, raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: expected true or false")
+
+
+CLEANUP_POLICIES = ("compact", "delete")
+
+
+def _cleanup_policy(name: str, raw: Any) -> tuple[str, ...]:
+    items = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
+    policies = tuple(sorted({str(p).strip().lower() for p in items if str(p).strip()}))
+    bad = [p for p in policies if p not in CLEANUP_POLICIES]
+    if not policies or bad:
+        raise InvalidConfigError(
+            f"Invalid value {raw!r} for configuration {name}: "
+            "expected a comma-separated list of 'compact' and/or 'delete'"
+        )
+    return policies
+
+
+TOPIC_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey("cleanup.policy", "cleanup_policy", _cleanup_policy, ("delete",),
+              "'delete' drops old segments by retention.ms/retention.bytes; 'compact' keeps the latest "
+              "record per key; both may be given ('compact,delete')."),
+    ConfigKey("segment.bytes", "segment_bytes", _long(14, INT_MAX), 1_073_741_824,
+              "The active segment rolls when its files reach this many bytes; the cleaner groups "
+              "consecutive segments up to this size."),
+    ConfigKey("segment.ms", "segment_ms", _long(1), 604_800_000,
+              "The active segment rolls, on the next append, once it has been open longer than this."),
+    ConfigKey("min.cleanable.dirty.ratio", "min_cleanable_dirty_ratio", _double(0.0, 1.0), 0.5,
+              "A compacted partition is cleaned once cleanable bytes / (clean + cleanable bytes) exceed this."),
+    ConfigKey("min.compaction.lag.ms", "min_compaction_lag_ms", _long(0), 0,
+              "A record stays uncompacted for at least this long."),
+    ConfigKey("max.compaction.lag.ms", "max_compaction_lag_ms", _long(1), LONG_MAX,
+              "A dirty record becomes eligible for compaction at the latest after this long."),
+    ConfigKey("delete.retention.ms", "delete_retention_ms", _long(0), 86_400_000,
+              "How long a tombstone is kept after it first enters the clean section."),
+    ConfigKey("retention.ms", "retention_ms", _long(-1), 604_800_000,
+              "Segments whose newest record is older than this are deleted (delete policy); -1: no limit."),
+    ConfigKey("retention.bytes", "retention_bytes", _long(-1), -1,
+              "Oldest segments are deleted while the partition is larger than this (delete policy); -1: no limit."),
+    ConfigKey("file.delete.delay.ms", "file_delete_delay_ms", _long(0), 60_000,
+              "Files replaced by cleaning or retention are physically removed (VACUUM) only after this delay."),
+    ConfigKey("max.message.bytes", "max_message_bytes", _long(0, INT_MAX), 1_048_588,
+              "The largest record (key + value + headers) an append accepts."),
+)
+
+STORE_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey("log.cleaner.threads", "cleaner_threads", _long(1, 1024), 1,
+              "Partitions cleaned side by side; each gets an equal share of the dedupe buffer."),
+    ConfigKey("log.cleaner.dedupe.buffer.size", "dedupe_buffer_size", _long(OFFSET_MAP_BYTES_PER_ENTRY), 134_217_728,
+              "Total memory for offset maps across all cleaner threads."),
+    ConfigKey("log.cleaner.io.buffer.load.factor", "io_buffer_load_factor", _double(0.0, 1.0, lo_open=True), 0.9,
+              "How full an offset map may get before a pass stops mapping (more = more per pass)."),
+    ConfigKey("log.cleaner.backoff.ms", "backoff_ms", _long(0), 15_000,
+              "How long the cleaner job sleeps when no partition is eligible."),
+    ConfigKey("log.cleaner.io.max.bytes.per.second", "io_max_bytes_per_second",
+              _double(0.0, float("inf"), lo_open=True), float("inf"),
+              "Throttle on the bytes a cleaning pass reads and writes per second."),
+)
+
+
+def _build(keys: tuple[ConfigKey, ...], props: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    by_name = {k.name: k for k in keys}
+    unknown = sorted(set(props) - set(by_name))
+    if unknown:
+        raise InvalidConfigError(
+            f"Unknown {kind} config {', '.join(map(repr, unknown))}; allowed: {', '.join(sorted(by_name))}"
+        )
+    return {by_name[name].attr: by_name[name].parse(name, raw) for name, raw in props.items()}
+
+
+class _KafkaConfig:
+    """Shared behaviour of the two config dataclasses: build from, and render to, dotted keys."""
+
+    KEYS: tuple[ConfigKey, ...] = ()
+    KIND = "config"
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, Any] | None = None) -> Any:
+        """Parse and validate dotted keys; keys not given take Kafka's defaults."""
+        return cls(**_build(cls.KEYS, dict(props or {}), cls.KIND))
+
+    def with_overrides(self, props: Mapping[str, Any]) -> Any:
+        """A copy with some keys changed, validated like a new config."""
+        return dataclasses.replace(self, **_build(self.KEYS, dict(props), self.KIND))  # type: ignore[type-var]
+
+    def to_properties(self) -> dict[str, str]:
+        """Every key with its value as a string, in declaration order."""
+        return {k.name: k.render(getattr(self, k.attr)) for k in self.KEYS}
+
+    @classmethod
+    def key(cls, name: str) -> ConfigKey:
+        for k in cls.KEYS:
+            if k.name == name:
+                return k
+        raise InvalidConfigError(f"Unknown {cls.KIND} config {name!r}; allowed: {', '.join(k.name for k in cls.KEYS)}")
+
+
+@dataclass(frozen=True)
+class TopicConfig(_KafkaConfig):
+    """Per-topic policy, as Kafka's LogConfig; stored in every partition table's properties."""
+
+    KEYS = TOPIC_KEYS
+    KIND = "topic"
+
+    cleanup_policy: tuple[str, ...] = ("delete",)
+    segment_bytes: int = 1_073_741_824
+    segment_ms: int = 604_800_000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    delete_retention_ms: int = 86_400_000
+    retention_ms: int = 604_800_000
+    retention_bytes: int = -1
+    file_delete_delay_ms: int = 60_000
+    max_message_bytes: int = 1_048_588
+
+    def __post_init__(self) -> None:
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise InvalidConfigError(
+                f"Conflict: min.compaction.lag.ms ({self.min_compaction_lag_ms}) must not be greater than "
+                f"max.compaction.lag.ms ({self.max_compaction_lag_ms})"
+            )
+
+    @property
+    def compact(self) -> bool:
+        """True for ``compact`` and ``compact,delete``."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """True for ``delete`` and ``compact,delete``: retention applies."""
+        return "delete" in self.cleanup_policy
+
+
+@dataclass(frozen=True)
+class StoreConfig(_KafkaConfig):
+    """Store-wide settings with the broker's names: Kafka's CleanerConfig."""
+
+    KEYS = STORE_KEYS
+    KIND = "store"
+
+    cleaner_threads: int = 1
+    dedupe_buffer_size: int = 134_217_728
+    io_buffer_load_factor: float = 0.9
+    backoff_ms: int = 15_000
+    io_max_bytes_per_second: float = float("inf")
+
+    def __post_init__(self) -> None:
+        if self.offset_map_capacity < 1:
+            raise InvalidConfigError(
+                f"log.cleaner.dedupe.buffer.size ({self.dedupe_buffer_size}) / log.cleaner.threads "
+                f"({self.cleaner_threads}) x log.cleaner.io.buffer.load.factor ({self.io_buffer_load_factor}) "
+                f"leaves room for no offset map entry of {OFFSET_MAP_BYTES_PER_ENTRY} bytes; raise the buffer size"
+            )
+
+    @property
+    def offset_map_capacity(self) -> int:
+        """Entries one pass may map: floor(buffer / threads x load factor / 24), per thread capped at 2 GiB.
+
+        This is Kafka's SkimpyOffsetMap sizing (LogCleaner.java:480, Cleaner.java:781); a section with
+        more distinct keys than this is cleaned in several passes.
+        """
+        per_thread = min(self.dedupe_buffer_size // self.cleaner_threads, INT_MAX)
+        return int(per_thread * self.io_buffer_load_factor) // OFFSET_MAP_BYTES_PER_ENTRY

@@ -1,0 +1,247 @@
+"""The Delta edge: everything deltalog says to delta-rs lives here.
+
+A partition is one Delta table. Its log positions are kept in the Delta log itself, as app-transaction
+(``txn``) actions, so they are read in O(1) from the snapshot and committed atomically with the data they
+describe:
+
+==============================  ============================================================
+app id                          version holds
+==============================  ============================================================
+``deltalog.log_end_offset``     the next offset to assign; never goes backwards
+``deltalog.log_start_offset``   the lowest readable offset (raised by retention/DeleteRecords)
+``deltalog.active_segment``     the active segment's base offset
+``deltalog.active_segment.opened_ms``  when the first record went into the active segment
+``deltalog.active_segment.bytes``  bytes of the active segment's files (for ``segment.bytes``)
+``deltalog.cleaner.checkpoint`` the first dirty offset (Kafka's cleaner-offset-checkpoint)
+==============================  ============================================================
+
+Every commit that moves the head of the log (append, roll) carries ``deltalog.log_end_offset``; delta-rs
+refuses the second of two commits that carry the same app id, so two appenders can never both commit
+offsets assigned from the same log end. A cleaning pass carries only the cleaner checkpoint: it rebases
+over concurrent appends, and two cleaners on one partition cannot both commit.
+
+Files are written by pyarrow (appends) or Spark (cleaning) and committed as ``AddAction`` s whose stats
+(min/max offset, segment, timestamp, delete horizon; null counts of key and value) come from the data or
+the Parquet footer, so planning never scans data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
+from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
+
+from deltalog.errors import CommitConflictError, CorruptLogError
+from deltalog.record import (
+    DELETE_HORIZON,
+    KEY,
+    NULL_COUNT_COLUMNS,
+    OFFSET,
+    RECORD_SCHEMA,
+    SEGMENT,
+    STATS_COLUMNS,
+    TIMESTAMP,
+    VALUE,
+)
+
+TXN_LOG_END_OFFSET = "deltalog.log_end_offset"
+TXN_LOG_START_OFFSET = "deltalog.log_start_offset"
+TXN_ACTIVE_SEGMENT = "deltalog.active_segment"
+TXN_ACTIVE_SEGMENT_OPENED = "deltalog.active_segment.opened_ms"
+TXN_ACTIVE_SEGMENT_BYTES = "deltalog.active_segment.bytes"
+TXN_CLEANER_CHECKPOINT = "deltalog.cleaner.checkpoint"
+
+#: Table properties that hold topic configs are prefixed so they never clash with ``delta.*`` ones.
+CONFIG_PREFIX = "deltalog.topic."
+PROP_TOPIC = "deltalog.topic"
+PROP_PARTITION = "deltalog.partition"
+PROP_FORMAT = "deltalog.format.version"
+FORMAT_VERSION = "1"
+
+#: Parquet written by appends: small files, statistics on, snappy like Spark's default.
+PARQUET_COMPRESSION = "snappy"
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One data file of a partition table, as its Delta add action describes it (no data read)."""
+
+    path: str
+    size_bytes: int
+    num_records: int
+    min_offset: int
+    max_offset: int
+    segment: int
+    min_timestamp_ms: int | None
+    max_timestamp_ms: int | None
+    keyless: int
+    tombstones: int
+    max_delete_horizon_ms: int | None
+    modification_time: int
+
+    @classmethod
+    def from_add_row(cls, row: Mapping[str, Any]) -> DataFile:
+        try:
+            return cls(
+                path=row["path"],
+                size_bytes=int(row["size_bytes"]),
+                num_records=int(row["num_records"]),
+                min_offset=int(row[f"min.{OFFSET}"]),
+                max_offset=int(row[f"max.{OFFSET}"]),
+                segment=int(row[f"min.{SEGMENT}"]),
+                min_timestamp_ms=row.get(f"min.{TIMESTAMP}"),
+                max_timestamp_ms=row.get(f"max.{TIMESTAMP}"),
+                keyless=int(row.get(f"null_count.{KEY}") or 0),
+                tombstones=int(row.get(f"null_count.{VALUE}") or 0),
+                max_delete_horizon_ms=row.get(f"max.{DELETE_HORIZON}"),
+                modification_time=int(row.get("modification_time") or 0),
+            )
+        except (KeyError, TypeError) as e:
+            raise CorruptLogError(
+                f"data file {row.get('path')!r} has no deltalog stats ({e}); it was not written by deltalog"
+            ) from None
+
+
+def table_exists(uri: str) -> bool:
+    return DeltaTable.is_deltatable(uri)
+
+
+def open_table(uri: str) -> DeltaTable:
+    try:
+        return DeltaTable(uri)
+    except TableNotFoundError as e:
+        raise CorruptLogError(f"no Delta table at {uri}: {e}") from None
+
+
+def create_table(uri: str, properties: Mapping[str, str], txns: Mapping[str, int]) -> DeltaTable:
+    """Create an empty partition table with its properties and initial log positions in version 0."""
+    return DeltaTable.create(
+        uri,
+        RECORD_SCHEMA,
+        mode="error",
+        configuration=dict(properties),
+        raise_if_key_not_exists=False,
+        commit_properties=CommitProperties(app_transactions=[Transaction(k, int(v)) for k, v in txns.items()]),
+    )
+
+
+def txn_version(dt: DeltaTable, app_id: str) -> int | None:
+    return dt.transaction_version(app_id)
+
+
+def data_files(dt: DeltaTable) -> list[DataFile]:
+    """The live files of the snapshot, in offset order."""
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    files = [DataFile.from_add_row(row) for row in actions.to_pylist()]
+    files.sort(key=lambda f: f.min_offset)
+    return files
+
+
+def new_file_name(segment: int, first_offset: int) -> str:
+    """A data file name that sorts like Kafka's segment files: base offset, first offset, a nonce."""
+    return f"{segment:020d}-{first_offset:020d}-{uuid.uuid4().hex[:12]}.parquet"
+
+
+def _stats_from_table(table: pa.Table) -> dict[str, Any]:
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    for col in STATS_COLUMNS:
+        mm = pc.min_max(table.column(col))
+        if mm["min"].is_valid:
+            mins[col] = mm["min"].as_py()
+            maxs[col] = mm["max"].as_py()
+    nulls = {col: table.column(col).null_count for col in NULL_COUNT_COLUMNS}
+    return {"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+
+
+def stats_from_parquet_footer(path: str) -> dict[str, Any]:
+    """Delta stats for a file someone else wrote (Spark), from its Parquet footer: no data read."""
+    try:
+        meta = pq.read_metadata(path)
+    except Exception as e:  # pyarrow raises several types for a damaged footer
+        raise CorruptLogError(f"cannot read the Parquet footer of {path}: {e}") from None
+    names = meta.schema.names
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for rg in range(meta.num_row_groups):
+        group = meta.row_group(rg)
+        for i, name in enumerate(names):
+            if name not in NULL_COUNT_COLUMNS:
+                continue
+            st = group.column(i).statistics
+            if st is None:
+                raise CorruptLogError(f"{path} has no statistics for column {name}")
+            nulls[name] = nulls.get(name, 0) + (st.null_count or 0)
+            if name in STATS_COLUMNS and st.has_min_max:
+                mins[name] = st.min if name not in mins else min(mins[name], st.min)
+                maxs[name] = st.max if name not in maxs else max(maxs[name], st.max)
+    return {"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+
+
+def write_data_file(table_uri: str, table: pa.Table, now_ms: int) -> AddAction:
+    """Write ``table`` (rows in offset order, one segment) as a new file and describe it as an add action."""
+    segment = table.column(SEGMENT)[0].as_py()
+    first = table.column(OFFSET)[0].as_py()
+    name = new_file_name(segment, first)
+    path = os.path.join(table_uri, name)
+    pq.write_table(table, path, compression=PARQUET_COMPRESSION, write_statistics=True)
+    return AddAction(name, os.path.getsize(path), {}, now_ms, True, json.dumps(_stats_from_table(table)))
+
+
+def add_action_for_file(table_uri: str, relative_path: str, now_ms: int) -> AddAction:
+    """An add action for a file already written inside the table directory (e.g. by Spark)."""
+    path = os.path.join(table_uri, relative_path)
+    stats = stats_from_parquet_footer(path)
+    return AddAction(relative_path, os.path.getsize(path), {}, now_ms, True, json.dumps(stats))
+
+
+def remove_action(f: DataFile, now_ms: int) -> RemoveAction:
+    return RemoveAction(f.path, True, now_ms, f.size_bytes, {})
+
+
+def commit(
+    dt: DeltaTable,
+    actions: Sequence[AddAction | RemoveAction],
+    *,
+    txns: Mapping[str, int],
+    metadata: Mapping[str, Any] | None = None,
+    operation: str,
+    retries: int | None = None,
+) -> None:
+    """One atomic Delta commit of data actions and log positions.
+
+    Raises :class:`CommitConflictError` when a concurrent writer won (same app id, or a file this commit
+    removes is already gone); the caller decides whether to retry from a fresh snapshot.
+    """
+    custom: dict[str, Any] = {"deltalog.operation": operation}
+    if metadata:
+        custom.update({f"deltalog.{k}": v for k, v in metadata.items()})
+    props = CommitProperties(
+        custom_metadata=custom,
+        max_commit_retries=retries,
+        app_transactions=[Transaction(k, int(v)) for k, v in txns.items()],
+    )
+    try:
+        dt.create_write_transaction(list(actions), mode="append", schema=RECORD_SCHEMA, commit_properties=props)
+    except CommitFailedError as e:
+        raise CommitConflictError(f"{operation} lost a race with a concurrent commit: {e}") from e
+
+
+def delete_quietly(table_uri: str, paths: Iterable[str]) -> None:
+    """Remove files this process wrote but never committed; VACUUM would remove them later anyway."""
+    for p in paths:
+        try:
+            os.remove(os.path.join(table_uri, p))
+        except OSError:
+            pass

@@ -1,0 +1,93 @@
+"""What ``store.describe(topic)`` returns: the state of each partition, as data.
+
+Every figure a user may act on (offsets, segment sizes, clean and cleanable bytes, dirty ratio) is an
+attribute here and a key of :meth:`PartitionState.as_dict`, not only a line of text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from deltalog.config import TopicConfig
+from deltalog.log import LogSnapshot
+from deltalog.log_to_clean import LogToClean
+from deltalog.segment import Segment
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """One partition at one Delta version. Also readable as a mapping: ``state["dirty_ratio"]``."""
+
+    topic: str
+    partition: int
+    version: int
+    log_start_offset: int
+    log_end_offset: int
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    active_segment_base_offset: int
+    segments: tuple[Segment, ...]
+    size_bytes: int
+    num_records: int
+    clean_bytes: int
+    dirty_bytes: int
+    dirty_ratio: float
+    eligible_for_cleaning: bool
+    max_compaction_delay_ms: int
+
+    @classmethod
+    def of(cls, snap: LogSnapshot, now_ms: int) -> PartitionState:
+        ltc = LogToClean.of(snap, now_ms)
+        return cls(
+            topic=snap.topic,
+            partition=snap.partition,
+            version=snap.version,
+            log_start_offset=snap.log_start_offset,
+            log_end_offset=snap.log_end_offset,
+            first_dirty_offset=ltc.first_dirty_offset,
+            first_uncleanable_offset=ltc.first_uncleanable_offset,
+            active_segment_base_offset=snap.active_segment_base,
+            segments=snap.segments,
+            size_bytes=snap.size_bytes,
+            num_records=snap.num_records,
+            clean_bytes=ltc.clean_bytes,
+            dirty_bytes=ltc.cleanable_bytes,
+            dirty_ratio=ltc.cleanable_ratio,
+            eligible_for_cleaning=ltc.eligible,
+            max_compaction_delay_ms=ltc.max_compaction_delay_ms,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "segments"}
+        d["segments"] = [s.as_dict() for s in self.segments]
+        return d
+
+    def __getitem__(self, key: str) -> Any:
+        return self.as_dict()[key]
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    """A topic's config and the state of each of its partitions; ``description[p]`` is partition ``p``."""
+
+    topic: str
+    config: TopicConfig
+    partitions: tuple[PartitionState, ...]
+
+    def __getitem__(self, partition: int) -> PartitionState:
+        return self.partitions[partition]
+
+    def __iter__(self) -> Iterator[PartitionState]:
+        return iter(self.partitions)
+
+    def __len__(self) -> int:
+        return len(self.partitions)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "config": self.config.to_properties(),
+            "partitions": [p.as_dict() for p in self.partitions],
+        }

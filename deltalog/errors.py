@@ -1,0 +1,64 @@
+"""One exception root, a few children that mean something to a caller.
+
+Every error deltalog raises on purpose is a :class:`DeltalogError`; its message names what was wrong
+and what is allowed. Nothing is half-written when one is raised: appends, topic creation and config
+changes validate everything before the first Delta commit.
+"""
+
+from __future__ import annotations
+
+
+class DeltalogError(Exception):
+    """Root of every error deltalog raises on purpose."""
+
+
+class InvalidConfigError(DeltalogError, ValueError):
+    """A config key is unknown, or its value is of the wrong type or out of range."""
+
+
+class InvalidTopicError(DeltalogError, ValueError):
+    """A topic name Kafka would reject (legal characters ``[a-zA-Z0-9._-]``, 1..249, not ``.``/``..``)."""
+
+
+class TopicExistsError(DeltalogError):
+    """``create_topic`` on a name that is already taken."""
+
+
+class UnknownTopicOrPartitionError(DeltalogError, LookupError):
+    """The topic, or the partition of the topic, does not exist."""
+
+
+class InvalidRecordError(DeltalogError, ValueError):
+    """A record the log refuses, e.g. a keyless record on a compacted topic."""
+
+
+class RecordTooLargeError(InvalidRecordError):
+    """A record larger than the topic's ``max.message.bytes``."""
+
+
+class CommitConflictError(DeltalogError):
+    """Another writer committed first and this operation cannot be retried safely.
+
+    Raised, for example, when two cleaners race on one partition: the loser's files were never
+    committed and are garbage for VACUUM.
+    """
+
+
+class OffsetOutOfRangeError(DeltalogError, IndexError):
+    """A read below the log start offset (Kafka's OFFSET_OUT_OF_RANGE).
+
+    ``log_start_offset`` and ``log_end_offset`` say what range is readable now.
+    """
+
+    def __init__(self, message: str, *, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(message)
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class CorruptLogError(DeltalogError):
+    """A data file of a partition cannot be read, or the table is not a deltalog partition."""
+
+
+class PartitionUncleanableError(DeltalogError):
+    """The partition is marked uncleanable after a failed clean (Kafka's uncleanable set)."""

@@ -1,0 +1,358 @@
+"""The partition log: one Delta table of records with their offsets (Kafka's UnifiedLog).
+
+:class:`PartitionLog` appends, rolls and reads one partition. Every decision is taken from a
+:class:`LogSnapshot`, an immutable view of one Delta version: the log positions kept in the Delta log
+(see :mod:`deltalog.delta`), the topic config kept in the table properties, and the segments derived from
+the file stats. A snapshot is cheap (no data read), so policies such as the cleaner's range planning are
+pure functions of a snapshot and a time.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+from deltalake import DeltaTable
+
+from deltalog import delta
+from deltalog.config import TopicConfig
+from deltalog.delta import DataFile
+from deltalog.errors import (
+    CommitConflictError,
+    CorruptLogError,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from deltalog.record import OFFSET, RECORD_SCHEMA, Record, records_to_table, table_to_records
+from deltalog.segment import Segment, build_segments
+
+#: How many times an append retries after losing the race for the log end offset to another producer.
+APPEND_MAX_ATTEMPTS = 200
+
+
+@dataclass(frozen=True)
+class LogSnapshot:
+    """Everything about a partition at one Delta version that planning needs, without reading data."""
+
+    topic: str
+    partition: int
+    version: int
+    config: TopicConfig
+    log_start_offset: int
+    log_end_offset: int
+    active_segment_base: int
+    active_segment_opened_ms: int | None
+    cleaner_checkpoint: int | None
+    files: tuple[DataFile, ...]
+    segments: tuple[Segment, ...] = field(repr=False)
+
+    @property
+    def active_segment(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def first_dirty_offset(self) -> int:
+        """The cleaner checkpoint, reset to the log start when it lies outside [log start, log end]."""
+        cp = self.cleaner_checkpoint
+        if cp is None or cp < self.log_start_offset or cp > self.log_end_offset:
+            return self.log_start_offset
+        return cp
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(f.size_bytes for f in self.files)
+
+    @property
+    def num_records(self) -> int:
+        return sum(f.num_records for f in self.files)
+
+    def files_from(self, offset: int) -> list[DataFile]:
+        """Files that may hold offsets >= ``offset``, in offset order (stats-based skipping)."""
+        return [f for f in self.files if f.max_offset >= offset]
+
+
+@dataclass(frozen=True)
+class LogHead:
+    """What an append needs: the log end and the active segment, from the Delta log's app ids alone."""
+
+    config: TopicConfig
+    log_start_offset: int
+    log_end_offset: int
+    active_segment_base: int
+    active_segment_opened_ms: int | None
+    active_segment_bytes: int
+
+    @property
+    def active_segment_empty(self) -> bool:
+        return self.log_end_offset == self.active_segment_base
+
+    def segment_for_append(self, now_ms: int) -> tuple[int, int | None, bool]:
+        """Kafka's ``maybeRoll``: the segment a new batch goes into, its opened time if that changes, and
+        whether the active segment rolled.
+
+        A non-empty active segment rolls when it has reached ``segment.bytes`` or has been open longer
+        than ``segment.ms`` (strictly longer, as Kafka's ``LogSegment.shouldRoll``). An empty active
+        segment never rolls; the batch that first fills it stamps its opened time.
+        """
+        if self.active_segment_empty:
+            return self.active_segment_base, now_ms, False
+        opened = self.active_segment_opened_ms
+        full = self.active_segment_bytes >= self.config.segment_bytes
+        old = opened is not None and now_ms - opened > self.config.segment_ms
+        if full or old:
+            return self.log_end_offset, now_ms, True
+        return self.active_segment_base, None, False
+
+
+class PartitionLog:
+    """Appends to, rolls and reads one partition table."""
+
+    def __init__(self, uri: str, topic: str, partition: int) -> None:
+        self.uri = uri
+        self.topic = topic
+        self.partition = partition
+        self._dt: DeltaTable | None = None
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.topic}-{self.partition}, {self.uri})"
+
+    # -- creation -----------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, uri: str, topic: str, partition: int, config: TopicConfig) -> PartitionLog:
+        os.makedirs(uri, exist_ok=True)
+        props = {delta.PROP_TOPIC: topic, delta.PROP_PARTITION: str(partition), delta.PROP_FORMAT: delta.FORMAT_VERSION}
+        props.update(config_to_table_properties(config))
+        delta.create_table(
+            uri,
+            props,
+            {delta.TXN_LOG_END_OFFSET: 0, delta.TXN_LOG_START_OFFSET: 0, delta.TXN_ACTIVE_SEGMENT: 0},
+        )
+        return cls(uri, topic, partition)
+
+    # -- snapshots ------------------------------------------------------------------------------------
+
+    def table(self, *, refresh: bool = True) -> DeltaTable:
+        """The Delta table handle, brought up to the latest version unless ``refresh`` is False."""
+        if self._dt is None:
+            self._dt = delta.open_table(self.uri)
+        elif refresh:
+            self._dt.update_incremental()
+        return self._dt
+
+    def snapshot(self, version: int | None = None) -> LogSnapshot:
+        """The latest snapshot, or the one at ``version`` (Delta time travel)."""
+        if version is None:
+            dt = self.table()
+        else:
+            dt = delta.open_table(self.uri)
+            dt.load_as_version(version)
+        return snapshot_of(dt, self.topic, self.partition)
+
+    # -- appends --------------------------------------------------------------------------------------
+
+    def append(self, records: Sequence[Record], now_ms: int) -> list[int]:
+        """Append records as one batch and return their offsets.
+
+        Offsets are assigned from the log end offset of the version the commit is based on; a
+        concurrent producer that commits first makes this commit fail (both carry the log-end app id),
+        and the batch is rewritten with fresh offsets and tried again. Nothing is written before every
+        record has passed validation.
+        """
+        if not records:
+            return []
+        timestamps = [r.timestamp_ms if r.timestamp_ms is not None else now_ms for r in records]
+        last_error: Exception | None = None
+        for attempt in range(APPEND_MAX_ATTEMPTS):
+            head = self.head()
+            if attempt == 0:
+                validate_records(records, head.config, self.topic)
+            base, opened, rolled = head.segment_for_append(now_ms)
+            leo = head.log_end_offset
+            offsets = range(leo, leo + len(records))
+            table = records_to_table(records, offsets, timestamps, base)
+            add = delta.write_data_file(self.uri, table, now_ms)
+            active_bytes = add.size + (0 if rolled or head.active_segment_empty else head.active_segment_bytes)
+            txns = {
+                delta.TXN_LOG_END_OFFSET: leo + len(records),
+                delta.TXN_ACTIVE_SEGMENT: base,
+                delta.TXN_ACTIVE_SEGMENT_BYTES: active_bytes,
+            }
+            if opened is not None:
+                txns[delta.TXN_ACTIVE_SEGMENT_OPENED] = opened
+            try:
+                delta.commit(
+                    self.table(refresh=False), [add], txns=txns, operation="append",
+                    metadata={"records": len(records), "rolled": rolled},
+                )
+                return list(offsets)
+            except CommitConflictError as e:
+                last_error = e
+                delta.delete_quietly(self.uri, [add.path])
+                time.sleep(random.uniform(0.001, 0.005 * min(attempt + 1, 20)))
+        raise CommitConflictError(
+            f"append to {self.topic}-{self.partition} lost the race for the log end offset "
+            f"{APPEND_MAX_ATTEMPTS} times in a row; last error: {last_error}"
+        )
+
+    def head(self) -> LogHead:
+        """The head of the log at the latest version, read from the Delta log alone (O(1) in files)."""
+        return head_of(self.table(), self.topic)
+
+    def roll(self, now_ms: int) -> int:
+        """Close the active segment now; the next append opens a new one at the log end offset.
+
+        Rolling an empty active segment does nothing. Returns the active segment's base offset.
+        """
+        for attempt in range(APPEND_MAX_ATTEMPTS):
+            head = self.head()
+            if head.active_segment_empty:
+                return head.active_segment_base
+            leo = head.log_end_offset
+            try:
+                delta.commit(
+                    self.table(refresh=False), [],
+                    txns={delta.TXN_LOG_END_OFFSET: leo, delta.TXN_ACTIVE_SEGMENT: leo,
+                          delta.TXN_ACTIVE_SEGMENT_BYTES: 0},
+                    operation="roll", metadata={"base_offset": leo},
+                )
+                return leo
+            except CommitConflictError:
+                time.sleep(random.uniform(0.001, 0.005 * min(attempt + 1, 20)))
+        raise CommitConflictError(f"roll of {self.topic}-{self.partition} kept losing races with producers")
+
+    # -- reads ----------------------------------------------------------------------------------------
+
+    def read(self, from_offset: int, max_records: int | None = None) -> list[Record]:
+        """Records with offset >= ``from_offset`` in offset order (Kafka's fetch).
+
+        An offset that compaction removed is a valid position: the read continues at the next record
+        that exists (seed 004). Offsets below the log start, or past the log end, are out of range.
+        """
+        return table_to_records(self.read_table(from_offset, max_records))
+
+    def read_table(self, from_offset: int, max_records: int | None = None) -> pa.Table:
+        """Like :meth:`read`, as an Arrow table in the partition schema."""
+        for attempt in range(3):
+            snap = self.snapshot()
+            check_offset_in_range(snap, from_offset)
+            start = max(from_offset, snap.log_start_offset)
+            files = snap.files_from(start)
+            # Rows below ``start`` in the first file are at most ``start - min_offset`` (offsets are unique).
+            skip = max(0, start - files[0].min_offset) if files else 0
+            chosen: list[DataFile] = []
+            count = 0
+            for f in files:
+                chosen.append(f)
+                count += f.num_records
+                if max_records is not None and count >= max_records + skip:
+                    break
+            try:
+                table = read_files(self.uri, chosen, start)
+            except FileNotFoundError:
+                if attempt == 2:
+                    raise
+                continue  # a VACUUM removed a file of this snapshot; read a newer one
+            if max_records is not None:
+                table = table.slice(0, max_records)
+            return table
+        raise AssertionError("unreachable")
+
+
+def read_files(uri: str, files: Sequence[DataFile], from_offset: int) -> pa.Table:
+    """Rows of ``files`` with offset >= ``from_offset``; files hold disjoint offset ranges, so offset order
+    is file order."""
+    if not files:
+        return RECORD_SCHEMA.empty_table()
+    paths = [os.path.join(uri, f.path) for f in files]
+    for p in paths:
+        if not os.path.exists(p):
+            raise FileNotFoundError(p)
+    try:
+        dataset = ds.dataset(paths, schema=RECORD_SCHEMA, format="parquet")
+        table = dataset.to_table(filter=ds.field(OFFSET) >= from_offset)
+    except (pa.ArrowInvalid, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise
+        raise CorruptLogError(f"cannot read data files of {uri}: {e}") from None
+    return table.sort_by(OFFSET)
+
+
+def check_offset_in_range(snap: LogSnapshot, offset: int) -> None:
+    if offset < snap.log_start_offset or offset > snap.log_end_offset:
+        raise OffsetOutOfRangeError(
+            f"offset {offset} is out of range for {snap.topic}-{snap.partition}: readable offsets are "
+            f"[{snap.log_start_offset}, {snap.log_end_offset}] (log start to log end)",
+            log_start_offset=snap.log_start_offset,
+            log_end_offset=snap.log_end_offset,
+        )
+
+
+def validate_records(records: Sequence[Record], config: TopicConfig, topic: str) -> None:
+    """Refuse the whole batch if any record is invalid, before anything is written."""
+    for i, r in enumerate(records):
+        if not isinstance(r, Record):
+            raise InvalidRecordError(f"record {i} is a {type(r).__name__}, not a deltalog.Record")
+        if config.compact and r.key is None:
+            raise InvalidRecordError(
+                f"record {i} has no key; topic {topic!r} is compacted (cleanup.policy="
+                f"{','.join(config.cleanup_policy)}) and every record on it needs a key"
+            )
+        size = r.size_bytes
+        if size > config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"record {i} is {size} bytes, larger than max.message.bytes={config.max_message_bytes} "
+                f"of topic {topic!r}"
+            )
+
+
+def config_to_table_properties(config: TopicConfig) -> dict[str, str]:
+    return {delta.CONFIG_PREFIX + k: v for k, v in config.to_properties().items()}
+
+
+def config_from_table_properties(props: dict[str, str]) -> TopicConfig:
+    ours = {k[len(delta.CONFIG_PREFIX):]: v for k, v in props.items() if k.startswith(delta.CONFIG_PREFIX)}
+    known = {k.name for k in TopicConfig.KEYS}
+    return TopicConfig.from_properties({k: v for k, v in ours.items() if k in known})
+
+
+def head_of(dt: DeltaTable, topic: str) -> LogHead:
+    props = dt.metadata().configuration
+    if props.get(delta.PROP_TOPIC) is None:
+        raise CorruptLogError(f"{dt.table_uri} is a Delta table but not a deltalog partition")
+    return LogHead(
+        config=config_from_table_properties(props),
+        log_start_offset=delta.txn_version(dt, delta.TXN_LOG_START_OFFSET) or 0,
+        log_end_offset=delta.txn_version(dt, delta.TXN_LOG_END_OFFSET) or 0,
+        active_segment_base=delta.txn_version(dt, delta.TXN_ACTIVE_SEGMENT) or 0,
+        active_segment_opened_ms=delta.txn_version(dt, delta.TXN_ACTIVE_SEGMENT_OPENED),
+        active_segment_bytes=delta.txn_version(dt, delta.TXN_ACTIVE_SEGMENT_BYTES) or 0,
+    )
+
+
+def snapshot_of(dt: DeltaTable, topic: str, partition: int) -> LogSnapshot:
+    props = dt.metadata().configuration
+    if props.get(delta.PROP_TOPIC) is None:
+        raise CorruptLogError(f"{dt.table_uri} is a Delta table but not a deltalog partition")
+    files = tuple(delta.data_files(dt))
+    leo = delta.txn_version(dt, delta.TXN_LOG_END_OFFSET) or 0
+    active = delta.txn_version(dt, delta.TXN_ACTIVE_SEGMENT) or 0
+    return LogSnapshot(
+        topic=topic,
+        partition=partition,
+        version=dt.version(),
+        config=config_from_table_properties(props),
+        log_start_offset=delta.txn_version(dt, delta.TXN_LOG_START_OFFSET) or 0,
+        log_end_offset=leo,
+        active_segment_base=active,
+        active_segment_opened_ms=delta.txn_version(dt, delta.TXN_ACTIVE_SEGMENT_OPENED),
+        cleaner_checkpoint=delta.txn_version(dt, delta.TXN_CLEANER_CHECKPOINT),
+        files=files,
+        segments=build_segments(files, active, leo),
+    )

@@ -1,0 +1,146 @@
+"""A record, and the Arrow schema of the partition table that stores records as rows.
+
+One row is one record: ``offset`` (assigned at append, never null, never changed), ``key``, ``value``
+(null: tombstone), ``headers`` (ordered ``(str, bytes)`` pairs, as Kafka's), ``timestamp_ms``, the base
+offset of the ``segment`` it belongs to, and ``delete_horizon_ms``, stamped by the cleaner on a tombstone
+the first time it is cleaned (KIP-534's delete horizon, kept as a column instead of a batch header).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+import pyarrow as pa
+
+from deltalog.errors import InvalidRecordError
+
+Header = tuple[str, bytes]
+HeadersLike = Union[Sequence[tuple[str, Any]], Mapping[str, Any], None]
+
+OFFSET = "offset"
+KEY = "key"
+VALUE = "value"
+HEADERS = "headers"
+TIMESTAMP = "timestamp_ms"
+SEGMENT = "segment"
+DELETE_HORIZON = "delete_horizon_ms"
+
+HEADER_TYPE = pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
+
+RECORD_SCHEMA = pa.schema(
+    [
+        pa.field(OFFSET, pa.int64(), nullable=False),
+        pa.field(KEY, pa.binary()),
+        pa.field(VALUE, pa.binary()),
+        pa.field(HEADERS, pa.list_(pa.field("element", HEADER_TYPE))),
+        pa.field(TIMESTAMP, pa.int64(), nullable=False),
+        pa.field(SEGMENT, pa.int64(), nullable=False),
+        pa.field(DELETE_HORIZON, pa.int64()),
+    ]
+)
+
+#: Columns whose min/max deltalog puts in the Delta file stats, so plans never scan data.
+STATS_COLUMNS = (OFFSET, TIMESTAMP, SEGMENT, DELETE_HORIZON)
+#: Columns whose null counts go in the stats: null keys are keyless records, null values tombstones.
+NULL_COUNT_COLUMNS = (OFFSET, KEY, VALUE, TIMESTAMP, SEGMENT, DELETE_HORIZON)
+
+
+def _as_bytes(what: str, v: Any) -> bytes | None:
+    if v is None:
+        return None
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v)
+    if isinstance(v, str):
+        return v.encode("utf-8")
+    raise InvalidRecordError(f"record {what} must be bytes, str (stored as UTF-8) or None, not {type(v).__name__}")
+
+
+def _normalize_headers(headers: HeadersLike) -> tuple[Header, ...]:
+    if headers is None:
+        return ()
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    for item in items:
+        try:
+            name, value = item
+        except (TypeError, ValueError):
+            raise InvalidRecordError(f"a header must be a (str, bytes) pair, not {item!r}") from None
+        if not isinstance(name, str):
+            raise InvalidRecordError(f"a header name must be a str, not {type(name).__name__}")
+        out.append((name, _as_bytes(f"header {name!r}", value)))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Record:
+    """A Kafka record. ``offset`` and ``delete_horizon_ms`` are set by the log, not by producers.
+
+    ``timestamp_ms`` defaults to the store clock's time at append. ``key`` and ``value`` are bytes;
+    a ``str`` is accepted and stored as UTF-8. ``value=None`` is a tombstone.
+    """
+
+    key: bytes | None = None
+    value: bytes | None = None
+    headers: tuple[Header, ...] = ()
+    timestamp_ms: int | None = None
+    offset: int | None = None
+    delete_horizon_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", _as_bytes("key", self.key))
+        object.__setattr__(self, "value", _as_bytes("value", self.value))
+        object.__setattr__(self, "headers", _normalize_headers(self.headers))
+        if self.timestamp_ms is not None and (isinstance(self.timestamp_ms, bool) or not isinstance(self.timestamp_ms, int)):
+            raise InvalidRecordError(f"timestamp_ms must be an int (epoch milliseconds), not {self.timestamp_ms!r}")
+        if self.timestamp_ms is not None and self.timestamp_ms < 0:
+            raise InvalidRecordError(f"timestamp_ms must be >= 0, not {self.timestamp_ms}")
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.value is None
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes counted against ``max.message.bytes``: key, value and headers."""
+        size = len(self.key or b"") + len(self.value or b"")
+        for name, value in self.headers:
+            size += len(name.encode("utf-8")) + len(value or b"")
+        return size
+
+
+def records_to_table(records: Sequence[Record], offsets: Iterable[int], timestamps: Sequence[int],
+                     segment: int) -> pa.Table:
+    """Rows in the partition table's schema for records about to be appended."""
+    n = len(records)
+    return pa.table(
+        {
+            OFFSET: pa.array(list(offsets), pa.int64()),
+            KEY: pa.array([r.key for r in records], pa.binary()),
+            VALUE: pa.array([r.value for r in records], pa.binary()),
+            HEADERS: pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in records],
+                              RECORD_SCHEMA.field(HEADERS).type),
+            TIMESTAMP: pa.array(timestamps, pa.int64()),
+            SEGMENT: pa.array([segment] * n, pa.int64()),
+            DELETE_HORIZON: pa.nulls(n, pa.int64()),
+        },
+        schema=RECORD_SCHEMA,
+    )
+
+
+def table_to_records(table: pa.Table) -> list[Record]:
+    """Records from rows of a partition table (a read, not a hot path for Spark jobs)."""
+    out = []
+    for row in table.select([OFFSET, KEY, VALUE, HEADERS, TIMESTAMP, DELETE_HORIZON]).to_pylist():
+        out.append(
+            Record(
+                key=row[KEY],
+                value=row[VALUE],
+                headers=tuple((h["key"], h["value"]) for h in (row[HEADERS] or ())),
+                timestamp_ms=row[TIMESTAMP],
+                offset=row[OFFSET],
+                delete_horizon_ms=row[DELETE_HORIZON],
+            )
+        )
+    return out

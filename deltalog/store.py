@@ -1,0 +1,230 @@
+"""The store: a root location holding topics, each partition one Delta table (Kafka's LogManager).
+
+Layout::
+
+    <root>/topics/<topic>/<partition>/      one Delta table per partition
+    <root>/_deltalog/                       store-level state (metrics, quarantine, check results)
+
+Producers and readers go through delta-rs and pyarrow directly, so appending and reading never start
+Spark; cleaning, SQL and checks run Spark jobs on the session given as ``spark=`` or, when none is
+given, on an embedded local session created the first time one is needed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from deltalog.clock import Clock, WallClock
+from deltalog.config import StoreConfig, TopicConfig
+from deltalog.describe import PartitionState, TopicDescription
+from deltalog.errors import (
+    InvalidConfigError,
+    InvalidTopicError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from deltalog.log import PartitionLog, config_to_table_properties
+from deltalog.record import Record
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+TOPICS_DIR = "topics"
+STATE_DIR = "_deltalog"
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_PARTITIONS = 10_000
+
+
+def validate_topic_name(name: object) -> str:
+    """Kafka's topic name rules (``Topic.validate``), which also keep every path inside the store."""
+    if not isinstance(name, str) or not name:
+        raise InvalidTopicError(f"Topic name {name!r} is illegal: it must be a non-empty string")
+    if name in (".", ".."):
+        raise InvalidTopicError(f"Topic name {name!r} is illegal: it cannot be '.' or '..'")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"Topic name is illegal: it is {len(name)} characters long, the maximum is {MAX_TOPIC_NAME_LENGTH}"
+        )
+    if not _LEGAL_TOPIC.match(name):
+        raise InvalidTopicError(
+            f"Topic name {name!r} is illegal: it contains a character other than ASCII alphanumerics, "
+            "'.', '_' and '-'"
+        )
+    return name
+
+
+class Store:
+    """A deltalog store rooted at a local directory (or any path delta-rs and Spark can both reach)."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        clock: Clock | None = None,
+        spark: SparkSession | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.root = os.path.abspath(os.fspath(root))
+        self.clock: Clock = clock or WallClock()
+        self.config = StoreConfig.from_properties(config or {})
+        self._spark = spark
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        os.makedirs(os.path.join(self.root, TOPICS_DIR), exist_ok=True)
+
+    def __repr__(self) -> str:
+        return f"Store({self.root!r})"
+
+    # -- Spark ----------------------------------------------------------------------------------------
+
+    @property
+    def spark(self) -> SparkSession:
+        """The session Spark jobs run on: the one given, or the embedded local one (created on first use)."""
+        if self._spark is None:
+            from deltalog.spark import local_session
+
+            self._spark = local_session()
+        return self._spark
+
+    # -- topics ---------------------------------------------------------------------------------------
+
+    def _topic_dir(self, topic: str) -> str:
+        return os.path.join(self.root, TOPICS_DIR, validate_topic_name(topic))
+
+    def create_topic(self, topic: str, partitions: int = 1, config: Mapping[str, Any] | None = None) -> TopicConfig:
+        """Create a topic of ``partitions`` empty partition tables with the given Kafka topic configs.
+
+        The tables are built in a hidden staging directory and renamed into place in one step, so a
+        failure leaves no half-created topic and two concurrent creators cannot both succeed.
+        """
+        validate_topic_name(topic)
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
+            raise InvalidConfigError(
+                f"Invalid number of partitions {partitions!r} for topic {topic!r}: must be an integer in [1, {MAX_PARTITIONS}]"
+            )
+        topic_config = TopicConfig.from_properties(config or {})
+        final = self._topic_dir(topic)
+        if os.path.exists(final):
+            raise TopicExistsError(f"Topic {topic!r} already exists in {self.root}")
+        staging = os.path.join(self.root, TOPICS_DIR, f".creating-{topic}-{uuid.uuid4().hex[:8]}")
+        try:
+            for p in range(partitions):
+                PartitionLog.create(os.path.join(staging, str(p)), topic, p, topic_config)
+            try:
+                os.rename(staging, final)
+            except OSError:
+                if os.path.exists(final):
+                    raise TopicExistsError(f"Topic {topic!r} already exists in {self.root}") from None
+                raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return topic_config
+
+    def list_topics(self) -> list[str]:
+        base = os.path.join(self.root, TOPICS_DIR)
+        return sorted(
+            name for name in os.listdir(base)
+            if not name.startswith(".") and os.path.isdir(os.path.join(base, name))
+        )
+
+    def topic_exists(self, topic: str) -> bool:
+        return os.path.isdir(self._topic_dir(topic))
+
+    def partitions(self, topic: str) -> list[int]:
+        """The partition numbers of a topic, in order."""
+        path = self._topic_dir(topic)
+        if not os.path.isdir(path):
+            raise UnknownTopicOrPartitionError(
+                f"Topic {topic!r} does not exist in {self.root}; existing topics: {self.list_topics()}"
+            )
+        return sorted(int(n) for n in os.listdir(path) if n.isdigit())
+
+    def delete_topic(self, topic: str) -> None:
+        """Remove a topic and all its data (Kafka's DeleteTopics). Irreversible."""
+        path = self._topic_dir(topic)
+        self.partitions(topic)  # raises if unknown
+        doomed = os.path.join(self.root, TOPICS_DIR, f".deleting-{topic}-{uuid.uuid4().hex[:8]}")
+        os.rename(path, doomed)
+        self._logs = {k: v for k, v in self._logs.items() if k[0] != topic}
+        shutil.rmtree(doomed, ignore_errors=True)
+
+    def log(self, topic: str, partition: int) -> PartitionLog:
+        """The :class:`PartitionLog` of one partition; raises if the topic or partition does not exist."""
+        key = (topic, partition)
+        cached = self._logs.get(key)
+        if cached is not None:
+            return cached
+        parts = self.partitions(topic)
+        if isinstance(partition, bool) or not isinstance(partition, int) or partition not in parts:
+            raise UnknownTopicOrPartitionError(
+                f"Partition {partition!r} of topic {topic!r} does not exist; partitions are 0..{len(parts) - 1}"
+            )
+        log = PartitionLog(os.path.join(self._topic_dir(topic), str(partition)), topic, partition)
+        self._logs[key] = log
+        return log
+
+    def logs(self, topic: str | None = None) -> list[PartitionLog]:
+        """Every partition log of one topic, or of the whole store."""
+        topics = [topic] if topic is not None else self.list_topics()
+        return [self.log(t, p) for t in topics for p in self.partitions(t)]
+
+    def topic_config(self, topic: str) -> TopicConfig:
+        return self.log(topic, self.partitions(topic)[0]).head().config
+
+    def alter_topic_config(self, topic: str, config: Mapping[str, Any]) -> TopicConfig:
+        """Set some topic configs (Kafka's incrementalAlterConfigs SET); the others keep their values.
+
+        The whole change is validated before any partition is touched; each partition table records
+        it in its own Delta commit.
+        """
+        new = self.topic_config(topic).with_overrides(config)
+        props = config_to_table_properties(new)
+        for log in self.logs(topic):
+            log.table().alter.set_table_properties(props, raise_if_not_exists=False)
+        return new
+
+    # -- producing and consuming ------------------------------------------------------------------------
+
+    def append(self, topic: str, partition: int, records: Sequence[Record]) -> list[int]:
+        """Append records to a partition as one batch; returns their offsets, in order."""
+        if isinstance(records, Record):
+            records = [records]
+        return self.log(topic, partition).append(list(records), self.clock.now_ms())
+
+    def roll(self, topic: str, partition: int) -> int:
+        """Close the active segment now; returns the base offset of the new active segment."""
+        return self.log(topic, partition).roll(self.clock.now_ms())
+
+    def read(
+        self,
+        topic: str,
+        partition: int,
+        from_offset: int | Literal["earliest", "latest"] = 0,
+        max_records: int | None = None,
+    ) -> list[Record]:
+        """Records from ``from_offset`` on, in offset order (``"earliest"``: the log start offset).
+
+        A position that compaction emptied reads on from the next record; an offset below the log start
+        or past the log end raises :class:`~deltalog.errors.OffsetOutOfRangeError`.
+        """
+        log = self.log(topic, partition)
+        if from_offset == "earliest":
+            from_offset = log.head().log_start_offset
+        elif from_offset == "latest":
+            from_offset = log.head().log_end_offset
+        elif isinstance(from_offset, bool) or not isinstance(from_offset, int):
+            raise InvalidConfigError(f"from_offset must be an int, 'earliest' or 'latest', not {from_offset!r}")
+        return log.read(from_offset, max_records)
+
+    # -- state ----------------------------------------------------------------------------------------
+
+    def describe(self, topic: str) -> TopicDescription:
+        """Per partition: log start/end offsets, segments with sizes, clean/dirty bytes, dirty ratio."""
+        now = self.clock.now_ms()
+        states = tuple(PartitionState.of(log.snapshot(), now) for log in self.logs(topic))
+        return TopicDescription(topic, self.topic_config(topic), states)

@@ -1,0 +1,23 @@
+"""The seed 000 fruit-prices events go in and come back with the offsets of the walkthrough."""
+
+from deltalog import Record
+
+
+def test_fruit_prices_offsets_and_segments(store, clock):
+    store.create_topic("fruit-prices", partitions=1, config={"cleanup.policy": "compact"})
+    assert store.append("fruit-prices", 0, [Record(key=b"grape", value=b"2.69")]) == [0]
+    assert store.append("fruit-prices", 0, [Record(key=b"lime", value=b"0.49")]) == [1]
+    assert store.append("fruit-prices", 0, [Record(key=b"grape", value=None)]) == [2]
+    assert store.append("fruit-prices", 0, [Record(key=b"lime", value=b"1.59")]) == [3]
+    clock.advance(7 * 24 * 3600 * 1000 + 1)  # segment.ms (7 days) passes: the next append rolls
+    assert store.append("fruit-prices", 0, [Record(key=b"lime", value=b"1.99")]) == [4]
+
+    records = store.read("fruit-prices", 0, from_offset=0)
+    assert [r.offset for r in records] == [0, 1, 2, 3, 4]
+    assert records[2].value is None and records[2].key == b"grape"
+
+    state = store.describe("fruit-prices")[0]
+    assert [s.base_offset for s in state.segments] == [0, 4]
+    assert state.active_segment_base_offset == 4
+    assert state.log_end_offset == 5
+    assert state.dirty_ratio == 1.0
