@@ -1,0 +1,73 @@
+"""The ``deltalog`` command line.
+
+Each command group is a module with a ``register(subparsers)`` function that adds its sub-commands and
+binds each to a handler ``func(args) -> int`` via ``set_defaults(func=...)``. To add a command, write
+such a module and add it to :data:`COMMAND_MODULES`.
+
+Exit codes: 0 success, 1 a :class:`~deltalog.errors.DeltalogError` (or an OS error such as a store
+that cannot be written), 2 bad usage; 130 on Ctrl-C. Errors are printed as ``deltalog: error: ...``
+on stderr, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from deltalog import __version__
+from deltalog.cli import common, consume, demo, doctor, produce, topics
+from deltalog.errors import DeltalogError
+
+#: The command groups, in the order ``deltalog --help`` lists them.
+COMMAND_MODULES = [
+    topics,
+    produce,
+    consume,
+    demo,
+    doctor,
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="deltalog",
+        description="Kafka's log compaction (cleanup.policy=compact) on Delta Lake tables and Spark.",
+        epilog="Run 'deltalog COMMAND --help' for the options of a command. "
+        "Start with 'deltalog demo' or 'deltalog doctor'.",
+    )
+    parser.add_argument("--version", action="version", version=f"deltalog {__version__}")
+    common.add_global_options(parser)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    for module in COMMAND_MODULES:
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the process exit code (the console script exits with it)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version, and usage errors (argparse has printed them)
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(func(args) or 0)
+    except common.UsageError as e:
+        print(f"deltalog: error: {e}", file=sys.stderr)
+        return 2
+    except (DeltalogError, OSError) as e:
+        if isinstance(e, BrokenPipeError):  # `deltalog consume ... | head`: the reader has what it wanted
+            return 0
+        print(f"deltalog: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("deltalog: interrupted", file=sys.stderr)
+        return 130
+
+
+__all__ = ["COMMAND_MODULES", "build_parser", "main"]

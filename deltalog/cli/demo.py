@@ -1,0 +1,26 @@
+"""``deltalog demo``: the seed 000 fruit-prices walkthrough on a fresh demo store (see :mod:`deltalog.demo`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from deltalog.demo import DEFAULT_DEMO_STORE, MARKER, run_demo
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "demo", help="replay the fruit-prices walkthrough on a fresh demo store",
+        description="Create a compacted fruit-prices topic in a fresh demo store, append the seed 000 "
+        "walkthrough's events (seven days pass on a manual clock), and print the log and the partition's "
+        f"state. The demo store is wiped first, so the demo only uses an empty directory or one marked by "
+        f"{MARKER}.",
+    )
+    p.add_argument("--store", dest="demo_store", metavar="PATH", default=None,
+                   help=f"the demo store (default {DEFAULT_DEMO_STORE}, not $DELTALOG_STORE: the demo "
+                   "never wipes a store it did not create)")
+    p.set_defaults(func=demo)
+
+
+def demo(args: argparse.Namespace) -> int:
+    run_demo(args.demo_store or args.store or DEFAULT_DEMO_STORE)
+    return 0

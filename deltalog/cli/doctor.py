@@ -1,0 +1,30 @@
+"""``deltalog doctor``: check Java, Spark, delta-rs, package versions and the store (see :mod:`deltalog.doctor`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from deltalog import doctor as checks
+from deltalog.cli import common
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "doctor", help="check Java, Spark, delta-rs and package versions, and say what to fix",
+        description="Check that this machine can run deltalog: Python, Java 17+, a local Spark session "
+        "(started for real, about 10 s), delta-rs, package versions and whether the store is writable. "
+        "Exits 1 if any check FAILs.",
+    )
+    p.add_argument("--no-spark", action="store_true", help="skip starting a Spark session")
+    common.add_json_option(p)
+    common.add_store_option(p)
+    p.set_defaults(func=doctor)
+
+
+def doctor(args: argparse.Namespace) -> int:
+    results = checks.run_checks(common.store_path(args), spark=not args.no_spark)
+    if args.json:
+        common.print_json({"ok": not checks.failed(results), "checks": [c.as_dict() for c in results]})
+    else:
+        checks.render(results)
+    return 1 if checks.failed(results) else 0

@@ -1,0 +1,137 @@
+"""Records as JSON lines, for ``produce`` (in) and ``consume`` (out).
+
+One object per line::
+
+    {"key": "grape", "value": "2.69", "headers": {"source": "pos"}, "timestamp_ms": 1700000000000}
+
+Keys, values and header values are UTF-8 strings. Bytes that are not valid UTF-8 travel in base64 under
+a ``_b64`` name (``key_b64``, ``value_b64``; a header value as ``{"b64": "..."}``), which is also what
+``consume`` prints for them, so ``consume`` output can be piped back into ``produce``. ``value`` (or
+``value_b64``) must be present: ``null`` is a tombstone, and a misspelt field is an error, never a
+silent tombstone. ``offset`` and ``delete_horizon_ms`` are accepted and ignored: the log assigns them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from deltalog.errors import InvalidRecordError
+from deltalog.record import Record
+
+FIELDS = ("key", "key_b64", "value", "value_b64", "headers", "timestamp_ms", "offset", "delete_horizon_ms")
+
+
+def _b64(where: str, text: Any) -> bytes:
+    if not isinstance(text, str):
+        raise InvalidRecordError(f"{where} must be a base64 string, not {type(text).__name__}")
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidRecordError(f"{where} is not valid base64: {text[:40]!r}") from None
+
+
+def _bytes_field(obj: dict[str, Any], name: str, where: str, *, required: bool) -> bytes | None:
+    plain, encoded = name in obj, f"{name}_b64" in obj
+    if plain and encoded:
+        raise InvalidRecordError(f"{where}: give {name!r} or {name + '_b64'!r}, not both")
+    if encoded:
+        return _b64(f"{where}: {name}_b64", obj[f"{name}_b64"])
+    if not plain:
+        if required:
+            raise InvalidRecordError(
+                f"{where}: no {name!r} field; give a string, null (a tombstone) or {name + '_b64'!r}"
+            )
+        return None
+    value = obj[name]
+    if value is not None and not isinstance(value, str):
+        raise InvalidRecordError(
+            f"{where}: {name!r} must be a string or null, not {type(value).__name__} "
+            f"(JSON-encode structured values into a string)"
+        )
+    return None if value is None else value.encode("utf-8")
+
+
+def _header_value(where: str, value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, dict) and set(value) == {"b64"}:
+        return _b64(where, value["b64"])
+    raise InvalidRecordError(f"{where} must be a string, null or {{\"b64\": \"...\"}}, not {value!r}")
+
+
+def _headers(where: str, raw: Any) -> tuple[tuple[str, bytes | None], ...]:
+    if raw is None:
+        return ()
+    if isinstance(raw, dict):
+        pairs: Iterable[Any] = raw.items()
+    elif isinstance(raw, list):
+        pairs = raw
+    else:
+        raise InvalidRecordError(f"{where}: 'headers' must be an object or a list of [name, value] pairs")
+    out = []
+    for pair in pairs:
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not isinstance(pair[0], str):
+            raise InvalidRecordError(f"{where}: a header must be a [name, value] pair with a string name, not {pair!r}")
+        out.append((pair[0], _header_value(f"{where}: header {pair[0]!r}", pair[1])))
+    return tuple(out)
+
+
+def record_from_json(obj: Any, where: str = "record") -> Record:
+    """One record from one parsed JSON object; ``where`` (e.g. ``line 3``) prefixes every error."""
+    if not isinstance(obj, dict):
+        raise InvalidRecordError(f"{where}: expected a JSON object, not {type(obj).__name__}")
+    unknown = sorted(set(obj) - set(FIELDS))
+    if unknown:
+        raise InvalidRecordError(f"{where}: unknown field(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(FIELDS)}")
+    ts = obj.get("timestamp_ms")
+    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int) or ts < 0):
+        raise InvalidRecordError(f"{where}: 'timestamp_ms' must be a whole number of epoch milliseconds >= 0, not {ts!r}")
+    return Record(
+        key=_bytes_field(obj, "key", where, required=False),
+        value=_bytes_field(obj, "value", where, required=True),
+        headers=_headers(where, obj.get("headers")),
+        timestamp_ms=ts,
+    )
+
+
+def records_from_lines(lines: Iterable[str], source: str = "input") -> Iterator[Record]:
+    """Records from JSON lines; blank lines are skipped; errors name the source and line number."""
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InvalidRecordError(f"{source} line {n}: not valid JSON ({e.msg} at column {e.colno})") from None
+        yield record_from_json(obj, f"{source} line {n}")
+
+
+def _text_or_b64(name: str, data: bytes | None) -> dict[str, Any]:
+    if data is None:
+        return {name: None}
+    try:
+        return {name: data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {f"{name}_b64": base64.b64encode(data).decode("ascii")}
+
+
+def record_to_json(record: Record) -> dict[str, Any]:
+    """A read record as a JSON-ready dict (offset, key, value, headers, timestamp_ms, delete_horizon_ms)."""
+    headers = []
+    for name, value in record.headers:
+        h = _text_or_b64("v", value)
+        headers.append([name, h["v"] if "v" in h else {"b64": h["v_b64"]}])
+    return {
+        "offset": record.offset,
+        **_text_or_b64("key", record.key),
+        **_text_or_b64("value", record.value),
+        "headers": headers,
+        "timestamp_ms": record.timestamp_ms,
+        "delete_horizon_ms": record.delete_horizon_ms,
+    }

@@ -1,0 +1,145 @@
+"""The fruit-prices walkthrough of seed 000 ("Log compaction, step by step"), replayed on a real store.
+
+``deltalog demo`` creates a compacted ``fruit-prices`` topic in a fresh demo store and appends the
+walkthrough's events with a :class:`~deltalog.clock.ManualClock`, so "seven days pass" takes no time:
+
+====== ======= ========= =====================================================
+offset key     value     what the seed says
+====== ======= ========= =====================================================
+0      grape   2.69      appended to the open segment 000
+1      lime    0.49
+2      grape   (null)    a tombstone: grape is deleted
+3      lime    1.59      lime's new price; offset 1 is still readable
+         (seven days pass: segment.ms expires, 000 closes on the next append)
+4      lime    1.99      appended to the new open segment 004
+====== ======= ========= =====================================================
+
+It then prints the log and the partition state: segment 000 closed and dirty, segment 004 active,
+dirty ratio 1.0 (never cleaned), so the partition is eligible for cleaning.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from deltalog.clock import ManualClock
+from deltalog.describe import TopicDescription
+from deltalog.errors import DeltalogError
+from deltalog.record import Record
+from deltalog.report import format_table, format_timestamp, partition_lines
+from deltalog.store import Store
+
+DEFAULT_DEMO_STORE = "./demo-store"
+TOPIC = "fruit-prices"
+#: A file that marks a directory as a demo store, the only kind of directory the demo will wipe.
+MARKER = ".deltalog-demo-store"
+#: The walkthrough starts at a fixed time, so every run prints the same timestamps.
+START_MS = int(datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc).timestamp() * 1000)
+MINUTE_MS = 60_000
+SEVEN_DAYS_MS = 7 * 24 * 3600 * 1000
+
+#: The events before and after the seven days, as (key, value); value None is a tombstone.
+FIRST_WEEK: tuple[tuple[bytes, bytes | None], ...] = (
+    (b"grape", b"2.69"),
+    (b"lime", b"0.49"),
+    (b"grape", None),
+    (b"lime", b"1.59"),
+)
+SECOND_WEEK: tuple[tuple[bytes, bytes | None], ...] = ((b"lime", b"1.99"),)
+
+
+class DemoStoreError(DeltalogError):
+    """The demo was pointed at a directory that is not a demo store; it refuses to wipe it."""
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """What the demo did, as data: the store, the offsets it got back, the state before cleaning."""
+
+    store: Store
+    offsets: tuple[int, ...]
+    before: TopicDescription
+
+
+def fresh_demo_store(path: str | os.PathLike[str], clock: ManualClock) -> Store:
+    """Wipe ``path`` (only if it is empty, missing, or an earlier demo store) and open a store there."""
+    path = os.fspath(path)
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise DemoStoreError(f"{path} exists and is not a directory; give the demo another --store")
+        if os.listdir(path) and not os.path.exists(os.path.join(path, MARKER)):
+            raise DemoStoreError(
+                f"{os.path.abspath(path)} is not empty and is not a demo store (no {MARKER} file); "
+                "the demo wipes its store first, so give it an empty or new directory with --store"
+            )
+        shutil.rmtree(path)
+    os.makedirs(path)
+    with open(os.path.join(path, MARKER), "w", encoding="utf-8") as f:
+        f.write("Created by 'deltalog demo', which wipes this directory every time it runs.\n")
+    return Store(path, clock=clock)
+
+
+def produce_walkthrough(store: Store, clock: ManualClock) -> list[int]:
+    """Append the seed 000 events one at a time (one batch each, as a producer would), a minute apart."""
+    offsets = []
+    for key, value in FIRST_WEEK:
+        offsets += store.append(TOPIC, 0, [Record(key=key, value=value)])
+        clock.advance(MINUTE_MS)
+    clock.advance(SEVEN_DAYS_MS)  # segment.ms (7 days) has passed since segment 000 opened
+    for key, value in SECOND_WEEK:
+        offsets += store.append(TOPIC, 0, [Record(key=key, value=value)])
+        clock.advance(MINUTE_MS)
+    return offsets
+
+
+def log_lines(store: Store, partition: int = 0) -> str:
+    """The partition's records, one row each, with the segment that holds them."""
+    segments = store.describe(TOPIC)[partition].segments
+    rows = []
+    for r in store.read(TOPIC, partition, from_offset="earliest"):
+        base = next(s.base_offset for s in segments if s.base_offset <= r.offset < s.end_offset)  # type: ignore[operator]
+        value = "(tombstone)" if r.value is None else r.value.decode("utf-8", "replace")
+        key = r.key.decode("utf-8", "replace") if r.key is not None else "-"
+        rows.append((r.offset, key, value, format_timestamp(r.timestamp_ms), base))
+    return format_table(("offset", "key", "value", "timestamp (UTC)", "segment"), rows, indent="  ")
+
+
+def show(store: Store, title: str, out: Callable[[str], object]) -> TopicDescription:
+    """Print the log and the partition state under ``title``; return the description printed."""
+    description = store.describe(TOPIC)
+    out(f"== {title} ==")
+    out("")
+    out(f"The log of {TOPIC}-0:")
+    out(log_lines(store))
+    out("")
+    out("The partition:")
+    out(partition_lines(description[0]))
+    out("")
+    return description
+
+
+def clean_and_show_after(store: Store, out: Callable[[str], object]) -> None:
+    """CLEANER SEAM: the cleaner issue puts one cleaning pass here, then prints the "after" view with
+    ``show(store, "after cleaning", out)`` (seed 000: offsets 0 and 1 gone, the grape tombstone kept with
+    a delete horizon, the dirty ratio back to 0.0). Until then the demo stops at the "before" view."""
+    out("The log cleaner is not part of this build yet; the partition above is what it would clean.")
+
+
+def run_demo(store_path: str | os.PathLike[str] = DEFAULT_DEMO_STORE, out: Callable[[str], object] = print,
+             *, clock: ManualClock | None = None) -> DemoResult:
+    """Replay the fruit-prices walkthrough in a fresh store at ``store_path`` and print what happened."""
+    clock = clock or ManualClock(START_MS)
+    store = fresh_demo_store(store_path, clock)
+    store.create_topic(TOPIC, partitions=1, config={"cleanup.policy": "compact"})
+    out(f"Created topic {TOPIC} (cleanup.policy=compact, 1 partition) in {store.root}")
+    out("Appending the seed 000 walkthrough: grape 2.69, lime 0.49, grape tombstone, lime 1.59; "
+        "seven days pass; lime 1.99.")
+    out("")
+    offsets = produce_walkthrough(store, clock)
+    before = show(store, "before cleaning", out)
+    clean_and_show_after(store, out)
+    return DemoResult(store=store, offsets=tuple(offsets), before=before)

@@ -1,0 +1,224 @@
+"""``deltalog doctor``: is this machine ready to run deltalog, and if not, what to fix.
+
+Each check returns a :class:`Check` (OK, WARN, FAIL, or INFO for facts that need no action); the
+command prints them as a table and exits non-zero when any check FAILs. The Spark check really starts
+the embedded local session and runs a tiny job, because a JVM that is found but cannot start (wrong
+Java, no memory, a broken ``JAVA_HOME``) is the usual first-run failure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from importlib import metadata
+
+OK, WARN, FAIL, INFO = "OK", "WARN", "FAIL", "INFO"
+MIN_PYTHON = (3, 10)
+MIN_JAVA = 17
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check: what was looked at, what was found, and what to do about it (empty when nothing)."""
+
+    name: str
+    status: str
+    detail: str
+    fix: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+
+
+def check_python() -> Check:
+    v = sys.version_info
+    found = f"Python {v.major}.{v.minor}.{v.micro} ({sys.executable})"
+    if (v.major, v.minor) < MIN_PYTHON:
+        return Check("python", FAIL, found, f"use Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer (3.11 recommended)")
+    return Check("python", OK, found)
+
+
+def find_java() -> str | None:
+    """``$JAVA_HOME/bin/java`` if it exists (what Spark uses), else ``java`` on the PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        candidate = os.path.join(home, "bin", "java")
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return shutil.which("java")
+
+
+def java_major(version_output: str) -> int | None:
+    """The major version from ``java -version`` output: ``"17.0.15"`` -> 17, ``"1.8.0_392"`` -> 8."""
+    m = re.search(r'version "([^"]+)"', version_output) or re.search(r"\b(\d+)(?:\.\d+)*\b", version_output)
+    if not m:
+        return None
+    parts = _version_tuple(m.group(1))
+    if not parts:
+        return None
+    return parts[1] if parts[0] == 1 and len(parts) > 1 else parts[0]
+
+
+def check_java() -> Check:
+    java = find_java()
+    fix = f"install Java {MIN_JAVA} or newer (e.g. apt-get install openjdk-17-jre-headless) and put it on the PATH or in JAVA_HOME"
+    if java is None:
+        return Check("java", FAIL, "no java on the PATH and no usable $JAVA_HOME", fix)
+    try:
+        proc = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return Check("java", FAIL, f"{java} -version failed: {e}", fix)
+    output = (proc.stderr or "") + (proc.stdout or "")
+    major = java_major(output)
+    first_line = output.strip().splitlines()[0] if output.strip() else "no output"
+    if major is None:
+        return Check("java", FAIL, f"cannot tell the version of {java}: {first_line}", fix)
+    if major < MIN_JAVA:
+        return Check("java", FAIL, f"Java {major} at {java}; Spark 4 needs {MIN_JAVA}+", fix)
+    return Check("java", OK, f"Java {major} at {java} ({first_line})")
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def check_package(name: str, *, needed: bool = True, below_major: int | None = None, why: str = "") -> Check:
+    """A distribution's installed version (read from its metadata, so nothing heavy is imported)."""
+    version = package_version(name)
+    if version is None:
+        status = FAIL if needed else INFO
+        return Check(name, status, "not installed", f"pip install -e . (installs {name})" if needed else "")
+    if below_major is not None and _version_tuple(version)[:1] >= (below_major,):
+        return Check(name, WARN, f"{name} {version}; {why}", f"pip install '{name}<{below_major}'")
+    return Check(name, OK, f"{name} {version}")
+
+
+def check_delta_rs() -> Check:
+    """delta-rs really creates a table, commits to it and reads it back (in a temporary directory)."""
+    version = package_version("deltalake")
+    if version is None:
+        return Check("deltalake", FAIL, "deltalake (delta-rs) is not installed", "pip install -e .")
+    try:
+        import pyarrow as pa
+        from deltalake import DeltaTable, write_deltalake
+
+        with tempfile.TemporaryDirectory(prefix="deltalog-doctor-") as tmp:
+            write_deltalake(tmp, pa.table({"x": [1, 2, 3]}))
+            dt = DeltaTable(tmp)
+            rows = dt.to_pyarrow_table().num_rows
+        if rows != 3:
+            return Check("deltalake", FAIL, f"deltalake {version}: wrote 3 rows, read back {rows}", "reinstall deltalake")
+    except Exception as e:  # any failure of the native library is what this check is for
+        return Check("deltalake", FAIL, f"deltalake {version} cannot write a table: {e}", "pip install --force-reinstall deltalake")
+    return Check("deltalake", OK, f"deltalake {version}: created, wrote and read a Delta table")
+
+
+def check_spark() -> tuple[Check, object | None]:
+    """Import pyspark, start (or join) the embedded local session and run a tiny job."""
+    version = package_version("pyspark")
+    if version is None:
+        return Check("spark", FAIL, "pyspark is not installed", "pip install -e ."), None
+    try:
+        from deltalog.spark import local_session
+
+        started = time.monotonic()
+        session = local_session()
+        total = session.range(0, 100, numPartitions=2).selectExpr("sum(id) AS s").collect()[0]["s"]
+        seconds = time.monotonic() - started
+    except Exception as e:  # a JVM that cannot start raises many kinds of errors
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return Check("spark", FAIL, f"pyspark {version}: the local session failed: {first}",
+                     "check the java row above; set JAVA_HOME to a Java 17+ install"), None
+    if total != 4950:
+        return Check("spark", FAIL, f"pyspark {version}: a tiny job returned {total}, expected 4950",
+                     "reinstall pyspark"), session
+    return Check("spark", OK, f"pyspark {version}: local session {session.sparkContext.master} "
+                 f"ran a job in {seconds:.1f} s"), session
+
+
+def check_delta_spark_jars(session: object | None) -> Check:
+    """Informational: deltalog commits through delta-rs and never needs delta-spark's JARs."""
+    pip = package_version("delta-spark")
+    on_classpath: bool | None = None
+    if session is not None:
+        try:
+            jvm = session.sparkContext._jvm  # type: ignore[attr-defined]
+            jvm.java.lang.Class.forName("io.delta.sql.DeltaSparkSessionExtension")
+            on_classpath = True
+        except Exception:
+            on_classpath = False
+    where = {True: "on the Spark classpath", False: "not on the Spark classpath", None: "classpath not checked"}
+    detail = (f"delta-spark {'pip package ' + pip if pip else 'pip package not installed'}, JARs "
+              f"{where[on_classpath]}; not needed: deltalog writes Delta through delta-rs")
+    return Check("delta-spark", INFO, detail)
+
+
+def check_store_writable(path: str) -> Check:
+    """The store directory, or its nearest existing parent, accepts a new file (nothing is left behind)."""
+    target = os.path.abspath(path)
+    probe_dir = target
+    while not os.path.exists(probe_dir):
+        parent = os.path.dirname(probe_dir)
+        if parent == probe_dir:
+            break
+        probe_dir = parent
+    if not os.path.isdir(probe_dir):
+        return Check("store", FAIL, f"{probe_dir} is not a directory", "point --store or $DELTALOG_STORE at a directory")
+    try:
+        with tempfile.NamedTemporaryFile(dir=probe_dir, prefix=".deltalog-doctor-"):
+            pass
+    except OSError as e:
+        return Check("store", FAIL, f"cannot write in {probe_dir}: {e.strerror}",
+                     "point --store or $DELTALOG_STORE at a writable directory")
+    state = "exists" if probe_dir == target else f"will be created (in {probe_dir})"
+    return Check("store", OK, f"{target} {state}, writable")
+
+
+def run_checks(store_path: str, *, spark: bool = True) -> list[Check]:
+    """Every check, in the order a newcomer should fix them."""
+    checks = [check_python(), check_java()]
+    session = None
+    if spark:
+        spark_check, session = check_spark()
+        checks.append(spark_check)
+    else:
+        checks.append(Check("spark", INFO, "skipped (--no-spark)"))
+    checks.append(check_delta_rs())
+    checks.append(check_package("pyarrow"))
+    checks.append(check_package("pandas", below_major=3, why="PySpark 4.2/4.3 warns under pandas 3"))
+    checks.append(check_package("great-expectations"))
+    checks.append(check_delta_spark_jars(session))
+    checks.append(check_store_writable(store_path))
+    return checks
+
+
+def failed(checks: list[Check]) -> bool:
+    return any(c.status == FAIL for c in checks)
+
+
+def render(checks: list[Check], out: Callable[[str], object] = print) -> None:
+    from deltalog.report import format_table
+
+    out(format_table(("check", "status", "detail"), [(c.name, c.status, c.detail) for c in checks]))
+    fixes = [c for c in checks if c.fix and c.status in (FAIL, WARN)]
+    if fixes:
+        out("")
+        out("To fix:")
+        for c in fixes:
+            out(f"  {c.name} ({c.status}): {c.fix}")
+    out("")
+    out("Some checks FAILED." if failed(checks) else "Ready: deltalog can run here.")
