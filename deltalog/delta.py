@@ -170,16 +170,17 @@ def stats_from_parquet_footer(path: str) -> dict[str, Any]:
         meta = pq.read_metadata(path)
     except Exception as e:  # pyarrow raises several types for a damaged footer
         raise CorruptLogError(f"cannot read the Parquet footer of {path}: {e}") from None
-    names = meta.schema.names
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}
     nulls: dict[str, int] = {}
     for rg in range(meta.num_row_groups):
         group = meta.row_group(rg)
-        for i, name in enumerate(names):
+        for j in range(group.num_columns):
+            column = group.column(j)
+            name = column.path_in_schema  # leaf path: nested headers columns are "headers.list.element.key"
             if name not in NULL_COUNT_COLUMNS:
                 continue
-            st = group.column(i).statistics
+            st = column.statistics
             if st is None:
                 raise CorruptLogError(f"{path} has no statistics for column {name}")
             nulls[name] = nulls.get(name, 0) + (st.null_count or 0)

@@ -34,8 +34,12 @@ from deltalog.record import Record
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from deltalog.cleaner import CleanResult
+
 TOPICS_DIR = "topics"
 STATE_DIR = "_deltalog"
+#: Where topics are built before being renamed into topics/, and moved to before being removed.
+STAGING_DIR = os.path.join(STATE_DIR, "staging")
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_PARTITIONS = 10_000
@@ -51,7 +55,7 @@ def validate_topic_name(name: object) -> str:
         raise InvalidTopicError(
             f"Topic name is illegal: it is {len(name)} characters long, the maximum is {MAX_TOPIC_NAME_LENGTH}"
         )
-    if not _LEGAL_TOPIC.match(name):
+    if not _LEGAL_TOPIC.fullmatch(name):  # fullmatch: ``$`` alone would let a trailing newline through
         raise InvalidTopicError(
             f"Topic name {name!r} is illegal: it contains a character other than ASCII alphanumerics, "
             "'.', '_' and '-'"
@@ -111,7 +115,9 @@ class Store:
         final = self._topic_dir(topic)
         if os.path.exists(final):
             raise TopicExistsError(f"Topic {topic!r} already exists in {self.root}")
-        staging = os.path.join(self.root, TOPICS_DIR, f".creating-{topic}-{uuid.uuid4().hex[:8]}")
+        # Staged outside topics/ (a legal topic name may start with '.') under a name without the topic
+        # name (a 249-character topic plus a prefix would pass the 255-byte file name limit).
+        staging = os.path.join(self.root, STAGING_DIR, f"creating-{uuid.uuid4().hex}")
         try:
             for p in range(partitions):
                 PartitionLog.create(os.path.join(staging, str(p)), topic, p, topic_config)
@@ -129,7 +135,7 @@ class Store:
         base = os.path.join(self.root, TOPICS_DIR)
         return sorted(
             name for name in os.listdir(base)
-            if not name.startswith(".") and os.path.isdir(os.path.join(base, name))
+            if os.path.isdir(os.path.join(base, name))
         )
 
     def topic_exists(self, topic: str) -> bool:
@@ -148,7 +154,8 @@ class Store:
         """Remove a topic and all its data (Kafka's DeleteTopics). Irreversible."""
         path = self._topic_dir(topic)
         self.partitions(topic)  # raises if unknown
-        doomed = os.path.join(self.root, TOPICS_DIR, f".deleting-{topic}-{uuid.uuid4().hex[:8]}")
+        doomed = os.path.join(self.root, STAGING_DIR, f"deleting-{uuid.uuid4().hex}")
+        os.makedirs(os.path.dirname(doomed), exist_ok=True)
         os.rename(path, doomed)
         self._logs = {k: v for k, v in self._logs.items() if k[0] != topic}
         shutil.rmtree(doomed, ignore_errors=True)
@@ -156,7 +163,8 @@ class Store:
     def log(self, topic: str, partition: int) -> PartitionLog:
         """The :class:`PartitionLog` of one partition; raises if the topic or partition does not exist."""
         key = (topic, partition)
-        cached = self._logs.get(key)
+        # Type first: True == 1 and hashes alike, so a cache hit would take True for partition 1.
+        cached = None if isinstance(partition, bool) else self._logs.get(key)
         if cached is not None:
             return cached
         parts = self.partitions(topic)
@@ -219,6 +227,9 @@ class Store:
             from_offset = log.head().log_end_offset
         elif isinstance(from_offset, bool) or not isinstance(from_offset, int):
             raise InvalidConfigError(f"from_offset must be an int, 'earliest' or 'latest', not {from_offset!r}")
+        if max_records is not None and (isinstance(max_records, bool) or not isinstance(max_records, int)
+                                        or max_records < 0):
+            raise InvalidConfigError(f"max_records must be None or an int >= 0, not {max_records!r}")
         return log.read(from_offset, max_records)
 
     # -- state ----------------------------------------------------------------------------------------
@@ -228,3 +239,49 @@ class Store:
         now = self.clock.now_ms()
         states = tuple(PartitionState.of(log.snapshot(), now) for log in self.logs(topic))
         return TopicDescription(topic, self.topic_config(topic), states)
+
+    # -- cleaning -------------------------------------------------------------------------------------
+
+    #: Upper bound on passes one ``clean()`` call runs, so a bug can never spin forever.
+    MAX_PASSES_PER_CLEAN = 100_000
+
+    def clean(self, topic: str | None = None) -> list[CleanResult]:
+        """Run cleaning passes, filthiest partition first, until no partition (of ``topic``, or of the
+        store) is eligible; returns the figures of every pass in order.
+
+        A partition whose section holds more distinct keys than the offset map is cleaned in several
+        passes; each one moves its checkpoint forward.
+        """
+        from deltalog.cleaner_manager import CleanerManager
+
+        manager = CleanerManager(self)
+        topics = [topic] if topic is not None else None
+        results: list[CleanResult] = []
+        for _ in range(self.MAX_PASSES_PER_CLEAN):
+            ltc = manager.grab_filthiest(self.clock.now_ms(), topics)
+            if ltc is None:
+                return results
+            results.append(self._clean_one(ltc))
+        raise RuntimeError(f"clean() ran {self.MAX_PASSES_PER_CLEAN} passes and partitions are still eligible")
+
+    def clean_partition(self, topic: str, partition: int, *, force: bool = False) -> CleanResult | None:
+        """One pass over one partition if it is eligible (or, with ``force``, if it has any cleanable
+        section at all); None when there is nothing to do."""
+        from deltalog.log_to_clean import LogToClean
+
+        log = self.log(topic, partition)
+        ltc = LogToClean.of(log.snapshot(), self.clock.now_ms())
+        if not ltc.snapshot.config.compact:
+            raise InvalidConfigError(
+                f"topic {topic!r} has cleanup.policy={','.join(ltc.snapshot.config.cleanup_policy)}; "
+                "only 'compact' topics are cleaned"
+            )
+        if ltc.first_uncleanable_offset <= ltc.first_dirty_offset or not (ltc.eligible or force):
+            return None
+        return self._clean_one(ltc)
+
+    def _clean_one(self, ltc: Any) -> CleanResult:
+        from deltalog.cleaner import Cleaner
+
+        log = self.log(ltc.snapshot.topic, ltc.snapshot.partition)
+        return Cleaner(self.spark, self.config, self.clock).clean(ltc, log)
