@@ -167,12 +167,12 @@ class PartitionLog:
         """
         if not records:
             return []
-        timestamps = [r.timestamp_ms if r.timestamp_ms is not None else now_ms for r in records]
         last_error: Exception | None = None
         for attempt in range(APPEND_MAX_ATTEMPTS):
             head = self.head()
             if attempt == 0:
-                validate_records(records, head.config, self.topic)
+                validate_records(records, head.config, self.topic)  # before anything reads a record's fields
+                timestamps = [r.timestamp_ms if r.timestamp_ms is not None else now_ms for r in records]
             base, opened, rolled = head.segment_for_append(now_ms)
             leo = head.log_end_offset
             offsets = range(leo, leo + len(records))
