@@ -138,7 +138,23 @@ TOPIC_KEYS: tuple[ConfigKey, ...] = (
               "Files replaced by cleaning or retention are physically removed (VACUUM) only after this delay."),
     ConfigKey("max.message.bytes", "max_message_bytes", _long(0, INT_MAX), 1_048_588,
               "The largest record (key + value + headers) an append accepts."),
+    # deltalog's own: how keys and values are encoded, so SQL sees typed columns (see deltalog.encoding).
+    ConfigKey("key.encoding", "key_encoding", lambda n, v: _encoding().parse_encoding(n, v), "bytes",
+              "bytes, string (UTF-8) or json (an object matching key.schema); checked at append."),
+    ConfigKey("value.encoding", "value_encoding", lambda n, v: _encoding().parse_encoding(n, v), "bytes",
+              "bytes, string (UTF-8) or json (an object matching value.schema); checked at append."),
+    ConfigKey("key.schema", "key_schema", lambda n, v: _encoding().parse_schema_config(n, v), "",
+              "For key.encoding=json: a Spark DDL field list or a Spark StructType as JSON."),
+    ConfigKey("value.schema", "value_schema", lambda n, v: _encoding().parse_schema_config(n, v), "",
+              "For value.encoding=json: a Spark DDL field list or a Spark StructType as JSON."),
 )
+
+
+def _encoding() -> Any:
+    from deltalog import encoding
+
+    return encoding
+
 
 STORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("log.cleaner.threads", "cleaner_threads", _long(1, 1024), 1,
@@ -152,6 +168,8 @@ STORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("log.cleaner.io.max.bytes.per.second", "io_max_bytes_per_second",
               _double(0.0, float("inf"), lo_open=True), float("inf"),
               "Throttle on the bytes a cleaning pass reads and writes per second."),
+    ConfigKey("deltalog.check.after.clean", "check_after_clean", _bool, False,
+              "Run the data-quality checks (store.check) on every partition a clean() pass touched."),
 )
 
 
@@ -210,8 +228,13 @@ class TopicConfig(_KafkaConfig):
     retention_bytes: int = -1
     file_delete_delay_ms: int = 60_000
     max_message_bytes: int = 1_048_588
+    key_encoding: str = "bytes"
+    value_encoding: str = "bytes"
+    key_schema: str = ""
+    value_schema: str = ""
 
     def __post_init__(self) -> None:
+        _encoding().check_topic_encodings(self)
         if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
             raise InvalidConfigError(
                 f"Conflict: min.compaction.lag.ms ({self.min_compaction_lag_ms}) must not be greater than "
@@ -241,6 +264,7 @@ class StoreConfig(_KafkaConfig):
     io_buffer_load_factor: float = 0.9
     backoff_ms: int = 15_000
     io_max_bytes_per_second: float = float("inf")
+    check_after_clean: bool = False
 
     def __post_init__(self) -> None:
         if self.offset_map_capacity < 1:

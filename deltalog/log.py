@@ -22,6 +22,7 @@ from deltalake import DeltaTable
 from deltalog import delta
 from deltalog.config import TopicConfig
 from deltalog.delta import DataFile
+from deltalog.encoding import check_records as check_record_encodings
 from deltalog.errors import (
     CommitConflictError,
     CorruptLogError,
@@ -310,6 +311,7 @@ def validate_records(records: Sequence[Record], config: TopicConfig, topic: str)
                 f"record {i} is {size} bytes, larger than max.message.bytes={config.max_message_bytes} "
                 f"of topic {topic!r}"
             )
+    check_record_encodings(records, config, topic)
 
 
 def config_to_table_properties(config: TopicConfig) -> dict[str, str]:
