@@ -226,7 +226,8 @@ class Cleaner:
                 log.table(refresh=False),
                 [*removes, *adds],
                 txns={delta.TXN_CLEANER_CHECKPOINT: offset_map.end_offset},
-                metadata={"pass_id": pass_id, **{k: v for k, v in figures.items() if k not in ("topic", "partition")}},
+                metadata={"pass_id": pass_id, "now_ms": now,
+                          **{k: v for k, v in figures.items() if k not in ("topic", "partition")}},
                 operation="clean",
             )
         except CommitConflictError:
