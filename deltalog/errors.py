@@ -62,3 +62,7 @@ class CorruptLogError(DeltalogError):
 
 class PartitionUncleanableError(DeltalogError):
     """The partition is marked uncleanable after a failed clean (Kafka's uncleanable set)."""
+
+
+class PartitionBusyError(DeltalogError):
+    """Another cleaner, retention or VACUUM run holds the partition's lease (see :mod:`deltalog.lease`)."""

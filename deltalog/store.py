@@ -17,6 +17,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
 from deltalog.clock import Clock, WallClock
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from deltalog.cleaner import CleanResult
+    from deltalog.lease import LeaseManager
+    from deltalog.retention import DeleteRecordsResult, RetentionResult
+    from deltalog.vacuum import VacuumResult
 
 TOPICS_DIR = "topics"
 STATE_DIR = "_deltalog"
@@ -239,6 +243,35 @@ class Store:
         now = self.clock.now_ms()
         states = tuple(PartitionState.of(log.snapshot(), now) for log in self.logs(topic))
         return TopicDescription(topic, self.topic_config(topic), states)
+
+    # -- retention, DeleteRecords, VACUUM, leases (logic in retention.py, vacuum.py, lease.py) ----------
+
+    @cached_property
+    def leases(self) -> LeaseManager:
+        """This store object's partition leases: cleaning, retention and VACUUM never overlap on a partition."""
+        from deltalog.lease import LeaseManager
+
+        return LeaseManager(self.root, self.clock)
+
+    def delete_old_segments(self, topic: str | None = None) -> list[RetentionResult]:
+        """Retention (``delete`` and ``compact,delete`` topics; a log start breach on any topic) over every
+        partition of ``topic`` or of the store; partitions another run holds are skipped."""
+        from deltalog.retention import apply_retention
+
+        return apply_retention(self, topic)
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> DeleteRecordsResult:
+        """Kafka's DeleteRecords: raise the log start offset to ``before_offset`` (-1: the log end) and
+        remove the files entirely below it. Raises ``OffsetOutOfRangeError`` past the log end."""
+        from deltalog.retention import delete_records
+
+        return delete_records(self.log(topic, partition), before_offset, self.clock.now_ms())
+
+    def vacuum(self, topic: str | None = None, *, dry_run: bool = True) -> list[VacuumResult]:
+        """Remove files no longer referenced once ``file.delete.delay.ms`` has passed (dry run by default)."""
+        from deltalog.vacuum import vacuum_store
+
+        return vacuum_store(self, topic, dry_run=dry_run)
 
     # -- cleaning -------------------------------------------------------------------------------------
 

@@ -1,0 +1,284 @@
+"""Partition leases: at most one maintenance operation (cleaning, retention, VACUUM) on a partition at a time.
+
+Kafka keeps this rule with an in-memory state machine (``LogCleanerManager.inProgress``, seed 001 "The
+cleaning state machine": retention pauses the cleaner, the cleaner marks a partition InProgress). deltalog's
+cleaner runs as scheduled jobs, possibly two overlapping runs in different processes or on different
+machines, so the state lives in files beside the data::
+
+    <root>/_deltalog/leases/<topic>/<partition>/<generation>.lease     {"owner", "purpose", "expires_ms", ...}
+
+The holder is the owner of the highest generation. A lease is taken by creating generation ``g + 1`` with
+``O_CREAT | O_EXCL`` after reading generation ``g`` and finding it expired (or finding none), so of two
+processes racing for the same partition exactly one creates the file; a process that died leaves a lease
+that expires after its TTL and is then taken over the same way. Nothing here needs ``flock`` or ``rename``
+over an existing file, so it works on the object-store mounts jobs run on.
+
+Expiry is measured with the store's injected clock. A holder renews its lease (:meth:`Lease.renew`, or a
+heartbeat thread for long Spark passes); one that fails to renew within the TTL may be taken over, and
+then Delta's conflict detection is what keeps the data safe: two commits that remove the same files, or
+carry the same app id, cannot both succeed. The lease is there so that the work is never done twice at
+once, not as the last line of defence.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from deltalog.clock import Clock
+from deltalog.errors import PartitionBusyError
+
+log = logging.getLogger(__name__)
+
+LEASES_DIR = os.path.join("_deltalog", "leases")
+#: A lease not renewed for this long may be taken over. Long passes renew it from a heartbeat thread.
+DEFAULT_LEASE_TTL_MS = 10 * 60 * 1000
+_SUFFIX = ".lease"
+_READ_ATTEMPTS = 5
+#: The owner shown for a lease file that cannot be parsed.
+UNREADABLE = "<unreadable>"
+
+
+def default_owner() -> str:
+    """``host:pid:nonce``: unique per process and per :class:`LeaseManager`."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    """What a lease file says: who holds the partition, for what, and until when."""
+
+    owner: str
+    purpose: str
+    acquired_ms: int
+    expires_ms: int
+    generation: int
+
+    def expired(self, now_ms: int) -> bool:
+        return now_ms >= self.expires_ms
+
+
+class Lease:
+    """A held lease. Release it (or leave the ``with`` block of :meth:`LeaseManager.hold`) when done."""
+
+    def __init__(self, manager: LeaseManager, topic: str, partition: int, purpose: str, generation: int,
+                 acquired_ms: int) -> None:
+        self.manager = manager
+        self.topic = topic
+        self.partition = partition
+        self.purpose = purpose
+        self.generation = generation
+        self.acquired_ms = acquired_ms
+        self.released = False
+        self._heartbeat_stop: threading.Event | None = None
+        self._heartbeat: threading.Thread | None = None
+
+    def __repr__(self) -> str:
+        return f"Lease({self.topic}-{self.partition}, {self.purpose}, gen={self.generation}, {self.manager.owner})"
+
+    @property
+    def path(self) -> str:
+        return self.manager._file(self.topic, self.partition, self.generation)
+
+    def still_held(self) -> bool:
+        """True while this lease's file is ours and no later generation exists."""
+        if self.released:
+            return False
+        gens = self.manager._generations(self.topic, self.partition)
+        if not gens or gens[-1] != self.generation:
+            return False
+        info = self.manager._read(self.topic, self.partition, self.generation)
+        return info is not None and info.owner == self.manager.owner
+
+    def renew(self) -> None:
+        """Push the expiry to now + TTL. Raises :class:`PartitionBusyError` if the lease was lost."""
+        if not self.still_held():
+            raise PartitionBusyError(
+                f"lease on {self.topic}-{self.partition} for {self.purpose} was lost (expired and taken over, "
+                f"or released); the operation must stop"
+            )
+        now = self.manager.clock.now_ms()
+        self.manager._replace(self.path, self._payload(now))
+
+    def _payload(self, now_ms: int) -> dict[str, object]:
+        return {
+            "owner": self.manager.owner, "purpose": self.purpose, "acquired_ms": self.acquired_ms,
+            "expires_ms": now_ms + self.manager.ttl_ms, "topic": self.topic, "partition": self.partition,
+        }
+
+    def start_heartbeat(self, interval_s: float | None = None) -> None:
+        """Renew the lease every ``interval_s`` seconds (default: a third of the TTL) until released."""
+        if self._heartbeat is not None:
+            return
+        interval = interval_s if interval_s is not None else max(self.manager.ttl_ms / 3000.0, 0.05)
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(interval):
+                try:
+                    self.renew()
+                except PartitionBusyError as e:
+                    log.warning("%s", e)
+                    return
+                except OSError as e:  # a transient storage error: try again next beat
+                    log.warning("could not renew %r: %s", self, e)
+
+        self._heartbeat_stop = stop
+        self._heartbeat = threading.Thread(target=beat, name=f"lease-{self.topic}-{self.partition}", daemon=True)
+        self._heartbeat.start()
+
+    def release(self) -> None:
+        """Give the partition back. Releasing twice, or after losing the lease, does nothing."""
+        if self._heartbeat_stop is not None:
+            self._heartbeat_stop.set()
+            if self._heartbeat is not None and self._heartbeat is not threading.current_thread():
+                self._heartbeat.join()
+        if self.released:
+            return
+        self.released = True
+        info = self.manager._read(self.topic, self.partition, self.generation)
+        if info is not None and info.owner == self.manager.owner:
+            try:
+                os.remove(self.path)
+            except FileNotFoundError:
+                pass
+
+
+class LeaseManager:
+    """Takes and gives back partition leases for one owner (a job run, a process) in one store."""
+
+    def __init__(self, root: str, clock: Clock, *, owner: str | None = None,
+                 ttl_ms: int = DEFAULT_LEASE_TTL_MS) -> None:
+        if ttl_ms <= 0:
+            raise ValueError(f"lease ttl_ms must be > 0, not {ttl_ms}")
+        self.root = root
+        self.clock = clock
+        self.owner = owner or default_owner()
+        self.ttl_ms = ttl_ms
+
+    def _dir(self, topic: str, partition: int) -> str:
+        return os.path.join(self.root, LEASES_DIR, topic, str(partition))
+
+    def _file(self, topic: str, partition: int, generation: int) -> str:
+        return os.path.join(self._dir(topic, partition), f"{generation:012d}{_SUFFIX}")
+
+    def _generations(self, topic: str, partition: int) -> list[int]:
+        try:
+            names = os.listdir(self._dir(topic, partition))
+        except FileNotFoundError:
+            return []
+        return sorted(int(n[: -len(_SUFFIX)]) for n in names if n.endswith(_SUFFIX) and n[: -len(_SUFFIX)].isdigit())
+
+    def _read(self, topic: str, partition: int, generation: int) -> LeaseInfo | None:
+        """The lease file's content; None if it is gone. A file still being written (empty or cut short)
+        is read again a few times; one that stays unreadable (its writer died between creating and
+        writing it) counts as held until the TTL has passed since it was created."""
+        path = self._file(topic, partition, generation)
+        for attempt in range(_READ_ATTEMPTS):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+                mtime_ms = int(os.stat(path).st_mtime * 1000)
+            except FileNotFoundError:
+                return None
+            try:
+                d = json.loads(text)
+                return LeaseInfo(str(d["owner"]), str(d["purpose"]), int(d["acquired_ms"]), int(d["expires_ms"]),
+                                 generation)
+            except (ValueError, KeyError, TypeError):
+                if attempt + 1 < _READ_ATTEMPTS:
+                    time.sleep(0.01)
+        return LeaseInfo(UNREADABLE, "<unknown>", mtime_ms, mtime_ms + self.ttl_ms, generation)
+
+    @staticmethod
+    def _create(path: str, payload: dict[str, object]) -> None:
+        """Create the lease file with ``O_CREAT | O_EXCL``: raises ``FileExistsError`` if it exists."""
+        data = json.dumps(payload, sort_keys=True).encode("utf-8")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _replace(path: str, payload: dict[str, object]) -> None:
+        """Rewrite our own lease file atomically (readers see the old or the new content, never neither)."""
+        tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(payload, f, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def holder(self, topic: str, partition: int) -> LeaseInfo | None:
+        """The live lease on a partition, or None when it is free (no lease, or only expired ones)."""
+        gens = self._generations(topic, partition)
+        if not gens:
+            return None
+        info = self._read(topic, partition, gens[-1])
+        if info is None or info.expired(self.clock.now_ms()):
+            return None
+        return info
+
+    def acquire(self, topic: str, partition: int, purpose: str) -> Lease | None:
+        """Take the lease on a partition, or return None if someone else holds a live one."""
+        os.makedirs(self._dir(topic, partition), exist_ok=True)
+        for _ in range(5):
+            gens = self._generations(topic, partition)
+            now = self.clock.now_ms()
+            if gens:
+                info = self._read(topic, partition, gens[-1])
+                if info is None:
+                    continue  # released under our feet: look again
+                if not info.expired(now):
+                    return None
+                if info.owner != UNREADABLE:
+                    log.info("taking over the expired lease of %s on %s-%d (%s, expired at %d)",
+                             info.owner, topic, partition, info.purpose, info.expires_ms)
+            target = gens[-1] + 1 if gens else 0
+            lease = Lease(self, topic, partition, purpose, target, now)
+            try:
+                self._create(lease.path, lease._payload(now))
+            except FileExistsError:
+                return None  # another process took this generation first
+            later = [g for g in self._generations(topic, partition) if g > target]
+            if later:  # we read a stale listing and someone already moved past us
+                lease.released = True
+                try:
+                    os.remove(lease.path)
+                except FileNotFoundError:
+                    pass
+                return None
+            for g in gens:  # the expired generations we replaced
+                try:
+                    os.remove(self._file(topic, partition, g))
+                except FileNotFoundError:
+                    pass
+            return lease
+        return None
+
+    @contextmanager
+    def hold(self, topic: str, partition: int, purpose: str, *, heartbeat: bool = False) -> Iterator[Lease]:
+        """``with leases.hold(t, p, "clean"):`` run with the lease; raises :class:`PartitionBusyError` if taken."""
+        lease = self.acquire(topic, partition, purpose)
+        if lease is None:
+            info = self.holder(topic, partition)
+            who = f"{info.owner} ({info.purpose}, until {info.expires_ms})" if info else "another process"
+            raise PartitionBusyError(
+                f"partition {topic}-{partition} is busy: {who} holds its lease; try again later"
+            )
+        if heartbeat:
+            lease.start_heartbeat()
+        try:
+            yield lease
+        finally:
+            lease.release()

@@ -1,0 +1,182 @@
+"""VACUUM: physical removal of the files a partition no longer uses, after ``file.delete.delay.ms``.
+
+Kafka renames a replaced segment to ``.deleted`` and unlinks it ``file.delete.delay.ms`` later so that
+in-flight reads can finish (seed 001, "The asynchronous .deleted rename"). In deltalog the rename is the
+Delta commit that removes the file (cleaning, retention, DeleteRecords); this module is the unlink. A file
+is deleted only when
+
+* the current version of the table does not reference it, and
+* ``file.delete.delay.ms`` has passed, measured with the store's clock, since it was removed: the
+  ``deletionTimestamp`` of its remove action in the Delta log, or, for a file no commit ever added (the
+  output of a pass that failed or lost a race, or of an append that lost the race for the log end), its
+  modification time. Such an orphan is given at least :data:`ORPHAN_MIN_AGE_MS`, because it may also be
+  the file of an append that is about to commit.
+
+Until then a reader holding an older snapshot, and Delta time travel to an older version, keep working.
+
+Why not delta-rs's ``DeltaTable.vacuum``: it takes whole hours (``retention_hours: int``), reads the wall
+clock rather than the store's, and refuses less than the table's ``delta.deletedFileRetentionDuration``
+(a week) unless ``enforce_retention_duration=False``; with ``full=True`` it also lists orphans but judges
+them by modification time against that same whole-hour retention. Kafka's default delay is 60 s, so the
+listing is done here from the Delta log (checkpoint + later JSON commits); like delta-rs, ``dry_run`` is the
+default and only lists what would go.
+
+Callers that run beside a cleaner hold the partition's lease (:mod:`deltalog.lease`): the files of a pass
+in flight are orphans until its commit.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import unquote
+
+import pyarrow.parquet as pq
+
+from deltalog import delta
+from deltalog.log import PartitionLog, snapshot_of
+
+if TYPE_CHECKING:
+    from deltalog.store import Store
+
+log = logging.getLogger(__name__)
+
+DELTA_LOG_DIR = "_delta_log"
+#: A file no commit references is never removed younger than this: it may belong to a commit in flight.
+ORPHAN_MIN_AGE_MS = 60_000
+
+
+@dataclass(frozen=True)
+class VacuumResult:
+    """One partition's VACUUM: the files removed (or, on a dry run, that would be), and what must wait."""
+
+    topic: str
+    partition: int
+    version: int
+    dry_run: bool
+    files: tuple[str, ...]  # paths relative to the table
+    bytes: int
+    files_waiting: int  # unreferenced files still inside their delay
+    now_ms: int
+
+    @property
+    def files_deleted(self) -> int:
+        return 0 if self.dry_run else len(self.files)
+
+
+def removal_times(table_uri: str) -> dict[str, int]:
+    """``path -> deletionTimestamp`` of every remove action still in the Delta log.
+
+    Reads the last checkpoint (which keeps tombstones younger than ``delta.deletedFileRetentionDuration``)
+    and every JSON commit after it, so the cost is bounded by the checkpoint interval, not the history.
+    """
+    log_dir = os.path.join(table_uri, DELTA_LOG_DIR)
+    checkpoint = -1
+    try:
+        with open(os.path.join(log_dir, "_last_checkpoint"), encoding="utf-8") as f:
+            checkpoint = int(json.load(f)["version"])
+    except (FileNotFoundError, ValueError, KeyError):
+        pass
+    out: dict[str, int] = {}
+    if checkpoint >= 0:
+        for part in sorted(glob.glob(os.path.join(log_dir, f"{checkpoint:020d}.checkpoint*.parquet"))):
+            removes = pq.read_table(part, columns=["remove"]).column("remove").to_pylist()
+            for r in removes:
+                if r and r.get("path"):
+                    out[unquote(r["path"])] = int(r.get("deletionTimestamp") or 0)
+    for name in sorted(os.listdir(log_dir)):
+        if not (name.endswith(".json") and name[:20].isdigit() and int(name[:20]) > checkpoint):
+            continue
+        with open(os.path.join(log_dir, name), encoding="utf-8") as f:
+            for line in f:
+                if '"remove"' not in line:
+                    continue
+                r = json.loads(line).get("remove")
+                if r and r.get("path"):
+                    out[unquote(r["path"])] = int(r.get("deletionTimestamp") or 0)
+    return out
+
+
+def _files_on_disk(table_uri: str) -> dict[str, tuple[int, int]]:
+    """``relative path -> (size, mtime ms)`` of every file of the table outside ``_delta_log``."""
+    out: dict[str, tuple[int, int]] = {}
+    for dirpath, dirnames, filenames in os.walk(table_uri):
+        if dirpath == table_uri and DELTA_LOG_DIR in dirnames:
+            dirnames.remove(DELTA_LOG_DIR)
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            try:
+                st = os.stat(full)
+            except FileNotFoundError:
+                continue
+            out[os.path.relpath(full, table_uri)] = (st.st_size, int(st.st_mtime * 1000))
+    return out
+
+
+def vacuum(log_: PartitionLog, now_ms: int, *, dry_run: bool = True, delay_ms: int | None = None) -> VacuumResult:
+    """Remove (or, with ``dry_run``, list) the partition's files that are unreferenced and past their delay.
+
+    ``delay_ms`` defaults to the topic's ``file.delete.delay.ms``.
+    """
+    uri = log_.uri
+    on_disk = _files_on_disk(uri)  # list before the snapshot: a file committed meanwhile is then referenced
+    dt = delta.open_table(uri)
+    version = dt.version()
+    snap = snapshot_of(dt, log_.topic, log_.partition)
+    delay = snap.config.file_delete_delay_ms if delay_ms is None else delay_ms
+    referenced = {unquote(f.path) for f in snap.files}
+    removed_at = removal_times(uri)
+    doomed: list[str] = []
+    size = 0
+    waiting = 0
+    for path, (nbytes, mtime_ms) in sorted(on_disk.items()):
+        if path in referenced:
+            continue
+        if path in removed_at:
+            due = removed_at[path] + delay
+        else:
+            due = mtime_ms + max(delay, ORPHAN_MIN_AGE_MS)
+        if now_ms >= due:
+            doomed.append(path)
+            size += nbytes
+        else:
+            waiting += 1
+    if not dry_run:
+        for path in doomed:
+            try:
+                os.remove(os.path.join(uri, path))
+            except FileNotFoundError:
+                pass
+        _remove_empty_dirs(uri)
+        if doomed:
+            log.info("VACUUM removed %d file(s), %d bytes, of %s-%d", len(doomed), size, log_.topic, log_.partition)
+    return VacuumResult(log_.topic, log_.partition, version, dry_run, tuple(doomed), size, waiting, now_ms)
+
+
+def _remove_empty_dirs(table_uri: str) -> None:
+    for dirpath, _dirnames, _filenames in os.walk(table_uri, topdown=False):
+        if dirpath == table_uri or os.path.basename(dirpath) == DELTA_LOG_DIR or DELTA_LOG_DIR in dirpath:
+            continue
+        try:
+            os.rmdir(dirpath)
+        except OSError:
+            pass
+
+
+def vacuum_store(store: Store, topic: str | None = None, *, dry_run: bool = True) -> list[VacuumResult]:
+    """VACUUM every partition (of ``topic``, or of the store), each under its lease; busy ones are skipped."""
+    results = []
+    for log_ in store.logs(topic):
+        lease = store.leases.acquire(log_.topic, log_.partition, "vacuum")
+        if lease is None:
+            log.info("VACUUM skipped %s-%d: another run holds its lease", log_.topic, log_.partition)
+            continue
+        try:
+            results.append(vacuum(log_, store.clock.now_ms(), dry_run=dry_run))
+        finally:
+            lease.release()
+    return results
