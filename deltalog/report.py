@@ -6,11 +6,11 @@ here, beside the data it renders (:class:`~deltalog.describe.TopicDescription`),
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from deltalog.config import TopicConfig
+from deltalog.config import ConfigKey, StoreConfig, TopicConfig
 from deltalog.describe import PartitionState, TopicDescription
 
 
@@ -103,3 +103,54 @@ def describe_lines(description: TopicDescription, *, with_config: bool = True) -
         parts.append(config_lines(description.config))
     parts.extend(partition_lines(p) for p in description)
     return "\n\n".join(parts)
+
+
+#: Config names that are Kafka's own (topic configs and broker cleaner settings), with Kafka's defaults.
+KAFKA_CONFIG_NAMES = frozenset({
+    "cleanup.policy", "segment.bytes", "segment.ms", "min.cleanable.dirty.ratio", "min.compaction.lag.ms",
+    "max.compaction.lag.ms", "delete.retention.ms", "retention.ms", "retention.bytes", "file.delete.delay.ms",
+    "max.message.bytes", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.load.factor", "log.cleaner.backoff.ms", "log.cleaner.io.max.bytes.per.second",
+})
+
+
+def config_markdown(keys: Sequence[ConfigKey]) -> str:
+    """A Markdown table of config keys (name, default, Kafka or not, what it does), generated from the key
+    table so the README cannot drift from the code (``tests/test_readme.py`` checks it)."""
+    rows = ["| Key | Default | Kafka | What it does |", "| --- | --- | --- | --- |"]
+    for k in keys:
+        kafka = "same name and default" if k.name in KAFKA_CONFIG_NAMES else "deltalog only"
+        default = k.render(k.default)
+        rows.append(f"| `{k.name}` | {f'`{default}`' if default else '(empty)'} | {kafka} | {k.doc} |")
+    return "\n".join(rows)
+
+
+#: Generated README blocks: ``<!-- BEGIN name -->`` ... ``<!-- END name -->`` and what goes between them.
+README_BLOCKS: dict[str, Callable[[], str]] = {
+    "topic-configs": lambda: config_markdown(TopicConfig.KEYS),
+    "store-configs": lambda: config_markdown(StoreConfig.KEYS),
+}
+
+
+def render_readme(text: str) -> str:
+    """``text`` with every generated block brought up to date (``python -m deltalog.report README.md``)."""
+    for name, make in README_BLOCKS.items():
+        begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
+        if begin in text and end in text:
+            head, rest = text.split(begin, 1)
+            _, tail = rest.split(end, 1)
+            text = f"{head}{begin}\n{make()}\n{end}{tail}"
+    return text
+
+
+if __name__ == "__main__":
+    import sys
+
+    for path in sys.argv[1:] or ["README.md"]:
+        with open(path, encoding="utf-8") as f:
+            old = f.read()
+        new = render_readme(old)
+        if new != old:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(new)
+            print(f"updated {path}")
