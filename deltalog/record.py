@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import pyarrow as pa
 
 from deltalog.errors import InvalidRecordError
 
 Header = tuple[str, bytes]
-HeadersLike = Union[Sequence[tuple[str, Any]], Mapping[str, Any], None]
+HeadersLike = Sequence[tuple[str, Any]] | Mapping[str, Any] | None
 
 OFFSET = "offset"
 KEY = "key"
