@@ -94,8 +94,8 @@ class Record:
         object.__setattr__(self, "headers", _normalize_headers(self.headers))
         if self.timestamp_ms is not None and (isinstance(self.timestamp_ms, bool) or not isinstance(self.timestamp_ms, int)):
             raise InvalidRecordError(f"timestamp_ms must be an int (epoch milliseconds), not {self.timestamp_ms!r}")
-        if self.timestamp_ms is not None and self.timestamp_ms < 0:
-            raise InvalidRecordError(f"timestamp_ms must be >= 0, not {self.timestamp_ms}")
+        if self.timestamp_ms is not None and not 0 <= self.timestamp_ms < 2**63:
+            raise InvalidRecordError(f"timestamp_ms must be >= 0 and fit in 64 bits, not {self.timestamp_ms}")
 
     @property
     def is_tombstone(self) -> bool:

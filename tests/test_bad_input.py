@@ -195,6 +195,7 @@ def test_topic_that_does_not_exist(compacted):
         ({"key": 5}, ["key", "bytes, str", "int"]),
         ({"key": b"k", "value": 2.5}, ["value", "float"]),
         ({"key": b"k", "value": b"v", "timestamp_ms": -1}, ["timestamp_ms", ">= 0"]),
+        ({"key": b"k", "value": b"v", "timestamp_ms": 2**63}, ["timestamp_ms", "64 bits"]),
         ({"key": b"k", "value": b"v", "timestamp_ms": "now"}, ["timestamp_ms", "int"]),
         ({"key": b"k", "value": b"v", "headers": [("h",)]}, ["header", "pair"]),
         ({"key": b"k", "value": b"v", "headers": {1: b"x"}}, ["header name", "str"]),
