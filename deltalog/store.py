@@ -26,6 +26,7 @@ from deltalog.describe import PartitionState, TopicDescription
 from deltalog.errors import (
     InvalidConfigError,
     InvalidTopicError,
+    PartitionBusyError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -33,10 +34,11 @@ from deltalog.log import PartitionLog, config_to_table_properties
 from deltalog.record import Record
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from deltalog.cleaner import CleanResult
     from deltalog.lease import LeaseManager
+    from deltalog.quality import CheckResult
     from deltalog.retention import DeleteRecordsResult, RetentionResult
     from deltalog.vacuum import VacuumResult
 
@@ -244,6 +246,50 @@ class Store:
         states = tuple(PartitionState.of(log.snapshot(), now) for log in self.logs(topic))
         return TopicDescription(topic, self.topic_config(topic), states)
 
+    # -- SQL and data-quality checks (logic in views.py and quality/) ------------------------------------
+
+    def sql(self, query: str) -> DataFrame:
+        """Spark SQL over the store: ``<topic>`` is the full log, ``<topic>_current`` the current state
+        (``.``/``-`` in topic names become ``_``; see :mod:`deltalog.views`)."""
+        from deltalog.views import sql
+
+        return sql(self, query)
+
+    def current_state(self, topic: str) -> DataFrame:
+        """The latest non-tombstone record of every key, per partition, as a Spark DataFrame
+        (``partition, offset, key, value, headers, timestamp_ms``; key/value decoded per the topic's encodings)."""
+        from deltalog.views import current_state
+
+        return current_state(self, topic)
+
+    def log_frame(self, topic: str) -> DataFrame:
+        """Every record of every partition of ``topic`` as a Spark DataFrame, with a ``partition`` column."""
+        from deltalog.views import log_frame
+
+        return log_frame(self, topic)
+
+    def check(self, topic: str, **options: Any) -> CheckResult:
+        """Run the compaction-guarantee suites (Great Expectations) on ``topic``; results are saved under
+        ``<root>/_deltalog/checks/``. Options: ``partitions``, ``cleans`` ("last", "all", "none"),
+        ``data_docs`` (build the HTML site), ``save``. See :mod:`deltalog.quality`."""
+        from deltalog.quality import check_topic
+
+        return check_topic(self, topic, **options)
+
+    def _check_after_clean(self, results: list[CleanResult]) -> None:
+        """``deltalog.check.after.clean``: check every clean just made; raise if a guarantee broke."""
+        if not self.config.check_after_clean or not results:
+            return
+        from deltalog.quality import CheckFailedError, check_topic
+
+        by_topic: dict[str, dict[int, list[int]]] = {}
+        for r in results:
+            by_topic.setdefault(r.topic, {}).setdefault(r.partition, []).append(r.version)
+        for topic, cleans in by_topic.items():
+            result = check_topic(self, topic, partitions=sorted(cleans), cleans=cleans)
+            if not result.success:
+                raise CheckFailedError(f"data-quality check failed after cleaning:\n{result.summary()}", result)
+
     # -- retention, DeleteRecords, VACUUM, leases (logic in retention.py, vacuum.py, lease.py) ----------
 
     @cached_property
@@ -286,15 +332,26 @@ class Store:
         passes; each one moves its checkpoint forward.
         """
         from deltalog.cleaner_manager import CleanerManager
+        from deltalog.quarantine import Quarantine
 
         manager = CleanerManager(self)
         topics = [topic] if topic is not None else None
         results: list[CleanResult] = []
+        # skipped: partitions marked uncleanable, held by another run (lease), or with nothing left under the lease
+        skip = Quarantine(self.root).partitions()
         for _ in range(self.MAX_PASSES_PER_CLEAN):
-            ltc = manager.grab_filthiest(self.clock.now_ms(), topics)
+            ltc = manager.grab_filthiest(self.clock.now_ms(), topics, exclude=skip)
             if ltc is None:
+                self._check_after_clean(results)
                 return results
-            results.append(self._clean_one(ltc))
+            try:
+                result = self._clean_one(ltc)
+            except PartitionBusyError:
+                result = None
+            if result is None:
+                skip.add((ltc.snapshot.topic, ltc.snapshot.partition))
+            else:
+                results.append(result)
         raise RuntimeError(f"clean() ran {self.MAX_PASSES_PER_CLEAN} passes and partitions are still eligible")
 
     def clean_partition(self, topic: str, partition: int, *, force: bool = False) -> CleanResult | None:
@@ -313,8 +370,10 @@ class Store:
             return None
         return self._clean_one(ltc)
 
-    def _clean_one(self, ltc: Any) -> CleanResult:
-        from deltalog.cleaner import Cleaner
+    def _clean_one(self, ltc: Any) -> CleanResult | None:
+        """One pass under the partition's lease (``PartitionBusyError`` if another run holds it), planned
+        again if the table moved, with retention right after for ``compact,delete`` (see
+        :func:`deltalog.log_cleaner.clean_one`); None when nothing is left to clean."""
+        from deltalog.log_cleaner import clean_one
 
-        log = self.log(ltc.snapshot.topic, ltc.snapshot.partition)
-        return Cleaner(self.spark, self.config, self.clock).clean(ltc, log)
+        return clean_one(self, ltc)

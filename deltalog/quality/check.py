@@ -1,0 +1,297 @@
+"""``store.check(topic)``: run the guarantee suites with Great Expectations and keep the results.
+
+One ephemeral Great Expectations context per run, a Spark data source over the store's session, one
+dataframe asset and whole-dataframe batch definition per suite, and a validation definition per suite so
+the results can be rendered as Great Expectations data docs. Each run's results (deltalog's summary and
+the Great Expectations validation results) are written as JSON to
+``<root>/_deltalog/checks/<topic>/<time>-<id>.json``; with ``data_docs=True`` the HTML site is built at
+``<root>/_deltalog/checks/<topic>/data_docs/index.html``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from deltalog.errors import DeltalogError, InvalidConfigError
+from deltalog.quality.frames import (
+    CleanCommit,
+    across_clean_frame,
+    clean_commits,
+    files_present,
+    partition_frame,
+)
+from deltalog.quality.suites import SAMPLE_LIMIT, Guarantee, across_clean_guarantees, partition_guarantees
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from deltalog.store import Store
+
+logger = logging.getLogger(__name__)
+
+CHECKS_DIR = "checks"
+
+
+class CheckFailedError(DeltalogError):
+    """A data-quality check found a broken guarantee (raised by ``clean()`` with
+    ``deltalog.check.after.clean=true``); ``result`` holds the details."""
+
+    def __init__(self, message: str, result: CheckResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass(frozen=True)
+class ExpectationOutcome:
+    """One expectation's verdict, with a sample of the offending records."""
+
+    name: str
+    description: str
+    success: bool
+    unexpected_count: int
+    sample: tuple[dict[str, Any], ...] = ()
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "success": self.success,
+                "unexpected_count": self.unexpected_count, "sample": list(self.sample), "error": self.error}
+
+
+@dataclass(frozen=True)
+class SuiteOutcome:
+    """One suite run on one partition: ``suite`` is ``"partition"`` (the snapshot at ``version``) or
+    ``"clean"`` (the clean commit at ``version`` against ``version - 1``)."""
+
+    topic: str
+    partition: int
+    suite: str
+    version: int
+    expectations: tuple[ExpectationOutcome, ...]
+
+    @property
+    def success(self) -> bool:
+        return all(e.success for e in self.expectations)
+
+    @property
+    def name(self) -> str:
+        what = "partition" if self.suite == "partition" else "clean"
+        return f"{self.topic}-{self.partition}.{what}-v{self.version}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition, "suite": self.suite, "version": self.version,
+                "success": self.success, "expectations": [e.as_dict() for e in self.expectations]}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The verdict of ``store.check(topic)``: false when any expectation of any suite failed."""
+
+    topic: str
+    checked_at_ms: int
+    suites: tuple[SuiteOutcome, ...]
+    notes: tuple[str, ...] = ()
+    path: str | None = None
+    data_docs: str | None = None
+    validations: tuple[dict[str, Any], ...] = field(default=(), repr=False)
+
+    @property
+    def success(self) -> bool:
+        return all(s.success for s in self.suites)
+
+    def __bool__(self) -> bool:
+        return self.success
+
+    def partition(self, partition: int) -> list[SuiteOutcome]:
+        return [s for s in self.suites if s.partition == partition]
+
+    def failures(self) -> list[tuple[SuiteOutcome, ExpectationOutcome]]:
+        """Every failed expectation with the suite (partition, version) it failed in."""
+        return [(s, e) for s in self.suites for e in s.expectations if not e.success]
+
+    def failed_expectations(self) -> set[str]:
+        return {e.name for _, e in self.failures()}
+
+    def as_dict(self, *, with_validations: bool = False) -> dict[str, Any]:
+        d: dict[str, Any] = {"topic": self.topic, "success": self.success, "checked_at_ms": self.checked_at_ms,
+                             "suites": [s.as_dict() for s in self.suites], "notes": list(self.notes),
+                             "path": self.path, "data_docs": self.data_docs}
+        if with_validations:
+            d["great_expectations"] = list(self.validations)
+        return d
+
+    def summary(self) -> str:
+        """A readable report: one line per suite, then every failure with its sample."""
+        n = sum(len(s.expectations) for s in self.suites)
+        failed = self.failures()
+        lines = [f"Check of topic {self.topic!r}: {'PASSED' if self.success else 'FAILED'} "
+                 f"({n - len(failed)}/{n} expectations passed in {len(self.suites)} suites)"]
+        for s in self.suites:
+            ok = sum(e.success for e in s.expectations)
+            lines.append(f"  {'ok  ' if s.success else 'FAIL'} {s.name}: {ok}/{len(s.expectations)}")
+        for s, e in failed:
+            lines.append(f"  partition {s.partition}, {s.suite} suite (version {s.version}): {e.name} failed: "
+                         f"{e.description}")
+            if e.error:
+                lines.append(f"      error: {e.error}")
+            else:
+                lines.append(f"      {e.unexpected_count} offending record(s); sample: "
+                             + ", ".join(json.dumps(r, default=str) for r in e.sample[:5]))
+        lines += [f"  note: {note}" for note in self.notes]
+        if self.path:
+            lines.append(f"  results: {self.path}")
+        if self.data_docs:
+            lines.append(f"  data docs: {self.data_docs}")
+        return "\n".join(lines)
+
+
+# -- running ---------------------------------------------------------------------------------------------
+
+
+def _context(docs_dir: str | None) -> Any:
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    if docs_dir is not None:
+        context.add_data_docs_site("deltalog", {
+            "class_name": "SiteBuilder",
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": docs_dir},
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        })
+    return context
+
+
+def _outcome(g: Guarantee, r: Any) -> ExpectationOutcome:
+    info = r.exception_info or {}
+    if info.get("raised_exception"):
+        return ExpectationOutcome(g.name, g.description, False, 0, (), str(info.get("exception_message")))
+    res = r.result or {}
+    if g.is_sql:
+        count = int(res.get("observed_value") or 0)
+        sample = tuple((res.get("details") or {}).get("unexpected_rows") or ())
+    else:
+        count = int(res.get("unexpected_count") or 0)
+        index = res.get("partial_unexpected_index_list")
+        sample = tuple(index) if index else tuple({"value": v} for v in res.get("partial_unexpected_list") or ())
+    return ExpectationOutcome(g.name, g.description, bool(r.success), count, sample[:SAMPLE_LIMIT])
+
+
+class _Runner:
+    """Validates DataFrames against lists of guarantees in one Great Expectations context."""
+
+    def __init__(self, docs_dir: str | None) -> None:
+        self.context = _context(docs_dir)
+        self.source = self.context.data_sources.add_spark("deltalog", persist=False)
+        self.validations: list[dict[str, Any]] = []
+
+    def run(self, name: str, guarantees: Sequence[Guarantee], df: DataFrame) -> tuple[ExpectationOutcome, ...]:
+        import great_expectations as gx
+
+        asset = self.source.add_dataframe_asset(name)
+        batch_definition = asset.add_batch_definition_whole_dataframe("whole")
+        suite = self.context.suites.add(gx.ExpectationSuite(name=name, expectations=[g.expectation for g in guarantees]))
+        vd = self.context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch_definition,
+                                                                              suite=suite))
+        # Every expectation scans the batch; the suite's data is read from the files once and kept in memory.
+        cached = df.persist()
+        try:
+            result = vd.run(batch_parameters={"dataframe": cached},
+                            result_format={"result_format": "COMPLETE", "unexpected_index_column_names": ["offset"],
+                                           "partial_unexpected_count": SAMPLE_LIMIT})
+        finally:
+            cached.unpersist()
+        self.validations.append(result.to_json_dict())
+        by_name = {g.name: g for g in guarantees}
+        outcomes = []
+        for r in result.results:
+            g = by_name[(r.expectation_config.meta or {})["deltalog"]]
+            outcomes.append(_outcome(g, r))
+        return tuple(outcomes)
+
+
+def check_topic(
+    store: Store,
+    topic: str,
+    *,
+    partitions: Iterable[int] | None = None,
+    cleans: str | Mapping[int, Sequence[int]] = "last",
+    data_docs: bool = False,
+    save: bool = True,
+) -> CheckResult:
+    """Run the per-partition suite on the latest snapshot of each partition, and the across-clean suite
+    on its cleans: ``cleans="last"`` (default) the newest clean, ``"all"`` every clean whose earlier
+    version's files are still on disk (VACUUM removes them after ``file.delete.delay.ms``), ``"none"``,
+    or a mapping partition -> clean commit versions."""
+    all_partitions = store.partitions(topic)  # raises for an unknown topic before any path is built
+    now = store.clock.now_ms()
+    topic_dir = os.path.join(store.root, "_deltalog", CHECKS_DIR, topic)
+    docs_dir = os.path.join(topic_dir, "data_docs") if data_docs else None
+    runner = _Runner(docs_dir)
+    wanted = list(partitions) if partitions is not None else all_partitions
+    suites: list[SuiteOutcome] = []
+    notes: list[str] = []
+    spark = store.spark
+    for p in wanted:
+        log = store.log(topic, p)
+        snap = log.snapshot()
+        history = clean_commits(log)
+        last = history[0] if history else None
+        outcomes = runner.run(f"{topic}-{p}.partition-v{snap.version}", partition_guarantees(snap, last),
+                              partition_frame(spark, log, snap))
+        suites.append(SuiteOutcome(topic, p, "partition", snap.version, outcomes))
+        for commit in _cleans_to_check(history, cleans, p):
+            before = log.snapshot(commit.before_version)
+            after = log.snapshot(commit.version)
+            if not files_present(log, before):
+                notes.append(f"partition {p}: clean at version {commit.version} not checked: files of version "
+                             f"{commit.before_version} were already removed by VACUUM")
+                continue
+            outcomes = runner.run(f"{topic}-{p}.clean-v{commit.version}",
+                                  across_clean_guarantees(commit, after.config.delete_retention_ms),
+                                  across_clean_frame(spark, log, before, after))
+            suites.append(SuiteOutcome(topic, p, "clean", commit.version, outcomes))
+    docs_index = None
+    if docs_dir is not None:
+        runner.context.build_data_docs(site_names=["deltalog"])
+        docs_index = os.path.join(docs_dir, "index.html")
+    result = CheckResult(topic, now, tuple(suites), tuple(notes), None, docs_index, tuple(runner.validations))
+    if save:
+        os.makedirs(topic_dir, exist_ok=True)
+        path = os.path.join(topic_dir, f"{now}-{uuid.uuid4().hex[:8]}.json")
+        result = CheckResult(topic, now, result.suites, result.notes, path, docs_index, result.validations)
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(result.as_dict(with_validations=True), fh, indent=1, default=str)
+        os.replace(tmp, path)
+    if not result.success:
+        logger.warning("%s", result.summary())
+    return result
+
+
+def _cleans_to_check(history: list[CleanCommit], cleans: str | Mapping[int, Sequence[int]],
+                     partition: int) -> list[CleanCommit]:
+    if isinstance(cleans, Mapping):
+        versions = set(cleans.get(partition, ()))
+        return [c for c in history if c.version in versions]
+    if cleans == "last":
+        return history[:1]
+    if cleans == "all":
+        return list(history)
+    if cleans == "none":
+        return []
+    raise InvalidConfigError(f"cleans must be 'last', 'all', 'none' or a mapping partition -> versions, not {cleans!r}")
+
+
+def saved_results(store: Store, topic: str) -> list[str]:
+    """Paths of the saved check results of a topic, oldest first."""
+    d = os.path.join(store.root, "_deltalog", CHECKS_DIR, topic)
+    if not os.path.isdir(d):
+        return []
+    return sorted(os.path.join(d, n) for n in os.listdir(d) if n.endswith(".json"))

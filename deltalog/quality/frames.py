@@ -1,0 +1,139 @@
+"""The Spark DataFrames the expectation suites validate, and the clean commits they are checked across.
+
+Each DataFrame is built from a Delta snapshot's file list (delta-rs) and read by Spark executors; nothing
+is collected to the driver. Column names starting with ``_`` are deltalog's bookkeeping for the suites.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from deltalog.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, TIMESTAMP, VALUE
+from deltalog.spark_io import SPARK_SCHEMA_DDL, read_files
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from deltalog.log import LogSnapshot, PartitionLog
+
+FILE_RANK = "_file_rank"
+ROW_INDEX = "_row_index"
+STAT_MIN = "_stat_min_offset"
+STAT_MAX = "_stat_max_offset"
+STAT_COUNT = "_stat_num_records"
+CONTENT = (KEY, VALUE, HEADERS, TIMESTAMP)
+
+
+@dataclass(frozen=True)
+class CleanCommit:
+    """One clean in a partition's Delta history: the version it made and the clock time it ran at."""
+
+    version: int
+    now_ms: int
+    first_dirty_offset: int
+    end_offset: int
+
+    @property
+    def before_version(self) -> int:
+        return self.version - 1
+
+
+def clean_commits(log: PartitionLog, limit: int | None = None) -> list[CleanCommit]:
+    """The clean commits of a partition, newest first (at most ``limit``)."""
+    dt = log.table()
+    found = []
+    for entry in dt.history():
+        if entry.get("deltalog.operation") != "clean":
+            continue
+        version = int(entry["version"])
+        now = entry.get("deltalog.now_ms")
+        found.append(CleanCommit(
+            version=version,
+            now_ms=int(now) if now is not None else _commit_time_from_actions(log.uri, version),
+            first_dirty_offset=int(entry.get("deltalog.first_dirty_offset", 0)),
+            end_offset=int(entry.get("deltalog.end_offset", 0)),
+        ))
+        if limit is not None and len(found) >= limit:
+            break
+    return found
+
+
+def _commit_time_from_actions(uri: str, version: int) -> int:
+    """For cleans written before ``now_ms`` was in the metadata: the cleaner stamps its clock time on
+    the add (``modificationTime``) and remove (``deletionTimestamp``) actions of the commit."""
+    path = os.path.join(uri, "_delta_log", f"{version:020d}.json")
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            action: dict[str, Any] = json.loads(line)
+            if "add" in action:
+                return int(action["add"]["modificationTime"])
+            if "remove" in action and action["remove"].get("deletionTimestamp") is not None:
+                return int(action["remove"]["deletionTimestamp"])
+    raise ValueError(f"clean commit {version} of {uri} has no add or remove action")
+
+
+def files_present(log: PartitionLog, snap: LogSnapshot) -> bool:
+    """Whether every data file of a snapshot is still on disk (VACUUM removes replaced files later)."""
+    return all(os.path.exists(os.path.join(log.uri, f.path)) for f in snap.files)
+
+
+def partition_frame(spark: SparkSession, log: PartitionLog, snap: LogSnapshot) -> DataFrame:
+    """Every row of a snapshot at or above the log start (and any row with a null offset), with the file
+    it came from (``_file_rank``: the file's place in offset order), its position in that file, and the
+    file's Delta stats, so the suites can check read order and stats against the data."""
+    from pyspark.sql import functions as F
+
+    ranks = [(os.path.normpath(os.path.join(log.uri, f.path)), i, f.min_offset, f.max_offset, f.num_records)
+             for i, f in enumerate(snap.files)]
+    if snap.files:
+        paths = [os.path.join(log.uri, f.path) for f in snap.files]
+        df = spark.read.schema(SPARK_SCHEMA_DDL).parquet(*paths).select(
+            "*", F.col("_metadata.file_path").alias("_file_path"), F.col("_metadata.row_index").alias(ROW_INDEX)
+        )
+    else:
+        df = read_files(spark, log.uri, []).select(
+            "*", F.lit(None).cast("string").alias("_file_path"), F.lit(None).cast("long").alias(ROW_INDEX)
+        )
+    # Spark gives a URI (``file:/dir/a%20b``); decode it back to the path ('+' is literal in Hadoop URIs).
+    local = F.url_decode(F.regexp_replace(F.regexp_replace("_file_path", r"^file:(//)?", ""), r"\+", "%2B"))
+    stats = spark.createDataFrame(
+        ranks, f"_path string, {FILE_RANK} int, {STAT_MIN} long, {STAT_MAX} long, {STAT_COUNT} long"
+    )
+    start = snap.log_start_offset
+    return (
+        df.withColumn("_path", local)
+        .join(F.broadcast(stats), "_path", "left")
+        .where(F.col(OFFSET).isNull() | (F.col(OFFSET) >= start))
+        .drop("_path", "_file_path")
+    )
+
+
+def across_clean_frame(spark: SparkSession, log: PartitionLog, before: LogSnapshot, after: LogSnapshot) -> DataFrame:
+    """The records before and after one clean, joined on offset: ``b_*`` / ``a_*`` columns, ``b_present`` /
+    ``a_present``, and ``b_latest`` (the record is its key's latest before the clean)."""
+    from pyspark.sql import functions as F
+
+    cols = [OFFSET, *CONTENT, DELETE_HORIZON]
+
+    def side(snap: LogSnapshot, prefix: str) -> DataFrame:
+        df = read_files(spark, log.uri, snap.files, cols).where(F.col(OFFSET) >= snap.log_start_offset)
+        return df.select(F.col(OFFSET), F.lit(True).alias(f"{prefix}present"),
+                         *[F.col(c).alias(prefix + c) for c in cols[1:]])
+
+    b = side(before, "b_")
+    latest = b.where(F.col("b_key").isNotNull()).groupBy("b_key").agg(F.max(OFFSET).alias("_latest_offset"))
+    b = b.join(latest, "b_key", "left").withColumn(
+        "b_latest", F.coalesce(F.col(OFFSET) == F.col("_latest_offset"), F.lit(False))
+    ).drop("_latest_offset")
+    a = side(after, "a_")
+    joined = b.join(a, OFFSET, "full_outer")
+    return joined.select(
+        OFFSET,
+        F.coalesce("b_present", F.lit(False)).alias("b_present"),
+        F.coalesce("a_present", F.lit(False)).alias("a_present"),
+        F.coalesce("b_latest", F.lit(False)).alias("b_latest"),
+        *[F.col(p + c) for c in cols[1:] for p in ("b_", "a_")],
+    )

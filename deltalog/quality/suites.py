@@ -1,0 +1,149 @@
+"""The guarantees of log compaction (seed 004) as Great Expectations suites.
+
+Built-in expectations where one fits (``ExpectColumnValuesToBeUnique``, ``ExpectColumnValuesToNotBeNull``);
+``UnexpectedRowsExpectation`` with Spark SQL over ``{batch}`` for the rest. Every query returns the
+offending rows as ``offset`` and ``key`` (as text), so a failure names the records to look at. Each
+expectation carries ``meta={"deltalog": <name>}``; the names are stable and documented here.
+
+Per partition (:func:`partition_guarantees`, batch: :func:`~deltalog.quality.frames.partition_frame`):
+
+* ``offsets_not_null``, ``offsets_unique``: an offset identifies one record forever (guarantee 3);
+* ``keys_not_null``: a compacted topic holds only keyed records;
+* ``offsets_below_log_end``: no record past the log end offset kept in the Delta log;
+* ``clean_section_keys_unique``: below the cleaner checkpoint each key appears at most once;
+* ``clean_section_tombstones_have_horizon``: every tombstone the cleaner has seen carries its delete horizon;
+* ``no_expired_tombstones``: no tombstone whose horizon had passed at the last clean is still there
+  (the cleaner drops a tombstone once ``now >= delete_horizon_ms``; one stamped by that very clean has
+  ``horizon = clean time + delete.retention.ms`` and is allowed, even when that is the clean time);
+* ``offsets_increase_within_files`` and ``files_in_offset_order``: reading the files in offset order,
+  rows in file order, gives strictly increasing offsets (guarantee 2), and every file's Delta stats
+  (min/max offset, record count) are true to its data, since reads skip files by those stats.
+
+Across one clean (:func:`across_clean_guarantees`, batch: the records before and after, joined on offset):
+
+* ``latest_records_kept``: the latest record of every key before the clean is still there with the same
+  offset, key and value, unless it was a tombstone whose horizon had passed (guarantee 4);
+* ``no_new_records``: every record after the clean was there before with the same key, value, headers
+  and timestamp; the only change allowed is the first stamp of a tombstone's horizon;
+* ``tail_unchanged``: nothing at or past the new cleaner checkpoint (the part the pass did not clean)
+  changed at all (guarantee 1: the head of the log is untouched).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from deltalog.quality.frames import FILE_RANK, ROW_INDEX, STAT_COUNT, STAT_MAX, STAT_MIN, CleanCommit
+
+if TYPE_CHECKING:
+    from deltalog.log import LogSnapshot
+
+#: Offending rows returned per expectation (GX keeps at most 200 anyway).
+SAMPLE_LIMIT = 20
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """One expectation with deltalog's name for it."""
+
+    name: str
+    description: str
+    expectation: Any  # a great_expectations Expectation
+
+    @property
+    def is_sql(self) -> bool:
+        return type(self.expectation).__name__ == "UnexpectedRowsExpectation"
+
+
+def _rows(name: str, description: str, query: str) -> Guarantee:
+    import great_expectations.expectations as gxe
+
+    return Guarantee(name, description, gxe.UnexpectedRowsExpectation(
+        unexpected_rows_query=query, description=description, meta={"deltalog": name},
+    ))
+
+
+def partition_guarantees(snap: LogSnapshot, last_clean: CleanCommit | None) -> list[Guarantee]:
+    """The per-partition suite for one snapshot; ``last_clean`` is the newest clean in its history."""
+    import great_expectations.expectations as gxe
+
+    fd = snap.first_dirty_offset
+    leo = snap.log_end_offset
+    out = [
+        Guarantee("offsets_not_null", "every record has an offset",
+                  gxe.ExpectColumnValuesToNotBeNull(column="offset", meta={"deltalog": "offsets_not_null"})),
+        Guarantee("offsets_unique", "no two records share an offset",
+                  gxe.ExpectColumnValuesToBeUnique(column="offset", meta={"deltalog": "offsets_unique"})),
+    ]
+    if snap.config.compact:
+        out.append(Guarantee("keys_not_null", "every record of a compacted topic has a key",
+                             gxe.ExpectColumnValuesToNotBeNull(column="key", meta={"deltalog": "keys_not_null"})))
+    out += [
+        _rows("offsets_below_log_end", f"every offset is below the log end offset {leo}",
+              f"SELECT offset, CAST(key AS STRING) AS key FROM {{batch}} WHERE offset >= {leo}"),
+        _rows("clean_section_keys_unique", f"below the cleaner checkpoint ({fd}) each key appears at most once",
+              "SELECT offset, CAST(key AS STRING) AS key FROM ("
+              f"SELECT offset, key, count(*) OVER (PARTITION BY key) AS n FROM {{batch}} "
+              f"WHERE offset < {fd} AND key IS NOT NULL) WHERE n > 1"),
+        _rows("clean_section_tombstones_have_horizon",
+              f"every tombstone below the cleaner checkpoint ({fd}) carries a delete horizon",
+              f"SELECT offset, CAST(key AS STRING) AS key FROM {{batch}} "
+              f"WHERE offset < {fd} AND value IS NULL AND delete_horizon_ms IS NULL"),
+    ]
+    if last_clean is not None:
+        now, fresh = last_clean.now_ms, last_clean.now_ms + snap.config.delete_retention_ms
+        out.append(_rows(
+            "no_expired_tombstones",
+            f"no tombstone whose delete horizon had passed at the last clean (version {last_clean.version}, "
+            f"time {now}) is still in the log",
+            f"SELECT offset, CAST(key AS STRING) AS key, delete_horizon_ms FROM {{batch}} "
+            f"WHERE value IS NULL AND delete_horizon_ms <= {now} AND delete_horizon_ms <> {fresh}",
+        ))
+    out += [
+        _rows("offsets_increase_within_files",
+              "within every data file offsets strictly increase in row order, and every row is in a file of "
+              "the snapshot",
+              "SELECT offset, CAST(key AS STRING) AS key, previous_offset FROM ("
+              f"SELECT offset, key, {FILE_RANK}, LAG(offset) OVER (PARTITION BY {FILE_RANK} ORDER BY {ROW_INDEX}) "
+              f"AS previous_offset FROM {{batch}}) WHERE previous_offset >= offset OR {FILE_RANK} IS NULL"),
+        _rows("files_in_offset_order",
+              "data files hold disjoint, increasing offset ranges and their Delta stats (min/max offset, "
+              "record count) match their rows",
+              "SELECT first_offset AS offset, CAST(NULL AS STRING) AS key, file_rank, previous_last_offset FROM ("
+              f"SELECT *, LAG(last_offset) OVER (ORDER BY file_rank) AS previous_last_offset FROM ("
+              f"SELECT {FILE_RANK} AS file_rank, min(offset) AS first_offset, max(offset) AS last_offset, "
+              f"count(*) AS n, first({STAT_MIN}) AS smin, first({STAT_MAX}) AS smax, first({STAT_COUNT}) AS sn "
+              f"FROM {{batch}} WHERE {FILE_RANK} IS NOT NULL GROUP BY {FILE_RANK})) "
+              "WHERE previous_last_offset >= first_offset OR first_offset <> smin OR last_offset <> smax "
+              "OR n <> sn"),
+    ]
+    return out
+
+
+def across_clean_guarantees(clean: CleanCommit, retention_ms: int) -> list[Guarantee]:
+    """The suite comparing the versions before and after one clean commit."""
+    now, fresh, end = clean.now_ms, clean.now_ms + retention_ms, clean.end_offset
+    same = "a_key <=> b_key AND a_value <=> b_value"
+    same_record = f"{same} AND a_headers <=> b_headers AND a_timestamp_ms <=> b_timestamp_ms"
+    return [
+        _rows("latest_records_kept",
+              f"the latest record of every key before the clean (version {clean.before_version}) is still "
+              f"there after it (version {clean.version}) with the same offset and value, unless a tombstone "
+              f"whose delete horizon had passed (time {now})",
+              "SELECT offset, CAST(b_key AS STRING) AS key FROM {batch} WHERE b_present AND b_latest "
+              f"AND NOT (b_value IS NULL AND b_delete_horizon_ms IS NOT NULL AND b_delete_horizon_ms <= {now}) "
+              f"AND NOT (a_present AND {same})"),
+        _rows("no_new_records",
+              f"every record after the clean (version {clean.version}) was there before it, unchanged but "
+              "for a tombstone's first delete horizon",
+              "SELECT offset, CAST(a_key AS STRING) AS key FROM {batch} WHERE a_present AND NOT ("
+              f"b_present AND {same_record} AND (a_delete_horizon_ms <=> b_delete_horizon_ms OR "
+              f"(b_delete_horizon_ms IS NULL AND a_value IS NULL AND a_delete_horizon_ms = {fresh})))"),
+        _rows("tail_unchanged",
+              f"nothing at or past the new cleaner checkpoint ({end}) changed in the clean (version "
+              f"{clean.version})",
+              "SELECT offset, CAST(coalesce(a_key, b_key) AS STRING) AS key FROM {batch} "
+              f"WHERE offset >= {end} AND NOT (a_present AND b_present AND {same_record} "
+              "AND a_delete_horizon_ms <=> b_delete_horizon_ms)"),
+    ]

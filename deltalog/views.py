@@ -1,0 +1,184 @@
+"""SQL over a store: the full log and the current state of every topic, as Spark views.
+
+For a topic ``T`` two temporary views are registered on the store's Spark session:
+
+=====================  ==================================================================================
+view                   rows
+=====================  ==================================================================================
+``<name>``             the full log: every record still in the log, all partitions (``partition`` column)
+``<name>_current``     the current state: per partition, the latest record of every key, tombstoned keys
+                       left out (keys are partition-local, as in Kafka)
+=====================  ==================================================================================
+
+``<name>`` is the topic name with every ``.`` and ``-`` replaced by ``_`` (``fruit-prices`` ->
+``fruit_prices`` and ``fruit_prices_current``), so views can be named without backticks; quote a name
+that starts with a digit: ``SELECT * FROM `0day_current```. Two topics that map to the same name (``a.b``
+and ``a_b``; Kafka warns about the same collision) make that name ambiguous, and a query that uses it is
+refused. Views are registered afresh for each query, on the latest snapshot of each partition, and only
+for the topics whose view names appear in the query; they replace any temporary view of the same name.
+
+Columns: ``partition, offset, key, value, headers, timestamp_ms`` (and ``segment, delete_horizon_ms`` in
+the full log). ``key``/``value`` are ``BINARY`` unless the topic declares an encoding
+(:mod:`deltalog.encoding`): ``STRING`` for ``string``, a ``STRUCT`` for ``json`` (``value.price``).
+
+The current state is correct before, during and after compaction without trusting the cleaner to have
+run: it is read from one snapshot per partition, and the dirty tail (offsets at or past the cleaner
+checkpoint) is deduplicated at read time. It does not redo what the cleaner guarantees: below the
+checkpoint (the clean section) every key appears at most once, so clean rows are only anti-joined with
+the keys that also appear in the tail, and only the tail is aggregated (latest offset per key). File stats
+prune the reads: files wholly below the log start or wholly tombstones in the clean section are not read,
+each section reads only the files whose offset range overlaps it, and the tail's keys are broadcast when
+the tail's files are small.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from deltalog.encoding import decoded_columns
+from deltalog.errors import InvalidTopicError
+from deltalog.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, SEGMENT, TIMESTAMP, VALUE
+from deltalog.spark_io import read_files
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from deltalog.log import LogSnapshot, PartitionLog
+    from deltalog.store import Store
+
+PARTITION = "partition"
+CURRENT_SUFFIX = "_current"
+LOG_COLUMNS = (PARTITION, OFFSET, KEY, VALUE, HEADERS, TIMESTAMP, SEGMENT, DELETE_HORIZON)
+STATE_COLUMNS = (PARTITION, OFFSET, KEY, VALUE, HEADERS, TIMESTAMP)
+#: A dirty tail whose files are smaller than this has its key set broadcast to the clean-section join.
+BROADCAST_TAIL_BYTES = 64 * 1024 * 1024
+_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+_WORD = re.compile(r"[A-Za-z0-9_]+")
+
+
+def view_name(topic: str) -> str:
+    """The SQL name of a topic's full-log view (its current-state view adds ``_current``)."""
+    return _UNSAFE.sub("_", topic)
+
+
+def view_names(topics: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
+    """Lower-cased view name -> the (topic, kind) pairs that claim it (more than one: ambiguous)."""
+    names: dict[str, list[tuple[str, str]]] = {}
+    for t in topics:
+        base = view_name(t)
+        names.setdefault(base.lower(), []).append((t, "log"))
+        names.setdefault((base + CURRENT_SUFFIX).lower(), []).append((t, "current"))
+    return names
+
+
+# -- DataFrames ----------------------------------------------------------------------------------------
+
+
+def _snapshots(store: Store, topic: str) -> list[tuple[PartitionLog, LogSnapshot]]:
+    return [(log, log.snapshot()) for log in store.logs(topic)]
+
+
+def _partition_log(store: Store, log: PartitionLog, snap: LogSnapshot) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    start = snap.log_start_offset
+    df = read_files(store.spark, log.uri, snap.files_from(start)).where(F.col(OFFSET) >= start)
+    return df.select(F.lit(snap.partition).alias(PARTITION), *[F.col(c) for c in LOG_COLUMNS[1:]])
+
+
+def log_frame(store: Store, topic: str, *, decode: bool = True) -> DataFrame:
+    """Every record of every partition of ``topic`` (latest snapshots), with a ``partition`` column."""
+    config = store.topic_config(topic)
+    parts = [_partition_log(store, log, snap) for log, snap in _snapshots(store, topic)]
+    df = _union(parts)
+    return df.select(*decoded_columns(config, LOG_COLUMNS)) if decode else df
+
+
+def partition_current_state(store: Store, log: PartitionLog, snap: LogSnapshot) -> DataFrame:
+    """The latest non-tombstone record per key of one partition snapshot, raw (undecoded) columns."""
+    from pyspark.sql import functions as F
+
+    start = snap.log_start_offset
+    first_dirty = max(snap.first_dirty_offset, start)
+    cols = [OFFSET, KEY, VALUE, HEADERS, TIMESTAMP]
+    live = snap.files_from(start)
+    # Clean section: unique keys already. A file of tombstones only cannot contribute (stats: null count).
+    clean_files = [f for f in live if f.min_offset < first_dirty and f.tombstones < f.num_records]
+    tail_files = [f for f in live if f.max_offset >= first_dirty]
+    offset, key, value = F.col(OFFSET), F.col(KEY), F.col(VALUE)
+    clean = read_files(store.spark, log.uri, clean_files, cols).where(
+        (offset >= start) & (offset < first_dirty) & key.isNotNull() & value.isNotNull()
+    )
+    if tail_files:
+        tail = read_files(store.spark, log.uri, tail_files, cols).where((offset >= first_dirty) & key.isNotNull())
+        latest = (
+            tail.groupBy(KEY)
+            .agg(F.max_by(F.struct(*[F.col(c) for c in cols]), offset).alias("r"))
+            .select("r.*")
+        )
+        tail_keys = latest.select(KEY)
+        if sum(f.size_bytes for f in tail_files) <= BROADCAST_TAIL_BYTES:
+            tail_keys = F.broadcast(tail_keys)
+        if clean_files:
+            clean = clean.join(tail_keys, KEY, "left_anti").select(*cols)
+            state = clean.unionByName(latest.where(value.isNotNull()))
+        else:
+            state = latest.where(value.isNotNull())
+    else:
+        state = clean
+    return state.select(F.lit(snap.partition).alias(PARTITION), *[F.col(c) for c in cols])
+
+
+def current_state(store: Store, topic: str, *, decode: bool = True) -> DataFrame:
+    """The current state of ``topic``: per partition, the latest record of each key unless it is a tombstone.
+
+    Columns ``partition, offset, key, value, headers, timestamp_ms``; see the module docstring for how it
+    stays correct and cheap at every stage of compaction.
+    """
+    config = store.topic_config(topic)
+    df = _union([partition_current_state(store, log, snap) for log, snap in _snapshots(store, topic)])
+    return df.select(*decoded_columns(config, STATE_COLUMNS)) if decode else df
+
+
+def _union(parts: list[DataFrame]) -> DataFrame:
+    df = parts[0]
+    for p in parts[1:]:
+        df = df.unionByName(p)
+    return df
+
+
+# -- SQL ---------------------------------------------------------------------------------------------------
+
+
+def register_views(store: Store, topics: Iterable[str] | None = None) -> dict[str, str]:
+    """Register the views of ``topics`` (all by default); returns view name -> topic."""
+    wanted = list(topics) if topics is not None else store.list_topics()
+    names = view_names(store.list_topics())
+    registered: dict[str, str] = {}
+    for topic in wanted:
+        for name, kind in ((view_name(topic), "log"), (view_name(topic) + CURRENT_SUFFIX, "current")):
+            claims = names.get(name.lower(), [])
+            if len(claims) > 1:
+                continue  # ambiguous: sql() refuses queries that use it
+            df = log_frame(store, topic) if kind == "log" else current_state(store, topic)
+            df.createOrReplaceTempView(name)
+            registered[name] = topic
+    return registered
+
+
+def sql(store: Store, query: str) -> DataFrame:
+    """Run Spark SQL with the views of every topic the query names registered first."""
+    words = {w.lower() for w in _WORD.findall(query)}
+    names = view_names(store.list_topics())
+    used = sorted({topic for name, claims in names.items() if name in words for topic, _ in claims})
+    for name, claims in names.items():
+        if name in words and len(claims) > 1:
+            raise InvalidTopicError(
+                f"view name {name!r} is ambiguous: it stands for "
+                + ", ".join(f"the {'current state' if k == 'current' else 'log'} of topic {t!r}" for t, k in claims)
+                + "; use store.log_frame(topic) / store.current_state(topic) and register a view of your own"
+            )
+    register_views(store, used)
+    return store.spark.sql(query)
