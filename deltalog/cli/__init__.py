@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from deltalog import __version__
-from deltalog.cli import common, consume, demo, doctor, produce, topics
+from deltalog.cli import check, common, consume, demo, doctor, produce, sql, topics
 from deltalog.errors import DeltalogError
 
 #: The command groups, in the order ``deltalog --help`` lists them.
@@ -26,6 +26,8 @@ COMMAND_MODULES = [
     consume,
     demo,
     doctor,
+    sql,
+    check,
 ]
 
 
