@@ -1,0 +1,174 @@
+"""``deltalog cleaner run|reset-uncleanable|retention|vacuum|delete-records`` and ``deltalog status``.
+
+``cleaner run`` is the same job as ``python -m deltalog.jobs.cleaner_job``: store path from ``--store``
+(else the config file's ``store.root``, else ``$DELTALOG_STORE``), cleaner settings from the config file's
+``cleaner`` section overridden by the global ``--config KEY=VALUE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import sys
+
+from deltalog.cli import common
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    cleaner = subparsers.add_parser(
+        "cleaner", help="run the log cleaner (retention, compaction, VACUUM); manage uncleanable partitions",
+        description="The log cleaner and the maintenance it runs on every partition.",
+    )
+    sub = cleaner.add_subparsers(dest="cleaner_command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("run", help="run cleaner cycles: retention, cleaning passes, VACUUM, metrics",
+                       description="Run the cleaner over the store: each cycle applies retention, cleans eligible "
+                       "partitions filthiest first until none is eligible, VACUUMs, and appends metrics. Without "
+                       "--once it keeps running, sleeping log.cleaner.backoff.ms when there is nothing to do.")
+    p.add_argument("--once", action="store_true", help="run one cycle and exit (what a schedule runs)")
+    p.add_argument("--max-cycles", type=int, metavar="N", help="exit after N cycles")
+    p.add_argument("--config-file", metavar="FILE", help="a job config such as conf/deltalog.json")
+    p.add_argument("--no-vacuum", action="store_true", help="skip VACUUM in each cycle")
+    p.add_argument("--progress-interval", type=float, metavar="SECONDS", help="seconds between progress lines")
+    common.add_store_option(p)
+    p.set_defaults(func=run)
+
+    p = sub.add_parser("reset-uncleanable", help="clear uncleanable marks so the cleaner tries again",
+                       description="Clear the uncleanable mark of one partition, of a topic, or (no arguments) "
+                       "of every partition.")
+    p.add_argument("topic", metavar="TOPIC", nargs="?")
+    p.add_argument("partition", metavar="PARTITION", nargs="?", type=int)
+    common.add_store_option(p)
+    p.set_defaults(func=reset_uncleanable)
+
+    p = sub.add_parser("retention", help="apply retention.ms / retention.bytes now (delete old segments)")
+    p.add_argument("topic", metavar="TOPIC", nargs="?", help="the topic (default: every topic)")
+    common.add_json_option(p)
+    common.add_store_option(p)
+    p.set_defaults(func=retention)
+
+    p = sub.add_parser("vacuum", help="list (or with --apply remove) files past file.delete.delay.ms")
+    p.add_argument("topic", metavar="TOPIC", nargs="?", help="the topic (default: every topic)")
+    p.add_argument("--apply", action="store_true", help="remove the files (default: dry run, only list them)")
+    common.add_json_option(p)
+    common.add_store_option(p)
+    p.set_defaults(func=vacuum)
+
+    p = sub.add_parser("delete-records", help="advance a partition's log start offset (Kafka's DeleteRecords)")
+    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("partition", metavar="PARTITION", type=int)
+    p.add_argument("offset", metavar="OFFSET", type=int, help="the new log start offset; -1: the log end")
+    common.add_store_option(p)
+    p.set_defaults(func=delete_records)
+
+    p = subparsers.add_parser("status", help="cleaner metrics: dirty %%, uncleanable partitions, last clean, ...",
+                              description="Kafka's cleaner metrics per partition and for the store. The same "
+                              "figures are appended to the Delta table STORE/_deltalog/metrics by every job cycle.")
+    common.add_json_option(p)
+    common.add_store_option(p)
+    p.set_defaults(func=status)
+
+
+def _setup_logging() -> None:
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def run(args: argparse.Namespace) -> int:
+    from deltalog.jobs.cleaner_job import JobConfig
+    from deltalog.jobs.cleaner_job import run as run_job
+
+    if args.config_file:
+        config = JobConfig.load(args.config_file)
+        if getattr(args, "store", None):
+            config = dataclasses.replace(config, root=args.store)
+    else:
+        config = JobConfig(root=common.store_path(args))
+    overrides: dict[str, object] = {"cleaner": {**config.cleaner, **dict(args.store_config or [])}}
+    if args.once:
+        overrides["once"] = True
+    if args.max_cycles is not None:
+        if args.max_cycles < 1:
+            raise common.UsageError(f"--max-cycles must be >= 1, not {args.max_cycles}")
+        overrides["max_cycles"] = args.max_cycles
+    if args.no_vacuum:
+        overrides["vacuum"] = False
+    if args.progress_interval is not None:
+        if args.progress_interval <= 0:
+            raise common.UsageError(f"--progress-interval must be > 0, not {args.progress_interval}")
+        overrides["progress_interval_s"] = args.progress_interval
+    config = dataclasses.replace(config, **overrides)
+    if not args.config_file:
+        common.open_store(args)  # refuse a --store that holds no store
+    JobConfig.from_mapping({"store": {"root": config.root}, "cleaner": dict(config.cleaner)})  # validate
+    _setup_logging()
+    logging.getLogger().setLevel(config.log_level)
+    run_job(config)
+    return 0
+
+
+def reset_uncleanable(args: argparse.Namespace) -> int:
+    from deltalog.quarantine import Quarantine
+
+    store = common.open_store(args)
+    if args.topic is not None:
+        store.partitions(args.topic)  # raises for an unknown topic
+    cleared = Quarantine(store.root).reset(args.topic, args.partition)
+    for m in cleared:
+        print(f"cleared {m.topic}-{m.partition} (marked uncleanable after {m.error_type}: {m.message[:120]})")
+    if not cleared:
+        print("no uncleanable partitions matched")
+    return 0
+
+
+def retention(args: argparse.Namespace) -> int:
+    store = common.open_store(args)
+    results = store.delete_old_segments(args.topic)
+    if args.json:
+        common.print_json([dataclasses.asdict(r) for r in results])
+        return 0
+    for r in results:
+        if r.segments_deleted:
+            print(f"{r.topic}-{r.partition}: deleted {r.segments_deleted} segment(s), {r.bytes_deleted:,} bytes, "
+                  f"{r.records_deleted:,} records; log start offset {r.log_start_offset_before} -> {r.log_start_offset}")
+    if not any(r.segments_deleted for r in results):
+        print("nothing to delete")
+    return 0
+
+
+def vacuum(args: argparse.Namespace) -> int:
+    store = common.open_store(args)
+    results = store.vacuum(args.topic, dry_run=not args.apply)
+    if args.json:
+        common.print_json([dataclasses.asdict(r) for r in results])
+        return 0
+    verb = "removed" if args.apply else "would remove"
+    for r in results:
+        if r.files or r.files_waiting:
+            print(f"{r.topic}-{r.partition}: {verb} {len(r.files)} file(s), {r.bytes:,} bytes; "
+                  f"{r.files_waiting} file(s) still within file.delete.delay.ms")
+    if not args.apply:
+        print("(dry run: pass --apply to remove them)")
+    return 0
+
+
+def delete_records(args: argparse.Namespace) -> int:
+    store = common.open_store(args)
+    r = store.delete_records(args.topic, args.partition, args.offset)
+    print(f"{r.topic}-{r.partition}: log start offset (low watermark) is now {r.low_watermark}; "
+          f"{r.files_deleted} file(s), {r.records_deleted:,} records removed")
+    return 0
+
+
+def status(args: argparse.Namespace) -> int:
+    from deltalog.metrics import collect, format_table
+
+    metrics = collect(common.open_store(args))
+    if args.json:
+        common.print_json(metrics.as_dict())
+    else:
+        print(format_table(metrics))
+    return 0

@@ -1,0 +1,1 @@
+"""Entry points a job scheduler runs (Databricks ``spark_python_task``, cron, Airflow): see ``conf/``."""

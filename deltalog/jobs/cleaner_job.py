@@ -1,0 +1,205 @@
+"""The cleaner as a scheduled job: ``python -m deltalog.jobs.cleaner_job --config conf/deltalog.json``.
+
+A Databricks ``spark_python_task`` (see ``conf/cleaner_job.json``) points ``python_file`` at this file and
+passes ``["--config", "<path>/deltalog.json", "--once"]``; locally the same command runs it on the
+embedded Spark session. The config file (documented in ``conf/README.md``) has four sections::
+
+    {"store":   {"root": "/dbfs/deltalog"},
+     "cleaner": {"log.cleaner.threads": 2, "log.cleaner.backoff.ms": 15000, ...},   # broker names
+     "spark":   {"master": null, "conf": {"spark.sql.shuffle.partitions": "8"}},
+     "job":     {"once": true, "max_cycles": null, "vacuum": true, "progress_interval_s": 30,
+                 "log_level": "INFO"}}
+
+Each cycle prints one JSON line with its figures on stdout (the job's output) and logs progress with
+:mod:`logging` (the driver log). ``--once`` runs one cycle, the form a schedule uses; without it the
+job keeps cleaning, backing off ``log.cleaner.backoff.ms`` when there is nothing to do, until SIGTERM/SIGINT.
+Two runs overlapping (a scheduled run starting while the last one is still going) are safe: each
+partition is worked on under a lease, and the second run skips what the first holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from deltalog.config import StoreConfig
+from deltalog.errors import DeltalogError, InvalidConfigError
+
+log = logging.getLogger("deltalog.jobs.cleaner_job")
+
+SECTIONS = ("store", "cleaner", "spark", "job")
+JOB_KEYS = ("once", "max_cycles", "vacuum", "progress_interval_s", "log_level")
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """The job's settings, from a config file (every section optional) and the command line."""
+
+    root: str
+    cleaner: Mapping[str, Any] = field(default_factory=dict)
+    spark_master: str | None = None
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+    once: bool = False
+    max_cycles: int | None = None
+    vacuum: bool = True
+    progress_interval_s: float = 30.0
+    log_level: str = "INFO"
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], *, source: str = "config") -> JobConfig:
+        """Validate a parsed config file; keys starting with ``_`` (comments) are ignored."""
+        data = {k: v for k, v in data.items() if not k.startswith("_")}
+        unknown = sorted(set(data) - set(SECTIONS))
+        if unknown:
+            raise InvalidConfigError(f"{source}: unknown section(s) {unknown}; allowed: {list(SECTIONS)}")
+
+        def section(name: str) -> dict[str, Any]:
+            value = data.get(name) or {}
+            if not isinstance(value, Mapping):
+                raise InvalidConfigError(f"{source}: section {name!r} must be an object, not {value!r}")
+            return {k: v for k, v in value.items() if not k.startswith("_")}
+
+        store, cleaner, spark, job = (section(s) for s in SECTIONS)
+        StoreConfig.from_properties(cleaner)  # names the bad key and value
+        root = store.get("root")
+        if not isinstance(root, str) or not root:
+            raise InvalidConfigError(f"{source}: store.root must be the store's path (a non-empty string), not {root!r}")
+        extra = sorted(set(store) - {"root"}) + sorted(set(spark) - {"master", "conf"}) + sorted(set(job) - set(JOB_KEYS))
+        if extra:
+            raise InvalidConfigError(
+                f"{source}: unknown key(s) {extra}; store has 'root', spark has 'master' and 'conf', "
+                f"job has {list(JOB_KEYS)}"
+            )
+        conf = spark.get("conf") or {}
+        if not isinstance(conf, Mapping):
+            raise InvalidConfigError(f"{source}: spark.conf must be an object of Spark settings, not {conf!r}")
+        max_cycles = job.get("max_cycles")
+        if max_cycles is not None and (isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or max_cycles < 1):
+            raise InvalidConfigError(f"{source}: job.max_cycles must be null or an integer >= 1, not {max_cycles!r}")
+        for flag in ("once", "vacuum"):
+            if flag in job and not isinstance(job[flag], bool):
+                raise InvalidConfigError(f"{source}: job.{flag} must be true or false, not {job[flag]!r}")
+        interval = job.get("progress_interval_s", 30.0)
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
+            raise InvalidConfigError(f"{source}: job.progress_interval_s must be a number > 0, not {interval!r}")
+        level = str(job.get("log_level", "INFO")).upper()
+        if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise InvalidConfigError(f"{source}: job.log_level must be DEBUG, INFO, WARNING or ERROR, not {level!r}")
+        return cls(
+            root=root, cleaner=cleaner, spark_master=spark.get("master"),
+            spark_conf={str(k): str(v) for k, v in conf.items()}, once=bool(job.get("once", False)),
+            max_cycles=max_cycles, vacuum=bool(job.get("vacuum", True)), progress_interval_s=float(interval),
+            log_level=level,
+        )
+
+    @classmethod
+    def load(cls, path: str) -> JobConfig:
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            raise InvalidConfigError(f"config file {path} does not exist") from None
+        except ValueError as e:
+            raise InvalidConfigError(f"config file {path} is not valid JSON: {e}") from None
+        if not isinstance(data, Mapping):
+            raise InvalidConfigError(f"config file {path} must hold a JSON object with sections {list(SECTIONS)}")
+        return cls.from_mapping(data, source=path)
+
+
+def cycle_json(cycle: Any) -> dict[str, Any]:
+    """A cycle's figures as one JSON-able object (the job's stdout line)."""
+    return {
+        "started_ms": cycle.started_ms,
+        "finished_ms": cycle.finished_ms,
+        "passes": len(cycle.cleans),
+        "cleaned": sorted({f"{c.topic}-{c.partition}" for c in cycle.cleans}),
+        "bytes_read": sum(c.bytes_read for c in cycle.cleans),
+        "bytes_written": sum(c.bytes_written for c in cycle.cleans),
+        "segments_deleted": cycle.segments_deleted,
+        "files_vacuumed": cycle.files_vacuumed,
+        "newly_uncleanable": [f"{f.topic}-{f.partition}: {f.error_type}: {f.message[:200]}" for f in cycle.failures],
+        "skipped_uncleanable": [f"{t}-{p}" for t, p in cycle.uncleanable],
+        "busy": [f"{t}-{p}" for t, p in cycle.busy],
+        "lost_races": [f"{t}-{p}" for t, p in cycle.conflicts],
+    }
+
+
+def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = None) -> int:
+    """Open the store and run the cleaner as ``config`` says, one JSON line per cycle on ``out``;
+    returns the number of cycles run."""
+    from deltalog.log_cleaner import LogCleaner
+    from deltalog.store import Store
+
+    if spark is None:
+        from deltalog.spark import local_session
+
+        spark = local_session(config.spark_master, dict(config.spark_conf), app_name="deltalog-cleaner")
+    store = Store(config.root, spark=spark, clock=clock, config=dict(config.cleaner))
+    cleaner = LogCleaner(store, vacuum=config.vacuum, progress_interval_s=config.progress_interval_s)
+    out = out or sys.stdout
+
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            previous[sig] = signal.signal(sig, lambda *_: cleaner.stop())
+        except ValueError:  # not the main thread: the caller stops it
+            pass
+    log.info("deltalog cleaner on %s: threads=%d, %s", store.root, cleaner.threads,
+             "one cycle" if config.once else f"max cycles {config.max_cycles or 'unbounded'}")
+    def emit(cycle: Any) -> None:
+        out.write(json.dumps(cycle_json(cycle)) + "\n")
+        out.flush()
+
+    try:
+        return cleaner.run(once=config.once, max_cycles=config.max_cycles, on_cycle=emit)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m deltalog.jobs.cleaner_job",
+                                description="Run the deltalog log cleaner over a store (a scheduled job).")
+    p.add_argument("--config", required=True, metavar="FILE", help="the job config (see conf/deltalog.json)")
+    p.add_argument("--store", metavar="PATH", help="override store.root of the config file")
+    p.add_argument("--once", action="store_true", default=None, help="run one cycle and exit (job.once)")
+    p.add_argument("--max-cycles", type=int, metavar="N", help="stop after N cycles (job.max_cycles)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = JobConfig.load(args.config)
+        overrides: dict[str, Any] = {}
+        if args.store:
+            overrides["root"] = args.store
+        if args.once:
+            overrides["once"] = True
+        if args.max_cycles is not None:
+            if args.max_cycles < 1:
+                raise InvalidConfigError(f"--max-cycles must be >= 1, not {args.max_cycles}")
+            overrides["max_cycles"] = args.max_cycles
+        if overrides:
+            import dataclasses
+
+            config = dataclasses.replace(config, **overrides)
+        logging.basicConfig(level=config.log_level, stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        run(config)
+    except DeltalogError as e:
+        print(f"cleaner_job: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    sys.exit(main())

@@ -1,0 +1,316 @@
+"""Kafka's cleaner metrics, per partition and for the store, as data.
+
+Kafka's LogCleaner and LogCleanerManager publish ``max-dirty-percent``, ``uncleanable-partitions-count``,
+``uncleanable-bytes``, ``time-since-last-run-ms``, ``max-clean-time-secs``, ``max-compaction-delay-secs``
+and ``max-buffer-utilization-percent`` (seed 001; seed 004 says to watch the last three). deltalog computes
+the same figures from the Delta snapshots (no data read) and two small records the cleaner keeps under
+``<root>/_deltalog/cleaner/``:
+
+* ``last-clean/<topic>/<partition>.json``: the figures of the partition's latest pass (written by every
+  pass, whether run by the job or by ``store.clean()``);
+* ``last-run.json``: the latest job cycle (when it ran, its longest pass, its fullest offset map).
+
+:func:`collect` returns a :class:`StoreMetrics`; ``deltalog status`` prints it with :func:`format_table`;
+after every job cycle :func:`record_cycle` appends it to the Delta table ``<root>/_deltalog/metrics``
+(one row per partition plus one ``scope = 'store'`` row) with delta-rs's ``write_deltalake``, so SQL and
+dashboards can chart it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from deltalog.log_to_clean import LogToClean
+from deltalog.quarantine import Quarantine
+
+if TYPE_CHECKING:
+    from deltalog.cleaner import CleanResult
+    from deltalog.log_cleaner import CycleResult
+    from deltalog.store import Store
+
+CLEANER_STATE_DIR = os.path.join("_deltalog", "cleaner")
+METRICS_TABLE = os.path.join("_deltalog", "metrics")
+
+
+def _write_json(path: str, payload: dict[str, Any]) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(payload, f, indent=2, default=str)
+    os.replace(tmp, path)
+
+
+def _read_json(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _last_clean_path(root: str, topic: str, partition: int) -> str:
+    return os.path.join(root, CLEANER_STATE_DIR, "last-clean", topic, f"{partition}.json")
+
+
+def record_clean(root: str, result: CleanResult) -> None:
+    """Keep the figures of a partition's latest pass (read back by :func:`collect`)."""
+    _write_json(_last_clean_path(root, result.topic, result.partition), result.as_dict())
+
+
+def last_clean(root: str, topic: str, partition: int) -> dict[str, Any] | None:
+    return _read_json(_last_clean_path(root, topic, partition))
+
+
+def last_run(root: str) -> dict[str, Any] | None:
+    return _read_json(os.path.join(root, CLEANER_STATE_DIR, "last-run.json"))
+
+
+@dataclass(frozen=True)
+class PartitionMetrics:
+    """One partition's figures at one time."""
+
+    topic: str
+    partition: int
+    cleanup_policy: str
+    size_bytes: int
+    log_start_offset: int
+    log_end_offset: int
+    clean_bytes: int
+    dirty_bytes: int  # Kafka's cleanable bytes: [first dirty, first uncleanable)
+    dirty_percent: float
+    max_compaction_delay_ms: int
+    uncleanable: bool
+    uncleanable_reason: str | None
+    last_clean_ms: int | None
+    time_since_last_clean_ms: int | None
+    last_clean_time_ms: int | None  # map + copy time of the latest pass
+    map_utilization: float | None  # of the latest pass
+    size_reduction: float | None  # of the latest pass
+
+
+@dataclass(frozen=True)
+class StoreMetrics:
+    """The store-wide figures, with Kafka's metric names in the docstrings, and every partition's."""
+
+    now_ms: int
+    partitions: tuple[PartitionMetrics, ...]
+    uncleanable_partitions_count: int  # uncleanable-partitions-count
+    uncleanable_bytes: int  # uncleanable-bytes
+    max_dirty_percent: float  # max-dirty-percent
+    max_compaction_delay_ms: int  # max-compaction-delay-secs, in ms
+    last_run_ms: int | None
+    time_since_last_run_ms: int | None  # time-since-last-run-ms
+    max_clean_time_ms: int | None  # max-clean-time-secs of the last run, in ms
+    max_buffer_utilization: float | None  # max-buffer-utilization-percent of the last run, as a fraction
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def partition_metrics(store: Store, topic: str, partition: int, now_ms: int, quarantine: Quarantine
+                      ) -> tuple[PartitionMetrics, int]:
+    """A partition's metrics, and its cleanable bytes (for ``uncleanable-bytes``)."""
+    snap = store.log(topic, partition).snapshot()
+    ltc = LogToClean.of(snap, now_ms)
+    compact = snap.config.compact
+    mark = quarantine.get(topic, partition)
+    lc = last_clean(store.root, topic, partition)
+    last_ms = int(lc["now_ms"]) if lc else None
+    m = PartitionMetrics(
+        topic=topic,
+        partition=partition,
+        cleanup_policy=",".join(snap.config.cleanup_policy),
+        size_bytes=snap.size_bytes,
+        log_start_offset=snap.log_start_offset,
+        log_end_offset=snap.log_end_offset,
+        clean_bytes=ltc.clean_bytes if compact else 0,
+        dirty_bytes=ltc.cleanable_bytes if compact else 0,
+        dirty_percent=100.0 * ltc.cleanable_ratio if compact else 0.0,
+        max_compaction_delay_ms=ltc.max_compaction_delay_ms if compact else 0,
+        uncleanable=mark is not None,
+        uncleanable_reason=f"{mark.error_type}: {mark.message}" if mark else None,
+        last_clean_ms=last_ms,
+        time_since_last_clean_ms=now_ms - last_ms if last_ms is not None else None,
+        last_clean_time_ms=int(lc["map_ms"]) + int(lc["copy_ms"]) if lc else None,
+        map_utilization=float(lc["map_utilization"]) if lc else None,
+        size_reduction=float(lc.get("size_reduction", 0.0)) if lc else None,
+    )
+    return m, ltc.cleanable_bytes
+
+
+def collect(store: Store, now_ms: int | None = None) -> StoreMetrics:
+    """Every partition's metrics and the store-wide ones, from snapshots and the cleaner's records."""
+    now = store.clock.now_ms() if now_ms is None else now_ms
+    quarantine = Quarantine(store.root)
+    parts: list[PartitionMetrics] = []
+    uncleanable_bytes = 0
+    for plog in store.logs():
+        m, cleanable = partition_metrics(store, plog.topic, plog.partition, now, quarantine)
+        parts.append(m)
+        if m.uncleanable:
+            uncleanable_bytes += cleanable
+    run = last_run(store.root)
+    run_ms = int(run["finished_ms"]) if run else None
+    return StoreMetrics(
+        now_ms=now,
+        partitions=tuple(parts),
+        uncleanable_partitions_count=sum(1 for p in parts if p.uncleanable),
+        uncleanable_bytes=uncleanable_bytes,
+        max_dirty_percent=max((p.dirty_percent for p in parts if not p.uncleanable), default=0.0),
+        max_compaction_delay_ms=max((p.max_compaction_delay_ms for p in parts if not p.uncleanable), default=0),
+        last_run_ms=run_ms,
+        time_since_last_run_ms=now - run_ms if run_ms is not None else None,
+        max_clean_time_ms=run.get("max_clean_time_ms") if run else None,
+        max_buffer_utilization=run.get("max_buffer_utilization") if run else None,
+    )
+
+
+# -- the metrics table ------------------------------------------------------------------------------------
+
+METRICS_SCHEMA = pa.schema([
+    pa.field("recorded_ms", pa.int64(), nullable=False),
+    pa.field("scope", pa.string(), nullable=False),  # 'store' or 'partition'
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("cleanup_policy", pa.string()),
+    pa.field("size_bytes", pa.int64()),
+    pa.field("log_start_offset", pa.int64()),
+    pa.field("log_end_offset", pa.int64()),
+    pa.field("clean_bytes", pa.int64()),
+    pa.field("dirty_bytes", pa.int64()),
+    pa.field("dirty_percent", pa.float64()),
+    pa.field("max_compaction_delay_ms", pa.int64()),
+    pa.field("uncleanable", pa.bool_()),
+    pa.field("uncleanable_partitions_count", pa.int64()),
+    pa.field("uncleanable_bytes", pa.int64()),
+    pa.field("last_clean_ms", pa.int64()),
+    pa.field("time_since_last_clean_ms", pa.int64()),
+    pa.field("last_clean_time_ms", pa.int64()),
+    pa.field("map_utilization", pa.float64()),
+    pa.field("time_since_last_run_ms", pa.int64()),
+    pa.field("max_clean_time_ms", pa.int64()),
+    pa.field("max_buffer_utilization", pa.float64()),
+    pa.field("passes", pa.int64()),
+    pa.field("segments_deleted", pa.int64()),
+    pa.field("files_vacuumed", pa.int64()),
+])
+
+
+def metrics_rows(metrics: StoreMetrics, cycle: CycleResult | None = None) -> pa.Table:
+    """The rows one cycle appends: one per partition and one ``scope = 'store'`` row."""
+    rows: list[dict[str, Any]] = []
+    for p in metrics.partitions:
+        rows.append({
+            "recorded_ms": metrics.now_ms, "scope": "partition", "topic": p.topic, "partition": p.partition,
+            "cleanup_policy": p.cleanup_policy, "size_bytes": p.size_bytes, "log_start_offset": p.log_start_offset,
+            "log_end_offset": p.log_end_offset, "clean_bytes": p.clean_bytes, "dirty_bytes": p.dirty_bytes,
+            "dirty_percent": p.dirty_percent, "max_compaction_delay_ms": p.max_compaction_delay_ms,
+            "uncleanable": p.uncleanable, "last_clean_ms": p.last_clean_ms,
+            "time_since_last_clean_ms": p.time_since_last_clean_ms, "last_clean_time_ms": p.last_clean_time_ms,
+            "map_utilization": p.map_utilization,
+        })
+    rows.append({
+        "recorded_ms": metrics.now_ms, "scope": "store",
+        "size_bytes": sum(p.size_bytes for p in metrics.partitions),
+        "dirty_bytes": sum(p.dirty_bytes for p in metrics.partitions),
+        "dirty_percent": metrics.max_dirty_percent,
+        "max_compaction_delay_ms": metrics.max_compaction_delay_ms,
+        "uncleanable_partitions_count": metrics.uncleanable_partitions_count,
+        "uncleanable_bytes": metrics.uncleanable_bytes,
+        "time_since_last_run_ms": metrics.time_since_last_run_ms,
+        "max_clean_time_ms": metrics.max_clean_time_ms,
+        "max_buffer_utilization": metrics.max_buffer_utilization,
+        "passes": len(cycle.cleans) if cycle else None,
+        "segments_deleted": cycle.segments_deleted if cycle else None,
+        "files_vacuumed": cycle.files_vacuumed if cycle else None,
+    })
+    return pa.Table.from_pylist(rows, schema=METRICS_SCHEMA)
+
+
+def metrics_table_uri(root: str) -> str:
+    return os.path.join(root, METRICS_TABLE)
+
+
+def append_metrics(store: Store, metrics: StoreMetrics, cycle: CycleResult | None = None) -> None:
+    """Append the rows to ``<root>/_deltalog/metrics`` (created on first use); concurrent jobs may append."""
+    from deltalake import CommitProperties, write_deltalake
+
+    write_deltalake(metrics_table_uri(store.root), metrics_rows(metrics, cycle), mode="append",
+                    commit_properties=CommitProperties(max_commit_retries=50))
+
+
+def record_cycle(store: Store, cycle: CycleResult) -> StoreMetrics:
+    """After a job cycle: remember it in ``last-run.json`` and append the metrics rows."""
+    clean_times = [c.map_ms + c.copy_ms for c in cycle.cleans]
+    utilizations = [c.map_utilization for c in cycle.cleans]
+    _write_json(os.path.join(store.root, CLEANER_STATE_DIR, "last-run.json"), {
+        "started_ms": cycle.started_ms,
+        "finished_ms": cycle.finished_ms,
+        "owner": store.leases.owner,
+        "passes": len(cycle.cleans),
+        "max_clean_time_ms": max(clean_times) if clean_times else 0,
+        "max_buffer_utilization": max(utilizations) if utilizations else 0.0,
+        "segments_deleted": cycle.segments_deleted,
+        "files_vacuumed": cycle.files_vacuumed,
+        "newly_uncleanable": [[f.topic, f.partition] for f in cycle.failures],
+    })
+    metrics = collect(store)
+    append_metrics(store, metrics, cycle)
+    return metrics
+
+
+# -- text ---------------------------------------------------------------------------------------------------
+
+
+def _ago(ms: int | None) -> str:
+    if ms is None:
+        return "never"
+    s = ms / 1000
+    if s < 120:
+        return f"{s:.0f}s ago"
+    if s < 7200:
+        return f"{s / 60:.0f}m ago"
+    if s < 172800:
+        return f"{s / 3600:.1f}h ago"
+    return f"{s / 86400:.1f}d ago"
+
+
+def _secs(ms: int | None) -> str:
+    return "-" if ms is None else f"{ms / 1000:,.1f}s"
+
+
+def format_table(metrics: StoreMetrics) -> str:
+    """``deltalog status``: store-wide figures, then one line per partition."""
+    lines = [
+        f"uncleanable partitions: {metrics.uncleanable_partitions_count} ({metrics.uncleanable_bytes:,} bytes)   "
+        f"max dirty: {metrics.max_dirty_percent:.1f}%   "
+        f"max compaction delay: {_secs(metrics.max_compaction_delay_ms)}",
+        f"last cleaner run: {_ago(metrics.time_since_last_run_ms)}   "
+        f"max clean time: {_secs(metrics.max_clean_time_ms)}   "
+        "max buffer utilization: "
+        + ("-" if metrics.max_buffer_utilization is None else f"{100 * metrics.max_buffer_utilization:.1f}%"),
+        "",
+    ]
+    header = ("TOPIC", "PART", "POLICY", "SIZE", "DIRTY%", "DIRTY BYTES", "MAX DELAY", "LAST CLEAN",
+              "CLEAN TIME", "MAP%", "STATE")
+    rows = [header]
+    for p in metrics.partitions:
+        rows.append((
+            p.topic, str(p.partition), p.cleanup_policy, f"{p.size_bytes:,}", f"{p.dirty_percent:.1f}",
+            f"{p.dirty_bytes:,}", _secs(p.max_compaction_delay_ms), _ago(p.time_since_last_clean_ms),
+            _secs(p.last_clean_time_ms), "-" if p.map_utilization is None else f"{100 * p.map_utilization:.1f}",
+            f"UNCLEANABLE ({p.uncleanable_reason})"[:80] if p.uncleanable else "ok",
+        ))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
+    for r in rows:
+        cells = [r[i].ljust(w) if i < 3 else r[i].rjust(w) for i, w in enumerate(widths)]
+        lines.append("  ".join([*cells, r[-1]]))
+    if not metrics.partitions:
+        lines.append("(no topics)")
+    return "\n".join(lines)
