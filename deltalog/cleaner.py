@@ -223,7 +223,7 @@ class Cleaner:
         removes = [delta.remove_action(f, now) for f in inputs]
         try:
             delta.commit(
-                log.table(refresh=False),
+                log.table_at(snap.version),  # conflicts are checked against commits since the plan
                 [*removes, *adds],
                 txns={delta.TXN_CLEANER_CHECKPOINT: offset_map.end_offset},
                 metadata={"pass_id": pass_id, "now_ms": now,
@@ -252,6 +252,34 @@ class Cleaner:
 
         return read_files(self.spark, uri, files, columns)
 
+    def _read_in_offset_runs(self, uri: str, files: Sequence[DataFile], columns: Sequence[str]) -> DataFrame:
+        """``files`` (in offset order) read so that every Spark partition holds one contiguous run of offsets.
+
+        Spark packs small files into one partition largest first, so a partition of a plain read can hold
+        offsets from anywhere in the log. Here consecutive files are chunked up to a target size and each
+        chunk is read by one task (``coalesce(1)``: no shuffle); a file at least that large is read alone,
+        and Spark splits it into contiguous row-group ranges. The chunk target spreads the input over the
+        session's cores, at most 128 MiB a task.
+        """
+        from functools import reduce
+
+        if not files:
+            return self._read(uri, files, columns)
+        total = sum(f.size_bytes for f in files)
+        cores = max(self.spark.sparkContext.defaultParallelism, 1)
+        target = min(128 << 20, max(8 << 20, total // cores))
+        chunks: list[list[DataFile]] = []
+        size = 0
+        for f in files:
+            if not chunks or size + f.size_bytes > target or f.size_bytes >= target:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(f)
+            size += f.size_bytes
+        parts = [self._read(uri, chunk, columns) if len(chunk) == 1 else self._read(uri, chunk, columns).coalesce(1)
+                 for chunk in chunks]
+        return reduce(lambda a, b: a.union(b), parts)
+
     def _recopy(self, uri: str, out_dir: str, inputs: Sequence[DataFile], groups: list[list[Segment]],
                 offset_map: OffsetMap, log_start: int, horizon: int, now: int) -> dict[str, int]:
         """Pass 2: filter, stamp and write the survivors; returns the counts observed while writing."""
@@ -259,15 +287,18 @@ class Cleaner:
         from pyspark.sql import functions as F
 
         end = offset_map.end_offset
-        group_of = {seg.base_offset: group[0].base_offset for group in groups for seg in group}
-        segment_map = self.spark.createDataFrame(
-            list(group_of.items()), f"{SEGMENT} long, {_GROUP_COL} long"
-        )
-        records = self._read(uri, inputs, RECORD_SCHEMA.names).where(F.col(OFFSET) >= log_start)
+        # A group's new segment takes the base offset of its first segment. Groups are consecutive runs of
+        # segments, so a CASE over the group starts (newest first) names it: no lookup table, hence no
+        # Python worker (a createDataFrame from a list started one, seconds on a busy machine).
+        group_col = F.lit(None).cast("long")
+        for i, base in enumerate(sorted((group[0].base_offset for group in groups), reverse=True)):
+            when = F.col(SEGMENT) >= base
+            group_col = F.when(when, F.lit(base)) if i == 0 else group_col.when(when, F.lit(base))
+        records = self._read_in_offset_runs(uri, inputs, RECORD_SCHEMA.names).where(F.col(OFFSET) >= log_start)
         joined = (
             records.select("*", *key_hash_columns())
             .join(F.broadcast(offset_map.df), [HASH_HI, HASH_LO], "left")
-            .join(F.broadcast(segment_map), SEGMENT, "left")
+            .select("*", group_col.alias(_GROUP_COL))
         )
         offset, key, value, stamp = F.col(OFFSET), F.col(KEY), F.col(VALUE), F.col(DELETE_HORIZON)
         mapped = offset < end
@@ -303,7 +334,14 @@ class Cleaner:
             F.when(F.col("_stamp"), F.lit(horizon)).otherwise(stamp).alias(DELETE_HORIZON),
             F.col(_GROUP_COL),
         )
-        out.write.mode("errorifexists").partitionBy(_GROUP_COL).parquet(os.path.join(uri, out_dir))
+        # Every task reads one contiguous run of offsets (see _read_in_offset_runs), and sorts its survivors
+        # by (group, offset): Spark's partitionBy writer sorts by the group column only (not stably), and a
+        # task reading several files reads them largest first. So each written file holds ascending offsets
+        # and files never overlap (the files_in_offset_order and offsets_increase_within_files checks of
+        # deltalog.quality), without shuffling the records (a repartitionByRange cost a sampling scan of
+        # every input and a shuffle of the survivors).
+        ordered = out.sortWithinPartitions(_GROUP_COL, OFFSET)
+        ordered.write.mode("errorifexists").partitionBy(_GROUP_COL).parquet(os.path.join(uri, out_dir))
         return {k: int(v) for k, v in observation.get.items()}
 
     @staticmethod

@@ -147,13 +147,16 @@ class PartitionLog:
             self._dt.update_incremental()
         return self._dt
 
+    def table_at(self, version: int) -> DeltaTable:
+        """A separate handle pinned at ``version``: commits made through it are checked for conflicts
+        against everything committed after ``version`` (the snapshot a plan was made from)."""
+        dt = delta.open_table(self.uri)
+        dt.load_as_version(version)
+        return dt
+
     def snapshot(self, version: int | None = None) -> LogSnapshot:
         """The latest snapshot, or the one at ``version`` (Delta time travel)."""
-        if version is None:
-            dt = self.table()
-        else:
-            dt = delta.open_table(self.uri)
-            dt.load_as_version(version)
+        dt = self.table() if version is None else self.table_at(version)
         return snapshot_of(dt, self.topic, self.partition)
 
     # -- appends --------------------------------------------------------------------------------------
