@@ -14,8 +14,11 @@ offset key     value     what the seed says
 4      lime    1.99      appended to the new open segment 004
 ====== ======= ========= =====================================================
 
-It then prints the log and the partition state: segment 000 closed and dirty, segment 004 active,
-dirty ratio 1.0 (never cleaned), so the partition is eligible for cleaning.
+It prints the log and the partition state (segment 000 closed and dirty, segment 004 active, dirty ratio
+1.0), runs a real cleaning pass (a Spark job on the embedded local session) and prints the log after it:
+offsets 2 (the grape tombstone, now with a delete horizon), 3 and 4, dirty ratio 0.0. Then the seed's
+second week: kiwi and guava prices go into 004, a week later 004 closes and 008 opens with guava, and
+the second clean leaves offsets 4, 6, 7 and 8 (the grape tombstone's horizon has passed).
 """
 
 from __future__ import annotations
@@ -50,6 +53,9 @@ FIRST_WEEK: tuple[tuple[bytes, bytes | None], ...] = (
     (b"lime", b"1.59"),
 )
 SECOND_WEEK: tuple[tuple[bytes, bytes | None], ...] = ((b"lime", b"1.99"),)
+#: The seed's later events: into segment 004, then (a week later) guava opens segment 008.
+THIRD_WEEK: tuple[tuple[bytes, bytes | None], ...] = ((b"kiwi", b"0.35"), (b"guava", b"1.20"), (b"kiwi", b"0.40"))
+FOURTH_WEEK: tuple[tuple[bytes, bytes | None], ...] = ((b"guava", b"1.25"),)
 
 
 class DemoStoreError(DeltalogError):
@@ -58,11 +64,13 @@ class DemoStoreError(DeltalogError):
 
 @dataclass(frozen=True)
 class DemoResult:
-    """What the demo did, as data: the store, the offsets it got back, the state before cleaning."""
+    """What the demo did, as data: the store, the offsets it got back, the state before and after each clean."""
 
     store: Store
     offsets: tuple[int, ...]
     before: TopicDescription
+    after: TopicDescription
+    final: TopicDescription
 
 
 def fresh_demo_store(path: str | os.PathLike[str], clock: ManualClock) -> Store:
@@ -83,16 +91,17 @@ def fresh_demo_store(path: str | os.PathLike[str], clock: ManualClock) -> Store:
     return Store(path, clock=clock)
 
 
-def produce_walkthrough(store: Store, clock: ManualClock) -> list[int]:
-    """Append the seed 000 events one at a time (one batch each, as a producer would), a minute apart."""
+def produce_walkthrough(store: Store, clock: ManualClock,
+                        weeks: tuple[tuple[tuple[bytes, bytes | None], ...], ...] = (FIRST_WEEK, SECOND_WEEK)) -> list[int]:
+    """Append the events of each week one at a time (one batch each, as a producer would), a minute
+    apart; seven days pass between weeks, so segment.ms rolls the active segment on the next append."""
     offsets = []
-    for key, value in FIRST_WEEK:
-        offsets += store.append(TOPIC, 0, [Record(key=key, value=value)])
-        clock.advance(MINUTE_MS)
-    clock.advance(SEVEN_DAYS_MS)  # segment.ms (7 days) has passed since segment 000 opened
-    for key, value in SECOND_WEEK:
-        offsets += store.append(TOPIC, 0, [Record(key=key, value=value)])
-        clock.advance(MINUTE_MS)
+    for i, week in enumerate(weeks):
+        if i:
+            clock.advance(SEVEN_DAYS_MS)  # segment.ms (7 days) has passed since the segment opened
+        for key, value in week:
+            offsets += store.append(TOPIC, 0, [Record(key=key, value=value)])
+            clock.advance(MINUTE_MS)
     return offsets
 
 
@@ -122,11 +131,14 @@ def show(store: Store, title: str, out: Callable[[str], object]) -> TopicDescrip
     return description
 
 
-def clean_and_show_after(store: Store, out: Callable[[str], object]) -> None:
-    """CLEANER SEAM: the cleaner issue puts one cleaning pass here, then prints the "after" view with
-    ``show(store, "after cleaning", out)`` (seed 000: offsets 0 and 1 gone, the grape tombstone kept with
-    a delete horizon, the dirty ratio back to 0.0). Until then the demo stops at the "before" view."""
-    out("The log cleaner is not part of this build yet; the partition above is what it would clean.")
+def clean_and_show_after(store: Store, out: Callable[[str], object], title: str = "after cleaning") -> TopicDescription:
+    """Run the cleaner until nothing is eligible (a Spark job per pass), print each pass's figures as
+    Kafka's cleaner log line does, then the log after it."""
+    out("Running the log cleaner (a Spark job on the embedded local session)...")
+    for result in store.clean(TOPIC):
+        out(result.summary())
+    out("")
+    return show(store, title, out)
 
 
 def run_demo(store_path: str | os.PathLike[str] = DEFAULT_DEMO_STORE, out: Callable[[str], object] = print,
@@ -141,5 +153,11 @@ def run_demo(store_path: str | os.PathLike[str] = DEFAULT_DEMO_STORE, out: Calla
     out("")
     offsets = produce_walkthrough(store, clock)
     before = show(store, "before cleaning", out)
-    clean_and_show_after(store, out)
-    return DemoResult(store=store, offsets=tuple(offsets), before=before)
+    after = clean_and_show_after(store, out, "after the first clean")
+    out("Seed 000 continues: kiwi and guava prices go into segment 004; a week later 004 closes and guava "
+        "opens 008. More than delete.retention.ms (24 h) has passed since the grape tombstone was stamped.")
+    out("")
+    offsets += produce_walkthrough(store, clock, (THIRD_WEEK, FOURTH_WEEK))
+    show(store, "before the second clean", out)
+    final = clean_and_show_after(store, out, "after the second clean")
+    return DemoResult(store=store, offsets=tuple(offsets), before=before, after=after, final=final)

@@ -284,3 +284,19 @@ def test_filthiest_partition_is_cleaned_first(spark_store):
     assert ratios[1] > ratios[0] > 0.5
     results = store.clean()
     assert [r.partition for r in results] == [1, 0]
+
+
+def test_clean_command_prints_the_figures_of_each_pass(spark_store, capsys):
+    from deltalog.cli import main
+
+    store = spark_store
+    store.create_topic(TOPIC, config={"cleanup.policy": "compact"})
+    append_one_by_one(store, [(b"a", b"1"), (b"a", b"2")])
+    store.roll(TOPIC, 0)
+    append_one_by_one(store, [(b"b", b"1")])
+    assert main(["--store", store.root, "clean", TOPIC, "-p", "0", "--force"]) == 0
+    out = capsys.readouterr().out
+    assert "dirty section = [0, 2)" in out and "50.0% fewer messages" in out
+    assert main(["--store", store.root, "clean", "--json"]) == 0
+    assert capsys.readouterr().out.strip() == "[]"
+    assert main(["--store", store.root, "clean", "--force"]) == 2

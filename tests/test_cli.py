@@ -239,28 +239,30 @@ def test_produce_to_a_missing_partition(capsys, root, monkeypatch):
 # -- demo ------------------------------------------------------------------------------------------------
 
 
-def test_demo_replays_the_seed_000_walkthrough(tmp_path):
+def test_demo_replays_the_seed_000_walkthrough_with_two_real_cleans(tmp_path, spark):
     lines: list[str] = []
     result = run_demo(tmp_path / "demo", out=lines.append)
     text = "\n".join(lines)
-    assert result.offsets == (0, 1, 2, 3, 4)
-    records = result.store.read("fruit-prices", 0)
-    assert [(r.key, r.value) for r in records] == [
-        (b"grape", b"2.69"), (b"lime", b"0.49"), (b"grape", None), (b"lime", b"1.59"), (b"lime", b"1.99")]
+    assert result.offsets == tuple(range(9))
     state = result.before[0]
     assert [(s.base_offset, s.is_active) for s in state.segments] == [(0, False), (4, True)]
     assert state.dirty_ratio == 1.0 and state.eligible_for_cleaning
-    assert "(tombstone)" in text and "dirty ratio 1.00" in text
+    after = result.after[0]
+    assert after.dirty_ratio == 0.0 and after.first_dirty_offset == 4 and after.num_records == 3
+    records = result.store.read("fruit-prices", 0)
+    assert [(r.offset, r.key, r.value) for r in records] == [
+        (4, b"lime", b"1.99"), (6, b"guava", b"1.20"), (7, b"kiwi", b"0.40"), (8, b"guava", b"1.25")]
+    assert "(tombstone)" in text and "dirty ratio 1.00" in text and "size reduction" in text
     assert result.store.topic_config("fruit-prices").compact
 
 
-def test_demo_command_wipes_only_demo_stores(capsys, tmp_path):
+def test_demo_command_wipes_only_demo_stores(capsys, tmp_path, spark):
     demo = tmp_path / "demo"
     code, out, _ = run(capsys, "demo", "--store", str(demo))
     assert code == 0 and "fruit-prices-0" in out and (demo / MARKER).exists()
     Store(demo).append("fruit-prices", 0, [Record(key=b"extra", value=b"1")])
     code, out, _ = run(capsys, "demo", "--store", str(demo))  # again: a fresh store, same offsets
-    assert code == 0 and [r.offset for r in Store(demo).read("fruit-prices", 0)] == [0, 1, 2, 3, 4]
+    assert code == 0 and [r.offset for r in Store(demo).read("fruit-prices", 0)] == [4, 6, 7, 8]
 
     precious = tmp_path / "precious"
     precious.mkdir()

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from deltalog import __version__
-from deltalog.cli import check, cleaner, common, consume, demo, doctor, produce, sql, topics
+from deltalog.cli import check, clean, cleaner, common, consume, demo, doctor, produce, sql, topics
 from deltalog.errors import DeltalogError
 
 #: The command groups, in the order ``deltalog --help`` lists them.
@@ -28,6 +28,7 @@ COMMAND_MODULES = [
     doctor,
     sql,
     check,
+    clean,
     cleaner,
 ]
 

@@ -1,0 +1,51 @@
+"""``deltalog clean [TOPIC] [-p N] [--force]``: run cleaning passes now and print each pass's figures.
+
+Without a partition it is ``store.clean()``: passes, filthiest partition first, until no partition of
+the topic (or of the store) is eligible. With ``-p`` it is one pass over that partition
+(``store.clean_partition``); ``--force`` cleans its cleanable section even when the dirty ratio is below
+``min.cleanable.dirty.ratio``. ``deltalog cleaner run`` is the scheduled job that also applies retention
+and VACUUM.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from deltalog.cli import common
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "clean", help="run cleaning passes now and print their figures",
+        description="Clean eligible partitions (filthiest first) until none is eligible, and print what each "
+        "pass did, as Kafka's cleaner log line does.",
+    )
+    p.add_argument("topic", metavar="TOPIC", nargs="?", help="only this topic (default: every topic)")
+    p.add_argument("-p", "--partition", type=int, metavar="N", help="one pass over this partition only")
+    p.add_argument("--force", action="store_true",
+                   help="with -p: clean even if the dirty ratio is below min.cleanable.dirty.ratio")
+    common.add_json_option(p)
+    common.add_store_option(p)
+    p.set_defaults(func=clean)
+
+
+def clean(args: argparse.Namespace) -> int:
+    if args.partition is not None and args.topic is None:
+        raise common.UsageError("-p/--partition needs a TOPIC")
+    if args.force and args.partition is None:
+        raise common.UsageError("--force needs -p/--partition: it cleans one partition regardless of its ratio")
+    store = common.open_store(args)
+    if args.partition is not None:
+        one = store.clean_partition(args.topic, args.partition, force=args.force)
+        results = [one] if one is not None else []
+    else:
+        results = store.clean(args.topic)
+    if args.json:
+        common.print_json([r.as_dict() for r in results])
+    elif not results:
+        print("Nothing to clean: no partition is eligible (dirty ratio at or below min.cleanable.dirty.ratio, "
+              "and max.compaction.lag.ms not reached).")
+    else:
+        for r in results:
+            print(r.summary())
+    return 0
