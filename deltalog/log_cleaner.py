@@ -143,7 +143,10 @@ def clean_one(store: Store, ltc: LogToClean, *, map_capacity: int | None = None,
             result = Cleaner(store.spark, store.config, store.clock).clean(ltc, plog, map_capacity)
         record_clean(store.root, result)
         if snap.config.delete:
-            delete_old_segments(plog, store.clock.now_ms())
+            try:
+                delete_old_segments(plog, store.clock.now_ms())
+            except CommitConflictError as e:  # the pass itself committed; retention runs again next cycle
+                log.info("retention after cleaning %s-%d lost a race: %s", topic, partition, e)
     return result
 
 
@@ -308,16 +311,38 @@ class LogCleaner:
             first_dirty_offset=ltc.first_dirty_offset, first_uncleanable_offset=ltc.first_uncleanable_offset,
         )
 
+    def _each_partition(self, purpose: str, step: Callable[[Any], Any]) -> list[Any]:
+        """Run ``step(partition log)`` on every partition under its lease; busy ones are skipped and an
+        error is logged without stopping the cycle (Kafka's retention task logs and goes on, too)."""
+        out = []
+        for plog in self.store.logs():
+            lease = self.store.leases.acquire(plog.topic, plog.partition, purpose)
+            if lease is None:
+                log.info("%s skipped %s-%d: another run holds its lease", purpose, plog.topic, plog.partition)
+                continue
+            try:
+                out.append(step(plog))
+            except Exception as e:
+                log.error("%s of %s-%d failed; it is tried again next cycle", purpose, plog.topic, plog.partition,
+                          exc_info=e)
+            finally:
+                lease.release()
+        return out
+
     def run_cycle(self) -> CycleResult:
         """Retention, cleaning until nothing is eligible, VACUUM, metrics: one full cycle over the store."""
-        from deltalog.retention import apply_retention
-        from deltalog.vacuum import vacuum_store
+        from deltalog.retention import delete_old_segments
+        from deltalog.vacuum import vacuum
 
         store = self.store
         started = store.clock.now_ms()
-        retention = [r for r in apply_retention(store) if r.segments_deleted]
+        retention = [r for r in self._each_partition("retention", lambda plog: delete_old_segments(
+            plog, store.clock.now_ms())) if r.segments_deleted]
         cleans, failures, conflicts, busy, uncleanable = self._clean_all()
-        vacuumed = [v for v in vacuum_store(store, dry_run=False) if v.files] if self.vacuum else []
+        vacuumed = []
+        if self.vacuum:
+            vacuumed = [v for v in self._each_partition("vacuum", lambda plog: vacuum(
+                plog, store.clock.now_ms(), dry_run=False)) if v.files]
         result = CycleResult(started, store.clock.now_ms(), tuple(retention), tuple(cleans), tuple(failures),
                              tuple(conflicts), tuple(busy), tuple(uncleanable), tuple(vacuumed))
         self.cycles_run += 1

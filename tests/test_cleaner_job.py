@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -35,11 +36,10 @@ def latest(store, topic, partition):
 
 def test_one_cycle_applies_retention_cleans_vacuums_and_records_metrics(spark_store, clock):
     store = spark_store
-    store.create_topic("state", 2, {"cleanup.policy": "compact", "file.delete.delay.ms": 1000})
+    store.create_topic("state", 1, {"cleanup.policy": "compact", "file.delete.delay.ms": 1000})
     store.create_topic("events", 1, {"cleanup.policy": "delete", "retention.ms": DAY})
     store.create_topic("prices", 1, {"cleanup.policy": "compact,delete", "retention.ms": 2 * DAY})
-    for p in range(2):
-        dirty_partition(store, "state", p)
+    dirty_partition(store, "state", 0)
     store.append("events", 0, [Record(None, "old")])
     store.roll("events", 0)
     store.append("prices", 0, [Record("discontinued", "1.00")])
@@ -52,11 +52,10 @@ def test_one_cycle_applies_retention_cleans_vacuums_and_records_metrics(spark_st
     cleaner = LogCleaner(store, threads=1, progress_interval_s=0.05)
     cycle = cleaner.run_cycle()
 
-    assert sorted((c.topic, c.partition) for c in cycle.cleans) == [("prices", 0), ("state", 0), ("state", 1)]
+    assert sorted((c.topic, c.partition) for c in cycle.cleans) == [("prices", 0), ("state", 0)]
     assert cycle.failures == () and cycle.busy == () and cycle.conflicts == ()
-    for p in range(2):
-        assert latest(store, "state", p) == {b"k0": b"v2", b"k1": b"v2", b"k2": b"v2", b"active": b"a"}
-        assert [r.offset for r in store.read("state", p, "earliest")] == [6, 7, 8, 9]
+    assert latest(store, "state", 0) == {b"k0": b"v2", b"k1": b"v2", b"k2": b"v2", b"active": b"a"}
+    assert [r.offset for r in store.read("state", 0, "earliest")] == [6, 7, 8, 9]
     # retention: the events topic lost its old segment; compact,delete lost the old unique key
     assert [r.value for r in store.read("events", 0, "earliest")] == [b"new"]
     assert {(r.topic, r.segments_deleted) for r in cycle.retention} == {("events", 1), ("prices", 1)}
@@ -66,18 +65,24 @@ def test_one_cycle_applies_retention_cleans_vacuums_and_records_metrics(spark_st
     assert cycle.files_vacuumed == 0
     clock.advance(1000)
     second = cleaner.run_cycle()
-    assert second.cleans == () and second.files_vacuumed >= 6
+    assert second.cleans == () and second.files_vacuumed >= 3
+    # VACUUM never touched a file the current version uses (the cleaner writes them in nested directories)
+    assert latest(store, "state", 0) == {b"k0": b"v2", b"k1": b"v2", b"k2": b"v2", b"active": b"a"}
+    plog = store.log("state", 0)
+    on_disk = {os.path.relpath(os.path.join(d, f), plog.uri) for d, _, fs in os.walk(plog.uri)
+               if "_delta_log" not in d for f in fs}
+    assert on_disk == {f.path for f in plog.snapshot().files}
     # metrics: a Delta table with one row per partition and one store row per cycle
     from deltalake import DeltaTable
 
     rows = sorted(DeltaTable(metrics_table_uri(store.root)).to_pyarrow_table().to_pylist(),
                   key=lambda r: r["recorded_ms"])
-    assert len(rows) == 2 * (4 + 1)
+    assert len(rows) == 2 * (3 + 1)
     state0 = [r for r in rows if r["topic"] == "state" and r["partition"] == 0]
     assert state0[0]["dirty_percent"] == 0.0 and state0[0]["last_clean_ms"] == cycle.cleans[0].now_ms
     assert 0 < state0[0]["map_utilization"] <= 1
     store_rows = [r for r in rows if r["scope"] == "store"]
-    assert [r["passes"] for r in store_rows] == [3, 0]
+    assert [r["passes"] for r in store_rows] == [2, 0]
     assert store_rows[0]["uncleanable_partitions_count"] == 0
 
 
@@ -177,20 +182,24 @@ def test_the_shipped_configs_load():
     assert job["schedule"]["quartz_cron_expression"] and job["max_concurrent_runs"] >= 1
 
 
-def test_job_run_prints_one_json_line_per_cycle(tmp_path, spark, clock):
+def test_job_run_prints_one_json_line_per_cycle_and_logs_progress(tmp_path, spark, clock, caplog):
     store = Store(tmp_path / "s", clock=clock, spark=spark)
     store.create_topic("t", 1, {"cleanup.policy": "compact"})
     dirty_partition(store, "t", 0)
     out = io.StringIO()
     config = JobConfig.from_mapping({"store": {"root": str(tmp_path / "s")},
                                      "job": {"max_cycles": 2, "progress_interval_s": 0.05}})
-    assert run_job(config, spark=spark, clock=clock, out=out) == 2
+    with caplog.at_level(logging.INFO, logger="deltalog"):
+        assert run_job(config, spark=spark, clock=clock, out=out) == 2
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [line["passes"] for line in lines] == [1, 0] and lines[0]["cleaned"] == ["t-0"]
+    progress = [r.getMessage() for r in caplog.records if "Spark tasks done" in r.getMessage()]
+    assert progress and all(m.startswith("cleaning t-0: ") for m in progress)
+    assert any("cleaner cycle: 1 pass(es)" in r.getMessage() for r in caplog.records)
 
 
 JOB_CONFIG = {
-    "cleaner": {"log.cleaner.threads": 2},
+    "cleaner": {"log.cleaner.threads": 1},
     "spark": {"master": "local[1]", "conf": {"spark.driver.memory": "512m", "spark.sql.shuffle.partitions": "1"}},
     "job": {"once": True, "log_level": "INFO", "progress_interval_s": 1},
 }
@@ -201,8 +210,8 @@ def test_two_overlapping_job_runs_never_clean_a_partition_twice(tmp_path):
     """Two runs of the job as real processes, started together: every partition is cleaned exactly once."""
     root = tmp_path / "store"
     store = Store(root)
-    store.create_topic("t", 6, {"cleanup.policy": "compact"})
-    for p in range(6):
+    store.create_topic("t", 4, {"cleanup.policy": "compact"})
+    for p in range(4):
         dirty_partition(store, "t", p, keys=20, rounds=3)
     config = tmp_path / "job.json"
     config.write_text(json.dumps({"store": {"root": str(root)}, **JOB_CONFIG}))
@@ -214,9 +223,24 @@ def test_two_overlapping_job_runs_never_clean_a_partition_twice(tmp_path):
         assert p.returncode == 0, err[-3000:]
     cycles = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
     cleaned = sorted(c for cycle in cycles for c in cycle["cleaned"])
-    assert cleaned == [f"t-{p}" for p in range(6)], cycles  # each partition by exactly one run
-    for p in range(6):
+    assert cleaned == [f"t-{p}" for p in range(4)], cycles  # each partition by exactly one run
+    for p in range(4):
         history = store.log("t", p).table().history()
         assert sum(1 for h in history if h.get("deltalog.operation") == "clean") == 1
         assert latest(store, "t", p) == {**{f"k{i}".encode(): b"v2" for i in range(20)}, b"active": b"a"}
     assert not os.listdir(os.path.join(root, "_deltalog", "leases", "t", "0"))  # every lease released
+
+
+def test_cleaner_run_command(tmp_path, spark, clock, capsys):
+    from deltalog.cli import main as cli
+
+    store = Store(tmp_path / "s", clock=clock)
+    store.create_topic("t", 1, {"cleanup.policy": "compact"})
+    dirty_partition(store, "t", 0)
+    assert cli(["--store", str(tmp_path / "s"), "--config", "log.cleaner.threads=2", "cleaner", "run", "--once",
+                "--progress-interval", "0.1"]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    assert json.loads(line)["cleaned"] == ["t-0"]
+    assert latest(store, "t", 0) == {b"k0": b"v2", b"k1": b"v2", b"k2": b"v2", b"active": b"a"}
+    assert cli(["--store", str(tmp_path / "nowhere"), "cleaner", "run", "--once"]) == 1
+    assert cli(["--store", str(tmp_path / "s"), "--config", "log.cleaner.threads=0", "cleaner", "run"]) == 1

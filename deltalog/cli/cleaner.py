@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     JobConfig.from_mapping({"store": {"root": config.root}, "cleaner": dict(config.cleaner)})  # validate
     _setup_logging()
     logging.getLogger().setLevel(config.log_level)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     run_job(config)
     return 0
 

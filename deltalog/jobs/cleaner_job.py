@@ -193,6 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             config = dataclasses.replace(config, **overrides)
         logging.basicConfig(level=config.log_level, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.getLogger("py4j").setLevel(logging.WARNING)  # one line per Spark call otherwise
         run(config)
     except DeltalogError as e:
         print(f"cleaner_job: error: {e}", file=sys.stderr)

@@ -1,0 +1,93 @@
+"""Cleaner metrics as data (collect, the metrics Delta table) and as a table (deltalog status)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from deltalake import DeltaTable
+
+from deltalog import Record
+from deltalog.cli import main as cli
+from deltalog.log_cleaner import CycleResult
+from deltalog.metrics import METRICS_SCHEMA, collect, format_table, metrics_table_uri, record_cycle
+from deltalog.quarantine import Quarantine
+
+DAY = 24 * 3_600_000
+
+
+@pytest.fixture
+def filled(store, clock):
+    store.create_topic("state", 2, {"cleanup.policy": "compact", "max.compaction.lag.ms": DAY})
+    store.create_topic("events", 1, {"cleanup.policy": "delete"})
+    for r in range(2):
+        store.append("state", 0, [Record(f"k{i}", f"v{r}") for i in range(3)])
+        store.roll("state", 0)
+    store.append("state", 0, [Record("active", "a")])
+    store.append("events", 0, [Record(None, "e")])
+    return store
+
+
+def test_collect_reports_dirty_percent_delay_and_uncleanable(filled, clock):
+    store = filled
+    clock.advance(DAY + 500)
+    m = collect(store)
+    by = {(p.topic, p.partition): p for p in m.partitions}
+    assert set(by) == {("state", 0), ("state", 1), ("events", 0)}
+    s0 = by[("state", 0)]
+    assert s0.dirty_percent == 100.0 and s0.dirty_bytes == store.describe("state")[0].dirty_bytes > 0
+    assert s0.max_compaction_delay_ms == 500  # waited 500 ms past max.compaction.lag.ms
+    assert s0.last_clean_ms is None and s0.uncleanable is False
+    assert by[("events", 0)].dirty_percent == 0.0  # delete topics are not compacted
+    assert m.max_dirty_percent == 100.0 and m.max_compaction_delay_ms == 500
+    assert m.uncleanable_partitions_count == 0 and m.uncleanable_bytes == 0
+    assert m.last_run_ms is None and m.time_since_last_run_ms is None
+
+    Quarantine(store.root).mark("state", 0, OSError("bad file"), clock.now_ms())
+    m = collect(store)
+    assert m.uncleanable_partitions_count == 1 and m.uncleanable_bytes == s0.dirty_bytes
+    assert m.max_dirty_percent == 0.0  # Kafka's max-dirty-percent leaves uncleanable logs out
+    text = format_table(m)
+    assert "uncleanable partitions: 1" in text and "UNCLEANABLE (OSError: bad file)" in text
+
+
+def test_each_cycle_appends_rows_and_time_since_last_run(filled, clock):
+    store = filled
+    now = clock.now_ms()
+    record_cycle(store, CycleResult(now - 10, now, (), (), (), (), (), ()))
+    clock.advance(2_000)
+    m = record_cycle(store, CycleResult(clock.now_ms(), clock.now_ms(), (), (), (), (), (), ()))
+    assert m.last_run_ms == clock.now_ms() and m.time_since_last_run_ms == 0
+    assert collect(store, clock.now_ms() + 5).time_since_last_run_ms == 5
+    table = DeltaTable(metrics_table_uri(store.root)).to_pyarrow_table()
+    assert table.schema.names == METRICS_SCHEMA.names
+    rows = table.to_pylist()
+    assert len(rows) == 2 * 4  # 3 partitions + the store row, per cycle
+    assert sorted(r["recorded_ms"] for r in rows if r["scope"] == "store") == [now, now + 2_000]
+    store_row = max((r for r in rows if r["scope"] == "store"), key=lambda r: r["recorded_ms"])
+    assert store_row["time_since_last_run_ms"] == 0 and store_row["passes"] == 0
+
+
+def test_status_command_prints_the_table_and_json(filled, capsys):
+    store = filled
+    assert cli(["--store", store.root, "status"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[3].split()[:4] == ["TOPIC", "PART", "POLICY", "SIZE"]
+    assert "state" in out and "events" in out and "100.0" in out
+    assert cli(["--store", store.root, "status", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {(p["topic"], p["partition"]) for p in data["partitions"]} == {("state", 0), ("state", 1), ("events", 0)}
+    assert data["uncleanable_partitions_count"] == 0
+
+
+def test_maintenance_commands(filled, capsys):
+    store = filled
+    assert cli(["--store", store.root, "cleaner", "delete-records", "events", "0", "1"]) == 0
+    assert "low watermark) is now 1" in capsys.readouterr().out
+    assert cli(["--store", store.root, "cleaner", "vacuum"]) == 0
+    assert "dry run" in capsys.readouterr().out
+    assert cli(["--store", store.root, "cleaner", "retention", "--json"]) == 0
+    assert {r["topic"] for r in json.loads(capsys.readouterr().out)} == {"state", "events"}
+    assert cli(["--store", store.root, "cleaner", "delete-records", "events", "0", "99"]) == 1
+    assert "at most the log end offset" in capsys.readouterr().err
+    assert cli(["--store", store.root, "cleaner", "reset-uncleanable", "nope"]) == 1
