@@ -1,0 +1,63 @@
+"""``python -m benchmarks --preset small``: run every comparison and write docs/benchmarks.md and .png."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+from benchmarks.check import BenchmarkFailure
+from benchmarks.workload import PRESETS
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    p.add_argument("--preset", choices=sorted(PRESETS), default="small")
+    p.add_argument("--repeats", type=int, default=3, help="rounds; each measured thing runs once a round")
+    p.add_argument("--cores", type=int, default=None, help="Spark local[N] and DuckDB threads (default: all)")
+    p.add_argument("--driver-memory", default=None, help="spark.driver.memory (default: the embedded session's)")
+    p.add_argument("--work-dir", default=None, help="where the tables go (default: a temporary directory)")
+    p.add_argument("--out-dir", default=os.path.join(REPO, "docs"), help="where benchmarks.md/.png are written")
+    p.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = p.parse_args(argv)
+
+    from benchmarks import machine, report
+    from benchmarks.runner import Bench
+    from deltalog.spark import local_session
+
+    info = machine.describe()
+    cores = args.cores or int(info["cores"])
+    conf = {"spark.driver.memory": args.driver_memory} if args.driver_memory else {}
+    spark = local_session(master=f"local[{cores}]", conf=conf, app_name="deltalog-benchmarks")
+    work = args.work_dir or tempfile.mkdtemp(prefix="deltalog-bench-")
+    os.makedirs(work, exist_ok=True)
+    w = PRESETS[args.preset]
+    started = time.monotonic()
+    try:
+        timings = Bench(w, work, spark, cores).run(args.repeats)
+    except BenchmarkFailure as e:
+        print(f"BENCHMARK FAILED: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if not args.keep and args.work_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    info["cores"] = cores
+    os.makedirs(args.out_dir, exist_ok=True)
+    md = os.path.join(args.out_dir, "benchmarks.md")
+    png = os.path.join(args.out_dir, "benchmarks.png")
+    report.write_markdown(md, w, timings, info, args.repeats, os.path.basename(png))
+    report.write_plot(png, w, timings, info)
+    print(json.dumps({k: v for k, v in report.ratios(timings).items()}, indent=1, default=str))
+    print(json.dumps(timings.figures["map_memory"], indent=1))
+    print(f"wrote {md} and {png} in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

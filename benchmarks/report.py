@@ -1,0 +1,172 @@
+"""The report: a markdown table of medians and ratios against the targets, and a PNG plot, into ``docs/``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from typing import Any
+
+from benchmarks.runner import Timings
+from benchmarks.workload import Workload
+
+PASS = "deltalog clean pass"
+
+#: (label, deltalog side, alternative, target ratio or None); ratio = deltalog time / alternative time.
+TIME_COMPARISONS = [
+    ("1. pass vs Spark `row_number()` dedupe", PASS, "spark row_number() dedupe", 0.5),
+    ("2. pass vs Spark read + rewrite of every byte", PASS, "spark read + rewrite", 1.0),
+    ("3. pass vs DuckDB dedupe (same Parquet files)", PASS, "duckdb dedupe", 2.0),
+    ("4. pass vs delta-rs MERGE into a current-state table", PASS, "delta-rs MERGE", None),
+    ("7. read current state: compacted vs uncompacted", "read current state, compacted",
+     "read current state, uncompacted", None),
+]
+
+
+def _fmt_s(values: list[float]) -> str:
+    return ", ".join(f"{v:.2f}" for v in values)
+
+
+def _met(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("**met**" if ok else "**not met**")
+
+
+def ratios(t: Timings) -> dict[str, Any]:
+    """The figures the targets are about, as data."""
+    out: dict[str, Any] = {}
+    for label, ours, theirs, target in TIME_COMPARISONS:
+        r = t.median(ours) / t.median(theirs)
+        out[label] = {"ours": t.median(ours), "theirs": t.median(theirs), "ratio": r, "target": target,
+                      "met": None if target is None else r <= target}
+    n = t.figures["append_records"]
+    store_rate = n / t.median("store.append")
+    delta_rate = n / t.median("delta-rs write_deltalake")
+    out["6. appends"] = {"store_rate": store_rate, "delta_rate": delta_rate, "ratio": store_rate / delta_rate,
+                         "target": 0.8, "met": store_rate / delta_rate >= 0.8}
+    return out
+
+
+def write_markdown(path: str, w: Workload, t: Timings, machine: dict[str, Any], repeats: int,
+                   plot_name: str) -> None:
+    r = ratios(t)
+    mem = t.figures["map_memory"]
+    gen = t.figures["generated"]
+    dirty = gen["dirty_records"]
+    map_s = t.median("offset map build")
+    cores = machine["cores"]
+    clean = t.figures["clean"][-1]
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Written by `python -m benchmarks --preset {w.name}` on {dt.date.today().isoformat()}; "
+        "[how the harness works](#how-it-works). Every row is the median of "
+        f"{repeats} rounds run side by side in one process, alternating; ratios are deltalog's time over the "
+        "alternative's (below 1: deltalog is faster).",
+        "",
+        f"![benchmark results]({plot_name})",
+        "",
+        "## Results",
+        "",
+        "| comparison | deltalog (s) | alternative (s) | ratio | target | |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for label, v in r.items():
+        if label.startswith("6."):
+            continue
+        target = "" if v["target"] is None else f"<= {v['target']:.1f}x"
+        lines.append(f"| {label} | {v['ours']:.2f} | {v['theirs']:.2f} | {v['ratio']:.2f}x | {target} | "
+                     f"{_met(v['met'])} |")
+    a = r["6. appends"]
+    lines += [
+        "",
+        "| appends (6) | records/s | ratio | target | |",
+        "|---|---:|---:|---:|---|",
+        f"| `store.append` ({w.append_batch:,}-record batches) | {a['store_rate']:,.0f} | "
+        f"{a['ratio']:.2f}x | >= 0.8x | {_met(a['met'])} |",
+        f"| delta-rs `write_deltalake`, same Arrow batches | {a['delta_rate']:,.0f} | 1.00x | | |",
+        "",
+        "| offset map (5) | measured | Kafka | target | |",
+        "|---|---:|---:|---:|---|",
+        f"| map build, records/s per core ({dirty:,} records, {mem['entries']:,} keys, {cores} cores) | "
+        f"{dirty / map_s / cores:,.0f} | | | |",
+        f"| broadcast relation, bytes/entry, marginal (slope {mem['half_entries']:,} -> {mem['entries']:,} entries) | "
+        f"{mem['broadcast_marginal_bytes_per_entry']:.1f} | 24 | <= 48 | "
+        f"{_met(mem['broadcast_marginal_bytes_per_entry'] <= 48)} |",
+        f"| broadcast relation, bytes/entry at {mem['entries']:,} entries (incl. page slack) | "
+        f"{mem['broadcast_bytes_per_entry']:.1f} | 24 | | |",
+        f"| resident map (block manager), bytes/entry | {mem['resident_bytes_per_entry']:.1f} | | <= 48 | "
+        f"{_met(mem['resident_bytes_per_entry'] <= 48)} |",
+        f"| keys one pass holds in 128 MiB x 0.9 at the larger measured cost | {mem['keys_in_128mib']:,} | 5,033,164 | "
+        f">= 5,000,000 | {_met(mem['keys_in_128mib'] >= 5_000_000)} |",
+        "",
+        "### Every round (seconds)",
+        "",
+        "| measured | rounds | median |",
+        "|---|---|---:|",
+    ]
+    for name, values in t.seconds.items():
+        lines.append(f"| {name} | {_fmt_s(values)} | {t.median(name):.2f} |")
+    lines += [
+        "",
+        f"The last pass: {clean['records_read']:,} records read, {clean['records_written']:,} written, "
+        f"{clean['bytes_read'] / 1e6:,.1f} MB -> {clean['bytes_written'] / 1e6:,.1f} MB, map {clean['map_ms']:,} ms, "
+        f"copy {clean['copy_ms']:,} ms. Current state read via {t.figures.get('current_state_via')}.",
+        "",
+        "## Workload",
+        "",
+        f"Preset `{w.name}` (seed {w.seed}): {w.records:,} appends over {w.keys:,} keys, {w.value_bytes}-byte random "
+        f"values, {w.tombstone_fraction:.0%} tombstones, the last {w.dirty_fraction:.0%} of the log dirty. The log "
+        f"holds {gen['records_in_log']:,} records ({gen['clean_records']:,} in the clean prefix, "
+        f"{gen['dirty_records']:,} dirty) in {gen['files']} files, {gen['bytes'] / 1e6:,.1f} MB; "
+        f"{gen['survivors']:,} survive a pass ({gen['live_keys']:,} live keys). Appends: "
+        f"{w.append_records:,} records in batches of {w.append_batch:,}.",
+        "",
+        "## Machine",
+        "",
+        f"- {machine['cores']} cores ({machine['cpu']}), {machine['memory_gib']} GiB memory, {machine['os']}; "
+        f"load average at start {', '.join(f'{x:.1f}' for x in machine['load_average'] or ())} (a shared machine: "
+        "absolute times are noisy, ratios hold better)",
+        f"- Python {machine['python']}, {machine['java']}",
+        "- " + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()),
+        "",
+    ]
+    notes_path = os.path.join(os.path.dirname(__file__), "NOTES.md")
+    if os.path.exists(notes_path):
+        with open(notes_path) as f:
+            lines.append(f.read().rstrip() + "\n")
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def write_plot(path: str, w: Workload, t: Timings, machine: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    r = ratios(t)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3, 2]})
+    names = [n for n in t.seconds if n not in ("store.append", "delta-rs write_deltalake")]
+    medians = [t.median(n) for n in names]
+    colors = ["tab:blue" if n == PASS or n.startswith("offset map") or "compacted" == n[-9:] else "tab:gray"
+              for n in names]
+    left.barh(names[::-1], medians[::-1], color=colors[::-1])
+    left.set_xlabel("seconds (median)")
+    left.set_title(f"preset {w.name}: {t.figures['generated']['records_in_log']:,} records, "
+                   f"{machine['cores']} cores")
+    labels, values, targets = [], [], []
+    for label, v in r.items():
+        labels.append(label.split(":")[0].split(" vs ")[-1][:38] if not label.startswith("6.") else "appends vs delta-rs")
+        values.append(v["ratio"])
+        targets.append(v["target"])
+    y = list(range(len(labels)))[::-1]
+    right.barh(y, values, color=["tab:green" if (tg is None or (v <= tg if i < len(values) - 1 else v >= tg))
+                                 else "tab:red" for i, (v, tg) in enumerate(zip(values, targets, strict=True))])
+    for yi, tg in zip(y, targets, strict=True):
+        if tg is not None:
+            right.plot([tg, tg], [yi - 0.4, yi + 0.4], color="black", linewidth=2)
+    right.set_yticks(y, labels)
+    right.set_xlabel("ratio (deltalog / alternative; appends: rate ratio); black: target")
+    right.set_title("ratios")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

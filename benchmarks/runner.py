@@ -1,0 +1,331 @@
+"""The comparisons: each measured thing next to its alternative, in one process, on the same files.
+
+Every round runs every case once, in the same order, so the machine's noise falls on all of them alike;
+the report takes the median of the rounds. Every case starts from the same input: a cleaning pass gets a
+fresh copy of the uncleaned store, MERGE a fresh copy of its target table, appends fresh tables. Every
+output is checked (untimed), so a fast wrong answer fails the run instead of winning it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import DeltaTable, write_deltalake
+
+from benchmarks import workload as wl
+from benchmarks.check import BenchmarkFailure, check_survivors, expected_survivors, parquet_rows
+from deltalog.clock import ManualClock
+from deltalog.offset_map import build_offset_map
+from deltalog.record import KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE, table_to_records
+from deltalog.spark_io import read_files
+from deltalog.store import Store
+
+
+@dataclass
+class Timings:
+    """Seconds per round of each measured thing, plus figures the cases report."""
+
+    seconds: dict[str, list[float]] = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, name: str, s: float) -> None:
+        self.seconds.setdefault(name, []).append(s)
+
+    def median(self, name: str) -> float:
+        return statistics.median(self.seconds[name])
+
+
+class Bench:
+    """One workload, generated once into ``work_dir/pristine``, and the cases run against it."""
+
+    def __init__(self, w: wl.Workload, work_dir: str, spark: Any, cores: int, log: Callable[[str], None] = print):
+        self.w = w
+        self.dir = work_dir
+        self.spark = spark
+        self.cores = cores
+        self.log = log
+        self.t = Timings()
+        self.pristine = os.path.join(work_dir, "pristine")
+
+    # -- setup ----------------------------------------------------------------------------------------
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.dir, name)
+
+    def fresh(self, name: str) -> str:
+        p = self.path(name)
+        shutil.rmtree(p, ignore_errors=True)
+        return p
+
+    def store(self, root: str) -> Store:
+        return Store(root, spark=self.spark, clock=ManualClock(wl.NOW_MS))
+
+    def setup(self) -> None:
+        started = time.monotonic()
+        self.gen = wl.generate(self.store(self.fresh("pristine")), self.w)
+        plog = self.store(self.pristine).log(wl.TOPIC, 0)
+        self.snap = plog.snapshot()
+        self.uri = plog.uri
+        self.files = list(self.snap.files)
+        self.paths = [os.path.join(self.uri, f.path) for f in self.files]
+        self.dirty_files = [f for f in self.files if f.max_offset >= self.gen.first_dirty_offset]
+        self.expected = expected_survivors(self.paths)
+        self.live_keys = self.expected.num_rows - self.expected.column(VALUE).null_count
+        self._merge_target()
+        self.t.figures["generated"] = {
+            "records_in_log": self.gen.total_records, "clean_records": self.gen.clean_records,
+            "dirty_records": self.gen.dirty_records, "bytes": self.gen.bytes, "files": self.gen.files,
+            "survivors": self.expected.num_rows, "live_keys": self.live_keys,
+            "seconds": round(time.monotonic() - started, 1),
+        }
+        self.log(f"generated {self.t.figures['generated']}")
+
+    def _merge_target(self) -> None:
+        """The current-state table a MERGE user keeps: one row per live key as of the clean prefix."""
+        clean = [p for p, f in zip(self.paths, self.files, strict=True) if f.max_offset < self.gen.first_dirty_offset]
+        cols = [KEY, VALUE, OFFSET, TIMESTAMP]
+        table = pq.read_table(clean, columns=cols) if clean else RECORD_SCHEMA.empty_table().select(cols)
+        table = table.filter(pc.is_valid(table.column(VALUE)))
+        self.merge_pristine = self.fresh("merge-pristine")
+        write_deltalake(self.merge_pristine, table)
+
+    # -- the cases (each: prepare untimed, run timed, check untimed) --------------------------------------
+
+    def clean_pass(self, rnd: int) -> None:
+        root = self.fresh("clean")
+        shutil.copytree(self.pristine, root)
+        store = self.store(root)
+        holder: dict[str, Any] = {}
+
+        def run() -> None:
+            holder["result"] = store.clean_partition(wl.TOPIC, 0, force=True)
+
+        def check() -> None:
+            result = holder["result"]
+            if result is None or result.end_offset != self.gen.log_end_offset:
+                raise BenchmarkFailure(f"the pass did not clean the whole dirty section: {result}")
+            check_survivors(store.log(wl.TOPIC, 0), self.expected)
+            self.t.figures.setdefault("clean", []).append(result.as_dict())
+
+        self._time("deltalog clean pass", run, check)
+
+    def row_number_dedupe(self, rnd: int) -> None:
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        out = self.fresh("row-number")
+
+        def run() -> None:
+            df = read_files(self.spark, self.uri, self.files)
+            w = Window.partitionBy(KEY).orderBy(F.col(OFFSET).desc())
+            df.withColumn("_rn", F.row_number().over(w)).where(F.col("_rn") == 1).drop("_rn").write.parquet(out)
+
+        self._time("spark row_number() dedupe", run, lambda: self._count(out, self.expected.num_rows))
+
+    def read_rewrite(self, rnd: int) -> None:
+        out = self.fresh("rewrite")
+
+        def run() -> None:
+            read_files(self.spark, self.uri, self.files).write.parquet(out)
+
+        self._time("spark read + rewrite", run, lambda: self._count(out, self.gen.total_records))
+
+    def duckdb_dedupe(self, rnd: int) -> None:
+        import duckdb
+
+        out = self.fresh("duckdb")
+        os.makedirs(out)
+        target = os.path.join(out, "survivors.parquet")
+        con = duckdb.connect()
+        con.execute(f"SET threads = {self.cores}")
+        files = ", ".join(f"'{p}'" for p in self.paths)
+
+        def run() -> None:
+            con.execute(
+                f"COPY (SELECT * FROM read_parquet([{files}]) QUALIFY row_number() OVER "
+                f"(PARTITION BY key ORDER BY \"offset\" DESC) = 1) TO '{target}' (FORMAT parquet, COMPRESSION snappy)"
+            )
+
+        def check() -> None:
+            con.close()
+            self._count(out, self.expected.num_rows)
+
+        self._time("duckdb dedupe", run, check)
+
+    def delta_merge(self, rnd: int) -> None:
+        target = self.fresh("merge")
+        shutil.copytree(self.merge_pristine, target)
+        dirty = [os.path.join(self.uri, f.path) for f in self.dirty_files]
+
+        def run() -> None:
+            batch = pq.read_table(dirty, columns=[KEY, VALUE, OFFSET, TIMESTAMP])
+            latest = batch.group_by(KEY).aggregate([(OFFSET, "max")]).column(f"{OFFSET}_max")
+            source = batch.filter(pc.is_in(batch.column(OFFSET), latest))
+            (
+                DeltaTable(target)
+                .merge(source, "t.key = s.key", source_alias="s", target_alias="t")
+                .when_matched_delete("s.value IS NULL")
+                .when_matched_update_all("s.value IS NOT NULL")
+                .when_not_matched_insert_all("s.value IS NOT NULL")
+                .execute()
+            )
+
+        def check() -> None:
+            rows = sum(DeltaTable(target).get_add_actions(flatten=True).column("num_records").to_pylist())
+            if rows != self.live_keys:
+                raise BenchmarkFailure(f"MERGE left {rows} rows in the current-state table, expected {self.live_keys}")
+
+        self._time("delta-rs MERGE", run, check)
+
+    def map_build(self, rnd: int) -> None:
+        from pyspark.sql import functions as F
+
+        start, stop = self.gen.first_dirty_offset, self.gen.log_end_offset
+        capacity = self.store(self.pristine).config.offset_map_capacity
+        holder: dict[str, Any] = {}
+
+        def run() -> None:
+            section = read_files(self.spark, self.uri, self.dirty_files, [KEY, OFFSET]).where(
+                (F.col(OFFSET) >= start) & (F.col(OFFSET) < stop)
+            )
+            holder["map"] = build_offset_map(section, start, stop, capacity)
+
+        def check() -> None:
+            m = holder["map"]
+            m.df.unpersist()
+            distinct = len(pc.unique(pq.read_table([os.path.join(self.uri, f.path) for f in self.dirty_files],
+                                                   columns=[KEY]).column(KEY)))
+            if m.entries != distinct or m.full:
+                raise BenchmarkFailure(f"the offset map holds {m.entries} entries, the dirty section {distinct} keys")
+            self.t.figures["map_entries"] = m.entries
+
+        self._time("offset map build", run, check)
+
+    def appends(self, rnd: int) -> None:
+        batches = wl.append_batches(self.w)
+        records = [table_to_records(b) for b in batches]
+        n = sum(b.num_rows for b in batches)
+        store = self.store(self.fresh("append-store"))
+        store.create_topic("append", 1, {"cleanup.policy": "compact"})
+
+        def run_store() -> None:
+            for recs in records:
+                store.append("append", 0, recs)
+
+        uri = self.fresh("append-delta")
+        DeltaTable.create(uri, RECORD_SCHEMA)
+
+        def run_delta() -> None:
+            for b in batches:
+                write_deltalake(uri, b, mode="append")
+
+        self._time("store.append", run_store, lambda: self._log_rows(store, n))
+        self._time("delta-rs write_deltalake", run_delta,
+                   lambda: self._table_rows(uri, n))
+        self.t.figures["append_records"] = n
+
+    def current_state_reads(self, rnd: int) -> None:
+        compacted = self.path("compacted")
+        if not os.path.exists(compacted):
+            shutil.copytree(self.pristine, compacted)
+            self.store(compacted).clean_partition(wl.TOPIC, 0, force=True)
+        for label, root in (("read current state, compacted", compacted),
+                            ("read current state, uncompacted", self.pristine)):
+            store = self.store(root)
+            df_of = self._current_state_reader(store)
+            self._time(label, lambda df_of=df_of: df_of().write.format("noop").mode("overwrite").save(),
+                       lambda df_of=df_of: self._current_state_rows(df_of))
+
+    def _current_state_reader(self, store: Store) -> Callable[[], Any]:
+        """The current state (latest live record per key) as a DataFrame: through deltalog's own view when the
+        store has one, else a Spark row_number() over the partition's snapshot (noted in the report)."""
+        if hasattr(store, "current_state"):
+            self.t.figures["current_state_via"] = "store.current_state"
+            return lambda: store.current_state(wl.TOPIC)
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        from deltalog.spark_io import read_snapshot
+
+        self.t.figures["current_state_via"] = "Spark row_number() over deltalog.spark_io.read_snapshot"
+        log = store.log(wl.TOPIC, 0)
+
+        def df() -> Any:
+            w = Window.partitionBy(KEY).orderBy(F.col(OFFSET).desc())
+            records = read_snapshot(self.spark, log.uri, log.snapshot())
+            latest = records.withColumn("_rn", F.row_number().over(w)).where(F.col("_rn") == 1).drop("_rn")
+            return latest.where(F.col(VALUE).isNotNull())
+
+        return df
+
+    def _current_state_rows(self, df_of: Callable[[], Any]) -> None:
+        rows = df_of().count()
+        if rows != self.live_keys:
+            raise BenchmarkFailure(f"the current state has {rows} rows, expected {self.live_keys} live keys")
+
+    # -- helpers --------------------------------------------------------------------------------------
+
+    def _time(self, name: str, run: Callable[[], None], check: Callable[[], None]) -> None:
+        started = time.perf_counter()
+        run()
+        seconds = time.perf_counter() - started
+        check()
+        self.t.add(name, seconds)
+        self.log(f"  {name}: {seconds:.2f} s")
+
+    @staticmethod
+    def _count(out_dir: str, expected: int) -> None:
+        rows = parquet_rows(out_dir)
+        if rows != expected:
+            raise BenchmarkFailure(f"{out_dir} holds {rows} rows, expected {expected}")
+
+    @staticmethod
+    def _log_rows(store: Store, expected: int) -> None:
+        head = store.log("append", 0).head()
+        if head.log_end_offset != expected:
+            raise BenchmarkFailure(f"store.append left the log end at {head.log_end_offset}, expected {expected}")
+
+    @staticmethod
+    def _table_rows(uri: str, expected: int) -> None:
+        rows = sum(pa.table(DeltaTable(uri).get_add_actions(flatten=True)).column("num_records").to_pylist())
+        if rows != expected:
+            raise BenchmarkFailure(f"write_deltalake left {rows} rows, expected {expected}")
+
+    def warm_up(self) -> None:
+        """Run every Spark case once on the tiny preset, untimed: the first Spark job of a JVM pays for class
+        loading and JIT compilation (a cleaning pass took 4x longer cold than warm here), which is not what
+        any of the comparisons is about."""
+        tiny = Bench(wl.PRESETS["tiny"], self.path("warm-up"), self.spark, self.cores, log=lambda _: None)
+        os.makedirs(tiny.dir, exist_ok=True)
+        tiny.setup()
+        for case in (tiny.clean_pass, tiny.row_number_dedupe, tiny.read_rewrite, tiny.map_build, tiny.current_state_reads):
+            case(0)
+        shutil.rmtree(tiny.dir, ignore_errors=True)
+
+    def run(self, repeats: int) -> Timings:
+        self.log("warming up the JVM on the tiny preset (untimed)")
+        self.warm_up()
+        self.setup()
+        for rnd in range(repeats):
+            self.log(f"round {rnd + 1}/{repeats}")
+            self.clean_pass(rnd)
+            self.row_number_dedupe(rnd)
+            self.read_rewrite(rnd)
+            self.duckdb_dedupe(rnd)
+            self.delta_merge(rnd)
+            self.map_build(rnd)
+            self.appends(rnd)
+            self.current_state_reads(rnd)
+        from benchmarks.memory import measure_map_memory
+
+        self.t.figures["map_memory"] = measure_map_memory(self)
+        return self.t
