@@ -300,18 +300,21 @@ def check_offset_in_range(snap: LogSnapshot, offset: int) -> None:
 
 def validate_records(records: Sequence[Record], config: TopicConfig, topic: str) -> None:
     """Refuse the whole batch if any record is invalid, before anything is written."""
+    compact, limit = config.compact, config.max_message_bytes  # hoisted: this loop runs once per record
     for i, r in enumerate(records):
         if not isinstance(r, Record):
             raise InvalidRecordError(f"record {i} is a {type(r).__name__}, not a deltalog.Record")
-        if config.compact and r.key is None:
+        key, value = r.key, r.value
+        if key is None and compact:
             raise InvalidRecordError(
                 f"record {i} has no key; topic {topic!r} is compacted (cleanup.policy="
                 f"{','.join(config.cleanup_policy)}) and every record on it needs a key"
             )
-        size = r.size_bytes
-        if size > config.max_message_bytes:
+        size = r.size_bytes if r.headers else (len(key) if key is not None else 0) + (
+            len(value) if value is not None else 0)
+        if size > limit:
             raise RecordTooLargeError(
-                f"record {i} is {size} bytes, larger than max.message.bytes={config.max_message_bytes} "
+                f"record {i} is {size} bytes, larger than max.message.bytes={limit} "
                 f"of topic {topic!r}"
             )
     check_record_encodings(records, config, topic)

@@ -114,13 +114,18 @@ def records_to_table(records: Sequence[Record], offsets: Iterable[int], timestam
                      segment: int) -> pa.Table:
     """Rows in the partition table's schema for records about to be appended."""
     n = len(records)
+    header_type = RECORD_SCHEMA.field(HEADERS).type
+    if any(r.headers for r in records):
+        headers = pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in records], header_type)
+    else:  # the common case, without a Python list per record
+        headers = pa.ListArray.from_arrays(pa.array([0] * (n + 1), pa.int32()), pa.array([], header_type.value_type),
+                                           type=header_type)
     return pa.table(
         {
-            OFFSET: pa.array(list(offsets), pa.int64()),
+            OFFSET: pa.array(offsets if isinstance(offsets, range) else list(offsets), pa.int64()),
             KEY: pa.array([r.key for r in records], pa.binary()),
             VALUE: pa.array([r.value for r in records], pa.binary()),
-            HEADERS: pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in records],
-                              RECORD_SCHEMA.field(HEADERS).type),
+            HEADERS: headers,
             TIMESTAMP: pa.array(timestamps, pa.int64()),
             SEGMENT: pa.array([segment] * n, pa.int64()),
             DELETE_HORIZON: pa.nulls(n, pa.int64()),
