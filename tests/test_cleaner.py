@@ -90,7 +90,7 @@ def test_clean_is_recorded_in_delta_history_and_old_versions_stay_readable(spark
 def test_small_map_converges_to_the_same_log_as_a_full_map(tmp_path, clock, spark, capacity_entries):
     """A map that holds a few keys cleans in several passes, each making progress, and ends where one
     pass with a big map ends (seed 001 gotcha: partial passes advance the cleaner point a chunk at a time)."""
-    events = [(b"k%d" % (i % 5), b"v%d" % i) for i in range(23)] + [(b"k1", None), (b"k9", b"x")]
+    events = [(b"k%d" % (i % 4), b"v%d" % i) for i in range(11)] + [(b"k1", None), (b"k9", b"x")]
     # floor(buffer x 0.9 / 24) entries: buffer = ceil(24 * n / 0.9) bytes holds exactly n entries.
     buffer = -(-24 * capacity_entries * 10 // 9)
     small = Store(tmp_path / "small", clock=clock, spark=spark, config={"log.cleaner.dedupe.buffer.size": buffer})
@@ -98,7 +98,7 @@ def test_small_map_converges_to_the_same_log_as_a_full_map(tmp_path, clock, spar
     big = Store(tmp_path / "big", clock=clock, spark=spark)
     for store in (small, big):
         store.create_topic(TOPIC, config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
-        for chunk in (events[:9], events[9:17], events[17:]):
+        for chunk in (events[:5], events[5:9], events[9:]):
             store.append(TOPIC, 0, [Record(key=k, value=v) for k, v in chunk])
             store.roll(TOPIC, 0)
         store.append(TOPIC, 0, [Record(key=b"active", value=b"1")])
