@@ -65,6 +65,29 @@ class LeaseInfo:
     def expired(self, now_ms: int) -> bool:
         return now_ms >= self.expires_ms
 
+    def abandoned(self) -> bool:
+        """The holder was a process on this machine that no longer exists (it crashed or was killed).
+
+        Such a lease need not wait out its TTL: Kafka's in-progress state dies with the broker, and a
+        scheduled job that crashed should not block the next run. A holder on another machine, or a pid
+        that now belongs to some other process, keeps its lease until it expires (the safe direction).
+        """
+        host, _, rest = self.owner.partition(":")
+        pid_text = rest.partition(":")[0]
+        if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) == os.getpid():
+            return False
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            return True
+        except OSError:  # it exists but belongs to someone else
+            return False
+        return False
+
+    def free(self, now_ms: int) -> bool:
+        """Whether the lease may be taken over: expired, or abandoned by a dead local process."""
+        return self.expired(now_ms) or self.abandoned()
+
 
 class Lease:
     """A held lease. Release it (or leave the ``with`` block of :meth:`LeaseManager.hold`) when done."""
@@ -225,7 +248,7 @@ class LeaseManager:
         if not gens:
             return None
         info = self._read(topic, partition, gens[-1])
-        if info is None or info.expired(self.clock.now_ms()):
+        if info is None or info.free(self.clock.now_ms()):
             return None
         return info
 
@@ -239,11 +262,12 @@ class LeaseManager:
                 info = self._read(topic, partition, gens[-1])
                 if info is None:
                     continue  # released under our feet: look again
-                if not info.expired(now):
+                if not info.free(now):
                     return None
                 if info.owner != UNREADABLE:
-                    log.info("taking over the expired lease of %s on %s-%d (%s, expired at %d)",
-                             info.owner, topic, partition, info.purpose, info.expires_ms)
+                    log.info("taking over the %s lease of %s on %s-%d (%s, expires at %d)",
+                             "expired" if info.expired(now) else "abandoned", info.owner, topic, partition,
+                             info.purpose, info.expires_ms)
             target = gens[-1] + 1 if gens else 0
             lease = Lease(self, topic, partition, purpose, target, now)
             try:

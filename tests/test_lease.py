@@ -133,3 +133,27 @@ def test_processes_racing_for_the_same_partitions_never_both_win(tmp_path):
     assert all(p.returncode == 0 for p in procs)
     flat = sorted(p for w in wins for p in w)
     assert flat == list(range(40)), wins  # every partition won exactly once
+
+
+def test_a_lease_of_a_dead_local_process_is_taken_over_before_it_expires(tmp_path):
+    """A crashed job must not block the next run for the whole TTL: its pid is gone on this machine."""
+    import subprocess
+    import sys
+
+    from deltalog.clock import ManualClock
+    from deltalog.lease import LeaseManager
+
+    clock = ManualClock(0)
+    code = (
+        "import sys; from deltalog.clock import ManualClock; from deltalog.lease import LeaseManager;"
+        "m = LeaseManager(sys.argv[1], ManualClock(0)); assert m.acquire('t', 0, 'clean') is not None"
+    )
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=60)  # exits holding it
+    mine = LeaseManager(str(tmp_path), clock)
+    assert mine.holder("t", 0) is None
+    lease = mine.acquire("t", 0, "clean")
+    assert lease is not None
+    # A live holder in this process keeps it.
+    other = LeaseManager(str(tmp_path), clock)
+    assert other.acquire("t", 0, "clean") is None
+    assert other.holder("t", 0).owner == mine.owner
