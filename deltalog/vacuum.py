@@ -38,6 +38,7 @@ from urllib.parse import unquote
 import pyarrow.parquet as pq
 
 from deltalog import delta
+from deltalog.cleaner import CLEANED_DIR_PREFIX
 from deltalog.log import PartitionLog, snapshot_of
 
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ def vacuum(log_: PartitionLog, now_ms: int, *, dry_run: bool = True, delay_ms: i
         if path in removed_at:
             due = removed_at[path] + delay
         else:
-            due = mtime_ms + max(delay, ORPHAN_MIN_AGE_MS)
+            due = orphan_written_ms(path, mtime_ms) + max(delay, ORPHAN_MIN_AGE_MS)
         if now_ms >= due:
             doomed.append(path)
             size += nbytes
@@ -155,6 +156,21 @@ def vacuum(log_: PartitionLog, now_ms: int, *, dry_run: bool = True, delay_ms: i
         if doomed:
             log.info("VACUUM removed %d file(s), %d bytes, of %s-%d", len(doomed), size, log_.topic, log_.partition)
     return VacuumResult(log_.topic, log_.partition, version, dry_run, tuple(doomed), size, waiting, now_ms)
+
+
+def orphan_written_ms(path: str, mtime_ms: int) -> int:
+    """When an unreferenced file was written, on the store's clock where the file says so.
+
+    A cleaning pass writes into ``cleaned-<clock ms>-<pass id>/`` (see :mod:`deltalog.cleaner`), so the
+    output of a pass that died is aged on the same clock as everything else; other files fall back to
+    their modification time.
+    """
+    top = path.split("/", 1)[0]
+    if top.startswith(CLEANED_DIR_PREFIX):
+        stamp = top[len(CLEANED_DIR_PREFIX):].split("-", 1)[0]
+        if stamp.isdigit():
+            return int(stamp)
+    return mtime_ms
 
 
 def _remove_empty_dirs(table_uri: str) -> None:

@@ -143,3 +143,10 @@ def test_a_cleaner_killed_at_any_moment_leaves_the_old_or_the_new_log(tmp_path, 
     # No clock advance: the dead cleaner's lease is taken over at once (its process is gone).
     survivor.clean_partition(TOPIC, 0, force=True)
     assert [r[:3] for r in _records(survivor)] == [r[:3] for r in after]
+    # Whatever the dead pass wrote is garbage: VACUUM removes it after file.delete.delay.ms.
+    uri = survivor.log(TOPIC, 0).uri
+    clock.advance(60_001)
+    survivor.vacuum(dry_run=False)
+    live = {f.path for f in survivor.log(TOPIC, 0).snapshot().files}
+    left = {os.path.relpath(os.path.join(d, n), uri) for d, _, ns in os.walk(uri) for n in ns if n.endswith(".parquet")}
+    assert left == live
