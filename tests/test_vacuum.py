@@ -84,25 +84,27 @@ def test_the_delay_is_the_topics_file_delete_delay(store, clock):
     assert on_disk(log) == {f.path for f in log.snapshot().files}
 
 
-def test_orphans_of_an_unfinished_pass_go_by_modification_time(store, clock):
+def test_orphans_of_an_unfinished_pass_go_by_their_written_time(store, clock):
+    """A dead pass's output is aged from the clock time in its directory name (cleaned-<ms>-<id>), a stray
+    append file from its modification time."""
     log = three_segments(store, clock)
     # a cleaning pass that wrote output and died before committing, and an append that lost its race
     src = os.path.join(log.uri, log.snapshot().files[0].path)
-    os.makedirs(os.path.join(log.uri, "cleaned-1-dead", "cleaned_segment=0"))
-    pass_file = os.path.join("cleaned-1-dead", "cleaned_segment=0", "part-00000.parquet")
+    written = clock.now_ms()
+    dead_dir = f"cleaned-{written}-dead"
+    os.makedirs(os.path.join(log.uri, dead_dir, "cleaned_segment=0"))
+    pass_file = os.path.join(dead_dir, "cleaned_segment=0", "part-00000.parquet")
     shutil.copy(src, os.path.join(log.uri, pass_file))
     stray = "00000000000000000000-00000000000000000000-orphan.parquet"
     shutil.copy(src, os.path.join(log.uri, stray))
-    written = clock.now_ms()
-    for p in (pass_file, stray):
-        os.utime(os.path.join(log.uri, p), (written / 1000, written / 1000))
+    os.utime(os.path.join(log.uri, stray), (written / 1000, written / 1000))
     clock.advance(max(DELAY, ORPHAN_MIN_AGE_MS) - 1)
     result = vacuum(log, clock.now_ms(), dry_run=False)
     assert result.files == () and result.files_waiting == 2
     clock.advance(1)
     result = vacuum(log, clock.now_ms(), dry_run=False)
     assert set(result.files) == {pass_file, stray}
-    assert not os.path.exists(os.path.join(log.uri, "cleaned-1-dead"))  # empty directories go too
+    assert not os.path.exists(os.path.join(log.uri, dead_dir))  # empty directories go too
     assert on_disk(log) == {f.path for f in log.snapshot().files}
 
 
