@@ -300,3 +300,21 @@ def test_clean_command_prints_the_figures_of_each_pass(spark_store, capsys):
     assert main(["--store", store.root, "clean", "--json"]) == 0
     assert capsys.readouterr().out.strip() == "[]"
     assert main(["--store", store.root, "clean", "--force"]) == 2
+
+
+def test_a_checkpoint_below_the_log_start_is_reset_to_the_log_start(spark_store):
+    """LogCleanerManager self-heals a checkpoint outside [log start, log end] (seed 001)."""
+    store = spark_store
+    store.create_topic(TOPIC, config={"cleanup.policy": "compact"})
+    append_one_by_one(store, [(b"a", b"1"), (b"a", b"2")])
+    store.roll(TOPIC, 0)
+    append_one_by_one(store, [(b"b", b"1")])
+    store.clean()
+    assert store.describe(TOPIC)[0].first_dirty_offset == 2
+    append_one_by_one(store, [(b"b", b"2"), (b"c", b"1")])
+    store.roll(TOPIC, 0)
+    append_one_by_one(store, [(b"d", b"1")])
+    store.delete_records(TOPIC, 0, 4)
+    state = store.describe(TOPIC)[0]
+    assert state.log_start_offset == 4 and state.first_dirty_offset == 4
+    assert store.log(TOPIC, 0).snapshot().cleaner_checkpoint == 2  # what the Delta log still says
