@@ -32,9 +32,14 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from deltalog.clock import Clock
 from deltalog.errors import PartitionBusyError
+
+if TYPE_CHECKING:
+    from deltalog.log import PartitionLog
+    from deltalog.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -304,5 +309,21 @@ class LeaseManager:
             lease.start_heartbeat()
         try:
             yield lease
+        finally:
+            lease.release()
+
+
+def each_leased_partition(store: Store, topic: str | None, purpose: str) -> Iterator[PartitionLog]:
+    """Every partition (of ``topic``, or of the store) whose lease this run can take, held while the caller
+    works on it; a partition another run holds is skipped this time (it is retried on the next cycle), as
+    Kafka's retention skips a partition whose cleaning it cannot pause."""
+    for partition_log in store.logs(topic):
+        lease = store.leases.acquire(partition_log.topic, partition_log.partition, purpose)
+        if lease is None:
+            log.info("%s skipped %s-%d: another run holds its lease", purpose, partition_log.topic,
+                     partition_log.partition)
+            continue
+        try:
+            yield partition_log
         finally:
             lease.release()

@@ -240,18 +240,10 @@ def _commit_removal(log_: PartitionLog, snap: LogSnapshot, files: list[DataFile]
 def apply_retention(store: Store, topic: str | None = None) -> list[RetentionResult]:
     """Kafka's ``cleanupLogs``: retention over every partition (of ``topic``, or of the store).
 
-    Each partition is done under its lease, so never while a cleaning pass runs on it; a partition whose
-    lease another run holds is skipped this time (it is retried on the next cycle), as Kafka's retention
-    skips a partition whose cleaning it cannot pause.
+    Each partition is done under its lease, so never while a cleaning pass runs on it; one whose lease
+    another run holds is skipped this time (see :func:`~deltalog.lease.each_leased_partition`).
     """
-    results = []
-    for log_ in store.logs(topic):
-        lease = store.leases.acquire(log_.topic, log_.partition, "retention")
-        if lease is None:
-            log.info("retention skipped %s-%d: another run holds its lease", log_.topic, log_.partition)
-            continue
-        try:
-            results.append(delete_old_segments(log_, store.clock.now_ms()))
-        finally:
-            lease.release()
-    return results
+    from deltalog.lease import each_leased_partition
+
+    return [delete_old_segments(log_, store.clock.now_ms())
+            for log_ in each_leased_partition(store, topic, "retention")]

@@ -185,14 +185,7 @@ def _remove_empty_dirs(table_uri: str) -> None:
 
 def vacuum_store(store: Store, topic: str | None = None, *, dry_run: bool = True) -> list[VacuumResult]:
     """VACUUM every partition (of ``topic``, or of the store), each under its lease; busy ones are skipped."""
-    results = []
-    for log_ in store.logs(topic):
-        lease = store.leases.acquire(log_.topic, log_.partition, "vacuum")
-        if lease is None:
-            log.info("VACUUM skipped %s-%d: another run holds its lease", log_.topic, log_.partition)
-            continue
-        try:
-            results.append(vacuum(log_, store.clock.now_ms(), dry_run=dry_run))
-        finally:
-            lease.release()
-    return results
+    from deltalog.lease import each_leased_partition
+
+    return [vacuum(log_, store.clock.now_ms(), dry_run=dry_run)
+            for log_ in each_leased_partition(store, topic, "vacuum")]
