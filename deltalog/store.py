@@ -368,7 +368,10 @@ class Store:
             )
         if ltc.first_uncleanable_offset <= ltc.first_dirty_offset or not (ltc.eligible or force):
             return None
-        return self._clean_one(ltc)
+        result = self._clean_one(ltc)
+        if result is not None:
+            self._check_after_clean([result])
+        return result
 
     def _clean_one(self, ltc: Any) -> CleanResult | None:
         """One pass under the partition's lease (``PartitionBusyError`` if another run holds it), planned

@@ -138,3 +138,13 @@ def test_check_after_clean_setting_runs_the_suites(tmp_path, clock, spark):
     assert len(results) == 1
     saved = json.load(open(os.path.join(store.root, "_deltalog", "checks", TOPIC, results[0])))
     assert saved["success"] is True and {s["suite"] for s in saved["suites"]} == {"partition", "clean"}
+
+
+def test_check_after_clean_also_runs_after_clean_partition(tmp_path, clock, spark):
+    store = Store(tmp_path / "s", clock=clock, spark=spark, config={"deltalog.check.after.clean": "true"})
+    store.create_topic(TOPIC, config={"cleanup.policy": "compact"})
+    store.append(TOPIC, 0, [Record(key=b"a", value=b"1"), Record(key=b"a", value=b"2")])
+    store.roll(TOPIC, 0)
+    store.append(TOPIC, 0, [Record(key=b"b", value=b"1")])
+    assert store.clean_partition(TOPIC, 0) is not None
+    assert len(os.listdir(os.path.join(store.root, "_deltalog", "checks", TOPIC))) == 1
