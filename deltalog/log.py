@@ -259,9 +259,12 @@ class PartitionLog:
                     break
             try:
                 table = read_files(self.uri, chosen, start)
-            except FileNotFoundError:
-                if attempt == 2:
-                    raise
+            except FileNotFoundError as e:
+                if attempt == 2:  # not a VACUUM race: the current version names a file that is gone
+                    raise CorruptLogError(
+                        f"{self.topic}-{self.partition}: a data file of the current version is missing ({e}); "
+                        "restore it, or remove it from the table with a Delta commit"
+                    ) from None
                 continue  # a VACUUM removed a file of this snapshot; read a newer one
             if max_records is not None:
                 table = table.slice(0, max_records)

@@ -7,6 +7,8 @@ removed continues at the next offset that exists).
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from deltalog import OffsetOutOfRangeError, Record, Store
@@ -141,3 +143,14 @@ def test_reads_skip_files_by_their_offset_stats(filled):
     with pytest.raises(CorruptLogError) as e:
         filled.read("t", 0, from_offset=0)
     assert first.path in str(e.value)
+
+
+def test_a_missing_data_file_is_a_corrupt_log_error_not_a_raw_os_error(store):
+    from deltalog import CorruptLogError
+
+    store.create_topic("t", config={"cleanup.policy": "compact"})
+    store.append("t", 0, [Record(key=b"a", value=b"1")])
+    log = store.log("t", 0)
+    os.remove(os.path.join(log.uri, log.snapshot().files[0].path))
+    with pytest.raises(CorruptLogError, match="missing"):
+        store.read("t", 0, 0)
