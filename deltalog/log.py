@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
-from deltalog import delta
+from deltalog import arrow_records, delta
 from deltalog.config import TopicConfig
 from deltalog.delta import DataFile
 from deltalog.encoding import check_records as check_record_encodings
@@ -161,26 +161,33 @@ class PartitionLog:
 
     # -- appends --------------------------------------------------------------------------------------
 
-    def append(self, records: Sequence[Record], now_ms: int) -> list[int]:
+    def append(self, records: Sequence[Record] | pa.Table | pa.RecordBatch, now_ms: int) -> list[int]:
         """Append records as one batch and return their offsets.
 
+        ``records`` are :class:`Record` s, or a ``pyarrow.Table``/``RecordBatch`` of them (see
+        :mod:`deltalog.arrow_records`: checked column-wise, no Python object per record).
         Offsets are assigned from the log end offset of the version the commit is based on; a
         concurrent producer that commits first makes this commit fail (both carry the log-end app id),
         and the batch is rewritten with fresh offsets and tried again. Nothing is written before every
         record has passed validation.
         """
-        if not records:
+        arrow = arrow_records.is_arrow(records)
+        n = records.num_rows if arrow else len(records)
+        if not n:
             return []
         last_error: Exception | None = None
         for attempt in range(APPEND_MAX_ATTEMPTS):
             head = self.head()
-            if attempt == 0:
+            if attempt == 0 and arrow:
+                rows = arrow_records.validated(records, head.config, self.topic, now_ms)
+            elif attempt == 0:
                 validate_records(records, head.config, self.topic)  # before anything reads a record's fields
                 timestamps = [r.timestamp_ms if r.timestamp_ms is not None else now_ms for r in records]
             base, opened, rolled = head.segment_for_append(now_ms)
             leo = head.log_end_offset
-            offsets = range(leo, leo + len(records))
-            table = records_to_table(records, offsets, timestamps, base)
+            offsets = range(leo, leo + n)
+            table = (arrow_records.with_log_columns(rows, offsets, base) if arrow
+                     else records_to_table(records, offsets, timestamps, base))
             add = delta.write_data_file(self.uri, table, now_ms)
             active_bytes = add.size + (0 if rolled or head.active_segment_empty else head.active_segment_bytes)
             txns = {
@@ -193,7 +200,7 @@ class PartitionLog:
             try:
                 delta.commit(
                     self.table(refresh=False), [add], txns=txns, operation="append",
-                    metadata={"records": len(records), "rolled": rolled},
+                    metadata={"records": n, "rolled": rolled},
                 )
                 return list(offsets)
             except CommitConflictError as e:

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
+from deltalog import arrow_records
 from deltalog.clock import Clock, WallClock
 from deltalog.config import StoreConfig, TopicConfig
 from deltalog.describe import PartitionState, TopicDescription
@@ -34,6 +35,7 @@ from deltalog.log import PartitionLog, config_to_table_properties
 from deltalog.record import Record
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from deltalog.cleaner import CleanResult
@@ -204,11 +206,16 @@ class Store:
 
     # -- producing and consuming ------------------------------------------------------------------------
 
-    def append(self, topic: str, partition: int, records: Sequence[Record]) -> list[int]:
-        """Append records to a partition as one batch; returns their offsets, in order."""
+    def append(self, topic: str, partition: int, records: Sequence[Record] | pa.Table | pa.RecordBatch) -> list[int]:
+        """Append records to a partition as one batch; returns their offsets, in order.
+
+        ``records`` may also be a ``pyarrow.Table``/``RecordBatch`` with columns ``key``, ``value`` and
+        optionally ``headers``, ``timestamp_ms`` (see :mod:`deltalog.arrow_records`)."""
         if isinstance(records, Record):
             records = [records]
-        return self.log(topic, partition).append(list(records), self.clock.now_ms())
+        if not arrow_records.is_arrow(records):
+            records = list(records)
+        return self.log(topic, partition).append(records, self.clock.now_ms())
 
     def roll(self, topic: str, partition: int) -> int:
         """Close the active segment now; returns the base offset of the new active segment."""

@@ -1,0 +1,170 @@
+"""Records as Arrow columns: the bulk form of :meth:`Store.append <deltalog.store.Store.append>`.
+
+A producer that already holds its records as a ``pyarrow.Table`` or ``RecordBatch`` (columns ``key``,
+``value``, optional ``headers`` and ``timestamp_ms``) appends it without building a Python
+:class:`~deltalog.record.Record` per row: the checks the Record path makes row by row are made on whole
+columns here (null keys from the null count, sizes from ``binary_length``, UTF-8 by a checked cast), with
+the same errors and messages, naming the first offending row. Only JSON encodings are checked row by row
+(through :func:`deltalog.encoding.check_bytes`), as they are for Records. Nothing is written unless the
+whole batch passes. Measured on the benchmark's append case: see ``docs/benchmarks.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from deltalog.encoding import check_bytes
+from deltalog.errors import InvalidRecordError, RecordTooLargeError
+from deltalog.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, RECORD_SCHEMA, SEGMENT, TIMESTAMP, VALUE
+
+if TYPE_CHECKING:
+    from deltalog.config import TopicConfig
+
+ArrowRecords = pa.Table | pa.RecordBatch
+
+REQUIRED = (KEY, VALUE)
+OPTIONAL = (HEADERS, TIMESTAMP)
+_HEADERS_TYPE = RECORD_SCHEMA.field(HEADERS).type
+_BYTES_TYPES = (pa.binary(), pa.large_binary(), pa.string(), pa.large_string())
+
+
+def is_arrow(records: object) -> bool:
+    return isinstance(records, (pa.Table, pa.RecordBatch))
+
+
+def validated(data: ArrowRecords, config: TopicConfig, topic: str, now_ms: int) -> pa.Table:
+    """``data`` checked against the topic's rules and normalized to the columns ``key``, ``value`` (binary),
+    ``headers`` and ``timestamp_ms`` (null timestamps become ``now_ms``); raises before anything is written."""
+    table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
+    names = table.column_names
+    missing = [c for c in REQUIRED if c not in names]
+    unknown = [c for c in names if c not in REQUIRED + OPTIONAL]
+    if missing or unknown:
+        raise InvalidRecordError(
+            f"an Arrow batch of records needs the columns {', '.join(REQUIRED)} and may have "
+            f"{', '.join(OPTIONAL)}; {'missing: ' + ', '.join(missing) if missing else ''}"
+            f"{'; ' if missing and unknown else ''}{'unknown: ' + ', '.join(unknown) if unknown else ''}"
+        )
+    n = table.num_rows
+    key, value = (_as_binary(table.column(c), c) for c in REQUIRED)
+    headers = _headers(table.column(HEADERS), n) if HEADERS in names else None
+    timestamps = _timestamps(table.column(TIMESTAMP), now_ms) if TIMESTAMP in names else pa.array(
+        np.full(n, now_ms, dtype=np.int64))
+
+    if config.compact and key.null_count:
+        i = _first(pc.is_null(key))
+        raise InvalidRecordError(
+            f"record {i} has no key; topic {topic!r} is compacted (cleanup.policy="
+            f"{','.join(config.cleanup_policy)}) and every record on it needs a key"
+        )
+    sizes = _lengths(key) + _lengths(value)
+    if headers is not None:
+        sizes += _header_sizes(headers, n)
+    limit = config.max_message_bytes
+    if n and int(sizes.max()) > limit:
+        i = int(np.argmax(sizes > limit))
+        raise RecordTooLargeError(
+            f"record {i} is {int(sizes[i])} bytes, larger than max.message.bytes={limit} of topic {topic!r}"
+        )
+    for side, column in ((KEY, key), (VALUE, value)):
+        _check_encoding(column, side, getattr(config, f"{side}_encoding"), getattr(config, f"{side}_schema"), topic)
+    if headers is None:
+        headers = pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)),
+                                           pa.array([], _HEADERS_TYPE.value_type), type=_HEADERS_TYPE)
+    return pa.table({KEY: key, VALUE: value, HEADERS: headers, TIMESTAMP: timestamps})
+
+
+def with_log_columns(rows: pa.Table, offsets: Iterable[int], segment: int) -> pa.Table:
+    """The rows of :func:`validated` in the partition table's schema, with their offsets and segment."""
+    n = rows.num_rows
+    first = offsets[0] if isinstance(offsets, range) and n else 0
+    return pa.table(
+        {
+            OFFSET: pa.array(np.arange(first, first + n, dtype=np.int64)) if isinstance(offsets, range)
+            else pa.array(list(offsets), pa.int64()),
+            KEY: rows.column(KEY),
+            VALUE: rows.column(VALUE),
+            HEADERS: rows.column(HEADERS),
+            TIMESTAMP: rows.column(TIMESTAMP),
+            SEGMENT: pa.array(np.full(n, segment, dtype=np.int64)),
+            DELETE_HORIZON: pa.nulls(n, pa.int64()),
+        },
+        schema=RECORD_SCHEMA,
+    )
+
+
+def _as_binary(column: pa.ChunkedArray, name: str) -> pa.Array:
+    if column.type not in _BYTES_TYPES:
+        raise InvalidRecordError(
+            f"record column {name!r} is {column.type}; allowed: binary or string (stored as UTF-8), nulls allowed"
+        )
+    return column.combine_chunks().cast(pa.binary())
+
+
+def _timestamps(column: pa.ChunkedArray, now_ms: int) -> pa.Array:
+    if not pa.types.is_integer(column.type):
+        raise InvalidRecordError(f"record column 'timestamp_ms' is {column.type}; allowed: integers (epoch ms)")
+    ts = column.combine_chunks()
+    if len(ts) and pc.min(ts).is_valid and pc.min(ts).as_py() < 0:
+        i = _first(pc.less(ts, 0))
+        raise InvalidRecordError(f"record {i}: timestamp_ms must be >= 0 and fit in 64 bits, not {ts[i].as_py()}")
+    if ts.type == pa.uint64() and len(ts) and pc.max(ts).is_valid and pc.max(ts).as_py() >= 2**63:
+        i = _first(pc.greater_equal(ts, 2**63))
+        raise InvalidRecordError(f"record {i}: timestamp_ms must be >= 0 and fit in 64 bits, not {ts[i].as_py()}")
+    return pc.fill_null(ts.cast(pa.int64()), now_ms)
+
+
+def _headers(column: pa.ChunkedArray, n: int) -> pa.Array:
+    try:
+        headers = column.combine_chunks().cast(_HEADERS_TYPE)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        raise InvalidRecordError(
+            f"record column 'headers' is {column.type}; allowed: list<struct<key: string, value: binary>>"
+        ) from None
+    names = pc.struct_field(pc.list_flatten(headers), [0])
+    if names.null_count:
+        i = int(pc.list_parent_indices(headers)[_first(pc.is_null(names))].as_py())
+        raise InvalidRecordError(f"record {i}: a header name must be a str, not None")
+    return pc.fill_null(headers, pa.scalar([], _HEADERS_TYPE)) if headers.null_count else headers
+
+
+def _header_sizes(headers: pa.Array, n: int) -> np.ndarray:
+    flat = pc.list_flatten(headers)
+    if not len(flat):
+        return np.zeros(n, dtype=np.int64)
+    each = _lengths(pc.struct_field(flat, [0]).cast(pa.binary())) + _lengths(pc.struct_field(flat, [1]))
+    return np.bincount(pc.list_parent_indices(headers).to_numpy(), weights=each, minlength=n).astype(np.int64)
+
+
+def _lengths(column: pa.Array) -> np.ndarray:
+    return pc.fill_null(pc.binary_length(column), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _first(mask: pa.Array) -> int:
+    return int(pc.index(mask, True).as_py())
+
+
+def _check_encoding(column: pa.Array, side: str, encoding: str, schema_text: str, topic: str) -> None:
+    if encoding == "bytes":
+        return
+    allowed = "UTF-8 text" if encoding == "string" else f"a JSON object matching {side}.schema"
+    if encoding == "string":
+        try:
+            column.cast(pa.string())  # checks UTF-8 in C++; only a failing batch is searched row by row
+            return
+        except pa.ArrowInvalid:
+            pass
+    for i, data in enumerate(column.to_pylist()):
+        if data is None:
+            continue
+        problem = check_bytes(data, encoding, schema_text)
+        if problem:
+            raise InvalidRecordError(
+                f"record {i}: the {side} does not match {side}.encoding={encoding} of topic {topic!r}: "
+                f"{problem}; allowed: {allowed} (or null)"
+            )
