@@ -55,6 +55,7 @@ from deltalog.log_to_clean import LogToClean
 from deltalog.offset_map import HASH_HI, HASH_LO, LATEST, OffsetMap, build_offset_map, key_hash_columns
 from deltalog.record import DELETE_HORIZON, KEY, OFFSET, RECORD_SCHEMA, SEGMENT, VALUE
 from deltalog.segment import Segment
+from deltalog.spark_io import param_row, with_params
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -173,9 +174,15 @@ class Cleaner:
 
         started = time.monotonic()
         dirty_files = [f for f in snap.files if f.max_offset >= start and f.min_offset < stop]
-        section = self._read(log.uri, dirty_files, [KEY, OFFSET]).where(
-            (self._f.col(OFFSET) >= start) & (self._f.col(OFFSET) < stop)
-        )
+        section = self._read(log.uri, dirty_files, [KEY, OFFSET])
+        if any(f.min_offset < start or f.max_offset >= stop for f in dirty_files):
+            # Only a file straddling the section's bounds needs a row filter (after a pass whose map filled
+            # up mid-file); the bounds come from a broadcast row, not literals (see spark_io.param_row).
+            F = self._f
+            bounds = param_row(self.spark, {"_p_start": start, "_p_stop": stop})
+            section = with_params(section, bounds).where(
+                (F.col(OFFSET) >= F.col("_p_start")) & (F.col(OFFSET) < F.col("_p_stop"))
+            ).select(KEY, OFFSET)
         offset_map = build_offset_map(section, start, stop, capacity)
         map_ms = int((time.monotonic() - started) * 1000)
 
@@ -282,41 +289,46 @@ class Cleaner:
 
     def _recopy(self, uri: str, out_dir: str, inputs: Sequence[DataFile], groups: list[list[Segment]],
                 offset_map: OffsetMap, log_start: int, horizon: int, now: int) -> dict[str, int]:
-        """Pass 2: filter, stamp and write the survivors; returns the counts observed while writing."""
+        """Pass 2: filter, stamp and write the survivors; returns the pass's counts.
+
+        Every per-pass value (log start, end of the mapped range, now, the horizon to stamp, the groups'
+        base offsets) reaches the job through a broadcast row rather than literals, so the generated code
+        is the same pass after pass (see :func:`deltalog.spark_io.param_row`).
+        """
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         end = offset_map.end_offset
+        bases = sorted((group[0].base_offset for group in groups), reverse=True)
+        params = param_row(self.spark, {"_p_start": log_start, "_p_end": end, "_p_now": now, "_p_horizon": horizon,
+                                        **{f"_p_base{i}": base for i, base in enumerate(bases)}})
         # A group's new segment takes the base offset of its first segment. Groups are consecutive runs of
         # segments, so a CASE over the group starts (newest first) names it: no lookup table, hence no
         # Python worker (a createDataFrame from a list started one, seconds on a busy machine).
         group_col = F.lit(None).cast("long")
-        for i, base in enumerate(sorted((group[0].base_offset for group in groups), reverse=True)):
-            when = F.col(SEGMENT) >= base
-            group_col = F.when(when, F.lit(base)) if i == 0 else group_col.when(when, F.lit(base))
-        records = self._read_in_offset_runs(uri, inputs, RECORD_SCHEMA.names).where(F.col(OFFSET) >= log_start)
-        joined = (
-            records.select("*", *key_hash_columns())
-            .join(F.broadcast(offset_map.df), [HASH_HI, HASH_LO], "left")
-            .select("*", group_col.alias(_GROUP_COL))
+        for i in range(len(bases)):
+            base = F.col(f"_p_base{i}")
+            group_col = F.when(F.col(SEGMENT) >= base, base) if i == 0 else group_col.when(F.col(SEGMENT) >= base, base)
+        records = with_params(self._read_in_offset_runs(uri, inputs, RECORD_SCHEMA.names), params).where(
+            F.col(OFFSET) >= F.col("_p_start")
         )
+        joined = records.select("*", *key_hash_columns()).join(F.broadcast(offset_map.df), [HASH_HI, HASH_LO], "left")
         offset, key, value, stamp = F.col(OFFSET), F.col(KEY), F.col(VALUE), F.col(DELETE_HORIZON)
-        mapped = offset < end
+        mapped = offset < F.col("_p_end")
         is_latest = F.col(LATEST).isNull() | (offset >= F.col(LATEST))
         tombstone = value.isNull()
-        expired = tombstone & stamp.isNotNull() & (stamp <= F.lit(now))
+        expired = tombstone & stamp.isNotNull() & (stamp <= F.col("_p_now"))
         keyless = key.isNull()
         retain = ~mapped | (~keyless & is_latest & ~expired)
         stamped = mapped & tombstone & ~keyless & is_latest & stamp.isNull()
-        decided = joined.select(
+        observation = Observation(f"clean-{out_dir}")
+        survivors = joined.select(
             "*",
             retain.alias("_retain"),
             stamped.alias("_stamp"),
             (mapped & keyless).alias("_keyless"),
             (mapped & tombstone & ~keyless & (~is_latest | expired)).alias("_tombstone_removed"),
-        )
-        observation = Observation(f"clean-{out_dir}")
-        survivors = decided.observe(
+        ).observe(
             observation,
             F.count(F.lit(1)).alias("records_read"),
             F.coalesce(F.sum(F.col("_retain").cast("long")), F.lit(0)).alias("records_written"),
@@ -330,9 +342,9 @@ class Cleaner:
             value,
             F.col("headers"),
             F.col("timestamp_ms"),
-            F.col(_GROUP_COL).alias(SEGMENT),
-            F.when(F.col("_stamp"), F.lit(horizon)).otherwise(stamp).alias(DELETE_HORIZON),
-            F.col(_GROUP_COL),
+            group_col.alias(SEGMENT),
+            F.when(F.col("_stamp"), F.col("_p_horizon")).otherwise(stamp).alias(DELETE_HORIZON),
+            group_col.alias(_GROUP_COL),
         )
         # Every task reads one contiguous run of offsets (see _read_in_offset_runs), and sorts its survivors
         # by (group, offset): Spark's partitionBy writer sorts by the group column only (not stably), and a

@@ -80,6 +80,8 @@ def build_offset_map(section: DataFrame, start_offset: int, end_offset: int, cap
     """
     from pyspark.sql import functions as F
 
+    from deltalog.spark_io import param_row, with_params
+
     hashed = section.where(F.col("key").isNotNull()).select(*key_hash_columns(), F.col("offset"))
     per_key = hashed.groupBy(HASH_HI, HASH_LO).agg(F.max("offset").alias(LATEST)).cache()
     entries = per_key.count()
@@ -89,6 +91,7 @@ def build_offset_map(section: DataFrame, start_offset: int, end_offset: int, cap
     # The (capacity + 1)-th distinct key to appear ends the mapped range.
     firsts = hashed.groupBy(HASH_HI, HASH_LO).agg(F.min("offset").alias("_first_offset"))
     cut = firsts.select("_first_offset").orderBy("_first_offset").offset(capacity).limit(1).collect()[0][0]
-    mapped = hashed.where(F.col("offset") < cut).groupBy(HASH_HI, HASH_LO).agg(F.max("offset").alias(LATEST)).cache()
+    below_cut = with_params(hashed, param_row(section.sparkSession, {"_p_cut": int(cut)})).where(F.col("offset") < F.col("_p_cut"))
+    mapped = below_cut.groupBy(HASH_HI, HASH_LO).agg(F.max("offset").alias(LATEST)).cache()
     mapped.count()
     return OffsetMap(mapped, start_offset, int(cut), capacity, capacity, full=True)
