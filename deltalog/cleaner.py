@@ -294,6 +294,13 @@ class Cleaner:
         Every per-pass value (log start, end of the mapped range, now, the horizon to stamp, the groups'
         base offsets) reaches the job through a broadcast row rather than literals, so the generated code
         is the same pass after pass (see :func:`deltalog.spark_io.param_row`).
+
+        The counts: when every input file lies wholly on one side of the log start and of the mapped
+        range's end, and no mapped file holds both keyless records and tombstones (the common case: see
+        :func:`_counts_from_stats`), the figures about dropped records follow from the files' Delta stats
+        and three counts over the survivors. Only otherwise are all read records counted row by row
+        before the filter; that Observation made Spark materialize every record, value included, before
+        dropping most of them (15% of pass 2 on the small benchmark preset).
         """
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
@@ -321,21 +328,29 @@ class Cleaner:
         keyless = key.isNull()
         retain = ~mapped | (~keyless & is_latest & ~expired)
         stamped = mapped & tombstone & ~keyless & is_latest & stamp.isNull()
+        from_stats = _counts_from_stats(inputs, log_start, end)
+        if from_stats is None:
+            read_observation = Observation(f"clean-{out_dir}-read")
+            survivors = joined.select(
+                "*",
+                retain.alias("_retain"),
+                (mapped & keyless).alias("_keyless"),
+                (mapped & tombstone & ~keyless & (~is_latest | expired)).alias("_tombstone_removed"),
+            ).observe(
+                read_observation,
+                F.count(F.lit(1)).alias("records_read"),
+                F.coalesce(F.sum(F.col("_keyless").cast("long")), F.lit(0)).alias("keyless_dropped"),
+                F.coalesce(F.sum(F.col("_tombstone_removed").cast("long")), F.lit(0)).alias("tombstones_removed"),
+            ).where(F.col("_retain"))
+        else:
+            survivors = joined.where(retain)
         observation = Observation(f"clean-{out_dir}")
-        survivors = joined.select(
-            "*",
-            retain.alias("_retain"),
-            stamped.alias("_stamp"),
-            (mapped & keyless).alias("_keyless"),
-            (mapped & tombstone & ~keyless & (~is_latest | expired)).alias("_tombstone_removed"),
-        ).observe(
+        survivors = survivors.select("*", stamped.alias("_stamp"), (mapped & tombstone).alias("_mapped_tombstone")).observe(
             observation,
-            F.count(F.lit(1)).alias("records_read"),
-            F.coalesce(F.sum(F.col("_retain").cast("long")), F.lit(0)).alias("records_written"),
+            F.count(F.lit(1)).alias("records_written"),
             F.coalesce(F.sum(F.col("_stamp").cast("long")), F.lit(0)).alias("tombstones_stamped"),
-            F.coalesce(F.sum(F.col("_tombstone_removed").cast("long")), F.lit(0)).alias("tombstones_removed"),
-            F.coalesce(F.sum(F.col("_keyless").cast("long")), F.lit(0)).alias("keyless_dropped"),
-        ).where(F.col("_retain"))
+            F.coalesce(F.sum(F.col("_mapped_tombstone").cast("long")), F.lit(0)).alias("mapped_tombstones_kept"),
+        )
         out = survivors.select(
             offset,
             key,
@@ -354,7 +369,17 @@ class Cleaner:
         # every input and a shuffle of the survivors).
         ordered = out.sortWithinPartitions(_GROUP_COL, OFFSET)
         ordered.write.mode("errorifexists").partitionBy(_GROUP_COL).parquet(os.path.join(uri, out_dir))
-        return {k: int(v) for k, v in observation.get.items()}
+        written = {k: int(v) for k, v in observation.get.items()}
+        counts = {"records_written": written["records_written"], "tombstones_stamped": written["tombstones_stamped"]}
+        if from_stats is None:
+            return {**counts, **{k: int(v) for k, v in read_observation.get.items()}}
+        return {
+            **counts,
+            "records_read": from_stats.records_read,
+            "keyless_dropped": from_stats.keyless,
+            # Every keyed tombstone of the mapped range is either kept or removed.
+            "tombstones_removed": from_stats.mapped_keyed_tombstones - written["mapped_tombstones_kept"],
+        }
 
     @staticmethod
     def _new_files(uri: str, out_dir: str) -> list[str]:
@@ -379,6 +404,37 @@ class Cleaner:
         elapsed = time.monotonic() - started
         if wanted > elapsed:
             time.sleep(wanted - elapsed)
+
+
+@dataclass(frozen=True)
+class _StatsCounts:
+    records_read: int
+    keyless: int
+    mapped_keyed_tombstones: int
+
+
+def _counts_from_stats(inputs: Sequence[DataFile], log_start: int, end: int) -> _StatsCounts | None:
+    """The pass-2 counts that the input files' Delta stats determine exactly, or None if they do not.
+
+    They do when every file lies wholly below or at/above the log start, and wholly below or at/above
+    the mapped range's end: then the records read are the files' record counts, every keyless record of
+    a mapped file is dropped, and its tombstones (null values) are keyed tombstones, each either kept
+    (counted over the survivors) or removed. A mapped file with both keyless records and tombstones is
+    ambiguous (a record may be both), as is any file straddling a bound: the pass counts row by row then.
+    """
+    read = keyless = tombstones = 0
+    for f in inputs:
+        if f.max_offset < log_start:
+            continue
+        if f.min_offset < log_start or f.min_offset < end <= f.max_offset:
+            return None
+        read += f.num_records
+        if f.max_offset < end:
+            if f.keyless and f.tombstones:
+                return None
+            keyless += f.keyless
+            tombstones += f.tombstones
+    return _StatsCounts(read, keyless, tombstones)
 
 
 def _group_of(relative_path: str) -> str:
