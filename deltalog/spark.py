@@ -30,6 +30,11 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.sql.parquet.compression.codec": "snappy",
     "spark.sql.sources.partitionOverwriteMode": "static",
     "spark.driver.extraJavaOptions": "-Dio.netty.tryReflectionSetAccessible=true",
+    # Tungsten memory pages of 4 MiB instead of the default (32 MiB with a 2g driver): the cleaner's
+    # broadcast offset map is a hash table in such pages, and a map of 149,040 entries took one whole
+    # 32 MiB page (40 MiB in all) where 4 MiB pages hold it in 21 MiB; no measurable change in pass,
+    # rewrite or row_number() times on the small benchmark preset.
+    "spark.buffer.pageSize": "4m",
 }
 
 
