@@ -25,7 +25,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work-dir", default=None, help="where the tables go (default: a temporary directory)")
     p.add_argument("--out-dir", default=os.path.join(REPO, "docs"), help="where benchmarks.md/.png are written")
     p.add_argument("--keep", action="store_true", help="keep the work directory")
+    p.add_argument("--report-only", action="store_true",
+                   help="re-render benchmarks.md/.png from the benchmarks.json of the last run (e.g. after editing "
+                        "benchmarks/NOTES.md), without running anything")
     args = p.parse_args(argv)
+    raw = os.path.join(args.out_dir, "benchmarks.json")
+    if args.report_only:
+        return _render(args, raw)
 
     from benchmarks import machine, report
     from benchmarks.runner import Bench
@@ -49,13 +55,30 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     info["cores"] = cores
     os.makedirs(args.out_dir, exist_ok=True)
-    md = os.path.join(args.out_dir, "benchmarks.md")
-    png = os.path.join(args.out_dir, "benchmarks.png")
-    report.write_markdown(md, w, timings, info, args.repeats, os.path.basename(png))
-    report.write_plot(png, w, timings, info)
+    with open(raw, "w") as f:
+        json.dump({"preset": args.preset, "repeats": args.repeats, "machine": info, "seconds": timings.seconds,
+                   "figures": timings.figures}, f, indent=1, default=str)
     print(json.dumps({k: v for k, v in report.ratios(timings).items()}, indent=1, default=str))
     print(json.dumps(timings.figures["map_memory"], indent=1))
-    print(f"wrote {md} and {png} in {time.monotonic() - started:.0f} s")
+    _render(args, raw)
+    print(f"in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def _render(args: argparse.Namespace, raw: str) -> int:
+    """benchmarks.md and .png from a run's raw figures (benchmarks.json)."""
+    from benchmarks import report
+    from benchmarks.runner import Timings
+
+    with open(raw) as f:
+        data = json.load(f)
+    timings = Timings(seconds=data["seconds"], figures=data["figures"])
+    md = os.path.join(args.out_dir, "benchmarks.md")
+    png = os.path.join(args.out_dir, "benchmarks.png")
+    w = PRESETS[data["preset"]]
+    report.write_markdown(md, w, timings, data["machine"], data["repeats"], os.path.basename(png))
+    report.write_plot(png, w, timings, data["machine"])
+    print(f"wrote {md} and {png}")
     return 0
 
 
