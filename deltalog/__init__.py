@@ -8,6 +8,7 @@ offset or the order of records. See README.md for a tour.
 from deltalog.clock import Clock, ManualClock, WallClock
 from deltalog.config import StoreConfig, TopicConfig
 from deltalog.errors import (
+    CleaningFailedError,
     CommitConflictError,
     CorruptLogError,
     DeltalogError,
@@ -26,6 +27,7 @@ from deltalog.store import Store
 __version__ = "0.1.0"
 
 __all__ = [
+    "CleaningFailedError",
     "Clock",
     "CommitConflictError",
     "CorruptLogError",

@@ -50,7 +50,7 @@ from deltalog import delta
 from deltalog.clock import Clock
 from deltalog.config import StoreConfig
 from deltalog.delta import DataFile
-from deltalog.errors import CommitConflictError, CorruptLogError
+from deltalog.errors import CleaningFailedError, CommitConflictError, CorruptLogError, DeltalogError
 from deltalog.log_to_clean import LogToClean
 from deltalog.offset_map import HASH_HI, HASH_LO, LATEST, OffsetMap, build_offset_map, key_hash_columns
 from deltalog.record import DELETE_HORIZON, KEY, OFFSET, RECORD_SCHEMA, SEGMENT, VALUE
@@ -60,7 +60,7 @@ from deltalog.spark_io import param_row, with_params
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from deltalog.log import PartitionLog
+    from deltalog.log import LogSnapshot, PartitionLog
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +183,10 @@ class Cleaner:
             section = with_params(section, bounds).where(
                 (F.col(OFFSET) >= F.col("_p_start")) & (F.col(OFFSET) < F.col("_p_stop"))
             ).select(KEY, OFFSET)
-        offset_map = build_offset_map(section, start, stop, capacity)
+        try:
+            offset_map = build_offset_map(section, start, stop, capacity)
+        except Exception as e:
+            raise _failure(snap, "pass 1 (building the offset map)", e) from e
         map_ms = int((time.monotonic() - started) * 1000)
 
         copy_started = time.monotonic()
@@ -197,10 +200,10 @@ class Cleaner:
                                   now + snap.config.delete_retention_ms, now)
             new_files = self._new_files(log.uri, out_dir)
             adds = [delta.add_action_for_file(log.uri, p, now) for p in new_files]
-        except Exception:
+        except Exception as e:
             _remove_tree(os.path.join(log.uri, out_dir))
             offset_map.df.unpersist()
-            raise
+            raise _failure(snap, "pass 2 (recopying the segments)", e) from e
         offset_map.df.unpersist()
         copy_ms = int((time.monotonic() - copy_started) * 1000)
 
@@ -435,6 +438,18 @@ def _counts_from_stats(inputs: Sequence[DataFile], log_start: int, end: int) -> 
             keyless += f.keyless
             tombstones += f.tombstones
     return _StatsCounts(read, keyless, tombstones)
+
+
+def _failure(snap: LogSnapshot, phase: str, error: Exception) -> Exception:
+    """Spark's error as a :class:`CleaningFailedError` that names the partition and the phase (deltalog's
+    own errors pass through unchanged)."""
+    if isinstance(error, DeltalogError):
+        return error
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    detail = lines[0] if lines else type(error).__name__
+    return CleaningFailedError(
+        f"cleaning {snap.topic}-{snap.partition} failed in {phase}: {detail[:600]}; nothing was committed"
+    )
 
 
 def _group_of(relative_path: str) -> str:

@@ -60,6 +60,14 @@ class CorruptLogError(DeltalogError):
     """A data file of a partition cannot be read, or the table is not a deltalog partition."""
 
 
+class CleaningFailedError(DeltalogError):
+    """A cleaning pass failed before it committed (a data file Spark cannot read, a lost executor, ...).
+
+    Nothing was committed and the pass's own files were removed; ``__cause__`` holds Spark's error. The
+    cleaner job marks the partition uncleanable (Kafka's ``tryCleanFilthiestLog``).
+    """
+
+
 class PartitionUncleanableError(DeltalogError):
     """The partition is marked uncleanable after a failed clean (Kafka's uncleanable set)."""
 

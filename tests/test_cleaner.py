@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from deltalog import Record, Store
@@ -318,3 +320,24 @@ def test_a_checkpoint_below_the_log_start_is_reset_to_the_log_start(spark_store)
     state = store.describe(TOPIC)[0]
     assert state.log_start_offset == 4 and state.first_dirty_offset == 4
     assert store.log(TOPIC, 0).snapshot().cleaner_checkpoint == 2  # what the Delta log still says
+
+
+def test_a_corrupt_data_file_fails_the_pass_with_a_clear_error_and_commits_nothing(spark_store):
+    from deltalog import CleaningFailedError
+
+    store = spark_store
+    store.create_topic(TOPIC, config={"cleanup.policy": "compact"})
+    append_one_by_one(store, [(b"a", b"1"), (b"a", b"2")])
+    store.roll(TOPIC, 0)
+    append_one_by_one(store, [(b"b", b"1")])
+    log = store.log(TOPIC, 0)
+    before = log.snapshot()
+    victim = os.path.join(log.uri, before.files[0].path)
+    with open(victim, "r+b") as f:  # damage the Parquet footer
+        f.seek(-12, os.SEEK_END)
+        f.write(b"\0" * 12)
+    with pytest.raises(CleaningFailedError, match=r"cleaning fruit-prices-0 failed in pass 1.*nothing was committed"):
+        store.clean()
+    after = log.snapshot()
+    assert after.version == before.version and after.files == before.files
+    assert not [n for n in os.listdir(log.uri) if n.startswith("cleaned-")]
