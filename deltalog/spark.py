@@ -23,7 +23,10 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.default.parallelism": "2",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
-    "spark.driver.memory": "2g",
+    # The offset map is broadcast from the driver: at Kafka's default capacity (5,033,164 keys per pass) and
+    # Spark's ~131 bytes a hash-table entry (docs/benchmarks.md) that is ~660 MB, so leave it room.
+    "spark.driver.memory": "4g",
+    "spark.driver.maxResultSize": "2g",
     # Spark writes data files straight into partition tables: no _SUCCESS markers, no .crc side files.
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
     "spark.hadoop.parquet.enable.summary-metadata": "false",
