@@ -57,9 +57,37 @@ def _as_bytes(what: str, v: Any) -> bytes | None:
     raise InvalidRecordError(f"record {what} must be bytes, str (stored as UTF-8) or None, not {type(v).__name__}")
 
 
-def _normalize_headers(headers: HeadersLike) -> tuple[Header, ...]:
+class Headers(tuple):  # noqa: SLOT001 - a plain value type
+    """A record's headers: ordered ``(name, bytes)`` pairs, as Kafka's (names may repeat).
+
+    It is a tuple (records are immutable and hashable) that also compares equal to the same pairs given as
+    a list, or, when no name repeats, as a dict, which is how producers usually write them.
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, list):
+            return tuple(self) == tuple(tuple(p) if isinstance(p, list) else p for p in other)
+        if isinstance(other, Mapping):
+            names = [name for name, _ in self]
+            return len(set(names)) == len(names) and dict(self) == {
+                k: _as_bytes(f"header {k!r}", v) for k, v in other.items()
+            }
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = tuple.__hash__
+
+    def __repr__(self) -> str:
+        return tuple.__repr__(self)
+
+
+def _normalize_headers(headers: HeadersLike) -> Headers:
     if headers is None:
-        return ()
+        return Headers()
     items = headers.items() if isinstance(headers, Mapping) else headers
     out = []
     for item in items:
@@ -70,7 +98,7 @@ def _normalize_headers(headers: HeadersLike) -> tuple[Header, ...]:
         if not isinstance(name, str):
             raise InvalidRecordError(f"a header name must be a str, not {type(name).__name__}")
         out.append((name, _as_bytes(f"header {name!r}", value)))
-    return tuple(out)
+    return Headers(out)
 
 
 @dataclass(frozen=True)

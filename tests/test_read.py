@@ -154,3 +154,13 @@ def test_a_missing_data_file_is_a_corrupt_log_error_not_a_raw_os_error(store):
     os.remove(os.path.join(log.uri, log.snapshot().files[0].path))
     with pytest.raises(CorruptLogError, match="missing"):
         store.read("t", 0, 0)
+
+
+def test_headers_come_back_in_order_and_compare_with_the_list_or_dict_they_were_given_as(store):
+    store.create_topic("h")
+    store.append("h", 0, [Record(key=b"a", value=b"1", headers=[("trace", b"x"), ("trace", b"y"), ("src", "till")]),
+                          Record(key=b"b", value=b"2", headers={"src": b"web"})])
+    first, second = store.read("h", 0, 0)
+    assert first.headers == [("trace", b"x"), ("trace", b"y"), ("src", b"till")]
+    assert first.headers != {"trace": b"y", "src": b"till"}  # a repeated name is not a dict
+    assert second.headers == {"src": b"web"} and second.headers == (("src", b"web"),)
