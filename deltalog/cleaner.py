@@ -47,7 +47,6 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from deltalog import delta
-from deltalog.clock import Clock
 from deltalog.config import StoreConfig
 from deltalog.delta import DataFile
 from deltalog.errors import CleaningFailedError, CommitConflictError, CorruptLogError, DeltalogError
@@ -55,7 +54,7 @@ from deltalog.log_to_clean import LogToClean
 from deltalog.offset_map import HASH_HI, HASH_LO, LATEST, OffsetMap, build_offset_map, key_hash_columns
 from deltalog.record import DELETE_HORIZON, KEY, OFFSET, RECORD_SCHEMA, SEGMENT, VALUE
 from deltalog.segment import Segment
-from deltalog.spark_io import param_row, with_params
+from deltalog.spark_io import param_row, read_files, with_params
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -156,12 +155,12 @@ def group_segments_by_size(segments: Sequence[Segment], max_bytes: int) -> list[
 
 
 class Cleaner:
-    """Runs one pass; the clock is passed in, the Spark session is the caller's."""
+    """Runs one pass. Its time is the plan's (``LogToClean.now_ms``), never the wall clock; the Spark
+    session is the caller's."""
 
-    def __init__(self, spark: SparkSession, config: StoreConfig, clock: Clock) -> None:
+    def __init__(self, spark: SparkSession, config: StoreConfig) -> None:
         self.spark = spark
         self.config = config
-        self.clock = clock
 
     def clean(self, ltc: LogToClean, log: PartitionLog, map_capacity: int | None = None) -> CleanResult:
         """Clean ``[first dirty, first uncleanable)`` of the partition ``ltc`` was planned on, as of ``ltc.now_ms``."""
@@ -178,7 +177,8 @@ class Cleaner:
         if any(f.min_offset < start or f.max_offset >= stop for f in dirty_files):
             # Only a file straddling the section's bounds needs a row filter (after a pass whose map filled
             # up mid-file); the bounds come from a broadcast row, not literals (see spark_io.param_row).
-            F = self._f
+            from pyspark.sql import functions as F
+
             bounds = param_row(self.spark, {"_p_start": start, "_p_stop": stop})
             section = with_params(section, bounds).where(
                 (F.col(OFFSET) >= F.col("_p_start")) & (F.col(OFFSET) < F.col("_p_stop"))
@@ -251,15 +251,7 @@ class Cleaner:
 
     # -- Spark parts ----------------------------------------------------------------------------------
 
-    @property
-    def _f(self) -> Any:
-        from pyspark.sql import functions as F
-
-        return F
-
     def _read(self, uri: str, files: Sequence[DataFile], columns: Sequence[str]) -> DataFrame:
-        from deltalog.spark_io import read_files
-
         return read_files(self.spark, uri, files, columns)
 
     def _read_in_offset_runs(self, uri: str, files: Sequence[DataFile], columns: Sequence[str]) -> DataFrame:

@@ -112,10 +112,6 @@ class DataFile:
             ) from None
 
 
-def table_exists(uri: str) -> bool:
-    return DeltaTable.is_deltatable(uri)
-
-
 def open_table(uri: str) -> DeltaTable:
     try:
         return DeltaTable(uri)

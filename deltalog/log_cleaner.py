@@ -140,7 +140,7 @@ def clean_one(store: Store, ltc: LogToClean, *, map_capacity: int | None = None,
             if ltc.first_uncleanable_offset <= ltc.first_dirty_offset:
                 return None
         with PassProgress(store.spark, ltc, progress_interval_s):
-            result = Cleaner(store.spark, store.config, store.clock).clean(ltc, plog, map_capacity)
+            result = Cleaner(store.spark, store.config).clean(ltc, plog, map_capacity)
         record_clean(store.root, result)
         if snap.config.delete:
             try:

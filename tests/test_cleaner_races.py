@@ -36,10 +36,10 @@ def test_two_cleaners_planned_on_one_snapshot_cannot_both_commit(spark_store):
     _fill(store)
     log = store.log(TOPIC, 0)
     ltc = LogToClean.of(log.snapshot(), store.clock.now_ms())
-    first = Cleaner(store.spark, store.config, store.clock).clean(ltc, log)
+    first = Cleaner(store.spark, store.config).clean(ltc, log)
     after_first = _records(store)
     with pytest.raises(CommitConflictError):
-        Cleaner(store.spark, store.config, store.clock).clean(ltc, log)
+        Cleaner(store.spark, store.config).clean(ltc, log)
     assert _records(store) == after_first
     assert log.snapshot().version == first.version
     # The loser's files were never committed and were removed from the table directory.
