@@ -24,8 +24,8 @@ from deltalake import DeltaTable, write_deltalake
 from benchmarks import workload as wl
 from benchmarks.check import BenchmarkFailure, check_survivors, expected_survivors, parquet_rows
 from deltalog.clock import ManualClock
-from deltalog.offset_map import build_offset_map
-from deltalog.record import HEADERS, KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE, table_to_records
+from deltalog.offset_map import OffsetMap, build_offset_map
+from deltalog.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE, table_to_records
 from deltalog.spark_io import read_files
 from deltalog.store import Store
 
@@ -189,26 +189,29 @@ class Bench:
 
         self._time("delta-rs MERGE", run, check)
 
-    def map_build(self, rnd: int) -> None:
-        from pyspark.sql import functions as F
-
-        start, stop = self.gen.first_dirty_offset, self.gen.log_end_offset
+    def build_map(self) -> OffsetMap:
+        """Pass 1 as a pass runs it: every file of ``[log start, log end)``, key, offset and horizon."""
         capacity = self.store(self.pristine).config.offset_map_capacity
+        records = read_files(self.spark, self.uri, self.files, [KEY, OFFSET, DELETE_HORIZON])
+        dirty = sum(f.num_records for f in self.dirty_files)
+        return build_offset_map(records, self.snap.log_start_offset, self.gen.first_dirty_offset,
+                                self.gen.log_end_offset, capacity, wl.NOW_MS, dirty)
+
+    def map_build(self, rnd: int) -> None:
         holder: dict[str, Any] = {}
 
         def run() -> None:
-            section = read_files(self.spark, self.uri, self.dirty_files, [KEY, OFFSET]).where(
-                (F.col(OFFSET) >= start) & (F.col(OFFSET) < stop)
-            )
-            holder["map"] = build_offset_map(section, start, stop, capacity)
+            holder["map"] = self.build_map()
 
         def check() -> None:
             m = holder["map"]
-            m.df.unpersist()
             distinct = len(pc.unique(pq.read_table([os.path.join(self.uri, f.path) for f in self.dirty_files],
                                                    columns=[KEY]).column(KEY)))
             if m.entries != distinct or m.full:
                 raise BenchmarkFailure(f"the offset map holds {m.entries} entries, the dirty section {distinct} keys")
+            if len(m.latest) != self.expected.num_rows:
+                raise BenchmarkFailure(f"the map's {len(m.latest)} surviving offsets are not the "
+                                       f"{self.expected.num_rows} latest records")
             self.t.figures["map_entries"] = m.entries
 
         self._time("offset map build", run, check)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,11 +46,13 @@ from deltalog.record import (
     KEY,
     NULL_COUNT_COLUMNS,
     OFFSET,
+    PARQUET_WRITE_OPTIONS,
     RECORD_SCHEMA,
     SEGMENT,
     STATS_COLUMNS,
     TIMESTAMP,
     VALUE,
+    new_file_name,
 )
 
 TXN_LOG_END_OFFSET = "deltalog.log_end_offset"
@@ -68,8 +69,6 @@ PROP_PARTITION = "deltalog.partition"
 PROP_FORMAT = "deltalog.format.version"
 FORMAT_VERSION = "1"
 
-#: Parquet written by appends: small files, statistics on, snappy like Spark's default.
-PARQUET_COMPRESSION = "snappy"
 
 
 @dataclass(frozen=True)
@@ -143,11 +142,6 @@ def data_files(dt: DeltaTable) -> list[DataFile]:
     return files
 
 
-def new_file_name(segment: int, first_offset: int) -> str:
-    """A data file name that sorts like Kafka's segment files: base offset, first offset, a nonce."""
-    return f"{segment:020d}-{first_offset:020d}-{uuid.uuid4().hex[:12]}.parquet"
-
-
 def _stats_from_table(table: pa.Table) -> dict[str, Any]:
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}
@@ -192,9 +186,7 @@ def write_data_file(table_uri: str, table: pa.Table, now_ms: int) -> AddAction:
     first = table.column(OFFSET)[0].as_py()
     name = new_file_name(segment, first)
     path = os.path.join(table_uri, name)
-    # No dictionary encoding: keys and values are mostly distinct within a file, where pyarrow's dictionary
-    # attempt made writes 4x slower and files larger (measured by benchmarks/, appends).
-    pq.write_table(table, path, compression=PARQUET_COMPRESSION, write_statistics=True, use_dictionary=False)
+    pq.write_table(table, path, **PARQUET_WRITE_OPTIONS)
     return AddAction(name, os.path.getsize(path), {}, now_ms, True, json.dumps(_stats_from_table(table)))
 
 

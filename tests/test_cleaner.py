@@ -52,6 +52,8 @@ def test_fruit_prices_walkthrough(spark_store, clock):
     assert result.map_entries == 2
     state = store.describe(TOPIC)[0]
     assert state.dirty_ratio == 0.0 and state.first_dirty_offset == 4
+    # "The new segment file is called 002.log as offset 2 is the first offset it contains."
+    assert [(s.base_offset, s.is_active) for s in state.segments] == [(2, False), (4, True)]
     assert store.clean() == []  # clean now: nothing eligible
 
     # More events for guava and kiwi in 004; a week later 004 closes and 008 opens with guava.
@@ -67,6 +69,9 @@ def test_fruit_prices_walkthrough(spark_store, clock):
     ]
     assert second[0].tombstones_removed == 1  # the grape tombstone's horizon had passed
     assert (second[0].first_dirty_offset, second[0].end_offset) == (4, 8)
+    # "The new segment is named 004.log; its first offset is 4." (002 and 004 merged into one group.)
+    assert [(s.base_offset, s.is_active) for s in store.describe(TOPIC)[0].segments] == [(4, False), (8, True)]
+    assert {r["segment"] for r in store.sql(f"SELECT DISTINCT segment FROM {TOPIC.replace('-', '_')} WHERE offset < 8").collect()} == {4}
 
 
 def test_clean_is_recorded_in_delta_history_and_old_versions_stay_readable(spark_store, clock):

@@ -1,0 +1,208 @@
+"""Pass 2 of a cleaning pass, as the work of one Spark task: recopy a run of files, keeping the survivors.
+
+Kafka's ``cleanSegments`` reads each record of a segment group and keeps it when ``shouldRetainRecord``
+says so (seed 001, "Pass 2, recopy segments keeping only survivors"). Here the driver has already
+turned the offset map into the set of surviving offsets (:mod:`deltalog.offset_map`), so the rule for a
+record at or above the log start is:
+
+- past the mapped range (``offset >= end``): kept as it is;
+- else kept exactly when its offset is in the set (the set holds only keyed records, and no tombstone
+  whose delete horizon has passed); a kept tombstone without a horizon gets ``delete_horizon_ms = horizon``
+  (the clean time plus ``delete.retention.ms``, KIP-534).
+
+Each task is one :class:`RecopyChunk`: consecutive files in offset order, each tagged with the name of
+the new segment its survivors go to, and the slice of the survivor bitmap that covers them. The task
+streams the files batch by batch with pyarrow (vectorized: no Python per record), filters with numpy, and
+writes the survivors of each segment group as Parquet files into the pass's directory, flushing a row
+group every :data:`ROW_GROUP_ROWS` survivors, so its memory stays bounded whatever the file sizes. Its
+files hold ascending offsets and never overlap another task's (chunks are disjoint offset runs).
+
+This module runs in Spark's Python workers: it imports only numpy, pyarrow and deltalog's record schema.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from deltalog.offset_bitmap import OffsetBitmap
+from deltalog.record import (
+    DELETE_HORIZON,
+    KEY,
+    OFFSET,
+    PARQUET_WRITE_OPTIONS,
+    RECORD_SCHEMA,
+    SEGMENT,
+    VALUE,
+    new_file_name,
+)
+
+#: Records read per Arrow batch.
+BATCH_ROWS = 65_536
+#: Survivors buffered before a row group is written: row groups of ~1 M records, as Spark and pyarrow
+#: write by default.
+ROW_GROUP_ROWS = 1_048_576
+
+
+@dataclass(frozen=True)
+class RecopyParams:
+    """What every task of one pass shares."""
+
+    table_uri: str
+    out_dir: str  # relative to the table: cleaned-<now>-<pass id>
+    log_start: int
+    end: int  # exclusive end of the mapped range
+    horizon: int  # the delete horizon stamped on tombstones this pass keeps for the first time
+
+
+@dataclass(frozen=True)
+class RecopyChunk:
+    """One task's input: ``files`` as (path relative to the table, name of its new segment), in offset order."""
+
+    files: tuple[tuple[str, int], ...]
+    latest: OffsetBitmap
+
+
+@dataclass
+class RecopyCounts:
+    """The figures of Kafka's cleaner log line that one task saw (records at or above the log start)."""
+
+    records_read: int = 0
+    records_written: int = 0
+    keyless_dropped: int = 0
+    tombstones_removed: int = 0
+    tombstones_stamped: int = 0
+
+    def add(self, other: RecopyCounts) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass
+class RecopyOutput:
+    """One task's result: the files it wrote (relative paths, offset order) and its counts."""
+
+    files: list[str] = field(default_factory=list)
+    counts: RecopyCounts = field(default_factory=RecopyCounts)
+
+
+def recopy_partition(params: RecopyParams, chunks: Iterable[RecopyChunk]) -> Iterator[RecopyOutput]:
+    """The body of a Spark task (``mapPartitions``): recopy each chunk it was given."""
+    for chunk in chunks:
+        yield recopy_chunk(params, chunk)
+
+
+def recopy_chunk(params: RecopyParams, chunk: RecopyChunk) -> RecopyOutput:
+    out = RecopyOutput()
+    writer = _SegmentWriter(params)
+    try:
+        for path, segment in chunk.files:
+            source = pq.ParquetFile(os.path.join(params.table_uri, path))
+            for batch in source.iter_batches(batch_size=BATCH_ROWS):
+                table = pa.Table.from_batches([batch])
+                if table.schema != RECORD_SCHEMA:
+                    table = table.select(RECORD_SCHEMA.names).cast(RECORD_SCHEMA)
+                kept = _filter(table, params, chunk.latest, segment, out.counts)
+                if kept is not None:
+                    writer.write(segment, kept)
+        out.files = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    return out
+
+
+def _filter(table: pa.Table, params: RecopyParams, latest: OffsetBitmap, segment: int,
+            counts: RecopyCounts) -> pa.Table | None:
+    """The survivors of one batch, stamped and renamed; ``counts`` updated."""
+    offsets = table.column(OFFSET).to_numpy()
+    live = offsets >= params.log_start
+    mapped = live & (offsets < params.end)
+    keyless = _null_mask(table.column(KEY))
+    tombstone = _null_mask(table.column(VALUE))
+    horizon = table.column(DELETE_HORIZON)
+    is_latest = latest.contains(offsets)
+    retain = (live & ~mapped) | (mapped & is_latest)
+    stamp = mapped & is_latest & tombstone & _null_mask(horizon)
+    counts.records_read += int(np.count_nonzero(live))
+    counts.keyless_dropped += int(np.count_nonzero(mapped & keyless))
+    counts.tombstones_removed += int(np.count_nonzero(mapped & tombstone & ~keyless & ~is_latest))
+    counts.tombstones_stamped += int(np.count_nonzero(stamp))
+    n = int(np.count_nonzero(retain))
+    counts.records_written += n
+    if n == 0:
+        return None
+    if stamp.any():
+        horizon = pc.if_else(pa.array(stamp), pa.scalar(params.horizon, pa.int64()), horizon)
+        table = table.set_column(table.schema.get_field_index(DELETE_HORIZON), RECORD_SCHEMA.field(DELETE_HORIZON),
+                                 horizon)
+    if n < table.num_rows:
+        table = table.filter(pa.array(retain))
+    return table.set_column(table.schema.get_field_index(SEGMENT), RECORD_SCHEMA.field(SEGMENT),
+                            pa.array(np.full(n, segment, dtype=np.int64)))
+
+
+def _null_mask(column: pa.ChunkedArray) -> np.ndarray:
+    if column.null_count == 0:
+        return np.zeros(len(column), dtype=bool)
+    return column.is_null().to_numpy(zero_copy_only=False)
+
+
+class _SegmentWriter:
+    """Writes survivors to one Parquet file per new segment, a row group per :data:`ROW_GROUP_ROWS` records."""
+
+    def __init__(self, params: RecopyParams) -> None:
+        self.params = params
+        self.segment: int | None = None
+        self.writer: pq.ParquetWriter | None = None
+        self.buffer: list[pa.Table] = []
+        self.buffered = 0
+        self.written: list[str] = []
+
+    def write(self, segment: int, table: pa.Table) -> None:
+        if segment != self.segment:
+            self._finish()
+            self.segment = segment
+        self.buffer.append(table)
+        self.buffered += table.num_rows
+        if self.buffered >= ROW_GROUP_ROWS:
+            self._flush()
+
+    def close(self) -> list[str]:
+        self._finish()
+        return self.written
+
+    def abort(self) -> None:
+        """Close without completing: the pass fails, and its directory is removed by the driver."""
+        if self.writer is not None:
+            try:
+                self.writer.close()
+            except Exception:  # noqa: BLE001 - the original error is the one to report
+                pass
+            self.writer = None
+
+    def _flush(self) -> None:
+        if not self.buffer:
+            return
+        table = pa.concat_tables(self.buffer)
+        self.buffer, self.buffered = [], 0
+        if self.writer is None:
+            first = int(table.column(OFFSET)[0].as_py())
+            relative = os.path.join(self.params.out_dir, new_file_name(self.segment, first))
+            path = os.path.join(self.params.table_uri, relative)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            self.writer = pq.ParquetWriter(path, RECORD_SCHEMA, **PARQUET_WRITE_OPTIONS)
+            self.written.append(relative)
+        self.writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+
+    def _finish(self) -> None:
+        self._flush()
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
