@@ -40,6 +40,7 @@ that does not fit rather than at the first record after the map is full.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -48,16 +49,18 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from deltalog import delta
 from deltalog.config import StoreConfig
-from deltalog.delta import DataFile
 from deltalog.errors import CleaningFailedError, CommitConflictError, CorruptLogError, DeltalogError
 from deltalog.log_to_clean import LogToClean
-from deltalog.offset_map import OffsetMap, build_offset_map
-from deltalog.recopy import RecopyChunk, RecopyCounts, RecopyParams, recopy_partition
+from deltalog.offset_map import OffsetMap, build_offset_map, file_runs
+from deltalog.recopy import RecopyChunk, RecopyCounts, RecopyParams, RetainRule, recopy_partition
 from deltalog.record import DELETE_HORIZON, KEY, OFFSET
 from deltalog.segment import Segment
-from deltalog.spark_io import param_row, read_files, with_params
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -176,7 +179,7 @@ class Cleaner:
 
         started = time.monotonic()
         try:
-            offset_map = self._build_offset_map(log.uri, snap, log_start, start, stop, capacity, now)
+            offset_map = build_offset_map(self.spark, log.uri, snap.files, start, stop, capacity)
         except Exception as e:
             raise _failure(snap, "pass 1 (building the offset map)", e) from e
         map_ms = int((time.monotonic() - started) * 1000)
@@ -185,12 +188,13 @@ class Cleaner:
         end = offset_map.end_offset
         segments = [s for s in snap.segments if not s.is_active and s.files and s.base_offset < end]
         groups = group_segments_by_size(segments, snap.config.segment_bytes)
-        names = [_first_survivor(group, offset_map, log_start) for group in groups]
         inputs = [f for s in segments for f in s.files]
         pass_id = uuid.uuid4().hex[:12]
-        params = RecopyParams(log.uri, f"{CLEANED_DIR_PREFIX}{now}-{pass_id}", log_start, end,
+        params = RecopyParams(log.uri, f"{CLEANED_DIR_PREFIX}{now}-{pass_id}", log_start, start, end, now,
                               now + snap.config.delete_retention_ms)
         try:
+            rule = RetainRule(log_start, start, end, now, offset_map.latest, offset_map.keys)
+            names = [_first_survivor(log.uri, group, rule) for group in groups]
             new_files, counts = self._recopy(params, groups, names, offset_map)
             adds = [delta.add_action_for_file(log.uri, p, now) for p in new_files]
         except Exception as e:
@@ -242,62 +246,42 @@ class Cleaner:
 
     # -- Spark parts ----------------------------------------------------------------------------------
 
-    def _build_offset_map(self, uri: str, snap: LogSnapshot, log_start: int, start: int, stop: int,
-                          capacity: int, now: int) -> OffsetMap:
-        """Pass 1 over ``[log start, stop)``: only the ``key``, ``offset`` and ``delete_horizon_ms`` columns."""
-        files = [f for f in snap.files if f.max_offset >= log_start and f.min_offset < stop]
-        dirty_records = sum(f.num_records for f in files if f.max_offset >= start)
-        records = read_files(self.spark, uri, files, [KEY, OFFSET, DELETE_HORIZON])
-        if any(f.min_offset < log_start or f.max_offset >= stop for f in files):
-            # Only a file straddling a bound needs a row filter (the log start moved into it, or a pass whose
-            # map filled up ended in it); the bounds come from a broadcast row, not literals (see param_row).
-            from pyspark.sql import functions as F
-
-            bounds = param_row(self.spark, {"_p_lo": log_start, "_p_hi": stop})
-            records = with_params(records, bounds).where(
-                (F.col(OFFSET) >= F.col("_p_lo")) & (F.col(OFFSET) < F.col("_p_hi"))
-            ).select(KEY, OFFSET, DELETE_HORIZON)
-        return build_offset_map(records, log_start, start, stop, capacity, now, dirty_records)
-
     def _recopy(self, params: RecopyParams, groups: list[list[Segment]], names: list[int | None],
                 offset_map: OffsetMap) -> tuple[list[str], RecopyCounts]:
         """Pass 2: one Spark task per run of consecutive files (see :mod:`deltalog.recopy`).
 
-        Runs are cut at about the input's size over the session's cores (8 MiB to 256 MiB a task), so the
-        files are spread over the cores and each task's output is one contiguous run of offsets. Each task
-        gets only the slice of the survivor bitmap that covers its files. Files wholly below the log start
-        are not read (the commit removes them all the same).
+        Each task gets the slice of the latest-offset bitmap that covers its files; the map's hashes go out
+        as one broadcast, read only by tasks with files in the clean section. Files wholly below the log
+        start are not read (the commit removes them all the same).
         """
         from functools import partial
 
-        tagged = [(f, -1 if name is None else name) for group, name in zip(groups, names, strict=True)
-                  for s in group for f in s.files if f.max_offset >= params.log_start]
-        if not tagged:
+        name_of = {f.path: (-1 if name is None else name) for group, name in zip(groups, names, strict=True)
+                   for s in group for f in s.files}
+        files = [f for group in groups for s in group for f in s.files if f.max_offset >= params.log_start]
+        if not files:
             return [], RecopyCounts()
-        total = sum(f.size_bytes for f, _ in tagged)
-        cores = max(self.spark.sparkContext.defaultParallelism, 1)
-        target = min(256 << 20, max(8 << 20, total // cores))
-        runs: list[list[tuple[DataFile, int]]] = []
-        size = 0
-        for f, name in tagged:
-            if not runs or size + f.size_bytes > target:
-                runs.append([])
-                size = 0
-            runs[-1].append((f, name))
-            size += f.size_bytes
+        sc = self.spark.sparkContext
+        runs = file_runs(files, sc.defaultParallelism)
         chunks = [
-            RecopyChunk(tuple((f.path, name) for f, name in run),
-                        offset_map.latest.slice(run[0][0].min_offset, run[-1][0].max_offset + 1))
+            RecopyChunk(tuple((f.path, name_of[f.path]) for f in run),
+                        offset_map.latest.slice(run[0].min_offset, run[-1].max_offset + 1),
+                        needs_keys=run[0].min_offset < params.first_dirty)
             for run in runs
         ]
-        sc = self.spark.sparkContext
-        outputs = sc.parallelize(chunks, len(chunks)).mapPartitions(partial(recopy_partition, params)).collect()
+        keys = sc.broadcast(offset_map.keys) if any(c.needs_keys for c in chunks) else None
+        try:
+            task = partial(recopy_partition, dataclasses.replace(params, keys=keys))
+            outputs = sc.parallelize(chunks, len(chunks)).mapPartitions(task).collect()
+        finally:
+            if keys is not None:
+                keys.unpersist()
         counts = RecopyCounts()
-        files: list[str] = []
+        new_files: list[str] = []
         for out in outputs:
             counts.add(out.counts)
-            files.extend(out.files)
-        return files, counts
+            new_files.extend(out.files)
+        return new_files, counts
 
     def _throttle(self, started: float, io_bytes: int) -> None:
         """``log.cleaner.io.max.bytes.per.second``: sleep so the pass's average I/O rate stays within it."""
@@ -310,20 +294,35 @@ class Cleaner:
             time.sleep(wanted - elapsed)
 
 
-def _first_survivor(group: Sequence[Segment], offset_map: OffsetMap, log_start: int) -> int | None:
+def _first_survivor(table_uri: str, group: Sequence[Segment], rule: RetainRule) -> int | None:
     """The offset of the first record a segment group keeps, which names its new segment (seed 000: "the
     new segment file is called 002.log as offset 2 is the first offset it contains"); None if it keeps none.
 
-    In the mapped range that is the first surviving offset of the bitmap; past it (a pass whose map filled
-    up ends inside the group) every record is kept, and the uncleaned files there hold every offset.
+    Decided on the driver before pass 2 writes a row. A dirty file with no delete horizons answers from
+    the latest-offset bitmap, and a file past the mapped range keeps its first record; any other file is
+    read a batch at a time (offsets, keys and horizons only) until a record survives, usually in the
+    first batch.
     """
-    lo = max(group[0].base_offset, log_start)
-    end = offset_map.end_offset
-    first = offset_map.latest.first_at_or_after(lo, min(group[-1].end_offset, end))
-    if first is not None:
-        return first
-    past_end = [max(f.min_offset, end, log_start) for s in group for f in s.files if f.max_offset >= max(end, log_start)]
-    return min(past_end, default=None)
+    for f in (f for s in group for f in s.files if f.max_offset >= rule.log_start):
+        lo = max(f.min_offset, rule.log_start)
+        if lo >= rule.end:
+            return lo  # past the mapped range: kept as it is (uncleaned files hold every offset)
+        if f.min_offset >= rule.first_dirty and f.max_delete_horizon_ms is None:
+            found = rule.latest.first_at_or_after(lo, min(f.max_offset + 1, rule.end))
+            if found is not None:
+                return found
+            if f.max_offset >= rule.end:
+                return rule.end
+            continue
+        source = pq.ParquetFile(os.path.join(table_uri, f.path))
+        for batch in source.iter_batches(batch_size=8192, columns=[OFFSET, KEY, DELETE_HORIZON]):
+            table = pa.Table.from_batches([batch])
+            offsets = table.column(OFFSET).to_numpy()
+            retain, _mapped, _latest = rule.retain(offsets, table.column(KEY), table.column(DELETE_HORIZON))
+            kept = np.flatnonzero(retain)
+            if len(kept):
+                return int(offsets[kept[0]])
+    return None
 
 
 def _failure(snap: LogSnapshot, phase: str, error: Exception) -> Exception:

@@ -5,143 +5,218 @@ Kafka stores a 16-byte MD5 of each key and an 8-byte offset, 24 bytes an entry, 
 ``log.cleaner.io.buffer.load.factor``; when the map is full the pass stops mapping and the next pass
 continues from there (seed 001, "Pass 1, build the offset map"; seed 002 on why hashes, not keys).
 
-deltalog builds the map as one Spark aggregation over the ``key``, ``offset`` and ``delete_horizon_ms``
-columns. The hash is 128 bits, two independently seeded 64-bit xxHash64 values computed by Spark's
-built-in ``xxhash64`` (no Python per record): with 128 bits, the chance that two of 10^9 keys collide,
-which would silently drop a record, is about 10^-21 per pass; a single 64-bit hash would give about 3 in
-10,000 at 10^8 keys.
+deltalog's map is the same 24 bytes an entry: three numpy arrays (the two 64-bit halves of the 128-bit
+key hash, :mod:`deltalog.key_hash`, and the latest offset), sorted by hash. It is built by a Spark job
+over the dirty section: each task reads the ``key`` and ``offset`` columns of a run of files with
+pyarrow, hashes the keys and keeps the latest and first offset of each hash (an Arrow group-by), and the
+driver merges the tasks' partial maps. Pass 2 (:mod:`deltalog.recopy`) then needs two things from it:
 
-**Deliberate difference from Kafka: the aggregation covers the clean section too.** Kafka maps only the
-dirty section and, in pass 2, hashes every record of the log from its start and looks its key up. Here
-pass 1 aggregates ``[log start, end of the mapped range)`` so each key hash gets its latest offset over
-the whole range; those offsets are exactly the records Kafka's ``shouldRetainRecord`` keeps (a key of the
-clean section that the dirty section does not supersede has its one clean record as its latest; the
-clean section holds no duplicate keys, every earlier pass removed them). The result is collected as a
-bitmap of surviving offsets (:mod:`deltalog.offset_bitmap`), so pass 2 tests one bit per record instead
-of hashing and probing a hash table: measured on the small benchmark preset, the aggregation over both
-sections costs less than the probe it replaces. A tombstone whose delete horizon has passed is not a
-survivor even when it is its key's latest record: the aggregation carries that in the low bit of
-``offset * 2 + expired``, so one ``max`` decides both.
+* for the dirty section, the set of latest offsets, as a bitmap (:mod:`deltalog.offset_bitmap`): a dirty
+  record survives when it is its key's latest, i.e. when its own offset is in the set, so no dirty key is
+  hashed twice;
+* for the clean section, the hashes alone: a clean record survives when its key is not in the map.
 
-The map is bounded like Kafka's: at most ``capacity`` distinct key hashes of the dirty section (the
-entries Kafka's map would hold; clean-only keys are not counted). When the section holds more, the map
-covers the section up to (not including) the first occurrence of the ``capacity + 1``-th distinct key, so
-every record in the mapped range has its key in the map. That is slightly more generous than Kafka, which
-stops at the first record after the map reaches its size even when that record's key is already mapped;
-both make progress on every pass, and a map of one entry still converges to the same log.
+The map is bounded like Kafka's: at most ``capacity`` entries. When the section holds more distinct keys,
+the map covers the section up to (not including) the first occurrence of the ``capacity + 1``-th distinct
+key, so every record in the mapped range has its key in the map. That is slightly more generous than
+Kafka, which stops at the first record after the map reaches its size even when that record's key is
+already mapped; both make progress on every pass, and a map of one entry still converges to the same log.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
+from deltalog.key_hash import key_hashes
 from deltalog.offset_bitmap import OffsetBitmap
+from deltalog.record import KEY, OFFSET
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import SparkSession
 
-#: Seed of the second hash, mixed in as a leading literal: Spark's xxhash64(lit(c), key) hashes the key
-#: with seed xxhash64(c, 42), independent of xxhash64(key) (which uses seed 42).
-SECOND_HASH_SEED = 0x2545F4914F6CDD1D
+    from deltalog.delta import DataFile
 
-HASH_HI = "_h1"
-HASH_LO = "_h2"
-#: Per key hash: ``latest offset * 2 + 1 if that record is a tombstone whose horizon has passed``.
-LATEST_PACKED = "_latest"
+#: Bytes of one entry: two 64-bit hash halves and a 64-bit offset, as Kafka's 16-byte MD5 and 8-byte offset.
+ENTRY_BYTES = 24
 
 
-def key_hash_columns() -> list[Column]:
-    """The two 64-bit halves of the 128-bit key hash, as Spark columns over ``key``."""
-    from pyspark.sql import functions as F
+@dataclass(frozen=True)
+class MapKeys:
+    """The map's key hashes, sorted: what pass 2 tests the clean section's keys against (16 bytes an entry)."""
 
-    return [
-        F.xxhash64(F.col("key")).alias(HASH_HI),
-        F.xxhash64(F.lit(SECOND_HASH_SEED), F.col("key")).alias(HASH_LO),
-    ]
+    hi: np.ndarray  # uint64, ascending
+    lo: np.ndarray  # uint64, ascending within equal ``hi``
+
+    def contains(self, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+        """A bool mask: which of the hashes ``(hi, lo)`` are in the map."""
+        n = len(self.hi)
+        if n == 0 or len(hi) == 0:
+            return np.zeros(len(hi), dtype=bool)
+        left = np.searchsorted(self.hi, hi, side="left")
+        right = np.searchsorted(self.hi, hi, side="right")
+        found = (right - left == 1) & (self.lo[np.minimum(left, n - 1)] == lo)
+        # Two keys sharing the high half (about one map in 10^6 at 5 M keys): compare the low halves one by one.
+        for i in np.flatnonzero(right - left > 1):
+            found[i] = bool(np.any(self.lo[left[i]:right[i]] == lo[i]))
+        return found
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.hi.nbytes + self.lo.nbytes)
 
 
 @dataclass
 class OffsetMap:
-    """The result of pass 1: the range it covers, how full the map got, and the offsets that survive.
+    """The result of pass 1: the map, the range it covers and how full it got.
 
     ``end_offset`` is exclusive: records in ``[start_offset, end_offset)`` with a key have their key in
-    the map, and it becomes the cleaner checkpoint once the pass commits. ``latest`` holds, for
-    ``[log start, end_offset)``, the latest offset of every key hash, less tombstones past their horizon:
-    the records pass 2 keeps there.
+    the map, and it becomes the cleaner checkpoint once the pass commits. ``latest`` is the set of the
+    map's offsets (the dirty records that survive), over ``[start_offset, end_offset)``.
     """
 
     start_offset: int
     end_offset: int
-    entries: int
     capacity: int
     full: bool
+    keys: MapKeys
+    offsets: np.ndarray  # int64: the latest offset of each entry, in the order of ``keys``
     latest: OffsetBitmap
+
+    @property
+    def entries(self) -> int:
+        return len(self.offsets)
 
     @property
     def utilization(self) -> float:
         """Entries used / capacity, as Kafka's "Buffer utilization" (which is of the load-factor-bounded size)."""
         return self.entries / self.capacity if self.capacity else 0.0
 
+    @property
+    def nbytes(self) -> int:
+        """Memory of the map proper: 24 bytes an entry, as Kafka's."""
+        return self.keys.nbytes + int(self.offsets.nbytes)
 
-def build_offset_map(records: DataFrame, log_start: int, start_offset: int, end_offset: int, capacity: int,
-                     now_ms: int, dirty_records: int | None = None) -> OffsetMap:
-    """Map the keyed records of ``records`` (columns ``key``, ``offset``, ``delete_horizon_ms``; already
-    limited to ``[log_start, end_offset)``) to the latest offset of each key hash, with at most
-    ``capacity`` key hashes from the dirty section ``[start_offset, end_offset)``.
 
-    ``dirty_records`` (from the files' stats), when at most ``capacity``, proves the map cannot be full
-    and saves a count. Otherwise the aggregate is cached and its dirty entries counted first, so a section
-    with more keys than fit is never collected to the driver. When it does not fit, a sort of the dirty
-    keys' first offsets finds where the map is full and a second aggregation maps up to there.
+@dataclass(frozen=True)
+class _MapTask:
+    table_uri: str
+    start: int
+    stop: int
+    with_first: bool  # also each key's first offset: needed only when the map may fill up
+
+
+#: A partial map: (hash high halves, low halves, latest offsets, first offsets or None), one entry per hash.
+Partial = tuple[np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None"]
+
+
+def build_offset_map(spark: SparkSession, table_uri: str, files: Sequence[DataFile], start_offset: int,
+                     end_offset: int, capacity: int) -> OffsetMap:
+    """Map the keyed records of ``[start_offset, end_offset)`` in ``files`` to the latest offset of each key
+    hash, with at most ``capacity`` entries (a full map ends the mapped range early).
+
+    The first offset of each key is gathered only when the section holds more records than ``capacity``
+    (from the files' stats), since only then can the map fill up.
     """
-    from pyspark.sql import functions as F
-
-    from deltalog.spark_io import param_row, with_params
-
-    spark = records.sparkSession
-    params = param_row(spark, {"_p_now": now_ms, "_p_dirty": start_offset})
-    horizon = F.col("delete_horizon_ms")
-    # A horizon is only ever stamped on a tombstone, so a passed horizon marks an expired tombstone.
-    expired = (horizon.isNotNull() & (horizon <= F.col("_p_now"))).cast("long")
-    hashed = with_params(records.where(F.col("key").isNotNull()), params).select(
-        *key_hash_columns(), F.col("offset"), (F.col("offset") * 2 + expired).alias("_packed"), F.col("_p_dirty"),
-    )
-
-    def aggregate(df: DataFrame) -> DataFrame:
-        return df.groupBy(HASH_HI, HASH_LO).agg(F.max("_packed").alias(LATEST_PACKED))
-
-    per_key = aggregate(hashed)
-    if dirty_records is not None and dirty_records <= capacity:
-        packed = _collect(per_key)
-        entries = int(np.count_nonzero(packed >= 2 * start_offset))
-        return OffsetMap(start_offset, end_offset, entries, capacity, False,
-                         _bitmap(packed, log_start, end_offset))
-    per_key.cache()
-    try:
-        entries = per_key.where(F.col(LATEST_PACKED) >= F.lit(2 * start_offset)).count()
-        if entries <= capacity:
-            return OffsetMap(start_offset, end_offset, entries, capacity, False,
-                             _bitmap(_collect(per_key), log_start, end_offset))
-    finally:
-        per_key.unpersist()
-    # The (capacity + 1)-th distinct dirty key to appear ends the mapped range.
-    dirty = hashed.where(F.col("offset") >= F.col("_p_dirty"))
-    firsts = dirty.groupBy(HASH_HI, HASH_LO).agg(F.min("offset").alias("_first_offset"))
-    cut = int(firsts.select("_first_offset").orderBy("_first_offset").offset(capacity).limit(1).collect()[0][0])
-    below_cut = with_params(hashed, param_row(spark, {"_p_cut": cut})).where(F.col("offset") < F.col("_p_cut"))
-    return OffsetMap(start_offset, cut, capacity, capacity, True,
-                     _bitmap(_collect(aggregate(below_cut)), log_start, cut))
+    section = [f for f in files if f.max_offset >= start_offset and f.min_offset < end_offset]
+    may_fill = sum(f.num_records for f in section) > capacity
+    hi, lo, latest, first = _merge(_run(spark, _MapTask(table_uri, start_offset, end_offset, may_fill), section))
+    full = len(latest) > capacity
+    if full:
+        assert first is not None
+        # The (capacity + 1)-th distinct key to appear ends the mapped range; map again up to there.
+        end_offset = int(np.partition(first, capacity)[capacity])
+        hi, lo, latest, _ = _merge(_run(spark, _MapTask(table_uri, start_offset, end_offset, False), section))
+    return OffsetMap(start_offset, end_offset, capacity, full, MapKeys(hi, lo), latest,
+                     OffsetBitmap.from_offsets(latest, start_offset, end_offset))
 
 
-def _collect(per_key: DataFrame) -> np.ndarray:
-    """The packed latest offsets, to the driver as Arrow (8 bytes a key hash)."""
-    table = per_key.select(LATEST_PACKED).toArrow()
-    return table.column(0).to_numpy() if table.num_rows else np.zeros(0, dtype=np.int64)
+def file_runs(files: Sequence[DataFile], cores: int, min_bytes: int = 8 << 20,
+              max_bytes: int = 256 << 20) -> list[list[DataFile]]:
+    """``files`` (in offset order) cut into runs of consecutive files, one Spark task each, so each task's
+    input is one contiguous run of offsets.
+
+    As many runs as the session has cores (one wave of tasks: a third task on two cores doubled the
+    time of a pass 1 on the small benchmark preset), more when a run would exceed ``max_bytes``, fewer
+    when one would stay under ``min_bytes``; runs are balanced by bytes (a file goes to the run its
+    middle byte falls in).
+    """
+    if not files:
+        return []
+    total = max(sum(f.size_bytes for f in files), 1)
+    n = max(max(cores, 1), -(-total // max_bytes))
+    n = max(1, min(n, -(-total // min_bytes), len(files)))
+    runs: list[list[DataFile]] = [[] for _ in range(n)]
+    done = 0
+    for f in files:
+        runs[min(n - 1, int((done + f.size_bytes / 2) * n / total))].append(f)
+        done += f.size_bytes
+    return [run for run in runs if run]
 
 
-def _bitmap(packed: np.ndarray, lo: int, hi: int) -> OffsetBitmap:
-    """Survivors: latest offsets whose record is not an expired tombstone (low bit clear)."""
-    return OffsetBitmap.from_offsets(packed[(packed & 1) == 0] >> 1, lo, hi)
+def _run(spark: SparkSession, task: _MapTask, files: Sequence[DataFile]) -> list[Partial]:
+    wanted = [f for f in files if f.max_offset >= task.start and f.min_offset < task.stop]
+    if not wanted:
+        return []
+    sc = spark.sparkContext
+    runs = [tuple(f.path for f in run) for run in file_runs(wanted, sc.defaultParallelism)]
+    return sc.parallelize(runs, len(runs)).mapPartitions(partial(_map_partition, task)).collect()
+
+
+def _map_partition(task: _MapTask, runs: Iterable[tuple[str, ...]]) -> Iterator[Partial]:
+    """A Spark task of pass 1: the partial map of each run of files it was given."""
+    for paths in runs:
+        his, los, offsets = [], [], []
+        for path in paths:
+            table = pq.read_table(os.path.join(task.table_uri, path), columns=[KEY, OFFSET])
+            column = table.column(OFFSET)
+            keep = pc.and_(pc.and_(pc.greater_equal(column, task.start), pc.less(column, task.stop)),
+                           pc.is_valid(table.column(KEY)))
+            if pc.all(keep).as_py() is not True:
+                table = table.filter(keep)
+            hi, lo = key_hashes(table.column(KEY))
+            his.append(hi)
+            los.append(lo)
+            offsets.append(table.column(OFFSET).to_numpy())
+        # Numpy arrays, not Arrow tables: they pickle to exactly their bytes on the way to the driver.
+        yield _reduce(np.concatenate(his), np.concatenate(los), np.concatenate(offsets), task.with_first)
+
+
+def _reduce(hi: np.ndarray, lo: np.ndarray, offsets: np.ndarray, with_first: bool,
+            first: np.ndarray | None = None) -> Partial:
+    """One entry per key hash, sorted by hash: its latest offset (and first, if asked).
+
+    One sort by (hash, offset); the last of each run of equal hashes is the latest. ``first``, when
+    given, holds each input entry's own first offset (merging partial maps); else it is ``offsets``.
+    """
+    if len(hi) == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return hi, lo, empty, (empty if with_first else None)
+    order = np.lexsort((offsets, lo, hi))
+    hi, lo, offsets = hi[order], lo[order], offsets[order]
+    starts = np.flatnonzero(np.concatenate(([True], (hi[1:] != hi[:-1]) | (lo[1:] != lo[:-1]))))
+    ends = np.concatenate((starts[1:], [len(hi)])) - 1
+    firsts = None
+    if with_first:
+        source = offsets if first is None else first[order]
+        firsts = np.minimum.reduceat(source, starts)
+    return hi[ends], lo[ends], offsets[ends], firsts
+
+
+def _merge(partials: list[Partial]) -> Partial:
+    """The tasks' partial maps merged into one, sorted by hash."""
+    if not partials:
+        empty_u, empty_i = np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+        return empty_u, empty_u, empty_i, empty_i
+    if len(partials) == 1:
+        return partials[0]
+    with_first = all(p[3] is not None for p in partials)
+    first = np.concatenate([p[3] for p in partials]) if with_first else None
+    return _reduce(*(np.concatenate([p[i] for p in partials]) for i in range(3)), with_first, first)

@@ -1,23 +1,27 @@
 """Pass 2 of a cleaning pass, as the work of one Spark task: recopy a run of files, keeping the survivors.
 
 Kafka's ``cleanSegments`` reads each record of a segment group and keeps it when ``shouldRetainRecord``
-says so (seed 001, "Pass 2, recopy segments keeping only survivors"). Here the driver has already
-turned the offset map into the set of surviving offsets (:mod:`deltalog.offset_map`), so the rule for a
-record at or above the log start is:
+says so (seed 001, "Pass 2, recopy segments keeping only survivors"). :class:`RetainRule` is that rule
+over whole Arrow batches, for a record at or above the log start:
 
 - past the mapped range (``offset >= end``): kept as it is;
-- else kept exactly when its offset is in the set (the set holds only keyed records, and no tombstone
-  whose delete horizon has passed); a kept tombstone without a horizon gets ``delete_horizon_ms = horizon``
-  (the clean time plus ``delete.retention.ms``, KIP-534).
+- keyless inside it: dropped (and counted);
+- in the dirty section: kept when it is its key's latest record, i.e. when its offset is in the map's set
+  of latest offsets (:class:`~deltalog.offset_bitmap.OffsetBitmap`): its key need not be hashed again;
+- in the clean section: kept when its key's hash is not in the map (no later record supersedes it);
+- and in either, dropped if it is a tombstone whose delete horizon has passed. A kept tombstone without a
+  horizon gets ``delete_horizon_ms = horizon`` (the clean time plus ``delete.retention.ms``, KIP-534).
 
 Each task is one :class:`RecopyChunk`: consecutive files in offset order, each tagged with the name of
-the new segment its survivors go to, and the slice of the survivor bitmap that covers them. The task
-streams the files batch by batch with pyarrow (vectorized: no Python per record), filters with numpy, and
-writes the survivors of each segment group as Parquet files into the pass's directory, flushing a row
-group every :data:`ROW_GROUP_ROWS` survivors, so its memory stays bounded whatever the file sizes. Its
-files hold ascending offsets and never overlap another task's (chunks are disjoint offset runs).
+the new segment its survivors go to, and the slice of the latest-offset bitmap that covers them; the map's
+hashes come as a Spark broadcast, only to tasks with clean files. The task streams the files batch by
+batch with pyarrow (vectorized: no Python per record), filters with numpy, and writes the survivors of
+each segment group as Parquet files into the pass's directory, flushing a row group every
+:data:`ROW_GROUP_ROWS` survivors, so its memory stays bounded whatever the file sizes. Its files hold
+ascending offsets and never overlap another task's (chunks are disjoint offset runs).
 
-This module runs in Spark's Python workers: it imports only numpy, pyarrow and deltalog's record schema.
+This module runs in Spark's Python workers: it imports only numpy, pyarrow and deltalog's record schema
+and hash.
 """
 
 from __future__ import annotations
@@ -25,13 +29,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from deltalog.key_hash import key_hashes
 from deltalog.offset_bitmap import OffsetBitmap
+from deltalog.offset_map import MapKeys
 from deltalog.record import (
     DELETE_HORIZON,
     KEY,
@@ -51,14 +58,53 @@ ROW_GROUP_ROWS = 1_048_576
 
 
 @dataclass(frozen=True)
+class RetainRule:
+    """Kafka's ``shouldRetainRecord`` for one pass, over arrays of records."""
+
+    log_start: int
+    first_dirty: int  # start of the dirty section: records below it are tested by key hash
+    end: int  # exclusive end of the mapped range
+    now: int
+    latest: OffsetBitmap  # the map's latest offsets (at least over the records being tested)
+    keys: MapKeys | None  # the map's hashes; needed only for records of the clean section
+
+    def retain(self, offsets: np.ndarray, keys: pa.ChunkedArray, horizons: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(retain, mapped, is_latest) masks for records with these offsets, keys and delete horizons.
+
+        ``is_latest`` holds for keyed records of the mapped range that no later record of the range
+        supersedes (whether or not they are expired tombstones).
+        """
+        live = offsets >= self.log_start
+        mapped = live & (offsets < self.end)
+        is_latest = mapped & self.latest.contains(offsets)
+        clean = np.flatnonzero(mapped & (offsets < self.first_dirty))
+        if len(clean):
+            keys_clean = keys.take(pa.array(clean))
+            keyed = ~_null_mask(keys_clean)
+            if self.keys is None:
+                raise ValueError("the map's hashes are needed to clean records of the clean section")
+            hi, lo = key_hashes(keys_clean)
+            is_latest[clean] = keyed & ~self.keys.contains(hi, lo)
+        if horizons.null_count == len(horizons):
+            expired = np.zeros(len(offsets), dtype=bool)
+        else:  # a horizon is only ever stamped on a tombstone: one that has passed marks an expired tombstone
+            expired = pc.fill_null(pc.less_equal(horizons, self.now), False).to_numpy(zero_copy_only=False)
+        retain = (live & ~mapped) | (is_latest & ~expired)
+        return retain, mapped, is_latest
+
+
+@dataclass(frozen=True)
 class RecopyParams:
-    """What every task of one pass shares."""
+    """What every task of one pass shares. ``keys`` is a Spark broadcast of the map's hashes (or None)."""
 
     table_uri: str
     out_dir: str  # relative to the table: cleaned-<now>-<pass id>
     log_start: int
+    first_dirty: int
     end: int  # exclusive end of the mapped range
+    now: int
     horizon: int  # the delete horizon stamped on tombstones this pass keeps for the first time
+    keys: Any = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +113,7 @@ class RecopyChunk:
 
     files: tuple[tuple[str, int], ...]
     latest: OffsetBitmap
+    needs_keys: bool  # whether any of its records lies in the clean section
 
 
 @dataclass
@@ -100,6 +147,10 @@ def recopy_partition(params: RecopyParams, chunks: Iterable[RecopyChunk]) -> Ite
 
 def recopy_chunk(params: RecopyParams, chunk: RecopyChunk) -> RecopyOutput:
     out = RecopyOutput()
+    keys = None
+    if chunk.needs_keys:
+        keys = params.keys.value if hasattr(params.keys, "value") else params.keys
+    rule = RetainRule(params.log_start, params.first_dirty, params.end, params.now, chunk.latest, keys)
     writer = _SegmentWriter(params)
     try:
         for path, segment in chunk.files:
@@ -108,7 +159,7 @@ def recopy_chunk(params: RecopyParams, chunk: RecopyChunk) -> RecopyOutput:
                 table = pa.Table.from_batches([batch])
                 if table.schema != RECORD_SCHEMA:
                     table = table.select(RECORD_SCHEMA.names).cast(RECORD_SCHEMA)
-                kept = _filter(table, params, chunk.latest, segment, out.counts)
+                kept = _filter(table, rule, params.horizon, segment, out.counts)
                 if kept is not None:
                     writer.write(segment, kept)
         out.files = writer.close()
@@ -118,28 +169,24 @@ def recopy_chunk(params: RecopyParams, chunk: RecopyChunk) -> RecopyOutput:
     return out
 
 
-def _filter(table: pa.Table, params: RecopyParams, latest: OffsetBitmap, segment: int,
-            counts: RecopyCounts) -> pa.Table | None:
+def _filter(table: pa.Table, rule: RetainRule, new_horizon: int, segment: int, counts: RecopyCounts) -> pa.Table | None:
     """The survivors of one batch, stamped and renamed; ``counts`` updated."""
     offsets = table.column(OFFSET).to_numpy()
-    live = offsets >= params.log_start
-    mapped = live & (offsets < params.end)
+    horizon = table.column(DELETE_HORIZON)
+    retain, mapped, is_latest = rule.retain(offsets, table.column(KEY), horizon)
     keyless = _null_mask(table.column(KEY))
     tombstone = _null_mask(table.column(VALUE))
-    horizon = table.column(DELETE_HORIZON)
-    is_latest = latest.contains(offsets)
-    retain = (live & ~mapped) | (mapped & is_latest)
-    stamp = mapped & is_latest & tombstone & _null_mask(horizon)
-    counts.records_read += int(np.count_nonzero(live))
+    stamp = retain & mapped & tombstone & _null_mask(horizon)
+    counts.records_read += int(np.count_nonzero(offsets >= rule.log_start))
     counts.keyless_dropped += int(np.count_nonzero(mapped & keyless))
-    counts.tombstones_removed += int(np.count_nonzero(mapped & tombstone & ~keyless & ~is_latest))
+    counts.tombstones_removed += int(np.count_nonzero(mapped & tombstone & ~keyless & ~retain))
     counts.tombstones_stamped += int(np.count_nonzero(stamp))
     n = int(np.count_nonzero(retain))
     counts.records_written += n
     if n == 0:
         return None
     if stamp.any():
-        horizon = pc.if_else(pa.array(stamp), pa.scalar(params.horizon, pa.int64()), horizon)
+        horizon = pc.if_else(pa.array(stamp), pa.scalar(new_horizon, pa.int64()), horizon)
         table = table.set_column(table.schema.get_field_index(DELETE_HORIZON), RECORD_SCHEMA.field(DELETE_HORIZON),
                                  horizon)
     if n < table.num_rows:
