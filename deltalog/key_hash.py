@@ -89,44 +89,58 @@ def _buffers(keys: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def xxh64(keys: pa.Array | pa.ChunkedArray, seed: int) -> np.ndarray:
     """XXH64 of every key's bytes with ``seed``, as ``uint64``; a null key hashes as empty bytes."""
+    return xxh64_seeds(keys, (seed,))[0]
+
+
+def key_hashes(keys: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """The two 64-bit halves of the 128-bit key hash of every key."""
+    hi, lo = xxh64_seeds(keys, (SEED_HI, SEED_LO))
+    return hi, lo
+
+
+def xxh64_seeds(keys: pa.Array | pa.ChunkedArray, seeds: tuple[int, ...]) -> list[np.ndarray]:
+    """XXH64 of every key with each of ``seeds``: the words are read once for all seeds."""
     if isinstance(keys, pa.ChunkedArray):
-        chunks = keys.chunks
-        if not chunks:
-            return np.zeros(0, dtype=np.uint64)
-        return np.concatenate([xxh64(c, seed) for c in chunks])
+        if keys.num_chunks == 1:
+            keys = keys.chunk(0)
+        else:
+            parts = [xxh64_seeds(c, seeds) for c in keys.chunks]
+            return [np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, dtype=np.uint64)
+                    for i in range(len(seeds))]
     n = len(keys)
     if n == 0:
-        return np.zeros(0, dtype=np.uint64)
+        return [np.zeros(0, dtype=np.uint64) for _ in seeds]
     data, start, length = _buffers(keys)
     words = _Words(data)
-    s = np.uint64(seed)
     with np.errstate(over="ignore"):
-        h = np.full(n, s + P5, dtype=np.uint64)
+        hs = [np.full(n, np.uint64(seed) + P5, dtype=np.uint64) for seed in seeds]
         pos = start.copy()
         # 32-byte stripes, for keys of 32 bytes or more.
         long_keys = _active(length >= 32)
         if long_keys is None or len(long_keys):
             m = n if long_keys is None else len(long_keys)
-            v1 = np.full(m, s + P1 + P2, dtype=np.uint64)
-            v2 = np.full(m, s + P2, dtype=np.uint64)
-            v3 = np.full(m, s, dtype=np.uint64)
-            v4 = np.full(m, s - P1, dtype=np.uint64)
+            lanes = [[np.full(m, np.uint64(seed) + P1 + P2, dtype=np.uint64), np.full(m, np.uint64(seed) + P2, dtype=np.uint64),
+                      np.full(m, np.uint64(seed), dtype=np.uint64), np.full(m, np.uint64(seed) - P1, dtype=np.uint64)]
+                     for seed in seeds]
             stripes = _take(length, long_keys) // 32
             lp = _take(start, long_keys).copy()
             for k in range(int(stripes.max())):
                 active = _active(stripes > k)
                 p = _take(lp, active)
-                _put(v1, active, _round(_take(v1, active), words.u64[p]))
-                _put(v2, active, _round(_take(v2, active), words.u64[p + 8]))
-                _put(v3, active, _round(_take(v3, active), words.u64[p + 16]))
-                _put(v4, active, _round(_take(v4, active), words.u64[p + 24]))
+                for j in range(4):
+                    word = words.u64[p + 8 * j]
+                    for v in lanes:
+                        _put(v[j], active, _round(_take(v[j], active), word))
                 _put(lp, active, p + 32)
-            acc = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)
-            for v in (v1, v2, v3, v4):
-                acc = _merge_round(acc, v)
-            _put(h, long_keys, acc)
+            for h, (v1, v2, v3, v4) in zip(hs, lanes, strict=True):
+                acc = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)
+                for v in (v1, v2, v3, v4):
+                    acc = _merge_round(acc, v)
+                _put(h, long_keys, acc)
             _put(pos, long_keys, lp)
-        h += length.astype(np.uint64)
+        lengths = length.astype(np.uint64)
+        for h in hs:
+            h += lengths
         end = start + length
         # 8-byte words.
         count = (end - pos) // 8
@@ -134,30 +148,29 @@ def xxh64(keys: pa.Array | pa.ChunkedArray, seed: int) -> np.ndarray:
             active = _active(count > k)
             p = _take(pos, active)
             k1 = _rotl(words.u64[p] * P2, 31) * P1
-            _put(h, active, _rotl(_take(h, active) ^ k1, 27) * P1 + P4)
+            for h in hs:
+                _put(h, active, _rotl(_take(h, active) ^ k1, 27) * P1 + P4)
             _put(pos, active, p + 8)
         # One 4-byte word.
         active = _active(end - pos >= 4)
         if active is None or len(active):
             p = _take(pos, active)
-            lane = words.u32[p].astype(np.uint64)
-            _put(h, active, _rotl(_take(h, active) ^ (lane * P1), 23) * P2 + P3)
+            lane = words.u32[p].astype(np.uint64) * P1
+            for h in hs:
+                _put(h, active, _rotl(_take(h, active) ^ lane, 23) * P2 + P3)
             _put(pos, active, p + 4)
         # Single bytes.
         count = end - pos
         for k in range(int(count.max())):
             active = _active(count > k)
-            p = _take(pos, active) + k
-            _put(h, active, _rotl(_take(h, active) ^ (words.u8[p].astype(np.uint64) * P5), 11) * P1)
+            byte = words.u8[_take(pos, active) + k].astype(np.uint64) * P5
+            for h in hs:
+                _put(h, active, _rotl(_take(h, active) ^ byte, 11) * P1)
         # Avalanche.
-        h ^= h >> np.uint64(33)
-        h *= P2
-        h ^= h >> np.uint64(29)
-        h *= P3
-        h ^= h >> np.uint64(32)
-    return h
-
-
-def key_hashes(keys: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """The two 64-bit halves of the 128-bit key hash of every key."""
-    return xxh64(keys, SEED_HI), xxh64(keys, SEED_LO)
+        for h in hs:
+            h ^= h >> np.uint64(33)
+            h *= P2
+            h ^= h >> np.uint64(29)
+            h *= P3
+            h ^= h >> np.uint64(32)
+    return hs

@@ -193,21 +193,25 @@ def _reduce(hi: np.ndarray, lo: np.ndarray, offsets: np.ndarray, with_first: boo
             first: np.ndarray | None = None) -> Partial:
     """One entry per key hash, sorted by hash: its latest offset (and first, if asked).
 
-    One sort by (hash, offset); the last of each run of equal hashes is the latest. ``first``, when
-    given, holds each input entry's own first offset (merging partial maps); else it is ``offsets``.
+    ``first``, when given, holds each input entry's own first offset (merging partial maps); else it is
+    ``offsets``. One stable sort by the high half groups the entries; two keys sharing a high half but
+    not the low one (about once in 10^7 maps of 5 M keys) take a sort by both halves instead.
     """
     if len(hi) == 0:
         empty = np.zeros(0, dtype=np.int64)
         return hi, lo, empty, (empty if with_first else None)
-    order = np.lexsort((offsets, lo, hi))
-    hi, lo, offsets = hi[order], lo[order], offsets[order]
-    starts = np.flatnonzero(np.concatenate(([True], (hi[1:] != hi[:-1]) | (lo[1:] != lo[:-1]))))
-    ends = np.concatenate((starts[1:], [len(hi)])) - 1
+    order = np.argsort(hi, kind="stable")
+    hi_s, lo_s = hi[order], lo[order]
+    starts = np.flatnonzero(np.concatenate(([True], hi_s[1:] != hi_s[:-1])))
+    if np.any(np.minimum.reduceat(lo_s, starts) != np.maximum.reduceat(lo_s, starts)):
+        order = np.lexsort((lo, hi))
+        hi_s, lo_s = hi[order], lo[order]
+        starts = np.flatnonzero(np.concatenate(([True], (hi_s[1:] != hi_s[:-1]) | (lo_s[1:] != lo_s[:-1]))))
+    latest = np.maximum.reduceat(offsets[order], starts)
     firsts = None
     if with_first:
-        source = offsets if first is None else first[order]
-        firsts = np.minimum.reduceat(source, starts)
-    return hi[ends], lo[ends], offsets[ends], firsts
+        firsts = np.minimum.reduceat((offsets if first is None else first)[order], starts)
+    return hi_s[starts], lo_s[starts], latest, firsts
 
 
 def _merge(partials: list[Partial]) -> Partial:
