@@ -32,9 +32,11 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from deltalog.errors import CorruptLogError
 from deltalog.key_hash import key_hashes
 from deltalog.offset_bitmap import OffsetBitmap
 from deltalog.record import KEY, OFFSET
@@ -175,7 +177,11 @@ def _map_partition(task: _MapTask, runs: Iterable[tuple[str, ...]]) -> Iterator[
     for paths in runs:
         his, los, offsets = [], [], []
         for path in paths:
-            table = pq.read_table(os.path.join(task.table_uri, path), columns=[KEY, OFFSET])
+            full_path = os.path.join(task.table_uri, path)
+            try:
+                table = pq.read_table(full_path, columns=[KEY, OFFSET])
+            except (OSError, pa.ArrowException) as e:
+                raise CorruptLogError(f"cannot read the data file {full_path}: {e}") from None
             column = table.column(OFFSET)
             keep = pc.and_(pc.and_(pc.greater_equal(column, task.start), pc.less(column, task.stop)),
                            pc.is_valid(table.column(KEY)))

@@ -14,11 +14,11 @@ over whole Arrow batches, for a record at or above the log start:
 
 Each task is one :class:`RecopyChunk`: consecutive files in offset order, each tagged with the name of
 the new segment its survivors go to, and the slice of the latest-offset bitmap that covers them; the map's
-hashes come as a Spark broadcast, only to tasks with clean files. The task streams the files batch by
-batch with pyarrow (vectorized: no Python per record), filters with numpy, and writes the survivors of
-each segment group as Parquet files into the pass's directory, flushing a row group every
-:data:`ROW_GROUP_ROWS` survivors, so its memory stays bounded whatever the file sizes. Its files hold
-ascending offsets and never overlap another task's (chunks are disjoint offset runs).
+hashes go only to tasks with clean files (with the task, or as a Spark broadcast when many need them).
+The task streams the files batch by batch with pyarrow (vectorized: no Python per record), filters with
+numpy, and writes the survivors of each segment group as Parquet files into the pass's directory,
+flushing a row group every :data:`ROW_GROUP_ROWS` survivors, so its memory stays bounded whatever the file
+sizes. Its files hold ascending offsets and never overlap another task's (chunks are disjoint offset runs).
 
 This module runs in Spark's Python workers: it imports only numpy, pyarrow and deltalog's record schema
 and hash.
@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from deltalog.errors import CorruptLogError
 from deltalog.key_hash import key_hashes
 from deltalog.offset_bitmap import OffsetBitmap
 from deltalog.offset_map import MapKeys
@@ -95,7 +96,8 @@ class RetainRule:
 
 @dataclass(frozen=True)
 class RecopyParams:
-    """What every task of one pass shares. ``keys`` is a Spark broadcast of the map's hashes (or None)."""
+    """What every task of one pass shares. ``keys`` is a Spark broadcast of the map's hashes, when tasks do not
+    carry them themselves."""
 
     table_uri: str
     out_dir: str  # relative to the table: cleaned-<now>-<pass id>
@@ -114,6 +116,7 @@ class RecopyChunk:
     files: tuple[tuple[str, int], ...]
     latest: OffsetBitmap
     needs_keys: bool  # whether any of its records lies in the clean section
+    keys: MapKeys | None = None  # the map's hashes, when they ride with the task rather than as a broadcast
 
 
 @dataclass
@@ -149,16 +152,12 @@ def recopy_chunk(params: RecopyParams, chunk: RecopyChunk) -> RecopyOutput:
     out = RecopyOutput()
     keys = None
     if chunk.needs_keys:
-        keys = params.keys.value if hasattr(params.keys, "value") else params.keys
+        keys = chunk.keys if chunk.keys is not None else params.keys.value
     rule = RetainRule(params.log_start, params.first_dirty, params.end, params.now, chunk.latest, keys)
     writer = _SegmentWriter(params)
     try:
         for path, segment in chunk.files:
-            source = pq.ParquetFile(os.path.join(params.table_uri, path))
-            for batch in source.iter_batches(batch_size=BATCH_ROWS):
-                table = pa.Table.from_batches([batch])
-                if table.schema != RECORD_SCHEMA:
-                    table = table.select(RECORD_SCHEMA.names).cast(RECORD_SCHEMA)
+            for table in read_batches(os.path.join(params.table_uri, path)):
                 kept = _filter(table, rule, params.horizon, segment, out.counts)
                 if kept is not None:
                     writer.write(segment, kept)
@@ -167,6 +166,19 @@ def recopy_chunk(params: RecopyParams, chunk: RecopyChunk) -> RecopyOutput:
         writer.abort()
         raise
     return out
+
+
+def read_batches(path: str, columns: list[str] | None = None, batch_rows: int = BATCH_ROWS) -> Iterator[pa.Table]:
+    """A data file's records, a batch at a time, in the table's schema; a file that cannot be read raises
+    :class:`CorruptLogError` naming it (the message reaches the driver from the Spark task)."""
+    try:
+        source = pq.ParquetFile(path)
+        for batch in source.iter_batches(batch_size=batch_rows, columns=columns):
+            table = pa.Table.from_batches([batch])
+            schema = RECORD_SCHEMA if columns is None else pa.schema([RECORD_SCHEMA.field(c) for c in columns])
+            yield table if table.schema == schema else table.select(schema.names).cast(schema)
+    except (OSError, pa.ArrowException) as e:
+        raise CorruptLogError(f"cannot read the data file {path}: {e}") from None
 
 
 def _filter(table: pa.Table, rule: RetainRule, new_horizon: int, segment: int, counts: RecopyCounts) -> pa.Table | None:

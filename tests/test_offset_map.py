@@ -1,0 +1,151 @@
+"""The pieces of a pass, checked against plain Python: the vectorized key hash (against Spark's own
+xxhash64), the latest-offset bitmap, the map's hash lookup and partial-map merge (with colliding high
+halves forced), the runs of files the tasks get, and segment names after partial passes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deltalog import Record, Store
+from deltalog.delta import DataFile
+from deltalog.key_hash import SEED_HI, key_hashes, xxh64
+from deltalog.offset_bitmap import OffsetBitmap
+from deltalog.offset_map import MapKeys, _merge, _reduce, file_runs
+
+TOPIC = "map"
+
+
+def test_xxh64_equals_sparks_xxhash64_for_every_length(spark):
+    from pyspark.sql import functions as F
+
+    rng = np.random.default_rng(7)
+    keys = [bytes(rng.integers(0, 256, size=n, dtype=np.uint8)) for n in [*range(0, 80), 95, 96, 97, 255, 1000, 4099]]
+    df = spark.createDataFrame([(k,) for k in keys], "key binary")
+    expected = np.array([r[0] for r in df.select(F.xxhash64("key")).collect()], dtype=np.int64).view(np.uint64)
+    assert SEED_HI == 42  # Spark's seed
+    assert np.array_equal(xxh64(pa.array(keys, pa.binary()), 42), expected)
+    # Slices and chunked arrays read the same bytes.
+    assert np.array_equal(xxh64(pa.array(keys, pa.binary()).slice(3, 40), 42), expected[3:43])
+    chunked = pa.chunked_array([pa.array(keys[:10], pa.binary()), pa.array(keys[10:], pa.binary())])
+    assert np.array_equal(xxh64(chunked, 42), expected)
+    assert np.array_equal(xxh64(pa.array(keys, pa.large_binary()), 42), expected)
+
+
+def test_the_two_halves_are_independent_hashes():
+    keys = pa.array([b"k%d" % i for i in range(10_000)])
+    hi, lo = key_hashes(keys)
+    assert len(set(hi.tolist())) == len(set(lo.tolist())) == 10_000
+    assert not np.array_equal(hi, lo)
+    assert np.array_equal(key_hashes(keys)[1], lo)  # deterministic
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 40), st.integers(0, 200), st.sets(st.integers(0, 260), max_size=80), st.data())
+def test_offset_bitmap_is_a_set_of_offsets(lo, width, offsets, data):
+    hi = lo + width
+    bitmap = OffsetBitmap.from_offsets(np.array(sorted(offsets), dtype=np.int64), lo, hi)
+    inside = {o for o in offsets if lo <= o < hi}
+    probe = np.arange(0, 280)
+    assert bitmap.contains(probe).tolist() == [int(o) in inside for o in probe]
+    assert len(bitmap) == len(inside)
+    a = data.draw(st.integers(0, 280))
+    b = data.draw(st.integers(a, 300))
+    assert bitmap.first_at_or_after(a, b) == min((o for o in inside if a <= o < b), default=None)
+    part = bitmap.slice(a, b)
+    assert part.contains(probe).tolist() == [int(o) in inside and a <= o < b for o in probe]
+
+
+def test_map_keys_find_keys_whose_high_halves_collide():
+    hi = np.array([1, 5, 5, 5, 9], dtype=np.uint64)
+    lo = np.array([7, 1, 2, 3, 0], dtype=np.uint64)
+    keys = MapKeys(hi, lo)
+    q_hi = np.array([5, 5, 5, 5, 1, 1, 9, 4, 10], dtype=np.uint64)
+    q_lo = np.array([1, 2, 3, 4, 7, 8, 0, 0, 0], dtype=np.uint64)
+    assert keys.contains(q_hi, q_lo).tolist() == [True, True, True, False, True, False, True, False, False]
+    assert MapKeys(np.zeros(0, np.uint64), np.zeros(0, np.uint64)).contains(q_hi, q_lo).tolist() == [False] * 9
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 2)), max_size=120), st.data())
+def test_partial_maps_merge_to_the_latest_and_first_offset_of_every_hash(keys, data):
+    n = len(keys)
+    hi = np.array([k[0] for k in keys], dtype=np.uint64)
+    lo = np.array([k[1] for k in keys], dtype=np.uint64)  # the same high half with several low halves
+    offsets = np.arange(n, dtype=np.int64)
+    cut = data.draw(st.integers(0, n))
+    merged = _merge([_reduce(hi[:cut], lo[:cut], offsets[:cut], True), _reduce(hi[cut:], lo[cut:], offsets[cut:], True)])
+    expected: dict[tuple[int, int], list[int]] = {}
+    for o, k in enumerate(keys):
+        e = expected.setdefault(k, [o, o])
+        e[0], e[1] = max(e[0], o), min(e[1], o)
+    got = {(int(a), int(b)): [int(x), int(y)] for a, b, x, y in zip(*merged, strict=True)}
+    assert got == expected
+    assert [(int(a), int(b)) for a, b in zip(merged[0], merged[1], strict=True)] == sorted(expected)
+
+
+def _file(i: int, size: int) -> DataFile:
+    return DataFile(path=f"f{i}.parquet", size_bytes=size, num_records=10, min_offset=10 * i, max_offset=10 * i + 9,
+                    segment=0, min_timestamp_ms=0, max_timestamp_ms=0, keyless=0, tombstones=0,
+                    max_delete_horizon_ms=None, modification_time=0)
+
+
+def test_file_runs_are_contiguous_balanced_and_one_per_core():
+    sizes_mib = [11, 11, 11, 11, 11, 11, 11, 5]
+    files = [_file(i, s) for i, s in enumerate(sizes_mib)]
+    mib = 1 << 20
+    runs = file_runs([_file(i, s * mib) for i, s in enumerate(sizes_mib)], 2)
+    assert len(runs) == 2
+    assert [f.path for run in runs for f in run] == [f.path for f in files]  # contiguous, in offset order
+    sizes = [sum(f.size_bytes for f in run) for run in runs]
+    assert max(sizes) - min(sizes) <= 11 * mib
+    # More runs when a run would pass max_bytes; one when the input is under min_bytes.
+    assert len(file_runs(files, 2, min_bytes=1, max_bytes=22)) == 4
+    assert len(file_runs(files, 2)) == 1
+
+
+def test_partial_passes_name_each_cleaned_segment_by_its_first_offset(tmp_path, clock, spark):
+    """Seed 000's naming (002.log: "offset 2 is the first offset it contains") through passes whose map
+    holds two keys, so a pass ends inside a segment, and with the log start moved into a segment."""
+    store = Store(tmp_path / "s", clock=clock, spark=spark, config={"log.cleaner.dedupe.buffer.size": 54})
+    assert store.config.offset_map_capacity == 2
+    store.create_topic(TOPIC, config={"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": "0.01"})
+    for batch in ([b"a", b"b", b"a", b"c"], [b"c", b"d", b"b", b"e"]):
+        store.append(TOPIC, 0, [Record(key=k, value=b"v") for k in batch])
+        store.roll(TOPIC, 0)
+    store.append(TOPIC, 0, [Record(key=b"z", value=b"1")])
+    store.delete_records(TOPIC, 0, 1)
+    passes = store.clean()
+    assert len(passes) > 1
+    segments = store.describe(TOPIC)[0].segments
+    for seg in segments:
+        if seg.files:
+            assert seg.base_offset == seg.first_offset
+    assert [(r.offset, r.key) for r in store.read(TOPIC, 0, "earliest")] == [
+        (2, b"a"), (4, b"c"), (5, b"d"), (6, b"b"), (7, b"e"), (8, b"z")
+    ]
+    rows = store.sql(f"SELECT offset, segment FROM {TOPIC}").collect()
+    by_offset = {r["offset"]: r["segment"] for r in rows}
+    assert {o: by_offset[o] for o in (2, 4, 5, 6, 7)} == {o: s.base_offset for s in segments for o in (2, 4, 5, 6, 7)
+                                                       if s.base_offset <= o < s.end_offset}
+
+
+@pytest.mark.parametrize("capacity", [1, 3])
+def test_a_full_map_still_cleans_the_clean_section(tmp_path, clock, spark, capacity):
+    """Keys of the clean section superseded by the dirty one go, whatever the map's size."""
+    buffer = -(-24 * capacity * 10 // 9)
+    store = Store(tmp_path / "s", clock=clock, spark=spark, config={"log.cleaner.dedupe.buffer.size": buffer})
+    store.create_topic(TOPIC, config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
+    store.append(TOPIC, 0, [Record(key=k, value=b"old") for k in (b"a", b"b", b"c", b"d")])
+    store.roll(TOPIC, 0)
+    store.append(TOPIC, 0, [Record(key=b"x", value=b"1")])
+    store.clean()  # the first four are now the clean section
+    store.append(TOPIC, 0, [Record(key=k, value=b"new") for k in (b"d", b"b", b"a")])
+    store.roll(TOPIC, 0)
+    store.append(TOPIC, 0, [Record(key=b"y", value=b"1")])
+    store.clean()
+    got = [(r.key, r.value) for r in store.read(TOPIC, 0, 0)]
+    assert got == [(b"c", b"old"), (b"x", b"1"), (b"d", b"new"), (b"b", b"new"), (b"a", b"new"), (b"y", b"1")]
