@@ -6,14 +6,16 @@ Compaction Works"):
 1. **Plan** from the Delta snapshot alone (:mod:`deltalog.log_to_clean`): the cleanable section is
    ``[first dirty, first uncleanable)``; the active segment and segments younger than
    ``min.compaction.lag.ms`` are never in it.
-2. **Pass 1** (:mod:`deltalog.offset_map`) reads only ``key``, ``offset`` and ``delete_horizon_ms`` and
-   builds the bounded key-hash -> latest-offset map in one Spark aggregation; a full map ends the mapped
-   range early, and the next pass continues from there. The map's latest offsets, over the clean section
-   too, come back to the driver as a bitmap of the offsets that survive (:mod:`deltalog.offset_bitmap`).
+2. **Pass 1** (:mod:`deltalog.offset_map`) reads only ``key`` and ``offset`` of the cleanable section,
+   as Spark tasks that hash the keys and reduce them to partial maps, and merges those on the driver into
+   the bounded key-hash -> latest-offset map (24 bytes an entry, as Kafka's); a full map ends the mapped
+   range early, and the next pass continues from there. Beside the map, its latest offsets as a bitmap
+   (:mod:`deltalog.offset_bitmap`).
 3. **Pass 2** (:mod:`deltalog.recopy`) recopies every closed segment from the log start up to the end of
    the mapped range (Kafka recopies the clean section too: that is where superseded keys and expired
    tombstones are), as Spark tasks over runs of consecutive files. A record survives (Kafka's
-   ``shouldRetainRecord``) if its offset is past the mapped range, or if it is its key's latest record and
+   ``shouldRetainRecord``) if its offset is past the mapped range, or if it is its key's latest record (in
+   the dirty section: its offset is in the bitmap; in the clean section: its key is not in the map) and
    not a tombstone whose delete horizon has passed; keyless records are dropped and counted. A surviving
    tombstone inside the mapped range with no horizon yet gets ``delete_horizon_ms = now +
    delete.retention.ms`` (KIP-534), so a tombstone is removed on its second clean at the earliest,
@@ -27,15 +29,15 @@ Compaction Works"):
    touch no file this one removes); a second cleaner on the same partition loses (both remove the same
    files and carry the same app id). Files of a pass that never commits are garbage for VACUUM.
 
-Spark executors read, aggregate, filter and write; the driver plans, turns the map into the bitmap and
-commits. No record is collected to the driver and no Python runs per record: pass 2's tasks filter Arrow
-batches with numpy. Each output file holds a contiguous, ordered run of offsets from one task's input.
+Spark executors read, hash, filter and write; the driver plans, merges the map, names the new segments
+and commits. No record is collected to the driver and no Python runs per record: the tasks work on whole
+Arrow batches with numpy. Each output file holds a contiguous, ordered run of offsets from one task's input.
 
-Deliberate differences from Kafka: pass 1 aggregates the clean section as well as the dirty one, so pass 2
-tests one bit per record instead of hashing and probing every key (see :mod:`deltalog.offset_map`; the
-records kept are the same); the cleaned segment is named by its first offset (seed 000) where Kafka's
-code keeps the base offset of the group's first segment; and the mapped range ends before the first key
-that does not fit rather than at the first record after the map is full.
+Deliberate differences from Kafka: a dirty record is kept by its offset (is it in the map's set of latest
+offsets?) rather than by looking its key up again, which keeps the same records; the cleaned segment is
+named by its first offset (seed 000) where Kafka's code keeps the base offset of the group's first
+segment; and the mapped range ends before the first key that does not fit rather than at the first record
+after the map is full.
 """
 
 from __future__ import annotations

@@ -23,21 +23,12 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.default.parallelism": "2",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
-    # The offset map is broadcast from the driver: at Kafka's default capacity (5,033,164 keys per pass) and
-    # Spark's ~131 bytes a hash-table entry (docs/benchmarks.md) that is ~660 MB, so leave it room.
+    # The cleaner's offset map lives on the driver (24 bytes an entry: 120 MB at Kafka's default capacity of
+    # 5,033,164 keys), and pass 1's tasks send their partial maps there through collect() (32 bytes an entry
+    # each), so leave the driver room for both.
     "spark.driver.memory": "4g",
     "spark.driver.maxResultSize": "2g",
-    # Spark writes data files straight into partition tables: no _SUCCESS markers, no .crc side files.
-    "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
-    "spark.hadoop.parquet.enable.summary-metadata": "false",
-    "spark.sql.parquet.compression.codec": "snappy",
-    "spark.sql.sources.partitionOverwriteMode": "static",
     "spark.driver.extraJavaOptions": "-Dio.netty.tryReflectionSetAccessible=true",
-    # Tungsten memory pages of 4 MiB instead of the default (32 MiB with a 2g driver): the cleaner's
-    # broadcast offset map is a hash table in such pages, and a map of 149,040 entries took one whole
-    # 32 MiB page (40 MiB in all) where 4 MiB pages hold it in 21 MiB; no measurable change in pass,
-    # rewrite or row_number() times on the small benchmark preset.
-    "spark.buffer.pageSize": "4m",
 }
 
 
