@@ -193,7 +193,7 @@ class Bench:
         """Pass 1 as a pass runs it: the dirty section's key and offset columns, hashed and reduced in Spark tasks."""
         capacity = self.store(self.pristine).config.offset_map_capacity
         return build_offset_map(self.spark, self.uri, self.files, self.gen.first_dirty_offset,
-                                self.gen.log_end_offset, capacity)
+                                self.gen.log_end_offset, capacity, self.path("map-spill"))
 
     def map_build(self, rnd: int) -> None:
         holder: dict[str, Any] = {}

@@ -5,6 +5,8 @@ Delta table. The log cleaner, a Spark job, keeps the latest record per key witho
 offset or the order of records. See README.md for a tour.
 """
 
+from typing import TYPE_CHECKING
+
 from deltalog.clock import Clock, ManualClock, WallClock
 from deltalog.config import StoreConfig, TopicConfig
 from deltalog.errors import (
@@ -22,9 +24,22 @@ from deltalog.errors import (
     UnknownTopicOrPartitionError,
 )
 from deltalog.record import Record
-from deltalog.store import Store
+
+if TYPE_CHECKING:
+    from deltalog.store import Store
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    """``deltalog.Store`` on first use: the cleaner's Spark tasks import ``deltalog.recopy`` and
+    ``deltalog.offset_map`` in every Python worker, and importing the store (delta-rs, Spark glue) there
+    cost ~0.5 s a worker for nothing."""
+    if name == "Store":
+        from deltalog.store import Store
+
+        return Store
+    raise AttributeError(f"module 'deltalog' has no attribute {name!r}")
 
 __all__ = [
     "CleaningFailedError",

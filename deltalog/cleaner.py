@@ -179,9 +179,13 @@ class Cleaner:
         log_start = snap.log_start_offset
 
         started = time.monotonic()
+        pass_id = uuid.uuid4().hex[:12]
+        out_dir = f"{CLEANED_DIR_PREFIX}{now}-{pass_id}"
         try:
-            offset_map = build_offset_map(self.spark, log.uri, snap.files, start, stop, capacity)
+            offset_map = build_offset_map(self.spark, log.uri, snap.files, start, stop, capacity,
+                                          os.path.join(log.uri, out_dir, "_map"))
         except Exception as e:
+            _remove_tree(os.path.join(log.uri, out_dir))
             raise _failure(snap, "pass 1 (building the offset map)", e) from e
         map_ms = int((time.monotonic() - started) * 1000)
 
@@ -190,13 +194,14 @@ class Cleaner:
         segments = [s for s in snap.segments if not s.is_active and s.files and s.base_offset < end]
         groups = group_segments_by_size(segments, snap.config.segment_bytes)
         inputs = [f for s in segments for f in s.files]
-        pass_id = uuid.uuid4().hex[:12]
-        params = RecopyParams(log.uri, f"{CLEANED_DIR_PREFIX}{now}-{pass_id}", log_start, start, end, now,
+        params = RecopyParams(log.uri, out_dir, log_start, start, end, now,
                               now + snap.config.delete_retention_ms)
         try:
             rule = RetainRule(log_start, start, end, now, offset_map.latest, offset_map.keys)
             names = [_first_survivor(log.uri, group, rule) for group in groups]
             new_files, counts = self._recopy(params, groups, names, offset_map)
+            if not new_files:  # nothing survived: leave no empty pass directory behind
+                _remove_tree(os.path.join(log.uri, out_dir))
             adds = [delta.add_action_for_file(log.uri, p, now) for p in new_files]
         except Exception as e:
             _remove_tree(os.path.join(log.uri, params.out_dir))
