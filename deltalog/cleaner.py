@@ -56,7 +56,7 @@ import numpy as np
 
 from deltalog import delta
 from deltalog.config import StoreConfig
-from deltalog.errors import CleaningFailedError, CommitConflictError, CorruptLogError, DeltalogError
+from deltalog.errors import CleaningFailedError, CommitConflictError, DeltalogError
 from deltalog.log_to_clean import LogToClean
 from deltalog.offset_map import OffsetMap, build_offset_map, file_runs
 from deltalog.recopy import RecopyChunk, RecopyCounts, RecopyParams, RetainRule, read_batches, recopy_partition
@@ -244,7 +244,7 @@ class Cleaner:
         except CommitConflictError:
             _remove_tree(os.path.join(log.uri, params.out_dir))
             raise
-        version = _committed_version(log, snap.version, pass_id)
+        version = delta.committed_version(log.table(), snap.version, "pass_id", pass_id)
         result = CleanResult(**figures, version=version, now_ms=now)
         logger.info("%s", result.summary())
         self._throttle(started, bytes_read + bytes_written)
@@ -350,15 +350,6 @@ def _failure(snap: LogSnapshot, phase: str, error: Exception) -> Exception:
     return CleaningFailedError(
         f"cleaning {snap.topic}-{snap.partition} failed in {phase}: {detail[:600]}; nothing was committed"
     )
-
-
-def _committed_version(log: PartitionLog, read_version: int, pass_id: str) -> int:
-    """The version of the clean commit just made (it may have been rebased over appends)."""
-    dt = log.table()
-    for entry in dt.history(dt.version() - read_version):
-        if entry.get("deltalog.pass_id") == pass_id:
-            return int(entry["version"])
-    raise CorruptLogError(f"the clean commit of {log} is not in the table history")
 
 
 def _remove_tree(path: str) -> None:

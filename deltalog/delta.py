@@ -229,6 +229,16 @@ def commit(
         raise CommitConflictError(f"{operation} lost a race with a concurrent commit: {e}") from e
 
 
+def committed_version(dt: DeltaTable, read_version: int, key: str, value: object) -> int:
+    """The version of a commit made on ``read_version`` (Delta may have rebased it over others): the one
+    whose metadata carries ``deltalog.<key> = value``, found in the history written since."""
+    dt.update_incremental()
+    for entry in dt.history(dt.version() - read_version):
+        if entry.get(f"deltalog.{key}") == value:
+            return int(entry["version"])
+    raise CorruptLogError(f"the commit with deltalog.{key}={value!r} is not in the history of {dt.table_uri}")
+
+
 def delete_quietly(table_uri: str, paths: Iterable[str]) -> None:
     """Remove files this process wrote but never committed; VACUUM would remove them later anyway."""
     for p in paths:

@@ -26,6 +26,7 @@ removes the files that lie entirely below it.
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -72,7 +73,7 @@ class RetentionResult:
     log_start_offset: int
     segments: tuple[DeletedSegment, ...]
     files_deleted: int
-    version: int | None  # the table version right after the commit; None when nothing was deleted
+    version: int | None  # the version of the retention commit; None when nothing was deleted
     now_ms: int
 
     @property
@@ -225,16 +226,17 @@ def _commit_removal(log_: PartitionLog, snap: LogSnapshot, files: list[DataFile]
     The commit is built on a handle loaded at exactly that version (not the partition's shared handle,
     which a concurrent reader may have moved on), so Delta's conflict check sees every commit since the
     plan: a concurrent append is rebased over, a concurrent removal of the same files or a concurrent
-    move of the log start fails it. Returns the table version seen right after the commit.
+    move of the log start fails it. Returns the commit's own version.
     """
     dt = delta.open_table(log_.uri)
     dt.load_as_version(snap.version)
+    commit_id = uuid.uuid4().hex[:12]
     delta.commit(
         dt, [delta.remove_action(f, now_ms) for f in files],
-        txns={delta.TXN_LOG_START_OFFSET: new_start}, metadata=metadata, operation=operation,
+        txns={delta.TXN_LOG_START_OFFSET: new_start}, metadata={**metadata, "commit_id": commit_id},
+        operation=operation,
     )
-    dt.update_incremental()
-    return dt.version()
+    return delta.committed_version(dt, snap.version, "commit_id", commit_id)
 
 
 def apply_retention(store: Store, topic: str | None = None) -> list[RetentionResult]:

@@ -39,6 +39,8 @@ def test_time_retention_deletes_old_segments_and_advances_log_start(store, clock
     assert result.records_deleted == 2 and result.bytes_deleted > 0 and result.files_deleted == 1
     snap = log.snapshot()
     assert snap.log_start_offset == 2 and snap.log_end_offset == 7
+    assert result.version == snap.version  # the retention commit's own version
+    assert log.table().history(1)[0]["deltalog.operation"] == "retention"
     assert [r.offset for r in store.read("t", 0, "earliest")] == [2, 3, 4, 5, 6]
     with pytest.raises(OffsetOutOfRangeError) as e:
         store.read("t", 0, 1)
