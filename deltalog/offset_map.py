@@ -56,13 +56,13 @@ class MapKeys:
     """The map's key hashes, sorted: what pass 2 tests the clean section's keys against (16 bytes an entry)."""
 
     hi: np.ndarray  # uint64, ascending
-    lo: np.ndarray  # uint64, ascending within equal ``hi``
+    lo: np.ndarray  # uint64
     #: Whether two entries share a high half (about one map in 10^6 at 5 M keys); decided once, on the driver.
     shared_hi: bool = False
 
     @classmethod
     def of(cls, hi: np.ndarray, lo: np.ndarray) -> MapKeys:
-        """Keys from hashes already sorted by (hi, lo)."""
+        """Keys from hashes already sorted by the high half."""
         return cls(hi, lo, bool(len(hi) > 1 and np.any(hi[1:] == hi[:-1])))
 
     def contains(self, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
@@ -229,11 +229,12 @@ def _map_partition(task: _MapTask, runs: Iterable[tuple[str, ...]]) -> Iterator[
 
 def _reduce(hi: np.ndarray, lo: np.ndarray, offsets: np.ndarray, with_first: bool,
             first: np.ndarray | None = None) -> Partial:
-    """One entry per key hash: its latest offset (and first, if asked), in no particular order.
+    """One entry per key hash, sorted by the high half: its latest offset (and first, if asked).
 
-    An Arrow hash group-by over both halves (C++, no sort: 21 ms for 375k entries against 30 ms for a
-    sort). ``first``, when given, holds each input entry's own first offset (merging partial maps); else
-    it is ``offsets``.
+    An Arrow hash group-by over both halves (C++: 21 ms for 375k entries against 30 ms for a sort of
+    them), then a sort of the (fewer) groups, done here in the task so the driver only merges sorted
+    runs. ``first``, when given, holds each input entry's own first offset (merging partial maps); else it
+    is ``offsets``.
     """
     columns = {"hi": hi, "lo": lo, "latest": offsets}
     aggregates = [("latest", "max")]
@@ -241,25 +242,33 @@ def _reduce(hi: np.ndarray, lo: np.ndarray, offsets: np.ndarray, with_first: boo
         columns["first"] = offsets if first is None else first
         aggregates.append(("first", "min"))
     grouped = pa.table(columns).group_by(["hi", "lo"], use_threads=False).aggregate(aggregates)
-    firsts = grouped.column("first_min").to_numpy() if with_first else None
-    return (grouped.column("hi").to_numpy(), grouped.column("lo").to_numpy(), grouped.column("latest_max").to_numpy(),
-            firsts)
-
-
-def _sorted(partial_map: Partial) -> Partial:
-    """A partial map in (hi, lo) order, as :class:`MapKeys` needs it."""
-    hi, lo, latest, first = partial_map
-    order = np.lexsort((lo, hi))
-    return hi[order], lo[order], latest[order], (None if first is None else first[order])
+    g_hi = grouped.column("hi").to_numpy()
+    order = np.argsort(g_hi)
+    firsts = grouped.column("first_min").to_numpy()[order] if with_first else None
+    return g_hi[order], grouped.column("lo").to_numpy()[order], grouped.column("latest_max").to_numpy()[order], firsts
 
 
 def _merge(partials: list[Partial]) -> Partial:
-    """The tasks' partial maps merged into one, sorted by (hi, lo)."""
+    """The tasks' partial maps (each sorted by the high half) merged into one, sorted by the high half.
+
+    A stable sort of the concatenation merges the sorted runs (30 ms for 2.4 M entries, against 260 ms
+    for unsorted ones), and equal high halves are then adjacent. Two different keys sharing a high half
+    (about once in 10^6 maps of 5 M keys) take a group-by over both halves instead.
+    """
     if not partials:
         empty_u, empty_i = np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
         return empty_u, empty_u, empty_i, empty_i
     if len(partials) == 1:
-        return _sorted(partials[0])
+        return partials[0]
     with_first = all(p[3] is not None for p in partials)
+    hi, lo, latest = (np.concatenate([p[i] for p in partials]) for i in range(3))
     first = np.concatenate([p[3] for p in partials]) if with_first else None
-    return _sorted(_reduce(*(np.concatenate([p[i] for p in partials]) for i in range(3)), with_first, first))
+    if len(hi) == 0:
+        return hi, lo, latest, first
+    order = np.argsort(hi, kind="stable")
+    hi_s, lo_s = hi[order], lo[order]
+    starts = np.flatnonzero(np.concatenate(([True], hi_s[1:] != hi_s[:-1])))
+    if np.any(np.minimum.reduceat(lo_s, starts) != np.maximum.reduceat(lo_s, starts)):
+        return _reduce(hi, lo, latest, with_first, first)
+    firsts = np.minimum.reduceat(first[order], starts) if first is not None else None
+    return hi_s[starts], lo_s[starts], np.maximum.reduceat(latest[order], starts), firsts

@@ -88,7 +88,7 @@ def test_partial_maps_merge_to_the_latest_and_first_offset_of_every_hash(keys, d
         e[0], e[1] = max(e[0], o), min(e[1], o)
     got = {(int(a), int(b)): [int(x), int(y)] for a, b, x, y in zip(*merged, strict=True)}
     assert got == expected
-    assert [(int(a), int(b)) for a, b in zip(merged[0], merged[1], strict=True)] == sorted(expected)
+    assert merged[0].tolist() == sorted(merged[0].tolist())  # by high half, as MapKeys looks them up
 
 
 def _file(i: int, size: int) -> DataFile:
