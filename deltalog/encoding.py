@@ -35,14 +35,13 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from deltalog.errors import InvalidConfigError, InvalidRecordError
+from deltalog.errors import InvalidConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
     from pyspark.sql.types import DataType, StructType
 
     from deltalog.config import TopicConfig
-    from deltalog.record import Record
 
 ENCODINGS = ("bytes", "string", "json")
 
@@ -361,27 +360,6 @@ def check_bytes(data: bytes, encoding: str, schema_text: str) -> str | None:
         return f"it is not valid JSON ({e})"
     problem = _match(parse_schema(schema_text), parsed, "")
     return f"it does not match the declared schema: {problem}" if problem else None
-
-
-def check_records(records: Sequence[Record], config: TopicConfig, topic: str) -> None:
-    """Refuse the batch if any key or value does not match the topic's declared encoding."""
-    sides = [(side, getattr(config, f"{side}_encoding"), getattr(config, f"{side}_schema"))
-             for side in ("key", "value")]
-    sides = [s for s in sides if s[1] != "bytes"]
-    if not sides:
-        return
-    for i, r in enumerate(records):
-        for side, encoding, schema_text in sides:
-            data = getattr(r, side)
-            if data is None:
-                continue
-            problem = check_bytes(data, encoding, schema_text)
-            if problem:
-                allowed = "UTF-8 text" if encoding == "string" else f"a JSON object matching {side}.schema"
-                raise InvalidRecordError(
-                    f"record {i}: the {side} does not match {side}.encoding={encoding} of topic {topic!r}: "
-                    f"{problem}; allowed: {allowed} (or null)"
-                )
 
 
 # -- Spark side ----------------------------------------------------------------------------------------

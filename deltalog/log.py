@@ -22,15 +22,12 @@ from deltalake import DeltaTable
 from deltalog import arrow_records, delta
 from deltalog.config import TopicConfig
 from deltalog.delta import DataFile
-from deltalog.encoding import check_records as check_record_encodings
 from deltalog.errors import (
     CommitConflictError,
     CorruptLogError,
-    InvalidRecordError,
     OffsetOutOfRangeError,
-    RecordTooLargeError,
 )
-from deltalog.record import OFFSET, RECORD_SCHEMA, Record, records_to_table, table_to_records
+from deltalog.record import OFFSET, RECORD_SCHEMA, Record, table_to_records
 from deltalog.segment import Segment, build_segments
 
 #: How many times an append retries after losing the race for the log end offset to another producer.
@@ -171,27 +168,22 @@ class PartitionLog:
         and the batch is rewritten with fresh offsets and tried again. Nothing is written before every
         record has passed validation.
         """
-        arrow = arrow_records.is_arrow(records)
-        n = records.num_rows if arrow else len(records)
+        arrow = records if arrow_records.is_arrow(records) else arrow_records.from_records(records)
+        n = arrow.num_rows
         if not n:
             return []
         last_error: Exception | None = None
         for attempt in range(APPEND_MAX_ATTEMPTS):
             head = self.head()
-            if attempt == 0 and arrow:
-                rows = arrow_records.validated(records, head.config, self.topic, now_ms)
-            elif attempt == 0:
-                validate_records(records, head.config, self.topic)  # before anything reads a record's fields
-                timestamps = [r.timestamp_ms if r.timestamp_ms is not None else now_ms for r in records]
+            if attempt == 0:
+                rows = arrow_records.validated(arrow, head.config, self.topic, now_ms)
             base, opened, rolled = head.segment_for_append(now_ms)
             leo = head.log_end_offset
             offsets = range(leo, leo + n)
-            table = (arrow_records.with_log_columns(rows, offsets, base) if arrow
-                     else records_to_table(records, offsets, timestamps, base))
-            add = delta.write_data_file(self.uri, table, now_ms)
+            add = delta.write_data_file(self.uri, arrow_records.with_log_columns(rows, offsets, base), now_ms)
             active_bytes = add.size + (0 if rolled or head.active_segment_empty else head.active_segment_bytes)
             txns = {
-                delta.TXN_LOG_END_OFFSET: leo + len(records),
+                delta.TXN_LOG_END_OFFSET: leo + n,
                 delta.TXN_ACTIVE_SEGMENT: base,
                 delta.TXN_ACTIVE_SEGMENT_BYTES: active_bytes,
             }
@@ -308,26 +300,10 @@ def check_offset_in_range(snap: LogSnapshot, offset: int) -> None:
         )
 
 
-def validate_records(records: Sequence[Record], config: TopicConfig, topic: str) -> None:
-    """Refuse the whole batch if any record is invalid, before anything is written."""
-    compact, limit = config.compact, config.max_message_bytes  # hoisted: this loop runs once per record
-    for i, r in enumerate(records):
-        if not isinstance(r, Record):
-            raise InvalidRecordError(f"record {i} is a {type(r).__name__}, not a deltalog.Record")
-        key, value = r.key, r.value
-        if key is None and compact:
-            raise InvalidRecordError(
-                f"record {i} has no key; topic {topic!r} is compacted (cleanup.policy="
-                f"{','.join(config.cleanup_policy)}) and every record on it needs a key"
-            )
-        size = r.size_bytes if r.headers else (len(key) if key is not None else 0) + (
-            len(value) if value is not None else 0)
-        if size > limit:
-            raise RecordTooLargeError(
-                f"record {i} is {size} bytes, larger than max.message.bytes={limit} "
-                f"of topic {topic!r}"
-            )
-    check_record_encodings(records, config, topic)
+def validate_records(records: Sequence[Record] | pa.Table | pa.RecordBatch, config: TopicConfig, topic: str) -> None:
+    """Refuse the whole batch if any record is invalid (what an append checks before writing anything)."""
+    arrow = records if arrow_records.is_arrow(records) else arrow_records.from_records(records)
+    arrow_records.validated(arrow, config, topic, 0)
 
 
 def config_to_table_properties(config: TopicConfig) -> dict[str, str]:
