@@ -150,6 +150,43 @@ def check_spark() -> tuple[Check, object | None]:
                  f"ran a job in {seconds:.1f} s"), session
 
 
+def _worker_probe(_partition: object) -> object:
+    """Runs in a Spark Python worker: the cleaner's task code, on three keys."""
+    import pyarrow as pa
+
+    from deltalog.key_hash import key_hashes
+
+    hi, _lo = key_hashes(pa.array([b"a", b"b", b"a"]))
+    import deltalog
+
+    yield (deltalog.__version__, int(hi[0] == hi[2]) + int(hi[0] != hi[1]))
+
+
+def check_spark_workers(session: object | None) -> Check:
+    """The cleaner's tasks run deltalog's own Python code (pyarrow and numpy) in Spark's Python workers:
+    on a cluster that needs deltalog installed on the executors, not only on the driver."""
+    import deltalog
+
+    if session is None:
+        return Check("spark workers", INFO, "skipped (no Spark session)")
+    fix = ("install deltalog (and its dependencies) on every executor, e.g. as a job library "
+           "(conf/cleaner_job.json), and use a classic Spark session (the cleaner uses the RDD API)")
+    try:
+        sc = session.sparkContext  # type: ignore[attr-defined]
+        found = sc.parallelize([0], 1).mapPartitions(_worker_probe).collect()
+    except Exception as e:
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        detail = next((line for line in reversed(lines) if "Error" in line), lines[0] if lines else type(e).__name__)
+        return Check("spark workers", FAIL, f"a Python worker cannot run the cleaner's code: {detail[:300]}", fix)
+    version, ok = found[0]
+    if ok != 2:
+        return Check("spark workers", FAIL, "a Python worker hashed keys inconsistently", fix)
+    if version != deltalog.__version__:
+        return Check("spark workers", WARN, f"the workers run deltalog {version}, the driver {deltalog.__version__}",
+                     "install the same deltalog version on the driver and the executors")
+    return Check("spark workers", OK, f"Python workers import deltalog {version} and hash keys")
+
+
 def check_delta_spark_jars(session: object | None) -> Check:
     """Informational: deltalog commits through delta-rs and never needs delta-spark's JARs."""
     pip = package_version("delta-spark")
@@ -195,10 +232,12 @@ def run_checks(store_path: str, *, spark: bool = True) -> list[Check]:
     if spark:
         spark_check, session = check_spark()
         checks.append(spark_check)
+        checks.append(check_spark_workers(session))
     else:
         checks.append(Check("spark", INFO, "skipped (--no-spark)"))
     checks.append(check_delta_rs())
     checks.append(check_package("pyarrow"))
+    checks.append(check_package("numpy"))
     checks.append(check_package("pandas", below_major=3, why="PySpark 4.2/4.3 warns under pandas 3"))
     checks.append(check_package("great-expectations"))
     checks.append(check_delta_spark_jars(session))

@@ -275,6 +275,13 @@ def test_demo_command_wipes_only_demo_stores(capsys, tmp_path, spark):
 # -- doctor ------------------------------------------------------------------------------------------
 
 
+def test_doctor_finds_the_cleaners_code_in_spark_python_workers(spark):
+    from deltalog.doctor import OK, check_spark_workers
+
+    check = check_spark_workers(spark)
+    assert (check.name, check.status) == ("spark workers", OK), check.detail
+
+
 def test_doctor_without_spark(capsys, root):
     code, out, _ = run(capsys, "--store", root, "doctor", "--no-spark", "--json")
     report = json.loads(out)
