@@ -90,3 +90,15 @@ def test_every_commit_carries_the_log_end_offset(store):
     ops = [h.get("deltalog.operation") for h in history]
     assert ops.count("append") == 2
     assert log.table().transaction_version(deltamod.TXN_LOG_END_OFFSET) == 3
+
+
+def test_the_latest_snapshot_is_rebuilt_only_when_the_table_moves(store):
+    store.create_topic("t", config={"cleanup.policy": "compact"})
+    store.append("t", 0, [Record(key=b"a", value=b"1")])
+    log = store.log("t", 0)
+    first = log.snapshot()
+    assert log.snapshot() is first  # same version: the same immutable snapshot
+    Store(store.root, clock=store.clock).append("t", 0, [Record(key=b"b", value=b"2")])  # another handle writes
+    second = log.snapshot()
+    assert second is not first and second.version == first.version + 1 and second.log_end_offset == 2
+    assert log.snapshot(first.version) == first  # time travel builds the old one again
