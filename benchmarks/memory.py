@@ -6,7 +6,8 @@ A pass holds the map in these forms, each measured on the benchmark's own log fr
 * **the map** on the driver: the two 64-bit halves of each key hash and its latest offset, three sorted
   arrays, 24 bytes an entry, the figure Kafka's SkimpyOffsetMap has;
 * **the latest-offset bitmap** of the dirty section, one bit per offset (sliced per pass-2 task);
-* **the hashes broadcast** to the pass-2 tasks that read clean files (16 bytes an entry, once per worker).
+* **the hashes sent** to the pass-2 tasks that read clean files (16 bytes an entry, with the task or as a
+  broadcast).
 
 While pass 1 runs, each task holds a partial map of its own files (an Arrow group-by) and the driver the
 tasks' partial maps until they are merged: transient, and bounded by the records of a task.

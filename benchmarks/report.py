@@ -95,7 +95,7 @@ def write_markdown(path: str, w: Workload, t: Timings, machine: dict[str, Any], 
         f"{mem['map_bytes_per_entry']:.1f} | 24 | <= 48 | {_met(mem['map_bytes_per_entry'] <= 48)} |",
         f"| latest-offset bitmap, beside the map ({mem['bitmap_bytes']:,} bytes for {mem['range']:,} offsets), bytes/entry | "
         f"{mem['bitmap_bytes_per_entry']:.2f} | | | |",
-        f"| hashes broadcast to pass-2 tasks with clean files, bytes/entry | "
+        f"| hashes sent to the pass-2 tasks that read clean files, bytes/entry | "
         f"{mem['broadcast_bytes_per_entry']:.1f} | | | |",
         f"| keys one pass's map holds in 128 MiB x 0.9 | {mem['keys_in_128mib']:,} | 5,033,164 | "
         f">= 5,000,000 | {_met(mem['keys_in_128mib'] >= 5_000_000)} |",
