@@ -21,3 +21,15 @@ def test_fruit_prices_offsets_and_segments(store, clock):
     assert state.active_segment_base_offset == 4
     assert state.log_end_offset == 5
     assert state.dirty_ratio == 1.0
+
+
+def test_the_embedded_session_starts_the_cleaners_python_workers(spark):
+    """The warm-up job (run in the background when the embedded session starts) imports and runs the
+    cleaner's task code in every core's Python worker, and succeeds."""
+    from deltalog.spark import WARM_JOB_GROUP, warm_python_workers
+
+    warm_python_workers(spark).join(timeout=120)
+    tracker = spark.sparkContext.statusTracker()
+    jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(WARM_JOB_GROUP)]
+    statuses = [j.status for j in jobs if j is not None]
+    assert "SUCCEEDED" in statuses and "FAILED" not in statuses
