@@ -12,6 +12,7 @@ whole batch passes. Measured on the benchmark's append case: see ``docs/benchmar
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -40,17 +41,21 @@ def is_arrow(records: object) -> bool:
 def from_records(records: Sequence[Record]) -> pa.Table:
     """:class:`Record` s as the Arrow columns :func:`validated` checks: one list per field, no check per
     record in Python beyond its type (keys and values are already bytes: ``Record`` normalizes them)."""
-    for i, r in enumerate(records):
-        if not isinstance(r, Record):
-            raise InvalidRecordError(f"record {i} is a {type(r).__name__}, not a deltalog.Record")
+    if not all(issubclass(t, Record) for t in set(map(type, records))):
+        i = next(i for i, r in enumerate(records) if not isinstance(r, Record))
+        raise InvalidRecordError(f"record {i} is a {type(records[i]).__name__}, not a deltalog.Record")
     columns = {
-        KEY: pa.array([r.key for r in records], pa.binary()),
-        VALUE: pa.array([r.value for r in records], pa.binary()),
-        TIMESTAMP: pa.array([r.timestamp_ms for r in records], pa.int64()),
+        KEY: pa.array(list(map(_KEY_OF, records)), pa.binary()),
+        VALUE: pa.array(list(map(_VALUE_OF, records)), pa.binary()),
+        TIMESTAMP: pa.array(list(map(_TIMESTAMP_OF, records)), pa.int64()),
     }
-    if any(r.headers for r in records):
-        columns[HEADERS] = pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in records], _HEADERS_TYPE)
+    headers = list(map(_HEADERS_OF, records))
+    if any(headers):
+        columns[HEADERS] = pa.array([[{"key": k, "value": v} for k, v in h] for h in headers], _HEADERS_TYPE)
     return pa.table(columns)
+
+
+_KEY_OF, _VALUE_OF, _TIMESTAMP_OF, _HEADERS_OF = (attrgetter(a) for a in ("key", "value", "timestamp_ms", "headers"))
 
 
 def validated(data: ArrowRecords, config: TopicConfig, topic: str, now_ms: int) -> pa.Table:
