@@ -58,10 +58,11 @@ from deltalog import delta
 from deltalog.config import StoreConfig
 from deltalog.errors import CleaningFailedError, CommitConflictError, DeltalogError
 from deltalog.log_to_clean import LogToClean
-from deltalog.offset_map import OffsetMap, build_offset_map, file_runs
+from deltalog.offset_map import OffsetMap, build_offset_map
 from deltalog.recopy import RecopyChunk, RecopyCounts, RecopyParams, RetainRule, read_batches, recopy_partition
 from deltalog.record import DELETE_HORIZON, KEY, OFFSET
 from deltalog.segment import Segment
+from deltalog.task_plan import plan_runs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -268,9 +269,9 @@ class Cleaner:
         if not files:
             return [], RecopyCounts()
         sc = self.spark.sparkContext
-        runs = file_runs(files, sc.defaultParallelism)
+        runs = plan_runs(params.table_uri, files, sc.defaultParallelism)
         chunks = [
-            RecopyChunk(tuple((f.path, name_of[f.path]) for f in run),
+            RecopyChunk(tuple((piece, name_of[piece.path]) for piece in run),
                         offset_map.latest.slice(run[0].min_offset, run[-1].max_offset + 1),
                         needs_keys=run[0].min_offset < params.first_dirty)
             for run in runs

@@ -180,13 +180,14 @@ def stats_from_parquet_footer(path: str) -> dict[str, Any]:
     return {"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
 
 
-def write_data_file(table_uri: str, table: pa.Table, now_ms: int) -> AddAction:
-    """Write ``table`` (rows in offset order, one segment) as a new file and describe it as an add action."""
+def write_data_file(table_uri: str, table: pa.Table, now_ms: int, row_group_size: int | None = None) -> AddAction:
+    """Write ``table`` (rows in offset order, one segment) as a new file and describe it as an add action
+    (in row groups of ``row_group_size`` rows if given: pyarrow's default is 1 Mi rows)."""
     segment = table.column(SEGMENT)[0].as_py()
     first = table.column(OFFSET)[0].as_py()
     name = new_file_name(segment, first)
     path = os.path.join(table_uri, name)
-    pq.write_table(table, path, **PARQUET_WRITE_OPTIONS)
+    pq.write_table(table, path, row_group_size=row_group_size, **PARQUET_WRITE_OPTIONS)
     return AddAction(name, os.path.getsize(path), {}, now_ms, True, json.dumps(_stats_from_table(table)))
 
 

@@ -41,6 +41,7 @@ from deltalog.errors import CorruptLogError
 from deltalog.key_hash import key_hashes
 from deltalog.offset_bitmap import OffsetBitmap
 from deltalog.record import KEY, OFFSET
+from deltalog.task_plan import FileSlice, plan_runs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -158,35 +159,12 @@ def build_offset_map(spark: SparkSession, table_uri: str, files: Sequence[DataFi
                      OffsetBitmap.from_offsets(latest, start_offset, end_offset))
 
 
-def file_runs(files: Sequence[DataFile], cores: int, min_bytes: int = 8 << 20,
-              max_bytes: int = 256 << 20) -> list[list[DataFile]]:
-    """``files`` (in offset order) cut into runs of consecutive files, one Spark task each, so each task's
-    input is one contiguous run of offsets.
-
-    As many runs as the session has cores (one wave of tasks: a third task on two cores doubled the
-    time of a pass 1 on the small benchmark preset), more when a run would exceed ``max_bytes``, fewer
-    when one would stay under ``min_bytes``; runs are balanced by bytes (a file goes to the run its
-    middle byte falls in).
-    """
-    if not files:
-        return []
-    total = max(sum(f.size_bytes for f in files), 1)
-    n = max(max(cores, 1), -(-total // max_bytes))
-    n = max(1, min(n, -(-total // min_bytes), len(files)))
-    runs: list[list[DataFile]] = [[] for _ in range(n)]
-    done = 0
-    for f in files:
-        runs[min(n - 1, int((done + f.size_bytes / 2) * n / total))].append(f)
-        done += f.size_bytes
-    return [run for run in runs if run]
-
-
 def _run(spark: SparkSession, task: _MapTask, files: Sequence[DataFile]) -> list[Partial]:
     wanted = [f for f in files if f.max_offset >= task.start and f.min_offset < task.stop]
     if not wanted:
         return []
     sc = spark.sparkContext
-    runs = [tuple(f.path for f in run) for run in file_runs(wanted, sc.defaultParallelism)]
+    runs = [tuple(run) for run in plan_runs(task.table_uri, wanted, sc.defaultParallelism)]
     os.makedirs(task.spill_dir, exist_ok=True)
     try:
         spilled = sc.parallelize(runs, len(runs)).mapPartitions(partial(_map_partition, task)).collect()
@@ -200,14 +178,16 @@ def _load(path: str) -> Partial:
         return f["hi"], f["lo"], f["latest"], (f["first"] if "first" in f.files else None)
 
 
-def _map_partition(task: _MapTask, runs: Iterable[tuple[str, ...]]) -> Iterator[str]:
-    """A Spark task of pass 1: the partial map of each run of files it was given."""
-    for paths in runs:
+def _map_partition(task: _MapTask, runs: Iterable[tuple[FileSlice, ...]]) -> Iterator[str]:
+    """A Spark task of pass 1: the partial map of each run of file slices it was given."""
+    for run in runs:
         his, los, offsets = [], [], []
-        for path in paths:
-            full_path = os.path.join(task.table_uri, path)
+        for piece in run:
+            full_path = os.path.join(task.table_uri, piece.path)
             try:
-                table = pq.read_table(full_path, columns=[KEY, OFFSET])
+                source = pq.ParquetFile(full_path)
+                table = (source.read(columns=[KEY, OFFSET]) if piece.row_groups is None
+                         else source.read_row_groups(piece.row_groups, columns=[KEY, OFFSET]))
             except (OSError, pa.ArrowException) as e:
                 raise CorruptLogError(f"cannot read the data file {full_path}: {e}") from None
             column = table.column(OFFSET)

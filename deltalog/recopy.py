@@ -27,7 +27,7 @@ and hash.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +50,7 @@ from deltalog.record import (
     VALUE,
     new_file_name,
 )
+from deltalog.task_plan import FileSlice
 
 #: Records read per Arrow batch.
 BATCH_ROWS = 65_536
@@ -111,9 +112,9 @@ class RecopyParams:
 
 @dataclass(frozen=True)
 class RecopyChunk:
-    """One task's input: ``files`` as (path relative to the table, name of its new segment), in offset order."""
+    """One task's input: ``files`` as (file slice, name of its new segment), in offset order."""
 
-    files: tuple[tuple[str, int], ...]
+    files: tuple[tuple[FileSlice, int], ...]
     latest: OffsetBitmap
     needs_keys: bool  # whether any of its records lies in the clean section
     keys: MapKeys | None = None  # the map's hashes, when they ride with the task rather than as a broadcast
@@ -156,8 +157,8 @@ def recopy_chunk(params: RecopyParams, chunk: RecopyChunk) -> RecopyOutput:
     rule = RetainRule(params.log_start, params.first_dirty, params.end, params.now, chunk.latest, keys)
     writer = _SegmentWriter(params)
     try:
-        for path, segment in chunk.files:
-            for table in read_batches(os.path.join(params.table_uri, path)):
+        for piece, segment in chunk.files:
+            for table in read_batches(os.path.join(params.table_uri, piece.path), row_groups=piece.row_groups):
                 kept = _filter(table, rule, params.horizon, segment, out.counts)
                 if kept is not None:
                     writer.write(segment, kept)
@@ -168,12 +169,14 @@ def recopy_chunk(params: RecopyParams, chunk: RecopyChunk) -> RecopyOutput:
     return out
 
 
-def read_batches(path: str, columns: list[str] | None = None, batch_rows: int = BATCH_ROWS) -> Iterator[pa.Table]:
-    """A data file's records, a batch at a time, in the table's schema; a file that cannot be read raises
-    :class:`CorruptLogError` naming it (the message reaches the driver from the Spark task)."""
+def read_batches(path: str, columns: list[str] | None = None, batch_rows: int = BATCH_ROWS,
+                 row_groups: Sequence[int] | None = None) -> Iterator[pa.Table]:
+    """A data file's records (of ``row_groups`` only, if given), a batch at a time, in the table's schema; a
+    file that cannot be read raises :class:`CorruptLogError` naming it (the message reaches the driver from
+    the Spark task)."""
     try:
         source = pq.ParquetFile(path)
-        for batch in source.iter_batches(batch_size=batch_rows, columns=columns):
+        for batch in source.iter_batches(batch_size=batch_rows, columns=columns, row_groups=row_groups):
             table = pa.Table.from_batches([batch])
             schema = RECORD_SCHEMA if columns is None else pa.schema([RECORD_SCHEMA.field(c) for c in columns])
             yield table if table.schema == schema else table.select(schema.names).cast(schema)

@@ -10,11 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deltalog import Record, Store
-from deltalog.delta import DataFile
+from deltalog import Record, Store, delta
 from deltalog.key_hash import SEED_HI, key_hashes, xxh64
 from deltalog.offset_bitmap import OffsetBitmap
-from deltalog.offset_map import MapKeys, _merge, _reduce, file_runs
+from deltalog.offset_map import MapKeys, _merge, _reduce
+from deltalog.record import records_to_table
+from deltalog.task_plan import MIN_TASK_BYTES, FileSlice, plan_runs, runs_of
 
 TOPIC = "map"
 
@@ -91,24 +92,61 @@ def test_partial_maps_merge_to_the_latest_and_first_offset_of_every_hash(keys, d
     assert merged[0].tolist() == sorted(merged[0].tolist())  # by high half, as MapKeys looks them up
 
 
-def _file(i: int, size: int) -> DataFile:
-    return DataFile(path=f"f{i}.parquet", size_bytes=size, num_records=10, min_offset=10 * i, max_offset=10 * i + 9,
-                    segment=0, min_timestamp_ms=0, max_timestamp_ms=0, keyless=0, tombstones=0,
-                    max_delete_horizon_ms=None, modification_time=0)
+def _slice(i: int, size: int) -> FileSlice:
+    return FileSlice(f"f{i}.parquet", size, 10 * i, 10 * i + 9)
 
 
-def test_file_runs_are_contiguous_balanced_and_one_per_core():
+def test_runs_are_contiguous_balanced_and_one_per_core():
     sizes_mib = [11, 11, 11, 11, 11, 11, 11, 5]
-    files = [_file(i, s) for i, s in enumerate(sizes_mib)]
     mib = 1 << 20
-    runs = file_runs([_file(i, s * mib) for i, s in enumerate(sizes_mib)], 2)
+    slices = [_slice(i, s * mib) for i, s in enumerate(sizes_mib)]
+    runs = runs_of(slices, 2)
     assert len(runs) == 2
-    assert [f.path for run in runs for f in run] == [f.path for f in files]  # contiguous, in offset order
-    sizes = [sum(f.size_bytes for f in run) for run in runs]
+    assert [s.path for run in runs for s in run] == [s.path for s in slices]  # contiguous, in offset order
+    sizes = [sum(s.size_bytes for s in run) for run in runs]
     assert max(sizes) - min(sizes) <= 11 * mib
+    small = [_slice(i, s) for i, s in enumerate(sizes_mib)]
     # More runs when a run would pass max_bytes; one when the input is under min_bytes.
-    assert len(file_runs(files, 2, min_bytes=1, max_bytes=22)) == 4
-    assert len(file_runs(files, 2)) == 1
+    assert len(runs_of(small, 2, min_bytes=1, max_bytes=22)) == 4
+    assert len(runs_of(small, 2)) == 1
+
+
+def _write_log(store: Store, n: int, keys: int, row_group_size: int) -> Store:
+    """One closed segment of ``n`` records over ``keys`` keys, written as one data file of many row groups."""
+    store.create_topic(TOPIC, config={"cleanup.policy": "compact"})
+    log = store.log(TOPIC, 0)
+    now = store.clock.now_ms()
+    rng = np.random.default_rng(3)
+    records = [Record(key=b"k%d" % rng.integers(keys), value=bytes(rng.integers(0, 256, 120, dtype=np.uint8)))
+               for _ in range(n)]
+    table = records_to_table(records, range(n), [now] * n, 0)
+    add = delta.write_data_file(log.uri, table, now, row_group_size=row_group_size)
+    delta.commit(log.table(), [add], operation="append",
+                 txns={delta.TXN_LOG_END_OFFSET: n, delta.TXN_ACTIVE_SEGMENT: n, delta.TXN_ACTIVE_SEGMENT_OPENED: now})
+    return store
+
+
+def test_a_big_file_is_split_by_row_groups_and_cleans_to_the_latest_record_per_key(tmp_path, clock, spark):
+    store = _write_log(Store(tmp_path / "s", clock=clock, spark=spark), 80_000, 5_000, 10_000)
+    log = store.log(TOPIC, 0)
+    files = list(log.snapshot().files)
+    assert len(files) == 1 and files[0].size_bytes > MIN_TASK_BYTES
+    runs = plan_runs(log.uri, files, 2)
+    pieces = [p for run in runs for p in run]
+    assert len(runs) == 2 and len(pieces) > 1
+    assert [g for p in pieces for g in p.row_groups] == list(range(8))  # every row group once, in order
+    assert [p.min_offset for p in pieces] == sorted(p.min_offset for p in pieces)
+    assert pieces[0].min_offset == 0 and pieces[-1].max_offset == 79_999
+
+    expected = {}
+    for r in store.read(TOPIC, 0, 0):
+        expected[r.key] = r.offset
+    result = store.clean_partition(TOPIC, 0, force=True)
+    assert result is not None and result.records_read == 80_000
+    got = [(r.offset, r.key) for r in store.read(TOPIC, 0, "earliest")]
+    assert got == sorted((o, k) for k, o in expected.items())
+    new_files = log.snapshot().files
+    assert all(a.max_offset < b.min_offset for a, b in zip(new_files, new_files[1:], strict=False))
 
 
 def test_partial_passes_name_each_cleaned_segment_by_its_first_offset(tmp_path, clock, spark):

@@ -1,0 +1,113 @@
+"""How a pass's input is cut into Spark tasks: runs of consecutive file slices, one run a task.
+
+Both passes of a cleaning pass give each Spark task one contiguous run of offsets, so a task's output is
+in offset order and never overlaps another task's. A run is made of :class:`FileSlice` s: whole data
+files, or, for a file bigger than a task's share, consecutive row groups of it (a cleaned segment can be
+a 1 GiB file of several row groups; read whole, it was one task while the other cores idled). Row-group
+sizes and offset ranges come from the file's Parquet footer; a file with one row group, or without
+offset statistics, stays whole.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow.parquet as pq
+
+from deltalog.record import OFFSET
+
+if TYPE_CHECKING:
+    from deltalog.delta import DataFile
+
+#: Bounds of a task's share of the input: at least this much (fewer, bigger tasks on small inputs) ...
+MIN_TASK_BYTES = 8 << 20
+#: ... and at most this much (more tasks than cores on big inputs, so a task's memory stays bounded).
+MAX_TASK_BYTES = 256 << 20
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """A data file, or consecutive row groups of it, with its size and offset range."""
+
+    path: str  # relative to the table
+    size_bytes: int
+    min_offset: int
+    max_offset: int
+    row_groups: tuple[int, ...] | None = None  # None: the whole file
+
+
+def plan_runs(table_uri: str, files: Sequence[DataFile], cores: int, min_bytes: int = MIN_TASK_BYTES,
+              max_bytes: int = MAX_TASK_BYTES) -> list[list[FileSlice]]:
+    """``files`` (in offset order) as runs of slices, one Spark task each."""
+    if not files:
+        return []
+    total = sum(f.size_bytes for f in files)
+    share = min(max_bytes, max(min_bytes, total // max(cores, 1)))
+    slices: list[FileSlice] = []
+    for f in files:
+        slices.extend(_split(table_uri, f, share) if f.size_bytes > share else [_whole(f)])
+    return runs_of(slices, cores, min_bytes, max_bytes)
+
+
+def runs_of(slices: Sequence[FileSlice], cores: int, min_bytes: int = MIN_TASK_BYTES,
+            max_bytes: int = MAX_TASK_BYTES) -> list[list[FileSlice]]:
+    """``slices`` (in offset order) cut into runs of consecutive slices.
+
+    As many runs as the session has cores (one wave of tasks: a third task on two cores doubled the
+    time of a pass 1 on the small benchmark preset), more when a run would exceed ``max_bytes``, fewer
+    when one would stay under ``min_bytes``; runs are balanced by bytes (a slice goes to the run its
+    middle byte falls in).
+    """
+    if not slices:
+        return []
+    total = max(sum(s.size_bytes for s in slices), 1)
+    n = max(max(cores, 1), -(-total // max_bytes))
+    n = max(1, min(n, -(-total // min_bytes), len(slices)))
+    runs: list[list[FileSlice]] = [[] for _ in range(n)]
+    done = 0
+    for s in slices:
+        runs[min(n - 1, int((done + s.size_bytes / 2) * n / total))].append(s)
+        done += s.size_bytes
+    return [run for run in runs if run]
+
+
+def _whole(f: DataFile) -> FileSlice:
+    return FileSlice(f.path, f.size_bytes, f.min_offset, f.max_offset)
+
+
+def _split(table_uri: str, f: DataFile, share: int) -> list[FileSlice]:
+    """``f`` as slices of consecutive row groups of about ``share`` bytes each (whole if it cannot be split)."""
+    try:
+        meta = pq.read_metadata(os.path.join(table_uri, f.path))
+    except Exception:  # noqa: BLE001 - a damaged footer: the task reading the file reports it, naming the file
+        return [_whole(f)]
+    if meta.num_row_groups < 2:
+        return [_whole(f)]
+    column = next((j for j in range(meta.num_columns) if meta.schema.column(j).path == OFFSET), None)
+    groups = []
+    for i in range(meta.num_row_groups):
+        rg = meta.row_group(i)
+        stats = rg.column(column).statistics if column is not None else None
+        if stats is None or not stats.has_min_max:
+            return [_whole(f)]
+        size = sum(rg.column(j).total_compressed_size for j in range(rg.num_columns))  # bytes on disk
+        groups.append((i, size, int(stats.min), int(stats.max)))
+    out: list[FileSlice] = []
+    current: list[tuple[int, int, int, int]] = []
+    for g in groups:
+        if current and sum(c[1] for c in current) + g[1] > share:
+            out.append(_slice(f.path, current))
+            current = []
+        current.append(g)
+    out.append(_slice(f.path, current))
+    # The footer's sizes leave out the footer itself: scale them to the file's size, so runs balance by it.
+    scale = f.size_bytes / max(sum(s.size_bytes for s in out), 1)
+    return [FileSlice(s.path, int(s.size_bytes * scale), s.min_offset, s.max_offset, s.row_groups) for s in out]
+
+
+def _slice(path: str, groups: list[tuple[int, int, int, int]]) -> FileSlice:
+    return FileSlice(path, sum(g[1] for g in groups), min(g[2] for g in groups), max(g[3] for g in groups),
+                     tuple(g[0] for g in groups))
