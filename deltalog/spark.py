@@ -38,6 +38,7 @@ def local_session(master: str | None = None, conf: dict[str, Any] | None = None,
     """Get or create the embedded local session (``local[2]`` unless ``DELTALOG_SPARK_MASTER`` says else)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    _let_workers_import_deltalog()
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -53,6 +54,19 @@ def local_session(master: str | None = None, conf: dict[str, Any] | None = None,
     if os.environ.get("DELTALOG_WARM_WORKERS", "1") != "0":
         warm_python_workers(session)
     return session
+
+
+def _let_workers_import_deltalog() -> None:
+    """The cleaner's tasks import deltalog in Spark's Python workers. Installed, it is on their path; run
+    from a source checkout (``PYTHONPATH`` unset, or the driver started elsewhere), the checkout is put on
+    ``PYTHONPATH``, which the local session passes to its workers. A site-packages directory is never
+    added: ahead of the standard library it could shadow it."""
+    parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if os.path.basename(parent) in ("site-packages", "dist-packages"):
+        return
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if parent not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([parent, *paths])
 
 
 #: Spark job group of the job that starts the cleaner's Python workers.
