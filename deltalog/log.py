@@ -13,7 +13,7 @@ import os
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -117,6 +117,7 @@ class PartitionLog:
         self.partition = partition
         self._dt: DeltaTable | None = None
         self._latest: LogSnapshot | None = None  # the last latest snapshot built, reused while the version holds
+        self._next_head: tuple[int, LogHead] | None = None  # (version, head) this process's last append left
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.topic}-{self.partition}, {self.uri})"
@@ -202,11 +203,16 @@ class PartitionLog:
             }
             if opened is not None:
                 txns[delta.TXN_ACTIVE_SEGMENT_OPENED] = opened
+            read_version = self.table(refresh=False).version()
             try:
                 delta.commit(
                     self.table(refresh=False), [add], txns=txns, operation="append",
                     metadata={"records": n, "rolled": rolled},
                 )
+                # If the next refresh finds exactly one new version, it is this commit: its head is this.
+                self._next_head = (read_version + 1, replace(
+                    head, log_end_offset=leo + n, active_segment_base=base, active_segment_bytes=active_bytes,
+                    active_segment_opened_ms=opened if opened is not None else head.active_segment_opened_ms))
                 return list(offsets)
             except CommitConflictError as e:
                 last_error = e
@@ -218,8 +224,17 @@ class PartitionLog:
         )
 
     def head(self) -> LogHead:
-        """The head of the log at the latest version, read from the Delta log alone (O(1) in files)."""
-        return head_of(self.table(), self.topic)
+        """The head of the log at the latest version, read from the Delta log alone (O(1) in files).
+
+        When the latest version is the one this process's last append committed (the version it read plus
+        one: no other commit came between or after), the head that append left is known without reading
+        the five log positions back (~0.5 ms each through delta-rs, a sixth of an append of 10,000 records).
+        """
+        dt = self.table()
+        known = self._next_head
+        if known is not None and known[0] == dt.version():
+            return known[1]
+        return head_of(dt, self.topic)
 
     def roll(self, now_ms: int) -> int:
         """Close the active segment now; the next append opens a new one at the log end offset.

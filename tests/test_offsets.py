@@ -102,3 +102,20 @@ def test_the_latest_snapshot_is_rebuilt_only_when_the_table_moves(store):
     second = log.snapshot()
     assert second is not first and second.version == first.version + 1 and second.log_end_offset == 2
     assert log.snapshot(first.version) == first  # time travel builds the old one again
+
+
+def test_the_head_an_append_leaves_is_the_head_the_delta_log_holds(store, clock):
+    """After each append this process knows the next head without reading it back; it must always be the
+    head read from the Delta log, across rolls by time and size and appends from another handle."""
+    from deltalog.log import head_of
+
+    store.create_topic("t", config={"cleanup.policy": "compact", "segment.bytes": "3000", "segment.ms": "1000"})
+    log = store.log("t", 0)
+    other = Store(store.root, clock=clock)
+    for i in range(12):
+        if i % 5 == 3:
+            other.append("t", 0, [Record(key=b"o", value=b"x")])
+        if i % 4 == 2:
+            clock.advance(1001)
+        store.append("t", 0, [Record(key=b"k%d" % j, value=b"v" * 200) for j in range(i % 3 + 1)])
+        assert log.head() == head_of(log.table(), "t")
