@@ -95,9 +95,25 @@ def validated(data: ArrowRecords, config: TopicConfig, topic: str, now_ms: int) 
     for side, column in ((KEY, key), (VALUE, value)):
         _check_encoding(column, side, getattr(config, f"{side}_encoding"), getattr(config, f"{side}_schema"), topic)
     if headers is None:
-        headers = pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)),
-                                           pa.array([], _HEADERS_TYPE.value_type), type=_HEADERS_TYPE)
+        headers = _no_headers(n)
     return pa.table({KEY: key, VALUE: value, HEADERS: headers, TIMESTAMP: timestamps})
+
+
+def records_to_table(records: Sequence[Record], offsets: Iterable[int], timestamps: Sequence[int],
+                     segment: int) -> pa.Table:
+    """Records as rows of the partition table, unchecked: for writing a data file directly (tests and
+    notebooks that damage a table on purpose). Appends check them first (:func:`validated`)."""
+    rows = from_records(records)
+    if HEADERS not in rows.column_names:
+        rows = rows.append_column(HEADERS, _no_headers(rows.num_rows))
+    rows = rows.set_column(rows.schema.get_field_index(TIMESTAMP), TIMESTAMP, pa.array(timestamps, pa.int64()))
+    return with_log_columns(rows, offsets, segment)
+
+
+def _no_headers(n: int) -> pa.Array:
+    """``n`` empty header lists, without a Python list per record."""
+    return pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], _HEADERS_TYPE.value_type),
+                                    type=_HEADERS_TYPE)
 
 
 def with_log_columns(rows: pa.Table, offsets: Iterable[int], segment: int) -> pa.Table:

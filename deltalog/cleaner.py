@@ -198,7 +198,7 @@ class Cleaner:
         params = RecopyParams(log.uri, out_dir, log_start, start, end, now,
                               now + snap.config.delete_retention_ms)
         try:
-            rule = RetainRule(log_start, start, end, now, offset_map.latest, offset_map.keys)
+            rule = params.rule(offset_map.latest, offset_map.keys)
             names = [_first_survivor(log.uri, group, rule) for group in groups]
             new_files, counts = self._recopy(params, groups, names, offset_map)
             if not new_files:  # nothing survived: leave no empty pass directory behind

@@ -109,6 +109,10 @@ class RecopyParams:
     horizon: int  # the delete horizon stamped on tombstones this pass keeps for the first time
     keys: Any = None
 
+    def rule(self, latest: OffsetBitmap, keys: MapKeys | None) -> RetainRule:
+        """The pass's ``shouldRetainRecord``, over the latest offsets and hashes given."""
+        return RetainRule(self.log_start, self.first_dirty, self.end, self.now, latest, keys)
+
 
 @dataclass(frozen=True)
 class RecopyChunk:
@@ -154,7 +158,7 @@ def recopy_chunk(params: RecopyParams, chunk: RecopyChunk) -> RecopyOutput:
     keys = None
     if chunk.needs_keys:
         keys = chunk.keys if chunk.keys is not None else params.keys.value
-    rule = RetainRule(params.log_start, params.first_dirty, params.end, params.now, chunk.latest, keys)
+    rule = params.rule(chunk.latest, keys)
     writer = _SegmentWriter(params)
     try:
         for piece, segment in chunk.files:

@@ -9,7 +9,7 @@ the first time it is cleaned (KIP-534's delete horizon, kept as a column instead
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,31 +147,6 @@ class Record:
         for name, value in self.headers:
             size += len(name.encode("utf-8")) + len(value or b"")
         return size
-
-
-def records_to_table(records: Sequence[Record], offsets: Iterable[int], timestamps: Sequence[int],
-                     segment: int) -> pa.Table:
-    """Rows in the partition table's schema, for writing a data file directly (tests and notebooks that
-    damage a table on purpose); appends go through :mod:`deltalog.arrow_records`, which also checks them."""
-    n = len(records)
-    header_type = RECORD_SCHEMA.field(HEADERS).type
-    if any(r.headers for r in records):
-        headers = pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in records], header_type)
-    else:  # the common case, without a Python list per record
-        headers = pa.ListArray.from_arrays(pa.array([0] * (n + 1), pa.int32()), pa.array([], header_type.value_type),
-                                           type=header_type)
-    return pa.table(
-        {
-            OFFSET: pa.array(offsets if isinstance(offsets, range) else list(offsets), pa.int64()),
-            KEY: pa.array([r.key for r in records], pa.binary()),
-            VALUE: pa.array([r.value for r in records], pa.binary()),
-            HEADERS: headers,
-            TIMESTAMP: pa.array(timestamps, pa.int64()),
-            SEGMENT: pa.array([segment] * n, pa.int64()),
-            DELETE_HORIZON: pa.nulls(n, pa.int64()),
-        },
-        schema=RECORD_SCHEMA,
-    )
 
 
 def table_to_records(table: pa.Table) -> list[Record]:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 from deltalog.encoding import decoded_columns
 from deltalog.errors import InvalidTopicError
 from deltalog.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, SEGMENT, TIMESTAMP, VALUE
-from deltalog.spark_io import read_files
+from deltalog.spark_io import read_files, read_snapshot
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -83,8 +83,7 @@ def _snapshots(store: Store, topic: str) -> list[tuple[PartitionLog, LogSnapshot
 def _partition_log(store: Store, log: PartitionLog, snap: LogSnapshot) -> DataFrame:
     from pyspark.sql import functions as F
 
-    start = snap.log_start_offset
-    df = read_files(store.spark, log.uri, snap.files_from(start)).where(F.col(OFFSET) >= start)
+    df = read_snapshot(store.spark, log.uri, snap)
     return df.select(F.lit(snap.partition).alias(PARTITION), *[F.col(c) for c in LOG_COLUMNS[1:]])
 
 

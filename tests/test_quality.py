@@ -9,9 +9,8 @@ import os
 import pytest
 
 from deltalog import Record, Store, delta
-from deltalog.arrow_records import from_records, validated, with_log_columns
+from deltalog.arrow_records import records_to_table
 from deltalog.cli import main
-from deltalog.config import TopicConfig
 
 DAY = 24 * 3600 * 1000
 WEEK = 7 * DAY
@@ -42,8 +41,7 @@ def damage_row(store: Store, offset: int, key: bytes, value: bytes | None, *, op
     """Commit one extra row (at an offset compaction removed) as its own data file."""
     log = store.log(TOPIC, 0)
     now = store.clock.now_ms()
-    rows = validated(from_records([Record(key=key, value=value)]), TopicConfig(), TOPIC, now)
-    add = delta.write_data_file(log.uri, with_log_columns(rows, range(offset, offset + 1), 0), now)
+    add = delta.write_data_file(log.uri, records_to_table([Record(key=key, value=value)], [offset], [now], 0), now)
     fake_clean(store, [add], checkpoint) if operation == "clean" else delta.commit(
         log.table(), [add], txns={}, operation=operation)
 
