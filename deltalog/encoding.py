@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
@@ -264,6 +264,16 @@ def _type_error(path: str, expected: str, value: Any) -> str:
     return f"field {path or '(top level)'} must be {expected}, found {shown}"
 
 
+def _first_problem(dtype: DataType, elements: Iterable[tuple[str, Any]]) -> str | None:
+    """What is wrong with the first non-null element (path, value) that does not fit ``dtype``, or None."""
+    for path, v in elements:
+        if v is not None:
+            problem = _match(dtype, v, path)
+            if problem:
+                return problem
+    return None
+
+
 def _match(dtype: DataType, value: Any, path: str) -> str | None:
     """None if ``value`` (parsed JSON) fits ``dtype``; else what is wrong, naming the field."""
     from pyspark.sql import types as T
@@ -291,23 +301,11 @@ def _match(dtype: DataType, value: Any, path: str) -> str | None:
     if isinstance(dtype, T.ArrayType):
         if not isinstance(value, list):
             return _type_error(path, "an array", value)
-        for i, v in enumerate(value):
-            if v is None:
-                continue
-            problem = _match(dtype.elementType, v, f"{path}[{i}]")
-            if problem:
-                return problem
-        return None
+        return _first_problem(dtype.elementType, ((f"{path}[{i}]", v) for i, v in enumerate(value)))
     if isinstance(dtype, T.MapType):
         if not isinstance(value, dict):
             return _type_error(path, "an object (map)", value)
-        for k, v in value.items():
-            if v is None:
-                continue
-            problem = _match(dtype.valueType, v, f"{path}[{k!r}]")
-            if problem:
-                return problem
-        return None
+        return _first_problem(dtype.valueType, ((f"{path}[{k!r}]", v) for k, v in value.items()))
     if isinstance(dtype, T.StringType):
         return None if isinstance(value, str) else _type_error(path, "a string", value)
     if isinstance(dtype, T.BooleanType):
