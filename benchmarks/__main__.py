@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from benchmarks import machine, report
     from benchmarks.runner import Bench
-    from deltalog.spark import local_session
+    from deltalog.sql.session import local_session
 
     info = machine.describe()
     cores = args.cores or int(info["cores"])

@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-from deltalog.log import PartitionLog
-from deltalog.record import KEY, OFFSET, VALUE
+from deltalog.log.partition_log import PartitionLog
+from deltalog.log.record import KEY, OFFSET, VALUE
 
 COLUMNS = [OFFSET, KEY, VALUE]
 

@@ -23,10 +23,10 @@ from deltalake import DeltaTable, write_deltalake
 
 from benchmarks import workload as wl
 from benchmarks.check import BenchmarkFailure, check_survivors, expected_survivors, parquet_rows
+from deltalog.cleaner.offset_map import OffsetMap, build_offset_map
 from deltalog.clock import ManualClock
-from deltalog.offset_map import OffsetMap, build_offset_map
-from deltalog.record import HEADERS, KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE, table_to_records
-from deltalog.spark_io import read_files
+from deltalog.log.record import HEADERS, KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE, table_to_records
+from deltalog.sql.reads import read_files
 from deltalog.store import Store
 
 
@@ -267,9 +267,9 @@ class Bench:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        from deltalog.spark_io import read_snapshot
+        from deltalog.sql.reads import read_snapshot
 
-        self.t.figures["current_state_via"] = "Spark row_number() over deltalog.spark_io.read_snapshot"
+        self.t.figures["current_state_via"] = "Spark row_number() over deltalog.sql.reads.read_snapshot"
         log = store.log(wl.TOPIC, 0)
 
         def df() -> Any:

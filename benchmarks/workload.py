@@ -8,7 +8,7 @@ segment, and the cleaner checkpoint sits at its end. The rest is dirty: closed s
 ``segment_records`` records each, so the whole log is cleanable (the active segment is empty).
 
 The data is built with numpy and pyarrow and written as Parquet files through deltalog's own file writer
-(:func:`deltalog.delta.write_data_file`, the one appends use), then committed to the partition's Delta
+(:func:`deltalog.log.delta.write_data_file`, the one appends use), then committed to the partition's Delta
 table in one commit with the log positions an append path would have left: a few seconds for millions
 of records, instead of minutes through ``store.append``.
 """
@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pyarrow as pa
 
-from deltalog import delta
-from deltalog.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, RECORD_SCHEMA, SEGMENT, TIMESTAMP, VALUE
+from deltalog.log import delta
+from deltalog.log.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, RECORD_SCHEMA, SEGMENT, TIMESTAMP, VALUE
 from deltalog.store import Store
 
 TOPIC = "bench"

@@ -23,7 +23,7 @@ from deltalog.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from deltalog.record import Record
+from deltalog.log.record import Record
 
 if TYPE_CHECKING:
     from deltalog.store import Store
@@ -32,8 +32,8 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:
-    """``deltalog.Store`` on first use: the cleaner's Spark tasks import ``deltalog.recopy`` and
-    ``deltalog.offset_map`` in every Python worker, and importing the store (delta-rs, Spark glue) there
+    """``deltalog.Store`` on first use: the cleaner's Spark tasks import ``deltalog.cleaner.recopy`` and
+    ``deltalog.cleaner.offset_map`` in every Python worker, and importing the store (delta-rs, Spark glue) there
     cost ~0.5 s a worker for nothing."""
     if name == "Store":
         from deltalog.store import Store

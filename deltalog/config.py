@@ -138,7 +138,7 @@ TOPIC_KEYS: tuple[ConfigKey, ...] = (
               "Files replaced by cleaning or retention are physically removed (VACUUM) only after this delay."),
     ConfigKey("max.message.bytes", "max_message_bytes", _long(0, INT_MAX), 1_048_588,
               "The largest record (key + value + headers) an append accepts."),
-    # deltalog's own: how keys and values are encoded, so SQL sees typed columns (see deltalog.encoding).
+    # deltalog's own: how keys and values are encoded, so SQL sees typed columns (see deltalog.log.encoding).
     ConfigKey("key.encoding", "key_encoding", lambda n, v: _encoding().parse_encoding(n, v), "bytes",
               "bytes, string (UTF-8) or json (an object matching key.schema); checked at append."),
     ConfigKey("value.encoding", "value_encoding", lambda n, v: _encoding().parse_encoding(n, v), "bytes",
@@ -151,7 +151,7 @@ TOPIC_KEYS: tuple[ConfigKey, ...] = (
 
 
 def _encoding() -> Any:
-    from deltalog import encoding
+    from deltalog.log import encoding
 
     return encoding
 

@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from deltalog.clock import ManualClock
 from deltalog.describe import TopicDescription
 from deltalog.errors import DeltalogError
-from deltalog.record import Record
+from deltalog.log.record import Record
 from deltalog.report import format_table, format_timestamp, partition_lines
 from deltalog.store import Store
 

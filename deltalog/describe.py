@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from deltalog.cleaner.log_to_clean import LogToClean
 from deltalog.config import TopicConfig
-from deltalog.log import LogSnapshot
-from deltalog.log_to_clean import LogToClean
-from deltalog.segment import Segment
+from deltalog.log.partition_log import LogSnapshot
+from deltalog.log.segment import Segment
 
 
 @dataclass(frozen=True)

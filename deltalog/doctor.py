@@ -133,7 +133,7 @@ def check_spark() -> tuple[Check, object | None]:
     if version is None:
         return Check("spark", FAIL, "pyspark is not installed", "pip install -e ."), None
     try:
-        from deltalog.spark import local_session
+        from deltalog.sql.session import local_session
 
         started = time.monotonic()
         session = local_session()
@@ -154,7 +154,7 @@ def _worker_probe(_partition: object) -> object:
     """Runs in a Spark Python worker: the cleaner's task code, on three keys."""
     import pyarrow as pa
 
-    from deltalog.key_hash import key_hashes
+    from deltalog.cleaner.key_hash import key_hashes
 
     hi, _lo = key_hashes(pa.array([b"a", b"b", b"a"]))
     import deltalog

@@ -73,4 +73,4 @@ class PartitionUncleanableError(DeltalogError):
 
 
 class PartitionBusyError(DeltalogError):
-    """Another cleaner, retention or VACUUM run holds the partition's lease (see :mod:`deltalog.lease`)."""
+    """Another cleaner, retention or VACUUM run holds the partition's lease (see :mod:`deltalog.log.lease`)."""

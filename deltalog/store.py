@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
-from deltalog import arrow_records
 from deltalog.clock import Clock, WallClock
 from deltalog.config import StoreConfig, TopicConfig
 from deltalog.describe import PartitionState, TopicDescription
@@ -31,18 +30,19 @@ from deltalog.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from deltalog.log import PartitionLog, config_to_table_properties
-from deltalog.record import Record
+from deltalog.log import arrow_records
+from deltalog.log.partition_log import PartitionLog, config_to_table_properties
+from deltalog.log.record import Record
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from deltalog.cleaner import CleanResult
-    from deltalog.lease import LeaseManager
+    from deltalog.cleaner.cleaner import CleanResult
+    from deltalog.log.lease import LeaseManager
+    from deltalog.log.retention import DeleteRecordsResult, RetentionResult
+    from deltalog.log.vacuum import VacuumResult
     from deltalog.quality import CheckResult
-    from deltalog.retention import DeleteRecordsResult, RetentionResult
-    from deltalog.vacuum import VacuumResult
 
 TOPICS_DIR = "topics"
 STATE_DIR = "_deltalog"
@@ -98,7 +98,7 @@ class Store:
     def spark(self) -> SparkSession:
         """The session Spark jobs run on: the one given, or the embedded local one (created on first use)."""
         if self._spark is None:
-            from deltalog.spark import local_session
+            from deltalog.sql.session import local_session
 
             self._spark = local_session()
         return self._spark
@@ -210,7 +210,7 @@ class Store:
         """Append records to a partition as one batch; returns their offsets, in order.
 
         ``records`` may also be a ``pyarrow.Table``/``RecordBatch`` with columns ``key``, ``value`` and
-        optionally ``headers``, ``timestamp_ms`` (see :mod:`deltalog.arrow_records`)."""
+        optionally ``headers``, ``timestamp_ms`` (see :mod:`deltalog.log.arrow_records`)."""
         if isinstance(records, Record):
             records = [records]
         if not arrow_records.is_arrow(records):
@@ -257,21 +257,21 @@ class Store:
 
     def sql(self, query: str) -> DataFrame:
         """Spark SQL over the store: ``<topic>`` is the full log, ``<topic>_current`` the current state
-        (``.``/``-`` in topic names become ``_``; see :mod:`deltalog.views`)."""
-        from deltalog.views import sql
+        (``.``/``-`` in topic names become ``_``; see :mod:`deltalog.sql.views`)."""
+        from deltalog.sql.views import sql
 
         return sql(self, query)
 
     def current_state(self, topic: str) -> DataFrame:
         """The latest non-tombstone record of every key, per partition, as a Spark DataFrame
         (``partition, offset, key, value, headers, timestamp_ms``; key/value decoded per the topic's encodings)."""
-        from deltalog.views import current_state
+        from deltalog.sql.views import current_state
 
         return current_state(self, topic)
 
     def log_frame(self, topic: str) -> DataFrame:
         """Every record of every partition of ``topic`` as a Spark DataFrame, with a ``partition`` column."""
-        from deltalog.views import log_frame
+        from deltalog.sql.views import log_frame
 
         return log_frame(self, topic)
 
@@ -302,27 +302,27 @@ class Store:
     @cached_property
     def leases(self) -> LeaseManager:
         """This store object's partition leases: cleaning, retention and VACUUM never overlap on a partition."""
-        from deltalog.lease import LeaseManager
+        from deltalog.log.lease import LeaseManager
 
         return LeaseManager(self.root, self.clock)
 
     def delete_old_segments(self, topic: str | None = None) -> list[RetentionResult]:
         """Retention (``delete`` and ``compact,delete`` topics; a log start breach on any topic) over every
         partition of ``topic`` or of the store; partitions another run holds are skipped."""
-        from deltalog.retention import apply_retention
+        from deltalog.log.retention import apply_retention
 
         return apply_retention(self, topic)
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> DeleteRecordsResult:
         """Kafka's DeleteRecords: raise the log start offset to ``before_offset`` (-1: the log end) and
         remove the files entirely below it. Raises ``OffsetOutOfRangeError`` past the log end."""
-        from deltalog.retention import delete_records
+        from deltalog.log.retention import delete_records
 
         return delete_records(self.log(topic, partition), before_offset, self.clock.now_ms())
 
     def vacuum(self, topic: str | None = None, *, dry_run: bool = True) -> list[VacuumResult]:
         """Remove files no longer referenced once ``file.delete.delay.ms`` has passed (dry run by default)."""
-        from deltalog.vacuum import vacuum_store
+        from deltalog.log.vacuum import vacuum_store
 
         return vacuum_store(self, topic, dry_run=dry_run)
 
@@ -338,8 +338,8 @@ class Store:
         A partition whose section holds more distinct keys than the offset map is cleaned in several
         passes; each one moves its checkpoint forward.
         """
-        from deltalog.cleaner_manager import CleanerManager
-        from deltalog.quarantine import Quarantine
+        from deltalog.cleaner.cleaner_manager import CleanerManager
+        from deltalog.cleaner.uncleanable import Quarantine
 
         manager = CleanerManager(self)
         topics = [topic] if topic is not None else None
@@ -364,7 +364,7 @@ class Store:
     def clean_partition(self, topic: str, partition: int, *, force: bool = False) -> CleanResult | None:
         """One pass over one partition if it is eligible (or, with ``force``, if it has any cleanable
         section at all); None when there is nothing to do."""
-        from deltalog.log_to_clean import LogToClean
+        from deltalog.cleaner.log_to_clean import LogToClean
 
         log = self.log(topic, partition)
         ltc = LogToClean.of(log.snapshot(), self.clock.now_ms())
@@ -383,7 +383,7 @@ class Store:
     def _clean_one(self, ltc: Any) -> CleanResult | None:
         """One pass under the partition's lease (``PartitionBusyError`` if another run holds it), planned
         again if the table moved, with retention right after for ``compact,delete`` (see
-        :func:`deltalog.log_cleaner.clean_one`); None when nothing is left to clean."""
-        from deltalog.log_cleaner import clean_one
+        :func:`deltalog.cleaner.log_cleaner.clean_one`); None when nothing is left to clean."""
+        from deltalog.cleaner.log_cleaner import clean_one
 
         return clean_one(self, ltc)

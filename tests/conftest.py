@@ -19,7 +19,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 @pytest.fixture(scope="session")
 def spark():
-    from deltalog.spark import local_session
+    from deltalog.sql.session import local_session
 
     session = local_session(
         "local[2]",

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from deltalog import Record, Store
-from deltalog.log_to_clean import LogToClean
+from deltalog.cleaner.log_to_clean import LogToClean
 
 DAY = 24 * 3600 * 1000
 WEEK = 7 * DAY

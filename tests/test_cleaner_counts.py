@@ -51,7 +51,7 @@ def expected_figures(snap, uri: str, end: int, now: int) -> dict[str, int]:
 
 
 def first_dirty_offset(snap) -> int:
-    from deltalog.log_to_clean import LogToClean
+    from deltalog.cleaner.log_to_clean import LogToClean
 
     return LogToClean.of(snap, 0).first_dirty_offset
 

@@ -12,11 +12,11 @@ import sys
 import pytest
 
 from deltalog import Record, Store
+from deltalog.cleaner.log_cleaner import LogCleaner
+from deltalog.cleaner.metrics import metrics_table_uri
 from deltalog.errors import InvalidConfigError
 from deltalog.jobs.cleaner_job import JobConfig
 from deltalog.jobs.cleaner_job import run as run_job
-from deltalog.log_cleaner import LogCleaner
-from deltalog.metrics import metrics_table_uri
 
 HOUR = 3_600_000
 DAY = 24 * HOUR

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from deltalog import CommitConflictError, Record, Store
-from deltalog.cleaner import CLEANED_DIR_PREFIX, Cleaner
-from deltalog.log_to_clean import LogToClean
+from deltalog.cleaner.cleaner import CLEANED_DIR_PREFIX, Cleaner
+from deltalog.cleaner.log_to_clean import LogToClean
 
 TOPIC = "races"
 

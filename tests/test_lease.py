@@ -12,7 +12,7 @@ import pytest
 
 from deltalog import ManualClock
 from deltalog.errors import PartitionBusyError
-from deltalog.lease import LeaseManager
+from deltalog.log.lease import LeaseManager
 
 TTL = 10_000
 
@@ -114,7 +114,7 @@ def test_a_lease_file_cut_short_counts_as_held_until_its_ttl(tmp_path, clock):
 RACER = textwrap.dedent("""
     import json, sys, time
     from deltalog.clock import WallClock
-    from deltalog.lease import LeaseManager
+    from deltalog.log.lease import LeaseManager
     root, start = sys.argv[1], float(sys.argv[2])
     m = LeaseManager(root, WallClock(), ttl_ms=600_000)
     while time.time() < start:
@@ -141,11 +141,11 @@ def test_a_lease_of_a_dead_local_process_is_taken_over_before_it_expires(tmp_pat
     import sys
 
     from deltalog.clock import ManualClock
-    from deltalog.lease import LeaseManager
+    from deltalog.log.lease import LeaseManager
 
     clock = ManualClock(0)
     code = (
-        "import sys; from deltalog.clock import ManualClock; from deltalog.lease import LeaseManager;"
+        "import sys; from deltalog.clock import ManualClock; from deltalog.log.lease import LeaseManager;"
         "m = LeaseManager(sys.argv[1], ManualClock(0)); assert m.acquire('t', 0, 'clean') is not None"
     )
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=60)  # exits holding it

@@ -8,10 +8,10 @@ import pytest
 from deltalake import DeltaTable
 
 from deltalog import Record
+from deltalog.cleaner.log_cleaner import CycleResult
+from deltalog.cleaner.metrics import METRICS_SCHEMA, collect, format_table, metrics_table_uri, record_cycle
+from deltalog.cleaner.uncleanable import Quarantine
 from deltalog.cli import main as cli
-from deltalog.log_cleaner import CycleResult
-from deltalog.metrics import METRICS_SCHEMA, collect, format_table, metrics_table_uri, record_cycle
-from deltalog.quarantine import Quarantine
 
 DAY = 24 * 3_600_000
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from deltalog import ManualClock, Record, Store
-from deltalog import delta as deltamod
+from deltalog.log import delta as deltamod
 
 
 def recs(*keys: str) -> list[Record]:
@@ -107,7 +107,7 @@ def test_the_latest_snapshot_is_rebuilt_only_when_the_table_moves(store):
 def test_the_head_an_append_leaves_is_the_head_the_delta_log_holds(store, clock):
     """After each append this process knows the next head without reading it back; it must always be the
     head read from the Delta log, across rolls by time and size and appends from another handle."""
-    from deltalog.log import head_of
+    from deltalog.log.partition_log import head_of
 
     store.create_topic("t", config={"cleanup.policy": "compact", "segment.bytes": "3000", "segment.ms": "1000"})
     log = store.log("t", 0)

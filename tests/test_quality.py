@@ -1,5 +1,5 @@
 """The guarantee suites pass on a correctly cleaned topic and fail, specifically, on tables damaged on
-purpose through real Delta commits (deltalog.delta helpers), as a buggy cleaner or writer would."""
+purpose through real Delta commits (deltalog.log.delta helpers), as a buggy cleaner or writer would."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import os
 
 import pytest
 
-from deltalog import Record, Store, delta
-from deltalog.arrow_records import records_to_table
+from deltalog import Record, Store
 from deltalog.cli import main
+from deltalog.log import delta
+from deltalog.log.arrow_records import records_to_table
 
 DAY = 24 * 3600 * 1000
 WEEK = 7 * DAY

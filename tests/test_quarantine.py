@@ -8,10 +8,10 @@ import shutil
 import pytest
 
 from deltalog import Record, Store
+from deltalog.cleaner.log_cleaner import LogCleaner
+from deltalog.cleaner.metrics import collect, format_table
+from deltalog.cleaner.uncleanable import Quarantine
 from deltalog.cli import main as cli
-from deltalog.log_cleaner import LogCleaner
-from deltalog.metrics import collect, format_table
-from deltalog.quarantine import Quarantine
 
 
 def dirty(store, topic, partition):

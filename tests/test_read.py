@@ -12,7 +12,7 @@ import os
 import pytest
 
 from deltalog import OffsetOutOfRangeError, Record, Store
-from deltalog import delta as deltamod
+from deltalog.log import delta as deltamod
 
 #: Batches of 1..3 records, a roll in the middle: offsets 0..11 in 6 files and 2 segments.
 BATCHES = [1, 3, 2, 1, 3, 2]

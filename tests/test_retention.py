@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from deltalog import OffsetOutOfRangeError, Record
-from deltalog.retention import (
+from deltalog.log.retention import (
     REASON_BYTES,
     REASON_LOG_START,
     REASON_TIME,
@@ -139,7 +139,7 @@ def test_log_start_breach_deletes_segments_wholly_below_log_start(store, clock):
     """A segment whose files straddle nothing but lie below the log start goes, reason log-start-offset."""
     log = make_segments(store, clock, "t", 3, step_ms=1, per_segment=1, **{"retention.ms": -1})
     # move the log start without removing files (as a Kafka DeleteRecords followed by retention does)
-    from deltalog import delta
+    from deltalog.log import delta
 
     snap = log.snapshot()
     dt = delta.open_table(log.uri)

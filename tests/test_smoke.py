@@ -26,7 +26,7 @@ def test_fruit_prices_offsets_and_segments(store, clock):
 def test_the_embedded_session_starts_the_cleaners_python_workers(spark):
     """The warm-up job (run in the background when the embedded session starts) imports and runs the
     cleaner's task code in every core's Python worker, and succeeds."""
-    from deltalog.spark import WARM_JOB_GROUP, warm_python_workers
+    from deltalog.sql.session import WARM_JOB_GROUP, warm_python_workers
 
     warm_python_workers(spark).join(timeout=120)
     tracker = spark.sparkContext.statusTracker()

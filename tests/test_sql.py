@@ -79,7 +79,7 @@ def test_full_log_view_and_clean_section_is_not_deduplicated_again(spark_store, 
     assert store.clean_partition(TOPIC, 0) is not None
     snap = store.log(TOPIC, 0).snapshot()
     assert snap.first_dirty_offset == snap.log_end_offset  # everything is in the clean section
-    from deltalog.views import partition_current_state
+    from deltalog.sql.views import partition_current_state
 
     plan = partition_current_state(store, store.log(TOPIC, 0), snap)._jdf.queryExecution().optimizedPlan().toString()
     assert "Aggregate" not in plan and "Join" not in plan  # the clean section is read as it is

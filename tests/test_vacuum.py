@@ -10,8 +10,8 @@ import time
 import pytest
 
 from deltalog import ManualClock, Record, Store
-from deltalog.log import read_files
-from deltalog.vacuum import ORPHAN_MIN_AGE_MS, removal_times, vacuum
+from deltalog.log.partition_log import read_files
+from deltalog.log.vacuum import ORPHAN_MIN_AGE_MS, removal_times, vacuum
 
 DELAY = 60_000
 

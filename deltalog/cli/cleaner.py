@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def reset_uncleanable(args: argparse.Namespace) -> int:
-    from deltalog.quarantine import Quarantine
+    from deltalog.cleaner.uncleanable import Quarantine
 
     store = common.open_store(args)
     if args.topic is not None:
@@ -165,7 +165,7 @@ def delete_records(args: argparse.Namespace) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
-    from deltalog.metrics import collect, format_table
+    from deltalog.cleaner.metrics import collect, format_table
 
     metrics = collect(common.open_store(args))
     if args.json:

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from deltalog.errors import InvalidRecordError
-from deltalog.record import Record
+from deltalog.log.record import Record
 
 FIELDS = ("key", "key_b64", "value", "value_b64", "headers", "timestamp_ms", "offset", "delete_horizon_ms")
 

@@ -13,7 +13,7 @@ import sys
 
 from deltalog.cli import common
 from deltalog.cli.jsonlines import records_from_lines
-from deltalog.log import validate_records
+from deltalog.log.partition_log import validate_records
 
 DEFAULT_BATCH_SIZE = 10_000
 

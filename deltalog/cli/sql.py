@@ -1,6 +1,6 @@
 """``deltalog sql "QUERY"``: run Spark SQL over the store's views and print the rows.
 
-Views (see :mod:`deltalog.views`): ``<topic>`` is the full log, ``<topic>_current`` the current state,
+Views (see :mod:`deltalog.sql.views`): ``<topic>`` is the full log, ``<topic>_current`` the current state,
 with ``.`` and ``-`` in topic names replaced by ``_``.
 """
 

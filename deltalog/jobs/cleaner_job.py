@@ -134,11 +134,11 @@ def cycle_json(cycle: Any) -> dict[str, Any]:
 def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = None) -> int:
     """Open the store and run the cleaner as ``config`` says, one JSON line per cycle on ``out``;
     returns the number of cycles run."""
-    from deltalog.log_cleaner import LogCleaner
+    from deltalog.cleaner.log_cleaner import LogCleaner
     from deltalog.store import Store
 
     if spark is None:
-        from deltalog.spark import local_session
+        from deltalog.sql.session import local_session
 
         spark = local_session(config.spark_master, dict(config.spark_conf), app_name="deltalog-cleaner")
     store = Store(config.root, spark=spark, clock=clock, config=dict(config.cleaner))

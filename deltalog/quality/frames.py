@@ -11,13 +11,13 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from deltalog.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, TIMESTAMP, VALUE
-from deltalog.spark_io import SPARK_SCHEMA_DDL, read_files
+from deltalog.log.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, TIMESTAMP, VALUE
+from deltalog.sql.reads import SPARK_SCHEMA_DDL, read_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from deltalog.log import LogSnapshot, PartitionLog
+    from deltalog.log.partition_log import LogSnapshot, PartitionLog
 
 FILE_RANK = "_file_rank"
 ROW_INDEX = "_row_index"

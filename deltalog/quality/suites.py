@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from deltalog.quality.frames import FILE_RANK, ROW_INDEX, STAT_COUNT, STAT_MAX, STAT_MIN, CleanCommit
 
 if TYPE_CHECKING:
-    from deltalog.log import LogSnapshot
+    from deltalog.log.partition_log import LogSnapshot
 
 #: Offending rows returned per expectation (GX keeps at most 200 anyway).
 SAMPLE_LIMIT = 20

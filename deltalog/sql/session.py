@@ -100,8 +100,8 @@ def _warm_worker(_rows: object) -> object:
     """Import and run the cleaner's task code once on three keys (numpy, pyarrow, the vectorized hash)."""
     import pyarrow as pa
 
-    from deltalog import offset_map, recopy  # noqa: F401 - imported for the worker's module cache
-    from deltalog.key_hash import key_hashes
+    from deltalog.cleaner import offset_map, recopy  # noqa: F401 - imported for the worker's module cache
+    from deltalog.cleaner.key_hash import key_hashes
 
     key_hashes(pa.array([b"a", b"bb", b"a" * 40]))
     yield 0

@@ -41,7 +41,7 @@ from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
 from deltalog.errors import CommitConflictError, CorruptLogError
-from deltalog.record import (
+from deltalog.log.record import (
     DELETE_HORIZON,
     KEY,
     NULL_COUNT_COLUMNS,

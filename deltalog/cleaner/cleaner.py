@@ -3,15 +3,15 @@
 The algorithm, following seed 001 ("Detailed mechanics, compaction") and seed 000 ("How Topic
 Compaction Works"):
 
-1. **Plan** from the Delta snapshot alone (:mod:`deltalog.log_to_clean`): the cleanable section is
+1. **Plan** from the Delta snapshot alone (:mod:`deltalog.cleaner.log_to_clean`): the cleanable section is
    ``[first dirty, first uncleanable)``; the active segment and segments younger than
    ``min.compaction.lag.ms`` are never in it.
-2. **Pass 1** (:mod:`deltalog.offset_map`) reads only ``key`` and ``offset`` of the cleanable section,
+2. **Pass 1** (:mod:`deltalog.cleaner.offset_map`) reads only ``key`` and ``offset`` of the cleanable section,
    as Spark tasks that hash the keys and reduce them to partial maps, and merges those on the driver into
    the bounded key-hash -> latest-offset map (24 bytes an entry, as Kafka's); a full map ends the mapped
    range early, and the next pass continues from there. Beside the map, its latest offsets as a bitmap
-   (:mod:`deltalog.offset_bitmap`).
-3. **Pass 2** (:mod:`deltalog.recopy`) recopies every closed segment from the log start up to the end of
+   (:mod:`deltalog.cleaner.offset_bitmap`).
+3. **Pass 2** (:mod:`deltalog.cleaner.recopy`) recopies every closed segment from the log start up to the end of
    the mapped range (Kafka recopies the clean section too: that is where superseded keys and expired
    tombstones are), as Spark tasks over runs of consecutive files. A record survives (Kafka's
    ``shouldRetainRecord``) if its offset is past the mapped range, or if it is its key's latest record (in
@@ -54,20 +54,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from deltalog import delta
+from deltalog.cleaner.log_to_clean import LogToClean
+from deltalog.cleaner.offset_map import OffsetMap, build_offset_map
+from deltalog.cleaner.recopy import RecopyChunk, RecopyCounts, RecopyParams, RetainRule, read_batches, recopy_partition
+from deltalog.cleaner.task_plan import plan_runs
 from deltalog.config import StoreConfig
 from deltalog.errors import CleaningFailedError, CommitConflictError, DeltalogError
-from deltalog.log_to_clean import LogToClean
-from deltalog.offset_map import OffsetMap, build_offset_map
-from deltalog.recopy import RecopyChunk, RecopyCounts, RecopyParams, RetainRule, read_batches, recopy_partition
-from deltalog.record import DELETE_HORIZON, KEY, OFFSET
-from deltalog.segment import Segment
-from deltalog.task_plan import plan_runs
+from deltalog.log import delta
+from deltalog.log.record import DELETE_HORIZON, KEY, OFFSET
+from deltalog.log.segment import Segment
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from deltalog.log import LogSnapshot, PartitionLog
+    from deltalog.log.partition_log import LogSnapshot, PartitionLog
 
 logger = logging.getLogger(__name__)
 
@@ -255,7 +255,7 @@ class Cleaner:
 
     def _recopy(self, params: RecopyParams, groups: list[list[Segment]], names: list[int | None],
                 offset_map: OffsetMap) -> tuple[list[str], RecopyCounts]:
-        """Pass 2: one Spark task per run of consecutive files (see :mod:`deltalog.recopy`).
+        """Pass 2: one Spark task per run of consecutive files (see :mod:`deltalog.cleaner.recopy`).
 
         Each task gets the slice of the latest-offset bitmap that covers its files; the map's hashes go only
         to tasks with files in the clean section. Files wholly below the log

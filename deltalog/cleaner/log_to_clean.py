@@ -1,6 +1,6 @@
 """Which range of a partition is cleanable, and how dirty it is (Kafka's LogToClean / cleanableOffsets).
 
-Pure functions of a :class:`~deltalog.log.LogSnapshot` and a time: no Spark, no data read. Seed 001,
+Pure functions of a :class:`~deltalog.log.partition_log.LogSnapshot` and a time: no Spark, no data read. Seed 001,
 "Choosing the filthiest log":
 
 * clean section ``[log start, first dirty)``; the first dirty offset is the cleaner checkpoint, reset to
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from deltalog.log import LogSnapshot
-from deltalog.segment import Segment
+from deltalog.log.partition_log import LogSnapshot
+from deltalog.log.segment import Segment
 
 
 def first_uncleanable_offset(snap: LogSnapshot, now_ms: int) -> int:

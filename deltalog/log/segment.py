@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from deltalog.delta import DataFile
+from deltalog.log.delta import DataFile
 
 
 @dataclass(frozen=True)

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from deltalog.log_to_clean import LogToClean
-from deltalog.quarantine import Quarantine
+from deltalog.cleaner.log_to_clean import LogToClean
+from deltalog.cleaner.uncleanable import Quarantine
 
 if TYPE_CHECKING:
-    from deltalog.cleaner import CleanResult
-    from deltalog.log_cleaner import CycleResult
+    from deltalog.cleaner.cleaner import CleanResult
+    from deltalog.cleaner.log_cleaner import CycleResult
     from deltalog.store import Store
 
 CLEANER_STATE_DIR = os.path.join("_deltalog", "cleaner")

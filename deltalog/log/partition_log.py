@@ -2,7 +2,7 @@
 
 :class:`PartitionLog` appends, rolls and reads one partition. Every decision is taken from a
 :class:`LogSnapshot`, an immutable view of one Delta version: the log positions kept in the Delta log
-(see :mod:`deltalog.delta`), the topic config kept in the table properties, and the segments derived from
+(see :mod:`deltalog.log.delta`), the topic config kept in the table properties, and the segments derived from
 the file stats. A snapshot is cheap (no data read), so policies such as the cleaner's range planning are
 pure functions of a snapshot and a time.
 """
@@ -19,16 +19,16 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
-from deltalog import arrow_records, delta
 from deltalog.config import TopicConfig
-from deltalog.delta import DataFile
 from deltalog.errors import (
     CommitConflictError,
     CorruptLogError,
     OffsetOutOfRangeError,
 )
-from deltalog.record import OFFSET, RECORD_SCHEMA, Record, table_to_records
-from deltalog.segment import Segment, build_segments
+from deltalog.log import arrow_records, delta
+from deltalog.log.delta import DataFile
+from deltalog.log.record import OFFSET, RECORD_SCHEMA, Record, table_to_records
+from deltalog.log.segment import Segment, build_segments
 
 #: How many times an append retries after losing the race for the log end offset to another producer.
 APPEND_MAX_ATTEMPTS = 200
@@ -176,7 +176,7 @@ class PartitionLog:
         """Append records as one batch and return their offsets.
 
         ``records`` are :class:`Record` s, or a ``pyarrow.Table``/``RecordBatch`` of them (see
-        :mod:`deltalog.arrow_records`: checked column-wise, no Python object per record).
+        :mod:`deltalog.log.arrow_records`: checked column-wise, no Python object per record).
         Offsets are assigned from the log end offset of the version the commit is based on; a
         concurrent producer that commits first makes this commit fail (both carry the log-end app id),
         and the batch is rewritten with fresh offsets and tried again. Nothing is written before every

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 
-from deltalog.record import OFFSET
+from deltalog.log.record import OFFSET
 
 if TYPE_CHECKING:
-    from deltalog.delta import DataFile
+    from deltalog.log.delta import DataFile
 
 #: Bounds of a task's share of the input: at least this much (fewer, bigger tasks on small inputs) ...
 MIN_TASK_BYTES = 8 << 20

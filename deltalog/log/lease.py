@@ -38,7 +38,7 @@ from deltalog.clock import Clock
 from deltalog.errors import PartitionBusyError
 
 if TYPE_CHECKING:
-    from deltalog.log import PartitionLog
+    from deltalog.log.partition_log import PartitionLog
     from deltalog.store import Store
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ them by modification time against that same whole-hour retention. Kafka's defaul
 listing is done here from the Delta log (checkpoint + later JSON commits); like delta-rs, ``dry_run`` is the
 default and only lists what would go.
 
-Callers that run beside a cleaner hold the partition's lease (:mod:`deltalog.lease`): the files of a pass
+Callers that run beside a cleaner hold the partition's lease (:mod:`deltalog.log.lease`): the files of a pass
 in flight are orphans until its commit.
 """
 
@@ -37,9 +37,9 @@ from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 
-from deltalog import delta
-from deltalog.cleaner import CLEANED_DIR_PREFIX
-from deltalog.log import PartitionLog, snapshot_of
+from deltalog.cleaner.cleaner import CLEANED_DIR_PREFIX
+from deltalog.log import delta
+from deltalog.log.partition_log import PartitionLog, snapshot_of
 
 if TYPE_CHECKING:
     from deltalog.store import Store
@@ -161,7 +161,7 @@ def vacuum(log_: PartitionLog, now_ms: int, *, dry_run: bool = True, delay_ms: i
 def orphan_written_ms(path: str, mtime_ms: int) -> int:
     """When an unreferenced file was written, on the store's clock where the file says so.
 
-    A cleaning pass writes into ``cleaned-<clock ms>-<pass id>/`` (see :mod:`deltalog.cleaner`), so the
+    A cleaning pass writes into ``cleaned-<clock ms>-<pass id>/`` (see :mod:`deltalog.cleaner.cleaner`), so the
     output of a pass that died is aged on the same clock as everything else; other files fall back to
     their modification time.
     """
@@ -185,7 +185,7 @@ def _remove_empty_dirs(table_uri: str) -> None:
 
 def vacuum_store(store: Store, topic: str | None = None, *, dry_run: bool = True) -> list[VacuumResult]:
     """VACUUM every partition (of ``topic``, or of the store), each under its lease; busy ones are skipped."""
-    from deltalog.lease import each_leased_partition
+    from deltalog.log.lease import each_leased_partition
 
     return [vacuum(log_, store.clock.now_ms(), dry_run=dry_run)
             for log_ in each_leased_partition(store, topic, "vacuum")]

@@ -3,18 +3,18 @@
 One **cycle** over a store does what Kafka's broker does on its background threads (seed 001, "Detailed
 mechanics, retention" and "Choosing the filthiest log"):
 
-1. retention (:mod:`deltalog.retention`) on every partition: ``delete`` and ``compact,delete`` topics lose
+1. retention (:mod:`deltalog.log.retention`) on every partition: ``delete`` and ``compact,delete`` topics lose
    old segments, any topic loses segments below its log start offset;
-2. cleaning passes, filthiest partition first (:class:`~deltalog.cleaner_manager.CleanerManager`), until no
+2. cleaning passes, filthiest partition first (:class:`~deltalog.cleaner.cleaner_manager.CleanerManager`), until no
    partition is eligible; ``log.cleaner.threads`` passes run side by side as concurrent Spark jobs on the
    one session, each with its share of ``log.cleaner.dedupe.buffer.size``. As in Kafka, a
    ``compact,delete`` partition has retention applied right after it is cleaned;
-3. VACUUM (:mod:`deltalog.vacuum`) of files past ``file.delete.delay.ms``;
-4. metrics (:mod:`deltalog.metrics`) appended to the store's metrics table.
+3. VACUUM (:mod:`deltalog.log.vacuum`) of files past ``file.delete.delay.ms``;
+4. metrics (:mod:`deltalog.cleaner.metrics`) appended to the store's metrics table.
 
-Every step on a partition holds its lease (:mod:`deltalog.lease`), so two overlapping runs of the job
+Every step on a partition holds its lease (:mod:`deltalog.log.lease`), so two overlapping runs of the job
 never work on one partition at once: the second skips what the first holds. A pass that throws marks
-its partition uncleanable (:mod:`deltalog.quarantine`) and the cycle goes on with the others, as Kafka's
+its partition uncleanable (:mod:`deltalog.cleaner.uncleanable`) and the cycle goes on with the others, as Kafka's
 ``tryCleanFilthiestLog`` does; a pass that merely lost a commit race (a concurrent DeleteRecords, say) is
 not a fault and is tried again next cycle.
 
@@ -33,15 +33,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from deltalog.cleaner.log_to_clean import LogToClean
+from deltalog.cleaner.uncleanable import Quarantine, UncleanableMark
 from deltalog.errors import CommitConflictError, PartitionBusyError
-from deltalog.log_to_clean import LogToClean
-from deltalog.quarantine import Quarantine, UncleanableMark
 
 if TYPE_CHECKING:
-    from deltalog.cleaner import CleanResult
-    from deltalog.retention import RetentionResult
+    from deltalog.cleaner.cleaner import CleanResult
+    from deltalog.log.retention import RetentionResult
+    from deltalog.log.vacuum import VacuumResult
     from deltalog.store import Store
-    from deltalog.vacuum import VacuumResult
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +127,9 @@ def clean_one(store: Store, ltc: LogToClean, *, map_capacity: int | None = None,
     figures are recorded for the metrics, and a ``compact,delete`` partition has retention applied right
     after the pass, as Kafka's cleaner does.
     """
-    from deltalog.cleaner import Cleaner
-    from deltalog.metrics import record_clean
-    from deltalog.retention import delete_old_segments
+    from deltalog.cleaner.cleaner import Cleaner
+    from deltalog.cleaner.metrics import record_clean
+    from deltalog.log.retention import delete_old_segments
 
     topic, partition = ltc.snapshot.topic, ltc.snapshot.partition
     plog = store.log(topic, partition)
@@ -235,7 +235,7 @@ class LogCleaner:
 
     def _clean_all(self) -> tuple[list[CleanResult], list[PassFailure], list[PartitionId], list[PartitionId],
                                   list[PartitionId]]:
-        from deltalog.cleaner_manager import CleanerManager
+        from deltalog.cleaner.cleaner_manager import CleanerManager
 
         store = self.store
         manager = CleanerManager(store)
@@ -331,8 +331,8 @@ class LogCleaner:
 
     def run_cycle(self) -> CycleResult:
         """Retention, cleaning until nothing is eligible, VACUUM, metrics: one full cycle over the store."""
-        from deltalog.retention import delete_old_segments
-        from deltalog.vacuum import vacuum
+        from deltalog.log.retention import delete_old_segments
+        from deltalog.log.vacuum import vacuum
 
         store = self.store
         started = store.clock.now_ms()
@@ -347,7 +347,7 @@ class LogCleaner:
                              tuple(conflicts), tuple(busy), tuple(uncleanable), tuple(vacuumed))
         self.cycles_run += 1
         if self.metrics:
-            from deltalog.metrics import record_cycle
+            from deltalog.cleaner.metrics import record_cycle
 
             record_cycle(store, result)
         log.info("%s", result.summary())

@@ -6,12 +6,12 @@ Kafka stores a 16-byte MD5 of each key and an 8-byte offset, 24 bytes an entry, 
 continues from there (seed 001, "Pass 1, build the offset map"; seed 002 on why hashes, not keys).
 
 deltalog's map is the same 24 bytes an entry: three numpy arrays (the two 64-bit halves of the 128-bit
-key hash, :mod:`deltalog.key_hash`, and the latest offset), sorted by hash. It is built by a Spark job
+key hash, :mod:`deltalog.cleaner.key_hash`, and the latest offset), sorted by hash. It is built by a Spark job
 over the dirty section: each task reads the ``key`` and ``offset`` columns of a run of files with
 pyarrow, hashes the keys and keeps the latest and first offset of each hash (an Arrow group-by), and the
-driver merges the tasks' partial maps. Pass 2 (:mod:`deltalog.recopy`) then needs two things from it:
+driver merges the tasks' partial maps. Pass 2 (:mod:`deltalog.cleaner.recopy`) then needs two things from it:
 
-* for the dirty section, the set of latest offsets, as a bitmap (:mod:`deltalog.offset_bitmap`): a dirty
+* for the dirty section, the set of latest offsets, as a bitmap (:mod:`deltalog.cleaner.offset_bitmap`): a dirty
   record survives when it is its key's latest, i.e. when its own offset is in the set, so no dirty key is
   hashed twice;
 * for the clean section, the hashes alone: a clean record survives when its key is not in the map.
@@ -37,16 +37,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from deltalog.cleaner.key_hash import key_hashes
+from deltalog.cleaner.offset_bitmap import OffsetBitmap
+from deltalog.cleaner.task_plan import FileSlice, plan_runs
 from deltalog.errors import CorruptLogError
-from deltalog.key_hash import key_hashes
-from deltalog.offset_bitmap import OffsetBitmap
-from deltalog.record import KEY, OFFSET
-from deltalog.task_plan import FileSlice, plan_runs
+from deltalog.log.record import KEY, OFFSET
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from deltalog.delta import DataFile
+    from deltalog.log.delta import DataFile
 
 #: Bytes of one entry: two 64-bit hash halves and a 64-bit offset, as Kafka's 16-byte MD5 and 8-byte offset.
 ENTRY_BYTES = 24

@@ -17,7 +17,7 @@ The deletion is ONE Delta commit: a remove action per file and the ``deltalog.lo
 app-transaction. It never carries the log end offset's app id, so producers keep appending while it
 commits; a concurrent cleaner that rewrote the same files, or a concurrent DeleteRecords, makes it fail
 and it is planned again from a fresh snapshot. The removed files stay on disk for readers that already
-hold the old snapshot until VACUUM (:mod:`deltalog.vacuum`) removes them after ``file.delete.delay.ms``.
+hold the old snapshot until VACUUM (:mod:`deltalog.log.vacuum`) removes them after ``file.delete.delay.ms``.
 
 :func:`delete_records` is Kafka's DeleteRecords: it raises the log start offset to a given offset and
 removes the files that lie entirely below it.
@@ -30,11 +30,11 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from deltalog import delta
-from deltalog.delta import DataFile
 from deltalog.errors import CommitConflictError, InvalidConfigError, OffsetOutOfRangeError
-from deltalog.log import LogSnapshot, PartitionLog
-from deltalog.segment import Segment
+from deltalog.log import delta
+from deltalog.log.delta import DataFile
+from deltalog.log.partition_log import LogSnapshot, PartitionLog
+from deltalog.log.segment import Segment
 
 if TYPE_CHECKING:
     from deltalog.store import Store
@@ -141,7 +141,7 @@ def deletable_segments(snap: LogSnapshot, now_ms: int) -> list[DeletedSegment]:
 def delete_old_segments(log_: PartitionLog, now_ms: int) -> RetentionResult:
     """Apply the topic's retention to one partition now; one Delta commit, retried after a lost race.
 
-    Callers that must not overlap a cleaning pass hold the partition's lease (:mod:`deltalog.lease`).
+    Callers that must not overlap a cleaning pass hold the partition's lease (:mod:`deltalog.log.lease`).
     """
     last: Exception | None = None
     for _ in range(MAX_ATTEMPTS):
@@ -243,9 +243,9 @@ def apply_retention(store: Store, topic: str | None = None) -> list[RetentionRes
     """Kafka's ``cleanupLogs``: retention over every partition (of ``topic``, or of the store).
 
     Each partition is done under its lease, so never while a cleaning pass runs on it; one whose lease
-    another run holds is skipped this time (see :func:`~deltalog.lease.each_leased_partition`).
+    another run holds is skipped this time (see :func:`~deltalog.log.lease.each_leased_partition`).
     """
-    from deltalog.lease import each_leased_partition
+    from deltalog.log.lease import each_leased_partition
 
     return [delete_old_segments(log_, store.clock.now_ms())
             for log_ in each_leased_partition(store, topic, "retention")]

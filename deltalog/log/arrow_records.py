@@ -2,10 +2,10 @@
 
 A producer that already holds its records as a ``pyarrow.Table`` or ``RecordBatch`` (columns ``key``,
 ``value``, optional ``headers`` and ``timestamp_ms``) appends it without building a Python
-:class:`~deltalog.record.Record` per row; a list of Records is first turned into the same columns
+:class:`~deltalog.log.record.Record` per row; a list of Records is first turned into the same columns
 (:func:`from_records`). Either way the checks are made on whole columns (null keys from the null count,
 sizes from ``binary_length``, UTF-8 by a checked cast), naming the first offending row. Only JSON encodings are checked row by row
-(through :func:`deltalog.encoding.check_bytes`), as they are for Records. Nothing is written unless the
+(through :func:`deltalog.log.encoding.check_bytes`), as they are for Records. Nothing is written unless the
 whole batch passes. Measured on the benchmark's append case: see ``docs/benchmarks.md``.
 """
 
@@ -19,9 +19,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog.encoding import check_bytes
 from deltalog.errors import InvalidRecordError, RecordTooLargeError
-from deltalog.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, RECORD_SCHEMA, SEGMENT, TIMESTAMP, VALUE, Record
+from deltalog.log.encoding import check_bytes
+from deltalog.log.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, RECORD_SCHEMA, SEGMENT, TIMESTAMP, VALUE, Record
 
 if TYPE_CHECKING:
     from deltalog.config import TopicConfig

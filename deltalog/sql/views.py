@@ -19,7 +19,7 @@ for the topics whose view names appear in the query; they replace any temporary 
 
 Columns: ``partition, offset, key, value, headers, timestamp_ms`` (and ``segment, delete_horizon_ms`` in
 the full log). ``key``/``value`` are ``BINARY`` unless the topic declares an encoding
-(:mod:`deltalog.encoding`): ``STRING`` for ``string``, a ``STRUCT`` for ``json`` (``value.price``).
+(:mod:`deltalog.log.encoding`): ``STRING`` for ``string``, a ``STRUCT`` for ``json`` (``value.price``).
 
 The current state is correct before, during and after compaction without trusting the cleaner to have
 run: it is read from one snapshot per partition, and the dirty tail (offsets at or past the cleaner
@@ -37,15 +37,15 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from deltalog.encoding import decoded_columns
 from deltalog.errors import InvalidTopicError
-from deltalog.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, SEGMENT, TIMESTAMP, VALUE
-from deltalog.spark_io import read_files, read_snapshot
+from deltalog.log.encoding import decoded_columns
+from deltalog.log.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, SEGMENT, TIMESTAMP, VALUE
+from deltalog.sql.reads import read_files, read_snapshot
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from deltalog.log import LogSnapshot, PartitionLog
+    from deltalog.log.partition_log import LogSnapshot, PartitionLog
     from deltalog.store import Store
 
 PARTITION = "partition"

@@ -1,6 +1,6 @@
 """A set of record offsets as a bitmap: what pass 2 of a cleaning pass probes, one bit per offset.
 
-Pass 1 (:mod:`deltalog.offset_map`) ends with the offsets that survive the mapped range: the latest
+Pass 1 (:mod:`deltalog.cleaner.offset_map`) ends with the offsets that survive the mapped range: the latest
 offset of every key. Kafka's pass 2 looks each record's key up in the offset map (a 16-byte hash and an
 8-byte offset per entry, 24 bytes); deltalog turns the map into the set of surviving offsets instead, so a
 record survives when its own offset's bit is set: no key is hashed or compared in pass 2, and the set

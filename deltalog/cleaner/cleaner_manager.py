@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from deltalog.log_to_clean import LogToClean
+from deltalog.cleaner.log_to_clean import LogToClean
 
 if TYPE_CHECKING:
     from deltalog.store import Store

@@ -7,7 +7,7 @@ over whole Arrow batches, for a record at or above the log start:
 - past the mapped range (``offset >= end``): kept as it is;
 - keyless inside it: dropped (and counted);
 - in the dirty section: kept when it is its key's latest record, i.e. when its offset is in the map's set
-  of latest offsets (:class:`~deltalog.offset_bitmap.OffsetBitmap`): its key need not be hashed again;
+  of latest offsets (:class:`~deltalog.cleaner.offset_bitmap.OffsetBitmap`): its key need not be hashed again;
 - in the clean section: kept when its key's hash is not in the map (no later record supersedes it);
 - and in either, dropped if it is a tombstone whose delete horizon has passed. A kept tombstone without a
   horizon gets ``delete_horizon_ms = horizon`` (the clean time plus ``delete.retention.ms``, KIP-534).
@@ -36,11 +36,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from deltalog.cleaner.key_hash import key_hashes
+from deltalog.cleaner.offset_bitmap import OffsetBitmap
+from deltalog.cleaner.offset_map import MapKeys
+from deltalog.cleaner.task_plan import FileSlice
 from deltalog.errors import CorruptLogError
-from deltalog.key_hash import key_hashes
-from deltalog.offset_bitmap import OffsetBitmap
-from deltalog.offset_map import MapKeys
-from deltalog.record import (
+from deltalog.log.record import (
     DELETE_HORIZON,
     KEY,
     OFFSET,
@@ -50,7 +51,6 @@ from deltalog.record import (
     VALUE,
     new_file_name,
 )
-from deltalog.task_plan import FileSlice
 
 #: Records read per Arrow batch.
 BATCH_ROWS = 65_536

@@ -1,6 +1,6 @@
 """Reading partition tables with Spark, without delta-spark's JARs.
 
-The snapshot to read comes from delta-rs (:class:`~deltalog.log.LogSnapshot`); Spark reads exactly
+The snapshot to read comes from delta-rs (:class:`~deltalog.log.partition_log.LogSnapshot`); Spark reads exactly
 those Parquet files with the partition schema. This is the one place that turns files into a Spark
 DataFrame, so SQL views, current state and data-quality checks all read the same way (the cleaner reads
 the same files with pyarrow inside its Spark tasks). On a cluster with delta-spark the same files are
@@ -13,13 +13,13 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from deltalog.delta import DataFile
-from deltalog.record import RECORD_SCHEMA
+from deltalog.log.delta import DataFile
+from deltalog.log.record import RECORD_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from deltalog.log import LogSnapshot
+    from deltalog.log.partition_log import LogSnapshot
 
 #: The partition table's schema in Spark's DDL (Spark reads file columns as nullable whatever it says).
 SPARK_SCHEMA_DDL = (
