@@ -221,9 +221,9 @@ class Bench:
         records = [table_to_records(b) for b in batches]
         n = sum(b.num_rows for b in batches)
         store = self.store(self.fresh("append-store"))
-        store.create_topic("append", 1, {"cleanup.policy": "compact"})
+        store.create_topic("append", 1, config={"cleanup.policy": "compact"})
         record_store = self.store(self.fresh("append-records"))
-        record_store.create_topic("append", 1, {"cleanup.policy": "compact"})
+        record_store.create_topic("append", 1, config={"cleanup.policy": "compact"})
 
         def run_store() -> None:
             for b in arrow:

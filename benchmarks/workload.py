@@ -137,7 +137,7 @@ def generate(store: Store, w: Workload) -> Generated:
     offsets = np.arange(n, dtype=np.int64)
     prefix = int(round(n * (1.0 - w.dirty_fraction)))
 
-    store.create_topic(TOPIC, 1, {"cleanup.policy": "compact", "segment.bytes": 1 << 30})
+    store.create_topic(TOPIC, 1, config={"cleanup.policy": "compact", "segment.bytes": 1 << 30})
     log = store.log(TOPIC, 0)
     adds = []
     # The clean prefix: the latest record of each key among the first ``prefix`` appends, one cleaned

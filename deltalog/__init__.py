@@ -8,16 +8,19 @@ offset or the order of records. See README.md for a tour.
 from typing import TYPE_CHECKING
 
 from deltalog.clock import Clock, ManualClock, WallClock
-from deltalog.config import StoreConfig, TopicConfig
+from deltalog.config import CleanerConfig, StoreConfig, TopicConfig
 from deltalog.errors import (
+    CheckFailedError,
     CleaningFailedError,
     CommitConflictError,
     CorruptLogError,
     DeltalogError,
+    InvalidArgumentError,
     InvalidConfigError,
     InvalidRecordError,
     InvalidTopicError,
     OffsetOutOfRangeError,
+    PartitionBusyError,
     PartitionUncleanableError,
     RecordTooLargeError,
     TopicExistsError,
@@ -42,16 +45,20 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'deltalog' has no attribute {name!r}")
 
 __all__ = [
+    "CheckFailedError",
+    "CleanerConfig",
     "CleaningFailedError",
     "Clock",
     "CommitConflictError",
     "CorruptLogError",
     "DeltalogError",
+    "InvalidArgumentError",
     "InvalidConfigError",
     "InvalidRecordError",
     "InvalidTopicError",
     "ManualClock",
     "OffsetOutOfRangeError",
+    "PartitionBusyError",
     "PartitionUncleanableError",
     "Record",
     "RecordTooLargeError",

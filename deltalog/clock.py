@@ -12,6 +12,8 @@ import threading
 import time
 from typing import Protocol, runtime_checkable
 
+from deltalog.errors import InvalidArgumentError
+
 
 @runtime_checkable
 class Clock(Protocol):
@@ -44,7 +46,7 @@ class ManualClock:
     def advance(self, ms: int) -> int:
         """Move time forward by ``ms`` milliseconds and return the new time."""
         if ms < 0:
-            raise ValueError(f"a clock only moves forward; advance({ms}) is negative")
+            raise InvalidArgumentError(f"a clock only moves forward; advance({ms}) is negative")
         with self._lock:
             self._now += int(ms)
             return self._now
@@ -53,7 +55,7 @@ class ManualClock:
         """Set the time; it may not go backwards."""
         with self._lock:
             if now_ms < self._now:
-                raise ValueError(f"a clock only moves forward; {now_ms} < {self._now}")
+                raise InvalidArgumentError(f"a clock only moves forward; {now_ms} < {self._now}")
             self._now = int(now_ms)
 
     def __repr__(self) -> str:

@@ -19,11 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from deltalog.errors import InvalidConfigError
+from deltalog.log import encoding
 
 LONG_MAX = 9_223_372_036_854_775_807
 INT_MAX = 2_147_483_647
 #: Bytes one entry takes in Kafka's SkimpyOffsetMap: a 16-byte MD5 of the key and an 8-byte offset.
 OFFSET_MAP_BYTES_PER_ENTRY = 24
+#: Kafka's broker refuses ``log.cleaner.dedupe.buffer.size / log.cleaner.threads <= 1 MiB`` (KafkaConfig.validateValues).
+MIN_DEDUPE_BUFFER_PER_THREAD = 1024 * 1024
 
 Parser = Callable[[str, Any], Any]
 
@@ -139,28 +142,23 @@ TOPIC_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("max.message.bytes", "max_message_bytes", _long(0, INT_MAX), 1_048_588,
               "The largest record (key + value + headers) an append accepts."),
     # deltalog's own: how keys and values are encoded, so SQL sees typed columns (see deltalog.log.encoding).
-    ConfigKey("key.encoding", "key_encoding", lambda n, v: _encoding().parse_encoding(n, v), "bytes",
+    ConfigKey("key.encoding", "key_encoding", encoding.parse_encoding, "bytes",
               "bytes, string (UTF-8) or json (an object matching key.schema); checked at append."),
-    ConfigKey("value.encoding", "value_encoding", lambda n, v: _encoding().parse_encoding(n, v), "bytes",
+    ConfigKey("value.encoding", "value_encoding", encoding.parse_encoding, "bytes",
               "bytes, string (UTF-8) or json (an object matching value.schema); checked at append."),
-    ConfigKey("key.schema", "key_schema", lambda n, v: _encoding().parse_schema_config(n, v), "",
+    ConfigKey("key.schema", "key_schema", encoding.parse_schema_config, "",
               "For key.encoding=json: a Spark DDL field list or a Spark StructType as JSON."),
-    ConfigKey("value.schema", "value_schema", lambda n, v: _encoding().parse_schema_config(n, v), "",
+    ConfigKey("value.schema", "value_schema", encoding.parse_schema_config, "",
               "For value.encoding=json: a Spark DDL field list or a Spark StructType as JSON."),
 )
-
-
-def _encoding() -> Any:
-    from deltalog.log import encoding
-
-    return encoding
 
 
 STORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("log.cleaner.threads", "cleaner_threads", _long(1, 1024), 1,
               "Partitions cleaned side by side; each gets an equal share of the dedupe buffer."),
-    ConfigKey("log.cleaner.dedupe.buffer.size", "dedupe_buffer_size", _long(OFFSET_MAP_BYTES_PER_ENTRY), 134_217_728,
-              "Total memory for offset maps across all cleaner threads."),
+    ConfigKey("log.cleaner.dedupe.buffer.size", "dedupe_buffer_size", _long(MIN_DEDUPE_BUFFER_PER_THREAD + 1),
+              134_217_728,
+              "Total memory for offset maps across all cleaner threads; more than 1 MiB per thread, as Kafka requires."),
     ConfigKey("log.cleaner.io.buffer.load.factor", "io_buffer_load_factor", _double(0.0, 1.0, lo_open=True), 0.9,
               "How full an offset map may get before a pass stops mapping (more = more per pass)."),
     ConfigKey("log.cleaner.backoff.ms", "backoff_ms", _long(0), 15_000,
@@ -234,7 +232,12 @@ class TopicConfig(_KafkaConfig):
     value_schema: str = ""
 
     def __post_init__(self) -> None:
-        _encoding().check_topic_encodings(self)
+        for side in ("key", "value"):  # a json encoding needs its schema
+            if getattr(self, f"{side}_encoding") == "json" and not getattr(self, f"{side}_schema"):
+                raise InvalidConfigError(
+                    f"Conflict: {side}.encoding=json needs {side}.schema, a Spark DDL field list such as "
+                    "'price DOUBLE, currency STRING' or a Spark StructType in JSON"
+                )
         if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
             raise InvalidConfigError(
                 f"Conflict: min.compaction.lag.ms ({self.min_compaction_lag_ms}) must not be greater than "
@@ -253,7 +256,7 @@ class TopicConfig(_KafkaConfig):
 
 
 @dataclass(frozen=True)
-class StoreConfig(_KafkaConfig):
+class CleanerConfig(_KafkaConfig):
     """Store-wide settings with the broker's names: Kafka's CleanerConfig."""
 
     KEYS = STORE_KEYS
@@ -267,19 +270,32 @@ class StoreConfig(_KafkaConfig):
     check_after_clean: bool = False
 
     def __post_init__(self) -> None:
-        if self.offset_map_capacity < 1:
+        # Kafka's KafkaConfig.validateValues: strictly more than 1 MiB per thread (its message says "at least").
+        if self.dedupe_buffer_size // self.cleaner_threads <= MIN_DEDUPE_BUFFER_PER_THREAD:
             raise InvalidConfigError(
-                f"log.cleaner.dedupe.buffer.size ({self.dedupe_buffer_size}) / log.cleaner.threads "
-                f"({self.cleaner_threads}) x log.cleaner.io.buffer.load.factor ({self.io_buffer_load_factor}) "
-                f"leaves room for no offset map entry of {OFFSET_MAP_BYTES_PER_ENTRY} bytes; raise the buffer size"
+                f"log.cleaner.dedupe.buffer.size ({self.dedupe_buffer_size}) must be more than 1 MiB "
+                f"({MIN_DEDUPE_BUFFER_PER_THREAD} bytes) per cleaner thread; with log.cleaner.threads="
+                f"{self.cleaner_threads} it must be at least {self.cleaner_threads * MIN_DEDUPE_BUFFER_PER_THREAD + self.cleaner_threads}"
             )
+
+    def offset_map_slots(self, threads: int | None = None) -> int:
+        """Slots of one thread's map: Kafka's ``SkimpyOffsetMap(min(buffer / threads, Int.MaxValue)).slots``,
+        memory / 24 bytes an entry."""
+        per_thread = min(self.dedupe_buffer_size // (threads or self.cleaner_threads), INT_MAX)
+        return per_thread // OFFSET_MAP_BYTES_PER_ENTRY
+
+    def offset_map_capacity_for(self, threads: int | None = None) -> int:
+        """Keys one pass may map: Kafka's ``maxDesiredMapSize = (slots * loadFactor).toInt``."""
+        return int(self.offset_map_slots(threads) * self.io_buffer_load_factor)
 
     @property
     def offset_map_capacity(self) -> int:
-        """Entries one pass may map: floor(buffer / threads x load factor / 24), per thread capped at 2 GiB.
+        """Keys one pass may map when ``log.cleaner.threads`` passes share the buffer (5,033,164 by default).
 
-        This is Kafka's SkimpyOffsetMap sizing (LogCleaner.java:480, Cleaner.java:781); a section with
-        more distinct keys than this is cleaned in several passes.
+        A section with more distinct keys than this is cleaned in several passes.
         """
-        per_thread = min(self.dedupe_buffer_size // self.cleaner_threads, INT_MAX)
-        return int(per_thread * self.io_buffer_load_factor) // OFFSET_MAP_BYTES_PER_ENTRY
+        return self.offset_map_capacity_for()
+
+
+#: The earlier name of :class:`CleanerConfig`.
+StoreConfig = CleanerConfig

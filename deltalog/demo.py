@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 
 from deltalog.clock import ManualClock
 from deltalog.describe import TopicDescription
-from deltalog.errors import DeltalogError
+from deltalog.errors import DemoStoreError
 from deltalog.log.record import Record
 from deltalog.report import format_table, format_timestamp, partition_lines
 from deltalog.store import Store
@@ -56,10 +56,6 @@ SECOND_WEEK: tuple[tuple[bytes, bytes | None], ...] = ((b"lime", b"1.99"),)
 #: The seed's later events: into segment 004, then (a week later) guava opens segment 008.
 THIRD_WEEK: tuple[tuple[bytes, bytes | None], ...] = ((b"kiwi", b"0.35"), (b"guava", b"1.20"), (b"kiwi", b"0.40"))
 FOURTH_WEEK: tuple[tuple[bytes, bytes | None], ...] = ((b"guava", b"1.25"),)
-
-
-class DemoStoreError(DeltalogError):
-    """The demo was pointed at a directory that is not a demo store; it refuses to wipe it."""
 
 
 @dataclass(frozen=True)

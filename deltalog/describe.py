@@ -36,9 +36,15 @@ class PartitionState:
     dirty_ratio: float
     eligible_for_cleaning: bool
     max_compaction_delay_ms: int
+    #: Why the partition is in the cleaner's uncleanable set (None: it is not); it is then never eligible.
+    uncleanable_reason: str | None = None
+
+    @property
+    def uncleanable(self) -> bool:
+        return self.uncleanable_reason is not None
 
     @classmethod
-    def of(cls, snap: LogSnapshot, now_ms: int) -> PartitionState:
+    def of(cls, snap: LogSnapshot, now_ms: int, *, uncleanable_reason: str | None = None) -> PartitionState:
         ltc = LogToClean.of(snap, now_ms)
         return cls(
             topic=snap.topic,
@@ -55,12 +61,14 @@ class PartitionState:
             clean_bytes=ltc.clean_bytes,
             dirty_bytes=ltc.cleanable_bytes,
             dirty_ratio=ltc.cleanable_ratio,
-            eligible_for_cleaning=ltc.eligible,
+            eligible_for_cleaning=ltc.eligible and uncleanable_reason is None,
             max_compaction_delay_ms=ltc.max_compaction_delay_ms,
+            uncleanable_reason=uncleanable_reason,
         )
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "segments"}
+        d["uncleanable"] = self.uncleanable
         d["segments"] = [s.as_dict() for s in self.segments]
         return d
 

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from importlib import metadata
 
+from deltalog.text import format_table
+
 OK, WARN, FAIL, INFO = "OK", "WARN", "FAIL", "INFO"
 MIN_PYTHON = (3, 10)
 MIN_JAVA = 17
@@ -250,7 +252,6 @@ def failed(checks: list[Check]) -> bool:
 
 
 def render(checks: list[Check], out: Callable[[str], object] = print) -> None:
-    from deltalog.report import format_table
 
     out(format_table(("check", "status", "detail"), [(c.name, c.status, c.detail) for c in checks]))
     fixes = [c for c in checks if c.fix and c.status in (FAIL, WARN)]

@@ -7,6 +7,9 @@ changes validate everything before the first Delta commit.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 
 class DeltalogError(Exception):
     """Root of every error deltalog raises on purpose."""
@@ -14,6 +17,10 @@ class DeltalogError(Exception):
 
 class InvalidConfigError(DeltalogError, ValueError):
     """A config key is unknown, or its value is of the wrong type or out of range."""
+
+
+class InvalidArgumentError(DeltalogError, ValueError):
+    """An argument of the wrong type or out of range (a partition given as ``0.0``, a negative clock step)."""
 
 
 class InvalidTopicError(DeltalogError, ValueError):
@@ -63,14 +70,44 @@ class CorruptLogError(DeltalogError):
 class CleaningFailedError(DeltalogError):
     """A cleaning pass failed before it committed (a data file Spark cannot read, a lost executor, ...).
 
-    Nothing was committed and the pass's own files were removed; ``__cause__`` holds Spark's error. The
-    cleaner job marks the partition uncleanable (Kafka's ``tryCleanFilthiestLog``).
+    Nothing of that pass was committed and its own files were removed. The cleaner marks the partition
+    uncleanable (Kafka's ``tryCleanFilthiestLog``) and goes on with the others; ``store.clean()`` raises this
+    once it has cleaned every other partition: ``results`` holds the passes that did commit and
+    ``failures`` each failed partition with its error.
     """
+
+    def __init__(self, message: str, *, results: Sequence[Any] = (), failures: Sequence[Any] = ()) -> None:
+        super().__init__(message)
+        self.results = list(results)
+        self.failures = list(failures)
 
 
 class PartitionUncleanableError(DeltalogError):
-    """The partition is marked uncleanable after a failed clean (Kafka's uncleanable set)."""
+    """The partition is marked uncleanable after a failed clean (Kafka's uncleanable set); it is not cleaned
+    until ``deltalog cleaner reset-uncleanable`` clears the mark."""
 
 
 class PartitionBusyError(DeltalogError):
     """Another cleaner, retention or VACUUM run holds the partition's lease (see :mod:`deltalog.log.lease`)."""
+
+
+class CheckFailedError(DeltalogError):
+    """A data-quality check found a broken guarantee (raised by ``clean()`` with
+    ``deltalog.check.after.clean=true``, after the clean committed); ``result`` holds the details."""
+
+    def __init__(self, message: str, result: Any, *, results: Sequence[Any] = ()) -> None:
+        super().__init__(message)
+        self.result = result
+        self.results = list(results)
+
+
+class NoStoreError(DeltalogError):
+    """A command that only reads was pointed at a location that holds no store."""
+
+
+class DemoStoreError(DeltalogError):
+    """The demo was pointed at a directory that is not a demo store; it refuses to wipe it."""
+
+
+class UsageError(DeltalogError):
+    """A command line that parses but makes no sense (the CLI exits with code 2)."""

@@ -1,4 +1,4 @@
-"""Plain-text views for humans: aligned tables, byte sizes, and the state of a topic's partitions.
+"""Plain-text views of a topic's partitions and configs, and the README's generated config tables.
 
 The CLI (``deltalog topics describe``) and the demo print the same view of a partition, so it lives
 here, beside the data it renders (:class:`~deltalog.describe.TopicDescription`), not in either of them.
@@ -7,59 +7,10 @@ here, beside the data it renders (:class:`~deltalog.describe.TopicDescription`),
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
-from typing import Any
 
 from deltalog.config import ConfigKey, StoreConfig, TopicConfig
 from deltalog.describe import PartitionState, TopicDescription
-
-
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, indent: str = "") -> str:
-    """An aligned text table; numbers are right-aligned, everything else left-aligned."""
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [len(h) for h in headers]
-    for row in cells:
-        for i, c in enumerate(row):
-            widths[i] = max(widths[i], len(c))
-    numeric = [bool(rows) and all(isinstance(r[i], (int, float)) and not isinstance(r[i], bool)
-                                  for r in rows if r[i] is not None) for i in range(len(headers))]
-
-    def line(values: Sequence[str]) -> str:
-        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)]
-        return (indent + "  ".join(parts)).rstrip()
-
-    out = [line(list(headers)), line(["-" * w for w in widths])]
-    out.extend(line(row) for row in cells)
-    return "\n".join(out)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.2f}"
-    return str(value)
-
-
-def format_bytes(n: int) -> str:
-    """``1536`` -> ``1.5 KiB``; exact below 1 KiB."""
-    if n < 1024:
-        return f"{n} B"
-    size = float(n)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        size /= 1024
-        if size < 1024 or unit == "TiB":
-            return f"{size:.1f} {unit}"
-    raise AssertionError("unreachable")
-
-
-def format_timestamp(ms: int | None) -> str:
-    """Epoch milliseconds as UTC ISO-8601 to the second, ``-`` for none."""
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+from deltalog.text import format_bytes, format_table, format_timestamp
 
 
 def config_lines(config: TopicConfig) -> str:
@@ -83,6 +34,9 @@ def partition_lines(state: PartitionState) -> str:
         f"  clean {format_bytes(state.clean_bytes)}, dirty {format_bytes(state.dirty_bytes)}, "
         f"dirty ratio {state.dirty_ratio:.2f}, eligible for cleaning: {'yes' if state.eligible_for_cleaning else 'no'}",
     ]
+    if state.uncleanable_reason is not None:
+        head.append(f"  UNCLEANABLE (a pass failed: {state.uncleanable_reason[:200]}); "
+                    f"'deltalog cleaner reset-uncleanable {state.topic} {state.partition}' clears it")
     rows = [
         (s.base_offset, s.end_offset, s.num_records, len(s.files), s.size_bytes, s.tombstones,
          format_timestamp(s.largest_timestamp_ms), "active" if s.is_active else "closed")

@@ -1,78 +1,69 @@
-"""The store: a root location holding topics, each partition one Delta table (Kafka's LogManager).
+"""The store: a thin facade over deltalog's services, holding the Spark session.
 
-Layout::
+``Store(root)`` is what users hold. It owns three things and delegates everything else:
 
-    <root>/topics/<topic>/<partition>/      one Delta table per partition
-    <root>/_deltalog/                       store-level state (metrics, quarantine, check results)
+* the :class:`~deltalog.log.log_manager.LogManager` (topics, partition logs, leases), which appends and reads
+  through delta-rs and pyarrow directly, so producing and consuming never start Spark;
+* the Spark session: the one given as ``spark=``, or an embedded local one created the first time a Spark
+  job runs (:mod:`deltalog.sql.session`);
+* the cleaner-wide settings (:class:`~deltalog.config.CleanerConfig`, Kafka's broker ``log.cleaner.*`` keys).
 
-Producers and readers go through delta-rs and pyarrow directly, so appending and reading never start
-Spark; cleaning, SQL and checks run Spark jobs on the session given as ``spark=`` or, when none is
-given, on an embedded local session created the first time one is needed.
+Cleaning goes through the one cleaning loop (:class:`~deltalog.cleaner.log_cleaner.LogCleaner`), SQL through
+:mod:`deltalog.sql.views`, checks through :mod:`deltalog.quality`, retention and VACUUM through
+:mod:`deltalog.log.retention` and :mod:`deltalog.log.vacuum`. See ``docs/ARCHITECTURE.md``.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import shutil
-import uuid
 from collections.abc import Mapping, Sequence
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
+from deltalog.cleaner import metrics
+from deltalog.cleaner.cleaner import CleanResult
+from deltalog.cleaner.log_cleaner import LogCleaner, raise_failures
+from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.clock import Clock, WallClock
-from deltalog.config import StoreConfig, TopicConfig
+from deltalog.config import CleanerConfig, TopicConfig
 from deltalog.describe import PartitionState, TopicDescription
-from deltalog.errors import (
-    InvalidConfigError,
-    InvalidTopicError,
-    PartitionBusyError,
-    TopicExistsError,
-    UnknownTopicOrPartitionError,
-)
+from deltalog.errors import InvalidArgumentError, InvalidConfigError
 from deltalog.log import arrow_records
-from deltalog.log.partition_log import PartitionLog, config_to_table_properties
+from deltalog.log.lease import LeaseManager
+from deltalog.log.log_manager import (
+    STAGING_DIR,
+    STATE_DIR,
+    TOPICS_DIR,
+    LogManager,
+    validate_config_mapping,
+    validate_topic_name,
+)
+from deltalog.log.partition_log import PartitionLog
 from deltalog.log.record import Record
+from deltalog.log.retention import DeleteRecordsResult, RetentionResult, apply_retention, delete_records
+from deltalog.log.vacuum import VacuumResult, vacuum_store
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from deltalog.cleaner.cleaner import CleanResult
-    from deltalog.log.lease import LeaseManager
-    from deltalog.log.retention import DeleteRecordsResult, RetentionResult
-    from deltalog.log.vacuum import VacuumResult
-    from deltalog.quality import CheckResult
+    from deltalog.quality import CheckFailedError, CheckResult
 
-TOPICS_DIR = "topics"
-STATE_DIR = "_deltalog"
-#: Where topics are built before being renamed into topics/, and moved to before being removed.
-STAGING_DIR = os.path.join(STATE_DIR, "staging")
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-MAX_PARTITIONS = 10_000
+__all__ = ["STAGING_DIR", "STATE_DIR", "TOPICS_DIR", "Store", "validate_topic_name"]
 
 
-def validate_topic_name(name: object) -> str:
-    """Kafka's topic name rules (``Topic.validate``), which also keep every path inside the store."""
-    if not isinstance(name, str) or not name:
-        raise InvalidTopicError(f"Topic name {name!r} is illegal: it must be a non-empty string")
-    if name in (".", ".."):
-        raise InvalidTopicError(f"Topic name {name!r} is illegal: it cannot be '.' or '..'")
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicError(
-            f"Topic name is illegal: it is {len(name)} characters long, the maximum is {MAX_TOPIC_NAME_LENGTH}"
+def _store_root(root: object) -> str:
+    if not isinstance(root, (str, os.PathLike)):
+        raise InvalidArgumentError(f"a store root must be a path (str or os.PathLike), not {type(root).__name__}")
+    text = os.fspath(root)
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidArgumentError(
+            f"a store root must be a non-empty path such as './deltalog-store' or '/data/store', not {text!r}"
         )
-    if not _LEGAL_TOPIC.fullmatch(name):  # fullmatch: ``$`` alone would let a trailing newline through
-        raise InvalidTopicError(
-            f"Topic name {name!r} is illegal: it contains a character other than ASCII alphanumerics, "
-            "'.', '_' and '-'"
-        )
-    return name
+    return os.path.abspath(text)
 
 
 class Store:
-    """A deltalog store rooted at a local directory (or any path delta-rs and Spark can both reach)."""
+    """A deltalog store rooted at a directory: topics of partitions, each partition one Delta table."""
 
     def __init__(
         self,
@@ -82,12 +73,12 @@ class Store:
         spark: SparkSession | None = None,
         config: Mapping[str, Any] | None = None,
     ) -> None:
-        self.root = os.path.abspath(os.fspath(root))
+        self.root = _store_root(root)
         self.clock: Clock = clock or WallClock()
-        self.config = StoreConfig.from_properties(config or {})
+        self.config = CleanerConfig.from_properties(validate_config_mapping(config, "store config"))
         self._spark = spark
-        self._logs: dict[tuple[str, int], PartitionLog] = {}
-        os.makedirs(os.path.join(self.root, TOPICS_DIR), exist_ok=True)
+        #: The registry of topics and partition logs every service works on.
+        self.log_manager = LogManager(self.root, self.clock)
 
     def __repr__(self) -> str:
         return f"Store({self.root!r})"
@@ -98,111 +89,57 @@ class Store:
     def spark(self) -> SparkSession:
         """The session Spark jobs run on: the one given, or the embedded local one (created on first use)."""
         if self._spark is None:
+            # Imported here, not at the top: pyspark costs ~0.3 s to import, and producers never need it.
             from deltalog.sql.session import local_session
 
             self._spark = local_session()
         return self._spark
 
+    def _spark_session(self) -> SparkSession:
+        return self.spark
+
     # -- topics ---------------------------------------------------------------------------------------
 
-    def _topic_dir(self, topic: str) -> str:
-        return os.path.join(self.root, TOPICS_DIR, validate_topic_name(topic))
-
-    def create_topic(self, topic: str, partitions: int = 1, config: Mapping[str, Any] | None = None) -> TopicConfig:
+    def create_topic(self, topic: str, partitions: int = 1, *, config: Mapping[str, Any] | None = None) -> TopicConfig:
         """Create a topic of ``partitions`` empty partition tables with the given Kafka topic configs.
 
-        The tables are built in a hidden staging directory and renamed into place in one step, so a
-        failure leaves no half-created topic and two concurrent creators cannot both succeed.
+        A failure leaves no half-created topic and two concurrent creators cannot both succeed.
         """
-        validate_topic_name(topic)
-        if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
-            raise InvalidConfigError(
-                f"Invalid number of partitions {partitions!r} for topic {topic!r}: must be an integer in [1, {MAX_PARTITIONS}]"
-            )
-        topic_config = TopicConfig.from_properties(config or {})
-        final = self._topic_dir(topic)
-        if os.path.exists(final):
-            raise TopicExistsError(f"Topic {topic!r} already exists in {self.root}")
-        # Staged outside topics/ (a legal topic name may start with '.') under a name without the topic
-        # name (a 249-character topic plus a prefix would pass the 255-byte file name limit).
-        staging = os.path.join(self.root, STAGING_DIR, f"creating-{uuid.uuid4().hex}")
-        try:
-            for p in range(partitions):
-                PartitionLog.create(os.path.join(staging, str(p)), topic, p, topic_config)
-            try:
-                os.rename(staging, final)
-            except OSError:
-                if os.path.exists(final):
-                    raise TopicExistsError(f"Topic {topic!r} already exists in {self.root}") from None
-                raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        return topic_config
+        return self.log_manager.create_topic(topic, partitions, config)
 
     def list_topics(self) -> list[str]:
-        base = os.path.join(self.root, TOPICS_DIR)
-        return sorted(
-            name for name in os.listdir(base)
-            if os.path.isdir(os.path.join(base, name))
-        )
+        return self.log_manager.list_topics()
 
     def topic_exists(self, topic: str) -> bool:
-        return os.path.isdir(self._topic_dir(topic))
+        return self.log_manager.topic_exists(topic)
 
     def partitions(self, topic: str) -> list[int]:
         """The partition numbers of a topic, in order."""
-        path = self._topic_dir(topic)
-        if not os.path.isdir(path):
-            raise UnknownTopicOrPartitionError(
-                f"Topic {topic!r} does not exist in {self.root}; existing topics: {self.list_topics()}"
-            )
-        return sorted(int(n) for n in os.listdir(path) if n.isdigit())
+        return self.log_manager.partitions(topic)
 
     def delete_topic(self, topic: str) -> None:
-        """Remove a topic and all its data (Kafka's DeleteTopics). Irreversible."""
-        path = self._topic_dir(topic)
-        self.partitions(topic)  # raises if unknown
-        doomed = os.path.join(self.root, STAGING_DIR, f"deleting-{uuid.uuid4().hex}")
-        os.makedirs(os.path.dirname(doomed), exist_ok=True)
-        os.rename(path, doomed)
-        self._logs = {k: v for k, v in self._logs.items() if k[0] != topic}
-        shutil.rmtree(doomed, ignore_errors=True)
+        """Remove a topic and all its data (Kafka's DeleteTopics), and the cleaner's state about it. Irreversible."""
+        self.log_manager.delete_topic(topic)
+        UncleanablePartitions(self.log_manager.state_path()).forget_topic(topic)
+        metrics.forget_topic(self.log_manager, topic)
 
     def log(self, topic: str, partition: int) -> PartitionLog:
         """The :class:`PartitionLog` of one partition; raises if the topic or partition does not exist."""
-        key = (topic, partition)
-        # Type first: True == 1 and hashes alike, so a cache hit would take True for partition 1.
-        cached = None if isinstance(partition, bool) else self._logs.get(key)
-        if cached is not None:
-            return cached
-        parts = self.partitions(topic)
-        if isinstance(partition, bool) or not isinstance(partition, int) or partition not in parts:
-            raise UnknownTopicOrPartitionError(
-                f"Partition {partition!r} of topic {topic!r} does not exist; partitions are 0..{len(parts) - 1}"
-            )
-        log = PartitionLog(os.path.join(self._topic_dir(topic), str(partition)), topic, partition)
-        self._logs[key] = log
-        return log
+        return self.log_manager.log(topic, partition)
 
     def logs(self, topic: str | None = None) -> list[PartitionLog]:
         """Every partition log of one topic, or of the whole store."""
-        topics = [topic] if topic is not None else self.list_topics()
-        return [self.log(t, p) for t in topics for p in self.partitions(t)]
+        return self.log_manager.logs(topic)
 
     def topic_config(self, topic: str) -> TopicConfig:
-        return self.log(topic, self.partitions(topic)[0]).head().config
+        return self.log_manager.topic_config(topic)
 
     def alter_topic_config(self, topic: str, config: Mapping[str, Any]) -> TopicConfig:
         """Set some topic configs (Kafka's incrementalAlterConfigs SET); the others keep their values.
 
-        The whole change is validated before any partition is touched; each partition table records
-        it in its own Delta commit.
+        The whole change is validated before any partition is touched.
         """
-        new = self.topic_config(topic).with_overrides(config)
-        props = config_to_table_properties(new)
-        for log in self.logs(topic):
-            log.table().alter.set_table_properties(props, raise_if_not_exists=False)
-        return new
+        return self.log_manager.alter_topic_config(topic, config)
 
     # -- producing and consuming ------------------------------------------------------------------------
 
@@ -226,6 +163,7 @@ class Store:
         topic: str,
         partition: int,
         from_offset: int | Literal["earliest", "latest"] = 0,
+        *,
         max_records: int | None = None,
     ) -> list[Record]:
         """Records from ``from_offset`` on, in offset order (``"earliest"``: the log start offset).
@@ -250,140 +188,98 @@ class Store:
     def describe(self, topic: str) -> TopicDescription:
         """Per partition: log start/end offsets, segments with sizes, clean/dirty bytes, dirty ratio."""
         now = self.clock.now_ms()
-        states = tuple(PartitionState.of(log.snapshot(), now) for log in self.logs(topic))
-        return TopicDescription(topic, self.topic_config(topic), states)
+        marks = UncleanablePartitions(self.log_manager.state_path())
+        states: list[PartitionState] = []
+        for log in self.log_manager.logs(topic):
+            snap = log.snapshot()
+            mark = marks.get(snap.topic, snap.partition, snap.topic_id)
+            reason = None if mark is None else f"{mark.error_type}: {mark.message}"
+            states.append(PartitionState.of(snap, now, uncleanable_reason=reason))
+        return TopicDescription(topic, self.topic_config(topic), tuple(states))
 
-    # -- SQL and data-quality checks (logic in views.py and quality/) ------------------------------------
+    # -- SQL and data-quality checks ----------------------------------------------------------------------
+    # deltalog.sql imports pyspark (~0.3 s) and deltalog.quality great-expectations (~3 s): imported on first
+    # use, so producers and the cleaner's Spark workers never pay for them.
 
     def sql(self, query: str) -> DataFrame:
         """Spark SQL over the store: ``<topic>`` is the full log, ``<topic>_current`` the current state
         (``.``/``-`` in topic names become ``_``; see :mod:`deltalog.sql.views`)."""
-        from deltalog.sql.views import sql
+        from deltalog.sql import views
 
-        return sql(self, query)
+        return views.sql(self.log_manager, self.spark, query)
 
     def current_state(self, topic: str) -> DataFrame:
         """The latest non-tombstone record of every key, per partition, as a Spark DataFrame
         (``partition, offset, key, value, headers, timestamp_ms``; key/value decoded per the topic's encodings)."""
-        from deltalog.sql.views import current_state
+        from deltalog.sql import views
 
-        return current_state(self, topic)
+        return views.current_state(self.log_manager, self.spark, topic)
 
     def log_frame(self, topic: str) -> DataFrame:
         """Every record of every partition of ``topic`` as a Spark DataFrame, with a ``partition`` column."""
-        from deltalog.sql.views import log_frame
+        from deltalog.sql import views
 
-        return log_frame(self, topic)
+        return views.log_frame(self.log_manager, self.spark, topic)
 
-    def check(self, topic: str, **options: Any) -> CheckResult:
+    def check(self, topic: str, *, partitions: Sequence[int] | None = None,
+              cleans: str | Mapping[int, Sequence[int]] = "last", data_docs: bool = False,
+              save: bool = True) -> CheckResult:
         """Run the compaction-guarantee suites (Great Expectations) on ``topic``; results are saved under
-        ``<root>/_deltalog/checks/``. Options: ``partitions``, ``cleans`` ("last", "all", "none"),
-        ``data_docs`` (build the HTML site), ``save``. See :mod:`deltalog.quality`."""
+        ``<root>/_deltalog/checks/``. ``cleans``: "last", "all", "none", or partition -> clean versions;
+        ``data_docs`` builds the HTML site. See :mod:`deltalog.quality`."""
         from deltalog.quality import check_topic
 
-        return check_topic(self, topic, **options)
+        return check_topic(self.log_manager, self.spark, topic, partitions=partitions, cleans=cleans, data_docs=data_docs,
+                           save=save)
 
-    def _check_after_clean(self, results: list[CleanResult]) -> None:
-        """``deltalog.check.after.clean``: check every clean just made; raise if a guarantee broke."""
-        if not self.config.check_after_clean or not results:
-            return
-        from deltalog.quality import CheckFailedError, check_topic
+    def _check_after_clean(self, topic: str, results: Sequence[CleanResult]) -> dict[int, CheckFailedError]:
+        from deltalog.quality import check_after_clean
 
-        by_topic: dict[str, dict[int, list[int]]] = {}
-        for r in results:
-            by_topic.setdefault(r.topic, {}).setdefault(r.partition, []).append(r.version)
-        for topic, cleans in by_topic.items():
-            result = check_topic(self, topic, partitions=sorted(cleans), cleans=cleans)
-            if not result.success:
-                raise CheckFailedError(f"data-quality check failed after cleaning:\n{result.summary()}", result)
+        return check_after_clean(self.log_manager, self.spark, topic, results)
 
-    # -- retention, DeleteRecords, VACUUM, leases (logic in retention.py, vacuum.py, lease.py) ----------
+    # -- retention, DeleteRecords, VACUUM, leases ----------------------------------------------------------
 
-    @cached_property
+    @property
     def leases(self) -> LeaseManager:
         """This store object's partition leases: cleaning, retention and VACUUM never overlap on a partition."""
-        from deltalog.log.lease import LeaseManager
-
-        return LeaseManager(self.root, self.clock)
+        return self.log_manager.leases
 
     def delete_old_segments(self, topic: str | None = None) -> list[RetentionResult]:
         """Retention (``delete`` and ``compact,delete`` topics; a log start breach on any topic) over every
         partition of ``topic`` or of the store; partitions another run holds are skipped."""
-        from deltalog.log.retention import apply_retention
-
-        return apply_retention(self, topic)
+        return apply_retention(self.log_manager, topic)
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> DeleteRecordsResult:
         """Kafka's DeleteRecords: raise the log start offset to ``before_offset`` (-1: the log end) and
         remove the files entirely below it. Raises ``OffsetOutOfRangeError`` past the log end."""
-        from deltalog.log.retention import delete_records
-
         return delete_records(self.log(topic, partition), before_offset, self.clock.now_ms())
 
     def vacuum(self, topic: str | None = None, *, dry_run: bool = True) -> list[VacuumResult]:
         """Remove files no longer referenced once ``file.delete.delay.ms`` has passed (dry run by default)."""
-        from deltalog.log.vacuum import vacuum_store
-
-        return vacuum_store(self, topic, dry_run=dry_run)
+        return vacuum_store(self.log_manager, topic, dry_run=dry_run)
 
     # -- cleaning -------------------------------------------------------------------------------------
 
-    #: Upper bound on passes one ``clean()`` call runs, so a bug can never spin forever.
-    MAX_PASSES_PER_CLEAN = 100_000
+    def log_cleaner(self, **options: Any) -> LogCleaner:
+        """The store's :class:`~deltalog.cleaner.log_cleaner.LogCleaner`: the one cleaning loop, which the job
+        runs too. ``options`` are its keyword options (``threads``, ``vacuum``, ``metrics``, ...)."""
+        check = self._check_after_clean if self.config.check_after_clean else None
+        return LogCleaner(self.log_manager, self._spark_session, self.config, check_after_clean=check, **options)
 
     def clean(self, topic: str | None = None) -> list[CleanResult]:
-        """Run cleaning passes, filthiest partition first, until no partition (of ``topic``, or of the
-        store) is eligible; returns the figures of every pass in order.
+        """Run cleaning passes, filthiest partition first, until no partition (of ``topic``, or of the store)
+        is eligible; returns the figures of every pass in order.
 
         A partition whose section holds more distinct keys than the offset map is cleaned in several
-        passes; each one moves its checkpoint forward.
+        passes; each one moves its checkpoint forward. A partition whose pass fails is marked uncleanable
+        and the others are still cleaned; then one :class:`~deltalog.errors.CleaningFailedError` names the
+        failed ones (its ``results`` holds the passes that committed).
         """
-        from deltalog.cleaner.cleaner_manager import CleanerManager
-        from deltalog.cleaner.uncleanable import Quarantine
-
-        manager = CleanerManager(self)
-        topics = [topic] if topic is not None else None
-        results: list[CleanResult] = []
-        # skipped: partitions marked uncleanable, held by another run (lease), or with nothing left under the lease
-        skip = Quarantine(self.root).partitions()
-        for _ in range(self.MAX_PASSES_PER_CLEAN):
-            ltc = manager.grab_filthiest(self.clock.now_ms(), topics, exclude=skip)
-            if ltc is None:
-                self._check_after_clean(results)
-                return results
-            try:
-                result = self._clean_one(ltc)
-            except PartitionBusyError:
-                result = None
-            if result is None:
-                skip.add((ltc.snapshot.topic, ltc.snapshot.partition))
-            else:
-                results.append(result)
-        raise RuntimeError(f"clean() ran {self.MAX_PASSES_PER_CLEAN} passes and partitions are still eligible")
+        if topic is not None:
+            self.partitions(topic)  # raises for an unknown topic
+        return raise_failures(self.log_cleaner().clean_filthiest_logs(None if topic is None else [topic]))
 
     def clean_partition(self, topic: str, partition: int, *, force: bool = False) -> CleanResult | None:
         """One pass over one partition if it is eligible (or, with ``force``, if it has any cleanable
         section at all); None when there is nothing to do."""
-        from deltalog.cleaner.log_to_clean import LogToClean
-
-        log = self.log(topic, partition)
-        ltc = LogToClean.of(log.snapshot(), self.clock.now_ms())
-        if not ltc.snapshot.config.compact:
-            raise InvalidConfigError(
-                f"topic {topic!r} has cleanup.policy={','.join(ltc.snapshot.config.cleanup_policy)}; "
-                "only 'compact' topics are cleaned"
-            )
-        if ltc.first_uncleanable_offset <= ltc.first_dirty_offset or not (ltc.eligible or force):
-            return None
-        result = self._clean_one(ltc)
-        if result is not None:
-            self._check_after_clean([result])
-        return result
-
-    def _clean_one(self, ltc: Any) -> CleanResult | None:
-        """One pass under the partition's lease (``PartitionBusyError`` if another run holds it), planned
-        again if the table moved, with retention right after for ``compact,delete`` (see
-        :func:`deltalog.cleaner.log_cleaner.clean_one`); None when nothing is left to clean."""
-        from deltalog.cleaner.log_cleaner import clean_one
-
-        return clean_one(self, ltc)
+        return self.log_cleaner().clean_partition(topic, partition, force=force)

@@ -45,3 +45,20 @@ def store(tmp_path, clock) -> Store:
 def spark_store(tmp_path, clock, spark) -> Store:
     """A store whose Spark jobs run on the shared test session."""
     return Store(tmp_path / "store", clock=clock, spark=spark)
+
+
+def map_slots_for(entries: int) -> int:
+    """Offset-map slots of which the default load factor (0.9) holds exactly ``entries`` keys.
+
+    The store config refuses a dedupe buffer of 1 MiB or less per thread, as Kafka's broker does; a test that
+    wants a pass to fill its map builds the cleaner on a small map, as Kafka's own LogCleanerTest does.
+    """
+    return -(-entries * 10 // 9)
+
+
+def clean_with_small_map(store: Store, entries: int, topic: str | None = None) -> list:
+    """``store.clean(topic)`` with an offset map that holds ``entries`` keys a pass."""
+    from deltalog.cleaner.log_cleaner import raise_failures
+
+    cleaner = store.log_cleaner(map_slots=map_slots_for(entries))
+    return raise_failures(cleaner.clean_filthiest_logs(None if topic is None else [topic]))

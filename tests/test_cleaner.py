@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from conftest import clean_with_small_map
 
 from deltalog import Record, Store
 from deltalog.cleaner.log_to_clean import LogToClean
@@ -98,10 +99,7 @@ def test_small_map_converges_to_the_same_log_as_a_full_map(tmp_path, clock, spar
     """A map that holds a few keys cleans in several passes, each making progress, and ends where one
     pass with a big map ends (seed 001 gotcha: partial passes advance the cleaner point a chunk at a time)."""
     events = [(b"k%d" % (i % 4), b"v%d" % i) for i in range(11)] + [(b"k1", None), (b"k9", b"x")]
-    # floor(buffer x 0.9 / 24) entries: buffer = ceil(24 * n / 0.9) bytes holds exactly n entries.
-    buffer = -(-24 * capacity_entries * 10 // 9)
-    small = Store(tmp_path / "small", clock=clock, spark=spark, config={"log.cleaner.dedupe.buffer.size": buffer})
-    assert small.config.offset_map_capacity == capacity_entries
+    small = Store(tmp_path / "small", clock=clock, spark=spark)
     big = Store(tmp_path / "big", clock=clock, spark=spark)
     for store in (small, big):
         store.create_topic(TOPIC, config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
@@ -111,7 +109,7 @@ def test_small_map_converges_to_the_same_log_as_a_full_map(tmp_path, clock, spar
         store.append(TOPIC, 0, [Record(key=b"active", value=b"1")])
 
     big_passes = big.clean()
-    small_passes = small.clean()
+    small_passes = clean_with_small_map(small, capacity_entries)
     assert len(big_passes) == 1
     assert len(small_passes) > 1
     assert all(p.map_entries <= capacity_entries for p in small_passes)

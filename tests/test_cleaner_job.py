@@ -12,7 +12,6 @@ import sys
 import pytest
 
 from deltalog import Record, Store
-from deltalog.cleaner.log_cleaner import LogCleaner
 from deltalog.cleaner.metrics import metrics_table_uri
 from deltalog.errors import InvalidConfigError
 from deltalog.jobs.cleaner_job import JobConfig
@@ -36,9 +35,9 @@ def latest(store, topic, partition):
 
 def test_one_cycle_applies_retention_cleans_vacuums_and_records_metrics(spark_store, clock):
     store = spark_store
-    store.create_topic("state", 1, {"cleanup.policy": "compact", "file.delete.delay.ms": 1000})
-    store.create_topic("events", 1, {"cleanup.policy": "delete", "retention.ms": DAY})
-    store.create_topic("prices", 1, {"cleanup.policy": "compact,delete", "retention.ms": 2 * DAY})
+    store.create_topic("state", 1, config={"cleanup.policy": "compact", "file.delete.delay.ms": 1000})
+    store.create_topic("events", 1, config={"cleanup.policy": "delete", "retention.ms": DAY})
+    store.create_topic("prices", 1, config={"cleanup.policy": "compact,delete", "retention.ms": 2 * DAY})
     dirty_partition(store, "state", 0)
     store.append("events", 0, [Record(None, "old")])
     store.roll("events", 0)
@@ -49,7 +48,7 @@ def test_one_cycle_applies_retention_cleans_vacuums_and_records_metrics(spark_st
     clock.advance(DAY)  # 2 days + 1 ms since the discontinued price
     dirty_partition(store, "prices", 0, keys=2, prefix="fruit")
 
-    cleaner = LogCleaner(store, threads=1, progress_interval_s=0.05)
+    cleaner = store.log_cleaner(threads=1, progress_interval_s=0.05)
     cycle = cleaner.run_cycle()
 
     assert sorted((c.topic, c.partition) for c in cycle.cleans) == [("prices", 0), ("state", 0)]
@@ -75,7 +74,7 @@ def test_one_cycle_applies_retention_cleans_vacuums_and_records_metrics(spark_st
     # metrics: a Delta table with one row per partition and one store row per cycle
     from deltalake import DeltaTable
 
-    rows = sorted(DeltaTable(metrics_table_uri(store.root)).to_pyarrow_table().to_pylist(),
+    rows = sorted(DeltaTable(metrics_table_uri(store.log_manager)).to_pyarrow_table().to_pylist(),
                   key=lambda r: r["recorded_ms"])
     assert len(rows) == 2 * (3 + 1)
     state0 = [r for r in rows if r["topic"] == "state" and r["partition"] == 0]
@@ -87,15 +86,14 @@ def test_one_cycle_applies_retention_cleans_vacuums_and_records_metrics(spark_st
 
 
 def test_threads_clean_partitions_side_by_side_with_a_share_of_the_buffer(tmp_path, clock, spark):
-    store = Store(tmp_path / "s", clock=clock, spark=spark,
-                  config={"log.cleaner.threads": 2, "log.cleaner.dedupe.buffer.size": 24 * 1000})
-    store.create_topic("t", 4, {"cleanup.policy": "compact"})
+    store = Store(tmp_path / "s", clock=clock, spark=spark, config={"log.cleaner.threads": 2})
+    store.create_topic("t", 4, config={"cleanup.policy": "compact"})
     for p in range(4):
         dirty_partition(store, "t", p, keys=2, rounds=2)
-    cycle = LogCleaner(store).run_cycle()
+    cycle = store.log_cleaner().run_cycle()
     assert sorted(c.partition for c in cycle.cleans) == [0, 1, 2, 3]
-    # each thread's pass maps at most its share: 24,000 bytes / 2 threads x 0.9 / 24 bytes = 450 entries
-    assert {c.map_capacity for c in cycle.cleans} == {450} == {store.config.offset_map_capacity}
+    # each thread's pass maps at most its share: (128 MiB / 2 threads / 24 bytes) slots x 0.9
+    assert {c.map_capacity for c in cycle.cleans} == {2_516_581} == {store.config.offset_map_capacity}
     for p in range(4):
         assert latest(store, "t", p) == {b"k0": b"v1", b"k1": b"v1", b"active": b"a"}
 
@@ -107,7 +105,7 @@ def test_store_clean_expires_old_segments_of_compact_delete_topics(spark_store, 
     segment takes the group's newest timestamp, and would (in Kafka too) wait for that one to age.
     """
     store = spark_store
-    store.create_topic("p", 1, {"cleanup.policy": "compact,delete", "retention.ms": DAY, "segment.bytes": 1000})
+    store.create_topic("p", 1, config={"cleanup.policy": "compact,delete", "retention.ms": DAY, "segment.bytes": 1000})
     store.append("p", 0, [Record("only-once", "x")])
     store.roll("p", 0)
     clock.advance(DAY + 1)
@@ -122,7 +120,7 @@ def test_store_clean_expires_old_segments_of_compact_delete_topics(spark_store, 
 
 def test_daemon_backs_off_only_when_there_is_nothing_to_clean(spark_store, clock):
     store = spark_store
-    store.create_topic("t", 1, {"cleanup.policy": "compact"})
+    store.create_topic("t", 1, config={"cleanup.policy": "compact"})
     dirty_partition(store, "t", 0)
     sleeps: list[int] = []
     cycles = []
@@ -133,7 +131,7 @@ def test_daemon_backs_off_only_when_there_is_nothing_to_clean(spark_store, clock
         if len(sleeps) == 2:  # new dirty data arrives while the cleaner sleeps
             dirty_partition(store, "t", 0)
 
-    cleaner = LogCleaner(store, sleep=sleep)
+    cleaner = store.log_cleaner(sleep=sleep)
     n = cleaner.run(max_cycles=5, on_cycle=cycles.append)
     assert n == 5
     # cycle 1 cleans (no sleep), 2 finds nothing (sleep), 3 nothing (sleep; data arrives), 4 cleans, 5 nothing
@@ -144,8 +142,8 @@ def test_daemon_backs_off_only_when_there_is_nothing_to_clean(spark_store, clock
 
 def test_stop_ends_a_long_running_cleaner(spark_store, clock):
     store = spark_store
-    store.create_topic("t", 1, {"cleanup.policy": "compact"})
-    cleaner = LogCleaner(store, sleep=lambda ms: (clock.advance(ms), cleaner.stop()), vacuum=False, metrics=False)
+    store.create_topic("t", 1, config={"cleanup.policy": "compact"})
+    cleaner = store.log_cleaner(sleep=lambda ms: (clock.advance(ms), cleaner.stop()), vacuum=False, metrics=False)
     assert cleaner.run() == 1
 
 
@@ -184,7 +182,7 @@ def test_the_shipped_configs_load():
 
 def test_job_run_prints_one_json_line_per_cycle_and_logs_progress(tmp_path, spark, clock, caplog):
     store = Store(tmp_path / "s", clock=clock, spark=spark)
-    store.create_topic("t", 1, {"cleanup.policy": "compact"})
+    store.create_topic("t", 1, config={"cleanup.policy": "compact"})
     dirty_partition(store, "t", 0)
     out = io.StringIO()
     config = JobConfig.from_mapping({"store": {"root": str(tmp_path / "s")},
@@ -210,7 +208,7 @@ def test_two_overlapping_job_runs_never_clean_a_partition_twice(tmp_path):
     """Two runs of the job as real processes, started together: every partition is cleaned exactly once."""
     root = tmp_path / "store"
     store = Store(root)
-    store.create_topic("t", 4, {"cleanup.policy": "compact"})
+    store.create_topic("t", 4, config={"cleanup.policy": "compact"})
     for p in range(4):
         dirty_partition(store, "t", p, keys=20, rounds=3)
     config = tmp_path / "job.json"
@@ -235,7 +233,7 @@ def test_cleaner_run_command(tmp_path, spark, clock, capsys):
     from deltalog.cli import main as cli
 
     store = Store(tmp_path / "s", clock=clock)
-    store.create_topic("t", 1, {"cleanup.policy": "compact"})
+    store.create_topic("t", 1, config={"cleanup.policy": "compact"})
     dirty_partition(store, "t", 0)
     assert cli(["--store", str(tmp_path / "s"), "--config", "log.cleaner.threads=2", "cleaner", "run", "--once",
                 "--progress-interval", "0.1"]) == 0

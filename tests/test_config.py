@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deltalog import InvalidConfigError, Record, Store, StoreConfig, TopicConfig
+from deltalog import CleanerConfig, InvalidConfigError, Record, Store, StoreConfig, TopicConfig
 from deltalog.config import INT_MAX, LONG_MAX
 
 KAFKA_TOPIC_DEFAULTS = {
@@ -46,7 +46,7 @@ TOPIC_CASES = {
 
 STORE_CASES = {
     "log.cleaner.threads": ("4", 4, [0, 1025, "two", 1.5]),
-    "log.cleaner.dedupe.buffer.size": ("48", 48, [23, 24, 0, "128MB"]),
+    "log.cleaner.dedupe.buffer.size": ("1048577", 1048577, [1048576, 24, 0, "128MB"]),
     "log.cleaner.io.buffer.load.factor": ("1.0", 1.0, [0, 0.0, 1.5, "most"]),
     "log.cleaner.backoff.ms": ("0", 0, [-1, "15s"]),
     "log.cleaner.io.max.bytes.per.second": ("1e6", 1e6, [0, -1, "fast"]),
@@ -159,14 +159,28 @@ def test_properties_round_trip():
     assert StoreConfig.from_properties(s.to_properties()) == s
 
 
-def test_offset_map_capacity_is_kafkas_sizing():
-    assert StoreConfig().offset_map_capacity == int(134_217_728 * 0.9) // 24
-    s = StoreConfig.from_properties({"log.cleaner.dedupe.buffer.size": 24 * 1000, "log.cleaner.threads": 2,
-                                     "log.cleaner.io.buffer.load.factor": 0.5})
-    assert s.offset_map_capacity == 250
-    with pytest.raises(InvalidConfigError) as e:
-        StoreConfig.from_properties({"log.cleaner.dedupe.buffer.size": 24, "log.cleaner.threads": 2})
-    assert "log.cleaner.dedupe.buffer.size" in str(e.value)
+@pytest.mark.parametrize("buffer, threads, load_factor", [
+    (134_217_728, 1, 0.9), (134_217_728, 3, 0.9), (1_048_577 * 2, 2, 0.5), (5_000_000, 1, 0.75),
+    (10_000_019, 4, 0.9), (2**40, 2, 0.9),
+])
+def test_offset_map_capacity_is_kafkas_sizing(buffer, threads, load_factor):
+    """Kafka: slots = min(buffer / threads, Int.MaxValue) / 24; maxDesiredMapSize = (slots * loadFactor).toInt."""
+    c = CleanerConfig.from_properties({"log.cleaner.dedupe.buffer.size": buffer, "log.cleaner.threads": threads,
+                                       "log.cleaner.io.buffer.load.factor": load_factor})
+    slots = min(buffer // threads, INT_MAX) // 24
+    assert c.offset_map_slots() == slots
+    assert c.offset_map_capacity == int(slots * load_factor)
+    assert CleanerConfig().offset_map_capacity == 5_033_164  # (134217728 / 24) x 0.9, as seed 001 computes
+
+
+def test_a_dedupe_buffer_of_1_mib_or_less_per_thread_is_refused_as_kafka_refuses_it():
+    """KafkaConfig.validateValues: require(dedupeBufferSize / threads > 1024 * 1024)."""
+    CleanerConfig.from_properties({"log.cleaner.dedupe.buffer.size": 2 * 1024 * 1024 + 2, "log.cleaner.threads": 2})
+    for buffer, threads in ((1024 * 1024, 1), (2 * 1024 * 1024 + 1, 2), (24, 1)):
+        with pytest.raises(InvalidConfigError) as e:
+            CleanerConfig.from_properties({"log.cleaner.dedupe.buffer.size": buffer, "log.cleaner.threads": threads})
+        assert "log.cleaner.dedupe.buffer.size" in str(e.value)
+    assert StoreConfig is CleanerConfig  # the earlier name keeps working
 
 
 def test_topic_configs_are_stored_with_the_partition_tables(tmp_path, clock):

@@ -10,7 +10,7 @@ from deltalog import InvalidConfigError, OffsetOutOfRangeError, Record
 @pytest.fixture
 def topic(store):
     """Partition 0 of ``t``: three batches (files) [0,3), [3,6), [6,9), all in one segment."""
-    store.create_topic("t", 1, {"cleanup.policy": "compact"})
+    store.create_topic("t", 1, config={"cleanup.policy": "compact"})
     for b in range(3):
         store.append("t", 0, [Record(f"k{b}{i}", f"v{b}{i}") for i in range(3)])
     return "t"

@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 from deltalog import Record
 from deltalog.cleaner.log_cleaner import CycleResult
 from deltalog.cleaner.metrics import METRICS_SCHEMA, collect, format_table, metrics_table_uri, record_cycle
-from deltalog.cleaner.uncleanable import Quarantine
+from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.cli import main as cli
 
 DAY = 24 * 3_600_000
@@ -18,8 +18,8 @@ DAY = 24 * 3_600_000
 
 @pytest.fixture
 def filled(store, clock):
-    store.create_topic("state", 2, {"cleanup.policy": "compact", "max.compaction.lag.ms": DAY})
-    store.create_topic("events", 1, {"cleanup.policy": "delete"})
+    store.create_topic("state", 2, config={"cleanup.policy": "compact", "max.compaction.lag.ms": DAY})
+    store.create_topic("events", 1, config={"cleanup.policy": "delete"})
     for r in range(2):
         store.append("state", 0, [Record(f"k{i}", f"v{r}") for i in range(3)])
         store.roll("state", 0)
@@ -31,7 +31,7 @@ def filled(store, clock):
 def test_collect_reports_dirty_percent_delay_and_uncleanable(filled, clock):
     store = filled
     clock.advance(DAY + 500)
-    m = collect(store)
+    m = collect(store.log_manager)
     by = {(p.topic, p.partition): p for p in m.partitions}
     assert set(by) == {("state", 0), ("state", 1), ("events", 0)}
     s0 = by[("state", 0)]
@@ -43,8 +43,8 @@ def test_collect_reports_dirty_percent_delay_and_uncleanable(filled, clock):
     assert m.uncleanable_partitions_count == 0 and m.uncleanable_bytes == 0
     assert m.last_run_ms is None and m.time_since_last_run_ms is None
 
-    Quarantine(store.root).mark("state", 0, OSError("bad file"), clock.now_ms())
-    m = collect(store)
+    UncleanablePartitions(store.log_manager.state_path()).mark("state", 0, OSError("bad file"), clock.now_ms())
+    m = collect(store.log_manager)
     assert m.uncleanable_partitions_count == 1 and m.uncleanable_bytes == s0.dirty_bytes
     assert m.max_dirty_percent == 0.0  # Kafka's max-dirty-percent leaves uncleanable logs out
     text = format_table(m)
@@ -54,12 +54,12 @@ def test_collect_reports_dirty_percent_delay_and_uncleanable(filled, clock):
 def test_each_cycle_appends_rows_and_time_since_last_run(filled, clock):
     store = filled
     now = clock.now_ms()
-    record_cycle(store, CycleResult(now - 10, now, (), (), (), (), (), ()))
+    record_cycle(store.log_manager, CycleResult(now - 10, now, (), (), (), (), (), ()))
     clock.advance(2_000)
-    m = record_cycle(store, CycleResult(clock.now_ms(), clock.now_ms(), (), (), (), (), (), ()))
+    m = record_cycle(store.log_manager, CycleResult(clock.now_ms(), clock.now_ms(), (), (), (), (), (), ()))
     assert m.last_run_ms == clock.now_ms() and m.time_since_last_run_ms == 0
-    assert collect(store, clock.now_ms() + 5).time_since_last_run_ms == 5
-    table = DeltaTable(metrics_table_uri(store.root)).to_pyarrow_table()
+    assert collect(store.log_manager, clock.now_ms() + 5).time_since_last_run_ms == 5
+    table = DeltaTable(metrics_table_uri(store.log_manager)).to_pyarrow_table()
     assert table.schema.names == METRICS_SCHEMA.names
     rows = table.to_pylist()
     assert len(rows) == 2 * 4  # 3 partitions + the store row, per cycle

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import clean_with_small_map
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -153,15 +154,14 @@ def test_a_big_file_is_split_by_row_groups_and_cleans_to_the_latest_record_per_k
 def test_partial_passes_name_each_cleaned_segment_by_its_first_offset(tmp_path, clock, spark):
     """Seed 000's naming (002.log: "offset 2 is the first offset it contains") through passes whose map
     holds two keys, so a pass ends inside a segment, and with the log start moved into a segment."""
-    store = Store(tmp_path / "s", clock=clock, spark=spark, config={"log.cleaner.dedupe.buffer.size": 54})
-    assert store.config.offset_map_capacity == 2
+    store = Store(tmp_path / "s", clock=clock, spark=spark)
     store.create_topic(TOPIC, config={"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": "0.01"})
     for batch in ([b"a", b"b", b"a", b"c"], [b"c", b"d", b"b", b"e"]):
         store.append(TOPIC, 0, [Record(key=k, value=b"v") for k in batch])
         store.roll(TOPIC, 0)
     store.append(TOPIC, 0, [Record(key=b"z", value=b"1")])
     store.delete_records(TOPIC, 0, 1)
-    passes = store.clean()
+    passes = clean_with_small_map(store, 2)
     assert len(passes) > 1
     segments = store.describe(TOPIC)[0].segments
     for seg in segments:
@@ -179,16 +179,15 @@ def test_partial_passes_name_each_cleaned_segment_by_its_first_offset(tmp_path, 
 @pytest.mark.parametrize("capacity", [1, 3])
 def test_a_full_map_still_cleans_the_clean_section(tmp_path, clock, spark, capacity):
     """Keys of the clean section superseded by the dirty one go, whatever the map's size."""
-    buffer = -(-24 * capacity * 10 // 9)
-    store = Store(tmp_path / "s", clock=clock, spark=spark, config={"log.cleaner.dedupe.buffer.size": buffer})
+    store = Store(tmp_path / "s", clock=clock, spark=spark)
     store.create_topic(TOPIC, config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
     store.append(TOPIC, 0, [Record(key=k, value=b"old") for k in (b"a", b"b", b"c", b"d")])
     store.roll(TOPIC, 0)
     store.append(TOPIC, 0, [Record(key=b"x", value=b"1")])
-    store.clean()  # the first four are now the clean section
+    clean_with_small_map(store, capacity)  # the first four are now the clean section
     store.append(TOPIC, 0, [Record(key=k, value=b"new") for k in (b"d", b"b", b"a")])
     store.roll(TOPIC, 0)
     store.append(TOPIC, 0, [Record(key=b"y", value=b"1")])
-    store.clean()
+    clean_with_small_map(store, capacity)
     got = [(r.key, r.value) for r in store.read(TOPIC, 0, 0)]
     assert got == [(b"c", b"old"), (b"x", b"1"), (b"d", b"new"), (b"b", b"new"), (b"a", b"new"), (b"y", b"1")]

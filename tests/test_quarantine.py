@@ -7,10 +7,10 @@ import shutil
 
 import pytest
 
-from deltalog import Record, Store
-from deltalog.cleaner.log_cleaner import LogCleaner
+from deltalog import InvalidConfigError, Record, Store
+from deltalog.cleaner.cleaner_manager import LogCleanerManager
 from deltalog.cleaner.metrics import collect, format_table
-from deltalog.cleaner.uncleanable import Quarantine
+from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.cli import main as cli
 
 
@@ -22,20 +22,21 @@ def dirty(store, topic, partition):
 
 
 def test_marks_are_durable_and_reset_by_partition_topic_or_all(tmp_path):
-    q = Quarantine(str(tmp_path))
-    assert q.marks() == [] and not q.is_marked("t", 0)
+    q = UncleanablePartitions(str(tmp_path))
+    assert q.marks() == [] and q.get("t", 0) is None
     mark = q.mark("t", 0, ValueError("boom"), 123, owner="me", first_dirty_offset=4, first_uncleanable_offset=9)
     q.mark("t", 2, OSError("disk"), 124)
     q.mark("u", 0, RuntimeError("x"), 125)
-    again = Quarantine(str(tmp_path))  # a new process reads the same marks
+    again = UncleanablePartitions(str(tmp_path))  # a new process reads the same marks
     assert again.get("t", 0) == mark and mark.error_type == "ValueError" and "boom" in mark.traceback
-    assert again.partitions() == {("t", 0), ("t", 2), ("u", 0)}
+    marked = lambda: {(m.topic, m.partition) for m in again.marks()}  # noqa: E731
+    assert marked() == {("t", 0), ("t", 2), ("u", 0)}
     assert [(m.topic, m.partition) for m in again.reset("t", 2)] == [("t", 2)]
-    assert again.partitions() == {("t", 0), ("u", 0)}
+    assert marked() == {("t", 0), ("u", 0)}
     assert [m.topic for m in again.reset("t")] == ["t"]
     assert [m.topic for m in again.reset()] == ["u"]
     assert again.marks() == []
-    with pytest.raises(ValueError, match="needs its topic"):
+    with pytest.raises(InvalidConfigError, match="needs its topic"):
         again.reset(None, 1)
 
 
@@ -43,7 +44,7 @@ def test_marks_are_durable_and_reset_by_partition_topic_or_all(tmp_path):
 def test_a_corrupt_or_missing_file_quarantines_only_its_partition(tmp_path, spark, clock):
     root = tmp_path / "store"
     store = Store(root, clock=clock, spark=spark)
-    store.create_topic("t", 3, {"cleanup.policy": "compact"})
+    store.create_topic("t", 3, config={"cleanup.policy": "compact"})
     for p in range(3):
         dirty(store, "t", p)
     corrupt = store.log("t", 0)
@@ -55,7 +56,7 @@ def test_a_corrupt_or_missing_file_quarantines_only_its_partition(tmp_path, spar
     missing = store.log("t", 1)
     os.remove(os.path.join(missing.uri, missing.snapshot().files[1].path))
 
-    cycle = LogCleaner(store, progress_interval_s=60).run_cycle()
+    cycle = store.log_cleaner(progress_interval_s=60).run_cycle()
     assert [(c.topic, c.partition) for c in cycle.cleans] == [("t", 2)]
     assert sorted((f.topic, f.partition) for f in cycle.failures) == [("t", 0), ("t", 1)]
     assert {r.key: r.value for r in store.read("t", 2, "earliest")} == {
@@ -63,14 +64,14 @@ def test_a_corrupt_or_missing_file_quarantines_only_its_partition(tmp_path, spar
 
     # a restart: the marks are still there, the partitions are skipped and reported, nothing fails again
     store = Store(root, clock=clock, spark=spark)
-    marks = {(m.topic, m.partition): m for m in Quarantine(str(root)).marks()}
+    marks = {(m.topic, m.partition): m for m in store.log_cleaner().manager.uncleanable.marks()}
     assert set(marks) == {("t", 0), ("t", 1)} and all(m.message for m in marks.values())
     dirty(store, "t", 2)
-    cycle = LogCleaner(store, progress_interval_s=60).run_cycle()
+    cycle = store.log_cleaner(progress_interval_s=60).run_cycle()
     assert cycle.failures == () and cycle.uncleanable == (("t", 0), ("t", 1))
     assert [(c.topic, c.partition) for c in cycle.cleans] == [("t", 2)]
     assert store.clean() == []  # store.clean() skips them too
-    metrics = collect(store)
+    metrics = collect(store.log_manager)
     assert metrics.uncleanable_partitions_count == 2
     assert metrics.uncleanable_bytes == sum(store.describe("t")[p].dirty_bytes for p in (0, 1)) > 0
     table = format_table(metrics)
@@ -79,9 +80,9 @@ def test_a_corrupt_or_missing_file_quarantines_only_its_partition(tmp_path, spar
     # repaired and reset: partition 0 is cleaned again; partition 1 stays quarantined
     shutil.copy(backup, victim)
     assert cli(["--store", str(root), "cleaner", "reset-uncleanable", "t", "0"]) == 0
-    assert Quarantine(str(root)).partitions() == {("t", 1)}
-    cycle = LogCleaner(store, progress_interval_s=60).run_cycle()
+    assert LogCleanerManager(store.log_manager).uncleanable_partitions() == {("t", 1)}
+    cycle = store.log_cleaner(progress_interval_s=60).run_cycle()
     assert [(c.topic, c.partition) for c in cycle.cleans] == [("t", 0)]
     assert cycle.uncleanable == (("t", 1),)
     assert cli(["--store", str(root), "cleaner", "reset-uncleanable"]) == 0
-    assert Quarantine(str(root)).marks() == []
+    assert LogCleanerManager(store.log_manager).uncleanable.marks() == []

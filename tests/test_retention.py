@@ -20,7 +20,7 @@ HOUR = 3_600_000
 
 def make_segments(store, clock, topic, n, *, step_ms, policy="delete", per_segment=2, **config):
     """``n`` closed segments of ``per_segment`` records (one batch each), ``step_ms`` apart, then an active one."""
-    store.create_topic(topic, 1, {"cleanup.policy": policy, **config})
+    store.create_topic(topic, 1, config={"cleanup.policy": policy, **config})
     for s in range(n):
         store.append(topic, 0, [Record(f"k{s}-{i}", f"v{s}-{i}") for i in range(per_segment)])
         store.roll(topic, 0)
@@ -53,7 +53,7 @@ def test_time_retention_deletes_old_segments_and_advances_log_start(store, clock
 
 
 def test_time_retention_boundary_is_strictly_older(store, clock):
-    store.create_topic("t", 1, {"retention.ms": 1000})
+    store.create_topic("t", 1, config={"retention.ms": 1000})
     store.append("t", 0, [Record("a", "1")])
     store.roll("t", 0)
     store.append("t", 0, [Record("b", "2")])
@@ -82,7 +82,7 @@ def test_active_segment_is_never_deleted(store, clock):
 
 def test_walk_stops_at_first_segment_that_is_not_old_enough(store, clock):
     """A future-dated record keeps its segment, and every later segment, from time-based deletion."""
-    store.create_topic("t", 1, {"retention.ms": HOUR})
+    store.create_topic("t", 1, config={"retention.ms": HOUR})
     store.append("t", 0, [Record("future", "f", timestamp_ms=clock.now_ms() + 100 * HOUR)])
     store.roll("t", 0)
     store.append("t", 0, [Record("old", "o")])
@@ -152,7 +152,7 @@ def test_log_start_breach_deletes_segments_wholly_below_log_start(store, clock):
 
 def test_compact_delete_drops_old_unique_keys(store, clock):
     """Seed 000: with compact,delete even the only record of a key goes once it is older than retention.ms."""
-    store.create_topic("prices", 1, {"cleanup.policy": "compact,delete", "retention.ms": 3 * 7 * 24 * HOUR})
+    store.create_topic("prices", 1, config={"cleanup.policy": "compact,delete", "retention.ms": 3 * 7 * 24 * HOUR})
     store.append("prices", 0, [Record("discontinued-fruit", "1.00")])
     store.roll("prices", 0)
     clock.advance(2 * 7 * 24 * HOUR)

@@ -6,6 +6,7 @@ import json
 import random
 
 import pytest
+from conftest import clean_with_small_map, map_slots_for
 
 from deltalog import InvalidTopicError, Record, Store
 from deltalog.cli import main
@@ -41,7 +42,7 @@ def produce(store: Store, rng: random.Random, n: int) -> None:
 @pytest.mark.slow
 def test_current_state_before_during_and_after_compaction(tmp_path, clock, spark):
     # A tiny offset map (4 keys a pass) makes one pass clean only part of the dirty section: "during".
-    store = Store(tmp_path / "s", clock=clock, spark=spark, config={"log.cleaner.dedupe.buffer.size": 107})
+    store = Store(tmp_path / "s", clock=clock, spark=spark)
     store.create_topic(TOPIC, partitions=2, config={"cleanup.policy": "compact", "delete.retention.ms": 0})
     rng = random.Random(4)
     query = "SELECT * FROM fruit_prices_current"
@@ -51,11 +52,11 @@ def test_current_state_before_during_and_after_compaction(tmp_path, clock, spark
         store.roll(TOPIC, p)
     produce(store, rng, 10)
 
-    partial = store.clean_partition(TOPIC, 0)
+    partial = store.log_cleaner(map_slots=map_slots_for(4)).clean_partition(TOPIC, 0)
     assert partial is not None and partial.end_offset < partial.first_uncleanable_offset  # a partial pass
     assert view_state(store, query) == model_state(store, TOPIC)  # during
 
-    store.clean(TOPIC)
+    clean_with_small_map(store, 4, TOPIC)
     assert store.describe(TOPIC)[0].first_dirty_offset > 0
     assert view_state(store, query) == model_state(store, TOPIC)  # after
     produce(store, rng, 15)  # new updates and tombstones for keys of the clean section
@@ -81,7 +82,7 @@ def test_full_log_view_and_clean_section_is_not_deduplicated_again(spark_store, 
     assert snap.first_dirty_offset == snap.log_end_offset  # everything is in the clean section
     from deltalog.sql.views import partition_current_state
 
-    plan = partition_current_state(store, store.log(TOPIC, 0), snap)._jdf.queryExecution().optimizedPlan().toString()
+    plan = partition_current_state(store.spark, store.log(TOPIC, 0), snap)._jdf.queryExecution().optimizedPlan().toString()
     assert "Aggregate" not in plan and "Join" not in plan  # the clean section is read as it is
     assert view_state(store, "SELECT * FROM fruit_prices_current") == model_state(store, TOPIC)
 

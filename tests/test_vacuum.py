@@ -17,7 +17,7 @@ DELAY = 60_000
 
 
 def three_segments(store, clock, **config):
-    store.create_topic("t", 1, {"cleanup.policy": "delete", "retention.ms": 1000, **config})
+    store.create_topic("t", 1, config={"cleanup.policy": "delete", "retention.ms": 1000, **config})
     for s in range(3):
         store.append("t", 0, [Record(f"k{s}", f"v{s}")])
         store.roll("t", 0)

@@ -50,6 +50,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -58,21 +59,20 @@ from deltalog.cleaner.log_to_clean import LogToClean
 from deltalog.cleaner.offset_map import OffsetMap, build_offset_map
 from deltalog.cleaner.recopy import RecopyChunk, RecopyCounts, RecopyParams, RetainRule, read_batches, recopy_partition
 from deltalog.cleaner.task_plan import plan_runs
-from deltalog.config import StoreConfig
+from deltalog.config import CleanerConfig
 from deltalog.errors import CleaningFailedError, CommitConflictError, DeltalogError
 from deltalog.log import delta
+from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import DELETE_HORIZON, KEY, OFFSET
 from deltalog.log.segment import Segment
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from deltalog.log.partition_log import LogSnapshot, PartitionLog
-
 logger = logging.getLogger(__name__)
 
 #: Directory (inside the partition table) of one pass's output.
-CLEANED_DIR_PREFIX = "cleaned-"
+CLEANED_DIR_PREFIX = delta.CLEANED_DIR_PREFIX
 
 
 @dataclass(frozen=True)
@@ -93,8 +93,8 @@ class CleanResult:
     bytes_read: int
     bytes_written: int
     map_entries: int
-    map_capacity: int
-    map_utilization: float
+    map_capacity: int  # Kafka's maxDesiredMapSize: slots x load factor
+    map_utilization: float  # entries / slots, Kafka's "Buffer utilization"
     map_ms: int
     copy_ms: int
     tombstones_stamped: int
@@ -134,7 +134,7 @@ class CleanResult:
             f"  {self.bytes_read / 1e6:,.3f} MB of log processed in {total_ms / 1000:,.1f} seconds.\n"
             f"  Indexed in {self.map_ms / 1000:,.1f} seconds ({100 * self.map_ms / total_ms:.1f}% of total time)\n"
             f"  Buffer utilization: {100 * self.map_utilization:.1f}% "
-            f"({self.map_entries:,} of {self.map_capacity:,} entries)\n"
+            f"({self.map_entries:,} entries; a pass maps at most {self.map_capacity:,})\n"
             f"  Cleaned in {self.copy_ms / 1000:,.1f} seconds ({100 * self.copy_ms / total_ms:.1f}% of total time)\n"
             f"  Start size: {self.bytes_read / 1e6:,.3f} MB ({self.records_read:,} messages)\n"
             f"  End size: {self.bytes_written / 1e6:,.3f} MB ({self.records_written:,} messages)\n"
@@ -163,20 +163,34 @@ def group_segments_by_size(segments: Sequence[Segment], max_bytes: int) -> list[
 
 class Cleaner:
     """Runs one pass. Its time is the plan's (``LogToClean.now_ms``), never the wall clock; the Spark
-    session is the caller's."""
+    session is the caller's.
 
-    def __init__(self, spark: SparkSession, config: StoreConfig) -> None:
+    The offset map has Kafka's geometry: ``slots`` = the thread's share of ``log.cleaner.dedupe.buffer.size``
+    / 24 bytes, of which a pass fills at most slots x ``log.cleaner.io.buffer.load.factor``. ``map_slots``
+    sets the slots directly, as Kafka's own tests build a Cleaner on a small SkimpyOffsetMap (the config
+    refuses a buffer of 1 MiB or less per thread, as Kafka's broker does).
+    """
+
+    def __init__(self, spark: SparkSession, config: CleanerConfig, *, threads: int | None = None,
+                 map_slots: int | None = None) -> None:
         self.spark = spark
         self.config = config
+        self.map_slots = map_slots if map_slots is not None else config.offset_map_slots(threads)
+        self.map_capacity = int(self.map_slots * config.io_buffer_load_factor)
+        if not self.map_slots * config.io_buffer_load_factor > 1:  # Kafka: require(slots * loadFactor > 1)
+            raise CleaningFailedError(
+                f"the offset map ({self.map_slots} slots x load factor {config.io_buffer_load_factor}) is too small "
+                "to fit in even a single key, so log cleaning will never make progress"
+            )
 
-    def clean(self, ltc: LogToClean, log: PartitionLog, map_capacity: int | None = None) -> CleanResult:
+    def clean(self, ltc: LogToClean, log: PartitionLog) -> CleanResult:
         """Clean ``[first dirty, first uncleanable)`` of the partition ``ltc`` was planned on, as of ``ltc.now_ms``."""
         snap = ltc.snapshot
         now = ltc.now_ms
-        capacity = map_capacity if map_capacity is not None else self.config.offset_map_capacity
+        capacity = self.map_capacity
         start, stop = ltc.first_dirty_offset, ltc.first_uncleanable_offset
         if stop <= start:
-            raise ValueError(f"nothing to clean in {snap.topic}-{snap.partition}: [{start}, {stop}) is empty")
+            raise CleaningFailedError(f"nothing to clean in {snap.topic}-{snap.partition}: [{start}, {stop}) is empty")
         log_start = snap.log_start_offset
 
         started = time.monotonic()
@@ -184,7 +198,7 @@ class Cleaner:
         out_dir = f"{CLEANED_DIR_PREFIX}{now}-{pass_id}"
         try:
             offset_map = build_offset_map(self.spark, log.uri, snap.files, start, stop, capacity,
-                                          os.path.join(log.uri, out_dir, "_map"))
+                                          os.path.join(log.uri, out_dir, "_map"), slots=self.map_slots)
         except Exception as e:
             _remove_tree(os.path.join(log.uri, out_dir))
             raise _failure(snap, "pass 1 (building the offset map)", e) from e
@@ -261,8 +275,6 @@ class Cleaner:
         to tasks with files in the clean section. Files wholly below the log
         start are not read (the commit removes them all the same).
         """
-        from functools import partial
-
         name_of = {f.path: (-1 if name is None else name) for group, name in zip(groups, names, strict=True)
                    for s in group for f in s.files}
         files = [f for group in groups for s in group for f in s.files if f.max_offset >= params.log_start]

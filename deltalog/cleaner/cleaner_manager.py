@@ -1,41 +1,63 @@
-"""Which partition to clean next (Kafka's LogCleanerManager: policy, not mechanism).
+"""Which partition to clean next, and the cleaning state of every partition (Kafka's LogCleanerManager).
 
-``grab_filthiest`` ranks every compacted partition of the store by cleanable ratio, keeps those that
-are eligible (ratio above ``min.cleanable.dirty.ratio``, or ``max.compaction.lag.ms`` passed with
-cleanable bytes) and returns the filthiest. Everything is planned from Delta snapshots: no data is read.
+Kafka's LogCleanerManager owns three things (seed 001, "Cleaning state in LogCleanerManager"):
+
+* the **in-progress** set: a partition being cleaned is never handed to a second cleaner thread. Here that
+  is an in-process set for the threads of one cleaner, and the partition's lease
+  (:mod:`deltalog.log.lease`) across processes;
+* the **uncleanable** set (:mod:`deltalog.cleaner.uncleanable`), durable here;
+* the **checkpoints** (first dirty offsets), which deltalog keeps in each partition's Delta log, committed
+  with the data they describe (:mod:`deltalog.log.delta`).
+
+:meth:`LogCleanerManager.grab_filthiest` is Kafka's ``grabFilthiestCompactedLog``: it ranks every compacted
+partition that is neither in progress nor uncleanable by cleanable ratio, keeps the eligible ones (ratio
+above ``min.cleanable.dirty.ratio``, or ``max.compaction.lag.ms`` passed with cleanable bytes), marks the
+filthiest in progress and returns it. Everything is planned from Delta snapshots: no data is read.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from deltalog.cleaner.log_to_clean import LogToClean
+from deltalog.cleaner.uncleanable import PartitionId, UncleanableMark, UncleanablePartitions
+from deltalog.errors import UnknownTopicOrPartitionError
+from deltalog.log.log_manager import LogManager
 
-if TYPE_CHECKING:
-    from deltalog.store import Store
-
-PartitionId = tuple[str, int]
+log = logging.getLogger(__name__)
 
 
-class CleanerManager:
-    """Chooses partitions for cleaning from the store's current snapshots."""
+class LogCleanerManager:
+    """The cleaning state of one store's partitions, shared by the threads of one cleaner."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, logs: LogManager) -> None:
+        self.logs = logs
+        self.uncleanable = UncleanablePartitions(logs.state_path())
+        self._lock = threading.Lock()
+        self._in_progress: set[PartitionId] = set()
+
+    # -- selection -------------------------------------------------------------------------------------
 
     def logs_to_clean(self, now_ms: int, topics: Iterable[str] | None = None,
                       exclude: Iterable[PartitionId] = ()) -> list[LogToClean]:
-        """Eligible partitions, filthiest first."""
+        """Eligible partitions that are neither uncleanable nor excluded, filthiest first."""
         skip = set(exclude)
-        names = list(topics) if topics is not None else self.store.list_topics()
+        names = list(topics) if topics is not None else self.logs.list_topics()
         candidates = []
         for topic in names:
-            for log in self.store.logs(topic):
-                if (log.topic, log.partition) in skip:
+            try:
+                plogs = self.logs.logs(topic)
+            except UnknownTopicOrPartitionError:
+                continue  # deleted while we looked
+            for plog in plogs:
+                if (plog.topic, plog.partition) in skip:
                     continue
-                snap = log.snapshot()
+                snap = plog.snapshot()
                 if not snap.config.compact:
+                    continue
+                if self.uncleanable.get(snap.topic, snap.partition, snap.topic_id) is not None:
                     continue
                 ltc = LogToClean.of(snap, now_ms)
                 if ltc.eligible:
@@ -44,6 +66,64 @@ class CleanerManager:
 
     def grab_filthiest(self, now_ms: int, topics: Iterable[str] | None = None,
                        exclude: Iterable[PartitionId] = ()) -> LogToClean | None:
-        """The eligible partition with the highest cleanable ratio, or None when none is eligible."""
-        ranked = self.logs_to_clean(now_ms, topics, exclude)
-        return ranked[0] if ranked else None
+        """The eligible partition with the highest cleanable ratio, now marked in progress; None if none."""
+        with self._lock:
+            ranked = self.logs_to_clean(now_ms, topics, set(exclude) | self._in_progress)
+            if not ranked:
+                return None
+            chosen = ranked[0]
+            self._in_progress.add((chosen.snapshot.topic, chosen.snapshot.partition))
+            return chosen
+
+    def done_cleaning(self, tp: PartitionId) -> None:
+        """Kafka's ``doneCleaning``: the partition may be chosen again."""
+        with self._lock:
+            self._in_progress.discard(tp)
+
+    # -- the uncleanable set ---------------------------------------------------------------------------
+
+    def mark_uncleanable(self, ltc: LogToClean, error: BaseException, now_ms: int, owner: str
+                         ) -> UncleanableMark | None:
+        """Kafka's ``markPartitionUncleanable``, for a partition whose pass threw.
+
+        Not when the topic was deleted (or deleted and created again) meanwhile: the error is then about a
+        partition that no longer exists, and Kafka drops deleted partitions from the set. Returns the
+        mark, or None when nothing was marked.
+        """
+        snap = ltc.snapshot
+        if not self._still_exists(snap.topic, snap.partition, snap.topic_id):
+            log.info("cleaning %s-%d failed after its topic was deleted; not marking it uncleanable: %s",
+                     snap.topic, snap.partition, error)
+            return None
+        log.error("Unexpected exception thrown when cleaning log %s-%d (log start %d, log end %d). "
+                  "Marking its partition (%s-%d) as uncleanable", snap.topic, snap.partition,
+                  snap.log_start_offset, snap.log_end_offset, snap.topic, snap.partition, exc_info=error)
+        return self.uncleanable.mark(
+            snap.topic, snap.partition, error, now_ms, owner=owner, topic_id=snap.topic_id,
+            first_dirty_offset=ltc.first_dirty_offset, first_uncleanable_offset=ltc.first_uncleanable_offset,
+        )
+
+    def uncleanable_partitions(self) -> set[PartitionId]:
+        """The partitions of existing topics that are marked uncleanable."""
+        out = set()
+        for mark in self.uncleanable.marks():
+            if self._current_mark(mark.topic, mark.partition) is not None:
+                out.add((mark.topic, mark.partition))
+        return out
+
+    def _current_mark(self, topic: str, partition: int) -> UncleanableMark | None:
+        try:
+            topic_id = self.logs.topic_id(topic)
+        except UnknownTopicOrPartitionError:
+            return None
+        return self.uncleanable.get(topic, partition, topic_id)
+
+    def uncleanable_mark(self, topic: str, partition: int) -> UncleanableMark | None:
+        """The mark on a partition of the topic as it exists now, if any."""
+        return self._current_mark(topic, partition)
+
+    def _still_exists(self, topic: str, partition: int, topic_id: str | None) -> bool:
+        try:
+            return partition in self.logs.partitions(topic) and self.logs.topic_id(topic) == topic_id
+        except UnknownTopicOrPartitionError:
+            return False

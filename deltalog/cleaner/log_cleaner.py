@@ -1,166 +1,99 @@
-"""The log cleaner: the loop around cleaning passes (Kafka's ``LogCleaner``; orchestration, not policy).
+"""The log cleaner: the one loop around cleaning passes (Kafka's ``LogCleaner``; orchestration, not policy).
 
-One **cycle** over a store does what Kafka's broker does on its background threads (seed 001, "Detailed
-mechanics, retention" and "Choosing the filthiest log"):
+Kafka has exactly one loop: each ``CleanerThread.doWork`` calls ``cleanFilthiestLog``, which asks the
+``LogCleanerManager`` for the filthiest log, cleans it, and on an unexpected error marks the partition
+uncleanable and carries on (seed 001, "Choosing the filthiest log", "The cleaning state machine"). deltalog
+has the same single loop, :meth:`LogCleaner.clean_filthiest_logs`, and every way of cleaning goes through
+it: ``store.clean()``, ``deltalog clean``, ``deltalog cleaner run`` and the Databricks job. It runs
+``log.cleaner.threads`` workers side by side (concurrent Spark jobs on one session), each pass with its
+share of ``log.cleaner.dedupe.buffer.size`` (Kafka: buffer / threads), and has one rule for each outcome:
 
-1. retention (:mod:`deltalog.log.retention`) on every partition: ``delete`` and ``compact,delete`` topics lose
-   old segments, any topic loses segments below its log start offset;
-2. cleaning passes, filthiest partition first (:class:`~deltalog.cleaner.cleaner_manager.CleanerManager`), until no
-   partition is eligible; ``log.cleaner.threads`` passes run side by side as concurrent Spark jobs on the
-   one session, each with its share of ``log.cleaner.dedupe.buffer.size``. As in Kafka, a
-   ``compact,delete`` partition has retention applied right after it is cleaned;
-3. VACUUM (:mod:`deltalog.log.vacuum`) of files past ``file.delete.delay.ms``;
-4. metrics (:mod:`deltalog.cleaner.metrics`) appended to the store's metrics table.
+* **a pass that throws** marks its partition uncleanable (:mod:`deltalog.cleaner.uncleanable`; not when the
+  topic was deleted meanwhile) and the loop goes on with the others; the failures are reported at the end
+  (``store.clean()`` then raises one :class:`~deltalog.errors.CleaningFailedError` naming them);
+* **a lost commit race** (a concurrent DeleteRecords, another cleaner) is not a fault: the partition is
+  left for the next call or cycle;
+* **a partition another run holds** (its lease) is skipped this time;
+* **no progress** (a pass that moved the checkpoint nowhere) ends that partition's turn, so the loop
+  cannot spin;
+* **the check after clean** (``deltalog.check.after.clean``) runs on every partition the loop cleaned;
+  a broken guarantee marks the partition uncleanable, like any failure, and is reported.
 
-Every step on a partition holds its lease (:mod:`deltalog.log.lease`), so two overlapping runs of the job
-never work on one partition at once: the second skips what the first holds. A pass that throws marks
-its partition uncleanable (:mod:`deltalog.cleaner.uncleanable`) and the cycle goes on with the others, as Kafka's
-``tryCleanFilthiestLog`` does; a pass that merely lost a commit race (a concurrent DeleteRecords, say) is
-not a fault and is tried again next cycle.
+One **cycle** (:meth:`LogCleaner.run_cycle`, what the scheduled job runs) is what Kafka's broker does on
+its background threads: retention on every partition (``delete`` and ``compact,delete`` topics lose old
+segments, any topic loses segments below its log start offset), the cleaning loop, VACUUM of files past
+``file.delete.delay.ms``, and metrics appended to the store's metrics table. Every step on a partition
+holds its lease (:mod:`deltalog.log.lease`), so two overlapping runs never work on one partition at once.
 
-:meth:`LogCleaner.run` repeats cycles, sleeping ``log.cleaner.backoff.ms`` when a cycle found nothing to
-clean (Kafka's ``CleanerThread.doWork``); sleeping goes through an injectable function so tests drive it
-with the manual clock.
+:meth:`LogCleaner.run` repeats cycles, sleeping ``log.cleaner.backoff.ms`` after a cycle that cleaned
+nothing (Kafka's ``CleanerThread.doWork``); sleeping goes through an injectable function so tests drive
+it with the manual clock.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from deltalog.cleaner import metrics
+from deltalog.cleaner.cleaner import Cleaner, CleanResult
+from deltalog.cleaner.cleaner_manager import LogCleanerManager
 from deltalog.cleaner.log_to_clean import LogToClean
-from deltalog.cleaner.uncleanable import Quarantine, UncleanableMark
-from deltalog.errors import CommitConflictError, PartitionBusyError
+from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, PassProgress
+from deltalog.cleaner.uncleanable import PartitionId
+from deltalog.config import CleanerConfig
+from deltalog.errors import (
+    CheckFailedError,
+    CleaningFailedError,
+    CommitConflictError,
+    DeltalogError,
+    InvalidConfigError,
+    PartitionBusyError,
+    PartitionUncleanableError,
+)
+from deltalog.log.log_manager import LogManager
+from deltalog.log.retention import RetentionResult, apply_retention, delete_old_segments
+from deltalog.log.vacuum import VacuumResult, vacuum_store
 
 if TYPE_CHECKING:
-    from deltalog.cleaner.cleaner import CleanResult
-    from deltalog.log.retention import RetentionResult
-    from deltalog.log.vacuum import VacuumResult
-    from deltalog.store import Store
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
-PartitionId = tuple[str, int]
-#: Seconds between the progress lines a long pass logs.
-DEFAULT_PROGRESS_INTERVAL_S = 30.0
-#: Upper bound on passes in one cycle, so a bug can never spin forever.
-MAX_PASSES_PER_CYCLE = 100_000
+#: Upper bound on passes in one run of the loop, so a bug can never spin forever.
+MAX_PASSES = 100_000
 
-
-# -- one pass ---------------------------------------------------------------------------------------------
-
-
-class PassProgress:
-    """Logs a line every ``interval_s`` while a pass runs: elapsed time and the Spark tasks done so far.
-
-    The pass's Spark jobs run in a job group of their own, so the line counts only this pass's tasks even
-    when several passes run side by side.
-    """
-
-    def __init__(self, spark: Any, ltc: LogToClean, interval_s: float) -> None:
-        snap = ltc.snapshot
-        self.name = f"{snap.topic}-{snap.partition}"
-        self.group = f"deltalog-clean-{snap.topic}-{snap.partition}-{id(self):x}"
-        self.section = (ltc.first_dirty_offset, ltc.first_uncleanable_offset)
-        self.bytes = ltc.cleanable_bytes
-        self.spark = spark
-        self.interval_s = interval_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._started = 0.0
-
-    def tasks(self) -> tuple[int, int]:
-        """(completed, total) tasks of this pass's Spark jobs so far."""
-        tracker = self.spark.sparkContext.statusTracker()
-        done = total = 0
-        for job_id in tracker.getJobIdsForGroup(self.group):
-            job = tracker.getJobInfo(job_id)
-            for stage_id in job.stageIds if job else ():
-                stage = tracker.getStageInfo(stage_id)
-                if stage:
-                    done += stage.numCompletedTasks
-                    total += stage.numTasks
-        return done, total
-
-    def line(self) -> str:
-        done, total = self.tasks()
-        return (f"cleaning {self.name}: {time.monotonic() - self._started:,.0f}s, dirty section "
-                f"[{self.section[0]}, {self.section[1]}) of {self.bytes:,} bytes, {done}/{total} Spark tasks done")
-
-    def __enter__(self) -> PassProgress:
-        self._started = time.monotonic()
-        sc = self.spark.sparkContext
-        sc.setJobGroup(self.group, f"deltalog: clean {self.name}", interruptOnCancel=False)
-        log.info("cleaning %s: dirty section [%d, %d), %d bytes", self.name, *self.section, self.bytes)
-
-        def report() -> None:
-            while not self._stop.wait(self.interval_s):
-                try:
-                    log.info("%s", self.line())
-                except Exception as e:  # the status tracker is best effort
-                    log.debug("no progress for %s: %s", self.name, e)
-
-        self._thread = threading.Thread(target=report, name=f"progress-{self.name}", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        sc = self.spark.sparkContext
-        sc.setLocalProperty("spark.jobGroup.id", None)
-        sc.setLocalProperty("spark.job.description", None)
-
-
-def clean_one(store: Store, ltc: LogToClean, *, map_capacity: int | None = None,
-              progress_interval_s: float = DEFAULT_PROGRESS_INTERVAL_S) -> CleanResult | None:
-    """One pass over the partition ``ltc`` was planned on, under the partition's lease.
-
-    Raises :class:`PartitionBusyError` when another run holds the lease. Under the lease the range is
-    planned again if the table moved since ``ltc`` (None when nothing is left to clean), the pass's
-    figures are recorded for the metrics, and a ``compact,delete`` partition has retention applied right
-    after the pass, as Kafka's cleaner does.
-    """
-    from deltalog.cleaner.cleaner import Cleaner
-    from deltalog.cleaner.metrics import record_clean
-    from deltalog.log.retention import delete_old_segments
-
-    topic, partition = ltc.snapshot.topic, ltc.snapshot.partition
-    plog = store.log(topic, partition)
-    with store.leases.hold(topic, partition, "clean", heartbeat=True):
-        snap = plog.snapshot()
-        if snap.version != ltc.snapshot.version:
-            ltc = LogToClean.of(snap, store.clock.now_ms())
-            if ltc.first_uncleanable_offset <= ltc.first_dirty_offset:
-                return None
-        with PassProgress(store.spark, ltc, progress_interval_s):
-            result = Cleaner(store.spark, store.config).clean(ltc, plog, map_capacity)
-        record_clean(store.root, result)
-        if snap.config.delete:
-            try:
-                delete_old_segments(plog, store.clock.now_ms())
-            except CommitConflictError as e:  # the pass itself committed; retention runs again next cycle
-                log.info("retention after cleaning %s-%d lost a race: %s", topic, partition, e)
-    return result
-
-
-# -- a cycle ----------------------------------------------------------------------------------------------
+#: Returns the Spark session passes run on; called only when a pass is about to run, so a loop with
+#: nothing to clean never starts Spark.
+SparkProvider = Callable[[], "SparkSession"]
+#: ``deltalog.check.after.clean``: given the passes of one run of the loop (one topic's at a time), returns
+#: the partitions whose guarantees broke, each with the error that says how.
+CheckAfterClean = Callable[[str, Sequence[CleanResult]], dict[int, CheckFailedError]]
 
 
 @dataclass(frozen=True)
 class PassFailure:
-    """A pass that threw: its partition is now uncleanable."""
+    """A partition whose pass (or the check after it) threw: it is now uncleanable."""
 
     topic: str
     partition: int
     error_type: str
     message: str
+
+
+@dataclass(frozen=True)
+class CleaningRound:
+    """What one run of the loop did, as data."""
+
+    cleans: tuple[CleanResult, ...]
+    failures: tuple[PassFailure, ...]  # newly uncleanable
+    conflicts: tuple[PartitionId, ...]  # passes that lost a commit race; tried again next time
+    busy: tuple[PartitionId, ...]  # partitions another run held
+    uncleanable: tuple[PartitionId, ...]  # skipped: marked uncleanable before this round
+    errors: tuple[BaseException, ...] = field(default=(), repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -189,6 +122,10 @@ class CycleResult:
     def files_vacuumed(self) -> int:
         return sum(v.files_deleted for v in self.vacuum)
 
+    @property
+    def newly_uncleanable(self) -> list[PartitionId]:
+        return [(f.topic, f.partition) for f in self.failures]
+
     def summary(self) -> str:
         return (f"cleaner cycle: {len(self.cleans)} pass(es) on "
                 f"{len({(c.topic, c.partition) for c in self.cleans})} partition(s), "
@@ -203,22 +140,37 @@ def _sleep_wall(ms: int, stop: threading.Event) -> None:
 
 
 class LogCleaner:
-    """Runs cleaner cycles over one store: retention, cleaning passes in ``threads`` workers, VACUUM, metrics."""
+    """The cleaning loop over one store's partitions, and the job's cycles around it.
 
-    def __init__(self, store: Store, *, threads: int | None = None, vacuum: bool = True, metrics: bool = True,
+    It takes what it needs: the store's :class:`~deltalog.log.log_manager.LogManager`, a way to get the
+    Spark session, and the cleaner-wide settings.
+    """
+
+    def __init__(self, logs: LogManager, spark: SparkProvider, config: CleanerConfig, *,
+                 threads: int | None = None, vacuum: bool = True, metrics: bool = True,
                  progress_interval_s: float = DEFAULT_PROGRESS_INTERVAL_S,
-                 sleep: Callable[[int], None] | None = None) -> None:
-        self.store = store
-        self.threads = threads or store.config.cleaner_threads
-        if self.threads < 1:
-            raise ValueError(f"threads must be >= 1, not {self.threads}")
+                 check_after_clean: CheckAfterClean | None = None,
+                 sleep: Callable[[int], None] | None = None, map_slots: int | None = None) -> None:
+        self.logs = logs
+        self.spark = spark
+        self.config = config
+        self.threads = config.cleaner_threads if threads is None else threads
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
+            raise InvalidConfigError(f"threads must be an integer >= 1 (log.cleaner.threads), not {self.threads!r}")
+        self.manager = LogCleanerManager(logs)
         self.vacuum = vacuum
         self.metrics = metrics
         self.progress_interval_s = progress_interval_s
-        self.quarantine = Quarantine(store.root)
+        self.check_after_clean = check_after_clean
+        #: Offset map slots per pass, when set: Kafka's tests build a Cleaner on a small map the same way.
+        self.map_slots = map_slots
         self.stop_event = threading.Event()
         self._sleep = sleep
         self.cycles_run = 0
+
+    @property
+    def clock(self):  # noqa: ANN201 - the log manager's Clock
+        return self.logs.clock
 
     def stop(self) -> None:
         """Ask :meth:`run` to return after the current step (safe from another thread or a signal handler)."""
@@ -231,64 +183,99 @@ class LogCleaner:
         else:
             _sleep_wall(ms, self.stop_event)
 
-    # -- the steps of a cycle ----------------------------------------------------------------------------
+    # -- one pass ----------------------------------------------------------------------------------------
 
-    def _clean_all(self) -> tuple[list[CleanResult], list[PassFailure], list[PartitionId], list[PartitionId],
-                                  list[PartitionId]]:
-        from deltalog.cleaner.cleaner_manager import CleanerManager
+    def _cleaner(self) -> Cleaner:
+        """A pass's Cleaner: its share of the dedupe buffer is buffer / threads, as each Kafka CleanerThread's."""
+        return Cleaner(self.spark(), self.config, threads=self.threads, map_slots=self.map_slots)
 
-        store = self.store
-        manager = CleanerManager(store)
+    def clean_log(self, ltc: LogToClean) -> CleanResult | None:
+        """One pass over the partition ``ltc`` was planned on, under the partition's lease.
+
+        Raises :class:`PartitionBusyError` when another run holds the lease. Under the lease the range is
+        planned again if the table moved since ``ltc`` (None when nothing is left to clean), the pass's
+        figures are recorded for the metrics, and a ``compact,delete`` partition has retention applied right
+        after the pass, as Kafka's cleaner does.
+        """
+        topic, partition = ltc.snapshot.topic, ltc.snapshot.partition
+        plog = self.logs.log(topic, partition)
+        with self.logs.leases.hold(topic, partition, "clean", heartbeat=True):
+            snap = plog.snapshot()
+            if snap.version != ltc.snapshot.version:
+                ltc = LogToClean.of(snap, self.clock.now_ms())
+                if ltc.first_uncleanable_offset <= ltc.first_dirty_offset:
+                    return None
+            cleaner = self._cleaner()
+            with PassProgress(cleaner.spark, ltc, self.progress_interval_s):
+                result = cleaner.clean(ltc, plog)
+            metrics.record_clean(self.logs, result)
+            if snap.config.delete:
+                try:
+                    delete_old_segments(plog, self.clock.now_ms())
+                except CommitConflictError as e:  # the pass itself committed; retention runs again next time
+                    log.info("retention after cleaning %s-%d lost a race: %s", topic, partition, e)
+        return result
+
+    # -- the loop ----------------------------------------------------------------------------------------
+
+    def clean_filthiest_logs(self, topics: Iterable[str] | None = None) -> CleaningRound:
+        """Clean, filthiest partition first, until no partition (of ``topics``, or of the store) is eligible.
+
+        Kafka's ``cleanFilthiestLog`` in ``log.cleaner.threads`` workers. Nothing raises out of here for a
+        partition's sake: failures, lost races and busy partitions are in the returned round.
+        """
+        wanted = list(topics) if topics is not None else None
         lock = threading.Lock()
-        in_progress: set[PartitionId] = set()
         done_for_now: set[PartitionId] = set()  # busy, failed, lost a race, or made no progress
-        uncleanable = self.quarantine.partitions()
+        uncleanable = self.manager.uncleanable_partitions()
         cleans: list[CleanResult] = []
         failures: list[PassFailure] = []
+        errors: list[BaseException] = []
         conflicts: list[PartitionId] = []
         busy: list[PartitionId] = []
         passes = [0]
-        # each thread's pass gets an equal share of the dedupe buffer (Kafka: buffer size / threads)
-        capacity = dataclasses.replace(store.config, cleaner_threads=self.threads).offset_map_capacity
+
+        def fail(ltc: LogToClean, error: BaseException) -> None:
+            snap = ltc.snapshot
+            mark = self.manager.mark_uncleanable(ltc, error, self.clock.now_ms(), self.logs.leases.owner)
+            with lock:
+                done_for_now.add((snap.topic, snap.partition))
+                if mark is not None:
+                    failures.append(PassFailure(snap.topic, snap.partition, mark.error_type, mark.message))
+                    errors.append(error)
 
         def worker() -> None:
             while not self.stop_event.is_set():
                 with lock:
-                    if passes[0] >= MAX_PASSES_PER_CYCLE:
+                    if passes[0] >= MAX_PASSES:
                         return
-                    ltc = manager.grab_filthiest(store.clock.now_ms(),
-                                                 exclude=in_progress | done_for_now | uncleanable)
-                    if ltc is None:
-                        return
-                    tp = (ltc.snapshot.topic, ltc.snapshot.partition)
-                    in_progress.add(tp)
                     passes[0] += 1
+                    exclude = done_for_now | uncleanable
+                ltc = self.manager.grab_filthiest(self.clock.now_ms(), wanted, exclude=exclude)
+                if ltc is None:
+                    return
+                tp = (ltc.snapshot.topic, ltc.snapshot.partition)
                 try:
-                    result = clean_one(store, ltc, map_capacity=capacity,
-                                       progress_interval_s=self.progress_interval_s)
+                    result = self.clean_log(ltc)
                 except PartitionBusyError:
                     with lock:
                         busy.append(tp)
                         done_for_now.add(tp)
                 except CommitConflictError as e:
-                    log.info("cleaning %s-%d lost a commit race; it is tried again next cycle: %s", *tp, e)
+                    log.info("cleaning %s-%d lost a commit race; it is tried again next time: %s", *tp, e)
                     with lock:
                         conflicts.append(tp)
                         done_for_now.add(tp)
                 except Exception as e:  # Kafka's tryCleanFilthiestLog: mark uncleanable, carry on
-                    mark = self._mark_uncleanable(ltc, e)
-                    with lock:
-                        failures.append(PassFailure(tp[0], tp[1], mark.error_type, mark.message))
-                        done_for_now.add(tp)
+                    fail(ltc, e)
                 else:
                     with lock:
                         if result is None or result.end_offset <= ltc.first_dirty_offset:
-                            done_for_now.add(tp)
+                            done_for_now.add(tp)  # no progress: this partition's turn is over
                         else:
                             cleans.append(result)
                 finally:
-                    with lock:
-                        in_progress.discard(tp)
+                    self.manager.done_cleaning(tp)
 
         if self.threads == 1:
             worker()
@@ -299,57 +286,84 @@ class LogCleaner:
                 w.start()
             for w in workers:
                 w.join()
-        return cleans, failures, conflicts, busy, sorted(uncleanable)
+        if passes[0] >= MAX_PASSES:
+            log.error("the cleaning loop stopped after %d passes with partitions still eligible", MAX_PASSES)
+        self._check(cleans, failures, errors)
+        return CleaningRound(tuple(cleans), tuple(failures), tuple(conflicts), tuple(busy), tuple(sorted(uncleanable)),
+                             tuple(errors))
 
-    def _mark_uncleanable(self, ltc: LogToClean, error: BaseException) -> UncleanableMark:
-        snap = ltc.snapshot
-        log.error("Unexpected exception thrown when cleaning log %s-%d (log start %d, log end %d). "
-                  "Marking its partition (%s-%d) as uncleanable", snap.topic, snap.partition,
-                  snap.log_start_offset, snap.log_end_offset, snap.topic, snap.partition, exc_info=error)
-        return self.quarantine.mark(
-            snap.topic, snap.partition, error, self.store.clock.now_ms(), owner=self.store.leases.owner,
-            first_dirty_offset=ltc.first_dirty_offset, first_uncleanable_offset=ltc.first_uncleanable_offset,
-        )
-
-    def _each_partition(self, purpose: str, step: Callable[[Any], Any]) -> list[Any]:
-        """Run ``step(partition log)`` on every partition under its lease; busy ones are skipped and an
-        error is logged without stopping the cycle (Kafka's retention task logs and goes on, too)."""
-        out = []
-        for plog in self.store.logs():
-            lease = self.store.leases.acquire(plog.topic, plog.partition, purpose)
-            if lease is None:
-                log.info("%s skipped %s-%d: another run holds its lease", purpose, plog.topic, plog.partition)
-                continue
+    def _check(self, cleans: list[CleanResult], failures: list[PassFailure], errors: list[BaseException]) -> None:
+        """``deltalog.check.after.clean``: check every partition the loop cleaned; a broken guarantee marks it
+        uncleanable (the clean has committed by then: the mark keeps the cleaner off it until someone looks)."""
+        if self.check_after_clean is None or not cleans:
+            return
+        by_topic: dict[str, list[CleanResult]] = {}
+        for r in cleans:
+            by_topic.setdefault(r.topic, []).append(r)
+        for topic, results in by_topic.items():
             try:
-                out.append(step(plog))
-            except Exception as e:
-                log.error("%s of %s-%d failed; it is tried again next cycle", purpose, plog.topic, plog.partition,
-                          exc_info=e)
-            finally:
-                lease.release()
-        return out
+                broken = self.check_after_clean(topic, results)
+            except DeltalogError as e:
+                broken = {p: e for p in sorted({r.partition for r in results})}
+            for partition, error in broken.items():
+                plog = self.logs.log(topic, partition)
+                ltc = LogToClean.of(plog.snapshot(), self.clock.now_ms())
+                mark = self.manager.mark_uncleanable(ltc, error, self.clock.now_ms(), self.logs.leases.owner)
+                if mark is not None:
+                    failures.append(PassFailure(topic, partition, mark.error_type, mark.message))
+                    errors.append(error)
+
+    def clean_partition(self, topic: str, partition: int, *, force: bool = False) -> CleanResult | None:
+        """One pass over one partition if it is eligible (or, with ``force``, if it has any cleanable section
+        at all); None when there is nothing to do. The partition must be compacted and not uncleanable; a
+        failure marks it uncleanable, as in the loop, and raises."""
+        plog = self.logs.log(topic, partition)
+        snap = plog.snapshot()
+        if not snap.config.compact:
+            raise InvalidConfigError(
+                f"topic {topic!r} has cleanup.policy={','.join(snap.config.cleanup_policy)}; "
+                "only 'compact' topics are cleaned"
+            )
+        mark = self.manager.uncleanable_mark(topic, partition)
+        if mark is not None:
+            raise PartitionUncleanableError(
+                f"partition {topic}-{partition} is marked uncleanable since a pass failed with {mark.error_type}: "
+                f"{mark.message[:300]}; repair it, then clear the mark with "
+                f"'deltalog cleaner reset-uncleanable {topic} {partition}'"
+            )
+        ltc = LogToClean.of(snap, self.clock.now_ms())
+        if ltc.first_uncleanable_offset <= ltc.first_dirty_offset or not (ltc.eligible or force):
+            return None
+        try:
+            result = self.clean_log(ltc)
+        except (PartitionBusyError, CommitConflictError):
+            raise
+        except Exception as e:
+            self.manager.mark_uncleanable(ltc, e, self.clock.now_ms(), self.logs.leases.owner)
+            raise
+        if result is not None:
+            failures: list[PassFailure] = []
+            errors: list[BaseException] = []
+            self._check([result], failures, errors)
+            if errors:
+                raise errors[0]
+        return result
+
+    # -- a cycle -------------------------------------------------------------------------------------------
 
     def run_cycle(self) -> CycleResult:
         """Retention, cleaning until nothing is eligible, VACUUM, metrics: one full cycle over the store."""
-        from deltalog.log.retention import delete_old_segments
-        from deltalog.log.vacuum import vacuum
-
-        store = self.store
-        started = store.clock.now_ms()
-        retention = [r for r in self._each_partition("retention", lambda plog: delete_old_segments(
-            plog, store.clock.now_ms())) if r.segments_deleted]
-        cleans, failures, conflicts, busy, uncleanable = self._clean_all()
+        started = self.clock.now_ms()
+        retention = [r for r in apply_retention(self.logs, keep_going=True) if r.segments_deleted]
+        cleaning = self.clean_filthiest_logs()
         vacuumed = []
         if self.vacuum:
-            vacuumed = [v for v in self._each_partition("vacuum", lambda plog: vacuum(
-                plog, store.clock.now_ms(), dry_run=False)) if v.files]
-        result = CycleResult(started, store.clock.now_ms(), tuple(retention), tuple(cleans), tuple(failures),
-                             tuple(conflicts), tuple(busy), tuple(uncleanable), tuple(vacuumed))
+            vacuumed = [v for v in vacuum_store(self.logs, dry_run=False, keep_going=True) if v.files]
+        result = CycleResult(started, self.clock.now_ms(), tuple(retention), cleaning.cleans, cleaning.failures,
+                             cleaning.conflicts, cleaning.busy, cleaning.uncleanable, tuple(vacuumed))
         self.cycles_run += 1
         if self.metrics:
-            from deltalog.cleaner.metrics import record_cycle
-
-            record_cycle(store, result)
+            metrics.record_cycle(self.logs, result)
         log.info("%s", result.summary())
         return result
 
@@ -370,6 +384,25 @@ class LogCleaner:
             if once or (max_cycles is not None and n >= max_cycles):
                 break
             if not cycle.did_clean and not self.stop_event.is_set():
-                log.info("nothing to clean; backing off %d ms (log.cleaner.backoff.ms)", self.store.config.backoff_ms)
-                self.sleep(self.store.config.backoff_ms)
+                log.info("nothing to clean; backing off %d ms (log.cleaner.backoff.ms)", self.config.backoff_ms)
+                self.sleep(self.config.backoff_ms)
         return n
+
+
+def raise_failures(round_: CleaningRound) -> list[CleanResult]:
+    """What ``store.clean()`` does with a round: the passes, or (after every partition was tried) one error
+    naming each partition that failed. A broken guarantee alone raises :class:`CheckFailedError`."""
+    if not round_.failures:
+        return list(round_.cleans)
+    names = ", ".join(f"{f.topic}-{f.partition} ({f.error_type}: {f.message[:1500]})" for f in round_.failures)
+    checks = [e for e in round_.errors if isinstance(e, CheckFailedError)]
+    if len(checks) == len(round_.errors):
+        raise CheckFailedError(f"data-quality check failed after cleaning, partition(s) now marked uncleanable: "
+                               f"{names}", checks[0].result, results=round_.cleans)
+    cleaned = sorted({f"{c.topic}-{c.partition}" for c in round_.cleans})
+    raise CleaningFailedError(
+        f"cleaning failed for {len(round_.failures)} partition(s), now marked uncleanable: {names}. "
+        f"The other partitions were cleaned ({', '.join(cleaned) if cleaned else 'none needed it'}); repair the "
+        "failed ones, then clear their marks with 'deltalog cleaner reset-uncleanable TOPIC PARTITION'",
+        results=round_.cleans, failures=round_.failures,
+    ) from round_.errors[0]

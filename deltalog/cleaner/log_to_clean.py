@@ -102,12 +102,19 @@ class LogToClean:
 def _max_compaction_delay(snap: LogSnapshot, first_dirty: int, now_ms: int) -> int:
     """How long the earliest dirty closed segment has waited beyond ``max.compaction.lag.ms`` (0: not yet).
 
-    Kafka uses the first batch timestamp of each dirty non-active segment (LogCleanerManager.java:669-680).
+    Kafka's ``maxCompactionDelay`` (LogCleanerManager): over the closed segments from the one holding the first
+    dirty offset, the timestamp of each segment's *first batch* (its largest record timestamp), ignoring
+    timestamps <= 0; a segment's first batch here is its first data file (one append is one file), whose
+    largest timestamp the Delta stats hold.
     """
     max_lag = max(snap.config.max_compaction_lag_ms, 0)
-    dirty = [s for s in snap.segments if not s.is_active and s.end_offset > first_dirty and s.files]
-    firsts = [min(f.min_timestamp_ms for f in s.files if f.min_timestamp_ms is not None) for s in dirty
-              if any(f.min_timestamp_ms is not None for f in s.files)]
+    firsts = []
+    for seg in snap.segments:
+        if seg.is_active or seg.end_offset <= first_dirty or not seg.files:
+            continue
+        ts = seg.files[0].max_timestamp_ms  # files are in offset order
+        if ts is not None and ts > 0:
+            firsts.append(ts)
     if not firsts:
         return 0
     clean_until = now_ms - max_lag

@@ -18,57 +18,62 @@ dashboards can chart it.
 
 from __future__ import annotations
 
-import json
-import os
-import uuid
+import shutil
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pyarrow as pa
+from deltalake import CommitProperties, write_deltalake
 
+from deltalog import storage
+from deltalog.cleaner.cleaner import CleanResult
+from deltalog.cleaner.cleaner_manager import LogCleanerManager
 from deltalog.cleaner.log_to_clean import LogToClean
-from deltalog.cleaner.uncleanable import Quarantine
+from deltalog.log.log_manager import LogManager
+from deltalog.text import format_table as text_table
 
-if TYPE_CHECKING:
-    from deltalog.cleaner.cleaner import CleanResult
-    from deltalog.cleaner.log_cleaner import CycleResult
-    from deltalog.store import Store
-
-CLEANER_STATE_DIR = os.path.join("_deltalog", "cleaner")
-METRICS_TABLE = os.path.join("_deltalog", "metrics")
+#: Under the store's state directory ``<root>/_deltalog``.
+CLEANER_STATE_DIR = "cleaner"
+METRICS_TABLE = "metrics"
 
 
-def _write_json(path: str, payload: dict[str, Any]) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(payload, f, indent=2, default=str)
-    os.replace(tmp, path)
+class CycleFigures(Protocol):
+    """What :func:`record_cycle` reads of a cleaner cycle (:class:`~deltalog.cleaner.log_cleaner.CycleResult`)."""
+
+    started_ms: int
+    finished_ms: int
+    cleans: tuple[CleanResult, ...]
+
+    @property
+    def segments_deleted(self) -> int: ...
+
+    @property
+    def files_vacuumed(self) -> int: ...
+
+    @property
+    def newly_uncleanable(self) -> list[tuple[str, int]]: ...
 
 
-def _read_json(path: str) -> dict[str, Any] | None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (FileNotFoundError, ValueError):
-        return None
+def _last_clean_path(logs: LogManager, topic: str, partition: int) -> str:
+    return logs.state_path(CLEANER_STATE_DIR, "last-clean", topic, f"{partition}.json")
 
 
-def _last_clean_path(root: str, topic: str, partition: int) -> str:
-    return os.path.join(root, CLEANER_STATE_DIR, "last-clean", topic, f"{partition}.json")
-
-
-def record_clean(root: str, result: CleanResult) -> None:
+def record_clean(logs: LogManager, result: CleanResult) -> None:
     """Keep the figures of a partition's latest pass (read back by :func:`collect`)."""
-    _write_json(_last_clean_path(root, result.topic, result.partition), result.as_dict())
+    storage.write_json(_last_clean_path(logs, result.topic, result.partition), result.as_dict())
 
 
-def last_clean(root: str, topic: str, partition: int) -> dict[str, Any] | None:
-    return _read_json(_last_clean_path(root, topic, partition))
+def last_clean(logs: LogManager, topic: str, partition: int) -> dict[str, Any] | None:
+    return storage.read_json(_last_clean_path(logs, topic, partition))
 
 
-def last_run(root: str) -> dict[str, Any] | None:
-    return _read_json(os.path.join(root, CLEANER_STATE_DIR, "last-run.json"))
+def last_run(logs: LogManager) -> dict[str, Any] | None:
+    return storage.read_json(logs.state_path(CLEANER_STATE_DIR, "last-run.json"))
+
+
+def forget_topic(logs: LogManager, topic: str) -> None:
+    """Drop the last-pass figures of a deleted topic, so a topic created again under its name starts afresh."""
+    shutil.rmtree(logs.state_path(CLEANER_STATE_DIR, "last-clean", topic), ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -113,14 +118,14 @@ class StoreMetrics:
         return asdict(self)
 
 
-def partition_metrics(store: Store, topic: str, partition: int, now_ms: int, quarantine: Quarantine
+def partition_metrics(logs: LogManager, manager: LogCleanerManager, topic: str, partition: int, now_ms: int
                       ) -> tuple[PartitionMetrics, int]:
     """A partition's metrics, and its cleanable bytes (for ``uncleanable-bytes``)."""
-    snap = store.log(topic, partition).snapshot()
+    snap = logs.log(topic, partition).snapshot()
     ltc = LogToClean.of(snap, now_ms)
     compact = snap.config.compact
-    mark = quarantine.get(topic, partition)
-    lc = last_clean(store.root, topic, partition)
+    mark = manager.uncleanable.get(topic, partition, snap.topic_id)
+    lc = last_clean(logs, topic, partition)
     last_ms = int(lc["now_ms"]) if lc else None
     m = PartitionMetrics(
         topic=topic,
@@ -144,18 +149,18 @@ def partition_metrics(store: Store, topic: str, partition: int, now_ms: int, qua
     return m, ltc.cleanable_bytes
 
 
-def collect(store: Store, now_ms: int | None = None) -> StoreMetrics:
+def collect(logs: LogManager, now_ms: int | None = None) -> StoreMetrics:
     """Every partition's metrics and the store-wide ones, from snapshots and the cleaner's records."""
-    now = store.clock.now_ms() if now_ms is None else now_ms
-    quarantine = Quarantine(store.root)
+    now = logs.clock.now_ms() if now_ms is None else now_ms
+    manager = LogCleanerManager(logs)
     parts: list[PartitionMetrics] = []
     uncleanable_bytes = 0
-    for plog in store.logs():
-        m, cleanable = partition_metrics(store, plog.topic, plog.partition, now, quarantine)
+    for plog in logs.logs():
+        m, cleanable = partition_metrics(logs, manager, plog.topic, plog.partition, now)
         parts.append(m)
         if m.uncleanable:
             uncleanable_bytes += cleanable
-    run = last_run(store.root)
+    run = last_run(logs)
     run_ms = int(run["finished_ms"]) if run else None
     return StoreMetrics(
         now_ms=now,
@@ -202,7 +207,7 @@ METRICS_SCHEMA = pa.schema([
 ])
 
 
-def metrics_rows(metrics: StoreMetrics, cycle: CycleResult | None = None) -> pa.Table:
+def metrics_rows(metrics: StoreMetrics, cycle: CycleFigures | None = None) -> pa.Table:
     """The rows one cycle appends: one per partition and one ``scope = 'store'`` row."""
     rows: list[dict[str, Any]] = []
     for p in metrics.partitions:
@@ -233,35 +238,33 @@ def metrics_rows(metrics: StoreMetrics, cycle: CycleResult | None = None) -> pa.
     return pa.Table.from_pylist(rows, schema=METRICS_SCHEMA)
 
 
-def metrics_table_uri(root: str) -> str:
-    return os.path.join(root, METRICS_TABLE)
+def metrics_table_uri(logs: LogManager) -> str:
+    return logs.state_path(METRICS_TABLE)
 
 
-def append_metrics(store: Store, metrics: StoreMetrics, cycle: CycleResult | None = None) -> None:
+def append_metrics(logs: LogManager, metrics: StoreMetrics, cycle: CycleFigures | None = None) -> None:
     """Append the rows to ``<root>/_deltalog/metrics`` (created on first use); concurrent jobs may append."""
-    from deltalake import CommitProperties, write_deltalake
-
-    write_deltalake(metrics_table_uri(store.root), metrics_rows(metrics, cycle), mode="append",
+    write_deltalake(metrics_table_uri(logs), metrics_rows(metrics, cycle), mode="append",
                     commit_properties=CommitProperties(max_commit_retries=50))
 
 
-def record_cycle(store: Store, cycle: CycleResult) -> StoreMetrics:
+def record_cycle(logs: LogManager, cycle: CycleFigures) -> StoreMetrics:
     """After a job cycle: remember it in ``last-run.json`` and append the metrics rows."""
     clean_times = [c.map_ms + c.copy_ms for c in cycle.cleans]
     utilizations = [c.map_utilization for c in cycle.cleans]
-    _write_json(os.path.join(store.root, CLEANER_STATE_DIR, "last-run.json"), {
+    storage.write_json(logs.state_path(CLEANER_STATE_DIR, "last-run.json"), {
         "started_ms": cycle.started_ms,
         "finished_ms": cycle.finished_ms,
-        "owner": store.leases.owner,
+        "owner": logs.leases.owner,
         "passes": len(cycle.cleans),
         "max_clean_time_ms": max(clean_times) if clean_times else 0,
         "max_buffer_utilization": max(utilizations) if utilizations else 0.0,
         "segments_deleted": cycle.segments_deleted,
         "files_vacuumed": cycle.files_vacuumed,
-        "newly_uncleanable": [[f.topic, f.partition] for f in cycle.failures],
+        "newly_uncleanable": [list(tp) for tp in cycle.newly_uncleanable],
     })
-    metrics = collect(store)
-    append_metrics(store, metrics, cycle)
+    metrics = collect(logs)
+    append_metrics(logs, metrics, cycle)
     return metrics
 
 
@@ -297,20 +300,13 @@ def format_table(metrics: StoreMetrics) -> str:
         + ("-" if metrics.max_buffer_utilization is None else f"{100 * metrics.max_buffer_utilization:.1f}%"),
         "",
     ]
+    if not metrics.partitions:
+        return "\n".join([*lines, "(no topics)"])
     header = ("TOPIC", "PART", "POLICY", "SIZE", "DIRTY%", "DIRTY BYTES", "MAX DELAY", "LAST CLEAN",
               "CLEAN TIME", "MAP%", "STATE")
-    rows = [header]
-    for p in metrics.partitions:
-        rows.append((
-            p.topic, str(p.partition), p.cleanup_policy, f"{p.size_bytes:,}", f"{p.dirty_percent:.1f}",
-            f"{p.dirty_bytes:,}", _secs(p.max_compaction_delay_ms), _ago(p.time_since_last_clean_ms),
-            _secs(p.last_clean_time_ms), "-" if p.map_utilization is None else f"{100 * p.map_utilization:.1f}",
-            f"UNCLEANABLE ({p.uncleanable_reason})"[:80] if p.uncleanable else "ok",
-        ))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
-    for r in rows:
-        cells = [r[i].ljust(w) if i < 3 else r[i].rjust(w) for i, w in enumerate(widths)]
-        lines.append("  ".join([*cells, r[-1]]))
-    if not metrics.partitions:
-        lines.append("(no topics)")
-    return "\n".join(lines)
+    rows = [(p.topic, p.partition, p.cleanup_policy, p.size_bytes, round(p.dirty_percent, 1), p.dirty_bytes,
+             _secs(p.max_compaction_delay_ms), _ago(p.time_since_last_clean_ms), _secs(p.last_clean_time_ms),
+             None if p.map_utilization is None else round(100 * p.map_utilization, 1),
+             f"UNCLEANABLE ({p.uncleanable_reason})"[:80] if p.uncleanable else "ok")
+            for p in metrics.partitions]
+    return "\n".join(lines) + "\n" + text_table(header, rows, rule=False)

@@ -46,6 +46,7 @@ from deltalog.log.record import KEY, OFFSET
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    # Annotation only: this module runs in Spark's Python workers, which must not import delta-rs (~0.5 s).
     from deltalog.log.delta import DataFile
 
 #: Bytes of one entry: two 64-bit hash halves and a 64-bit offset, as Kafka's 16-byte MD5 and 8-byte offset.
@@ -98,6 +99,7 @@ class OffsetMap:
     start_offset: int
     end_offset: int
     capacity: int
+    slots: int
     full: bool
     keys: MapKeys
     offsets: np.ndarray  # int64: the latest offset of each entry, in the order of ``keys``
@@ -109,8 +111,9 @@ class OffsetMap:
 
     @property
     def utilization(self) -> float:
-        """Entries used / capacity, as Kafka's "Buffer utilization" (which is of the load-factor-bounded size)."""
-        return self.entries / self.capacity if self.capacity else 0.0
+        """Entries / slots, as Kafka's ``OffsetMap.utilization`` ("Buffer utilization"): a map filled to the
+        load factor (0.9 by default) reports 90%, which seed 000 reads as the sign that the map was full."""
+        return self.entries / self.slots if self.slots else 0.0
 
     @property
     def nbytes(self) -> int:
@@ -132,7 +135,7 @@ Partial = tuple[np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None"]
 
 
 def build_offset_map(spark: SparkSession, table_uri: str, files: Sequence[DataFile], start_offset: int,
-                     end_offset: int, capacity: int, spill_dir: str) -> OffsetMap:
+                     end_offset: int, capacity: int, spill_dir: str, *, slots: int | None = None) -> OffsetMap:
     """Map the keyed records of ``[start_offset, end_offset)`` in ``files`` to the latest offset of each key
     hash, with at most ``capacity`` entries (a full map ends the mapped range early).
 
@@ -155,7 +158,8 @@ def build_offset_map(spark: SparkSession, table_uri: str, files: Sequence[DataFi
         end_offset = int(np.partition(first, capacity)[capacity])
         hi, lo, latest, _ = _merge(_run(spark, _MapTask(table_uri, start_offset, end_offset, False, spill_dir),
                                         section))
-    return OffsetMap(start_offset, end_offset, capacity, full, MapKeys.of(hi, lo), latest,
+    return OffsetMap(start_offset, end_offset, capacity, slots if slots is not None else capacity, full,
+                     MapKeys.of(hi, lo), latest,
                      OffsetBitmap.from_offsets(latest, start_offset, end_offset))
 
 

@@ -84,7 +84,7 @@ class RetainRule:
             keys_clean = keys.take(pa.array(clean))
             keyed = ~_null_mask(keys_clean)
             if self.keys is None:
-                raise ValueError("the map's hashes are needed to clean records of the clean section")
+                raise CorruptLogError("the map's hashes are needed to clean records of the clean section")
             hi, lo = key_hashes(keys_clean)
             is_latest[clean] = keyed & ~self.keys.contains(hi, lo)
         if horizons.null_count == len(horizons):
@@ -195,7 +195,9 @@ def _filter(table: pa.Table, rule: RetainRule, new_horizon: int, segment: int, c
     retain, mapped, is_latest = rule.retain(offsets, table.column(KEY), horizon)
     keyless = _null_mask(table.column(KEY))
     tombstone = _null_mask(table.column(VALUE))
-    stamp = retain & mapped & tombstone & _null_mask(horizon)
+    # Kafka stamps every batch it rewrites that keeps a tombstone (MemoryRecords.filterTo), so a tombstone past
+    # the mapped range, in a segment this pass recopies, gets its horizon too.
+    stamp = retain & tombstone & _null_mask(horizon)
     counts.records_read += int(np.count_nonzero(offsets >= rule.log_start))
     counts.keyless_dropped += int(np.count_nonzero(mapped & keyless))
     counts.tombstones_removed += int(np.count_nonzero(mapped & tombstone & ~keyless & ~retain))

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from deltalog.log.record import OFFSET
 
 if TYPE_CHECKING:
+    # Annotation only: this module runs in Spark's Python workers, which must not import delta-rs (~0.5 s).
     from deltalog.log.delta import DataFile
 
 #: Bounds of a task's share of the input: at least this much (fewer, bigger tasks on small inputs) ...

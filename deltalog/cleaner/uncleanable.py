@@ -1,4 +1,4 @@
-"""The uncleanable set: partitions whose cleaning threw, kept out of later runs until reset.
+"""The uncleanable set: partitions whose cleaning threw, kept out of later passes until reset.
 
 Kafka's ``LogCleaner.tryCleanFilthiestLog`` catches an unexpected exception from a pass, logs "Marking
 its partition (...) as uncleanable" and adds the partition to ``LogCleanerManager.uncleanablePartitions``;
@@ -7,21 +7,29 @@ report it (seed 000 "uncleanable", seed 001). deltalog keeps one small JSON file
 
     <root>/_deltalog/uncleanable/<topic>/<partition>.json
 
+Each mark records the topic id of the partition it marks: Kafka drops a deleted partition from its set,
+and here a topic deleted and created again under the same name has a new id, so an old mark never
+poisons it (and ``delete_topic`` removes the marks as well).
+
 Deliberate difference: Kafka forgets the set on restart (a broker restart is the usual cure); deltalog's
 cleaner is a job that starts afresh every run, so the mark is durable and only
-``deltalog cleaner reset-uncleanable`` (:meth:`Quarantine.reset`) clears it, once someone has repaired or
-accepted the partition. A corrupt data file would otherwise fail every scheduled run.
+``deltalog cleaner reset-uncleanable`` (:meth:`UncleanablePartitions.reset`) clears it, once someone has
+repaired or accepted the partition. A corrupt data file would otherwise fail every scheduled run.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import shutil
 import traceback
-import uuid
 from dataclasses import asdict, dataclass
 
-UNCLEANABLE_DIR = os.path.join("_deltalog", "uncleanable")
+from deltalog import storage
+from deltalog.errors import InvalidConfigError
+
+UNCLEANABLE_DIR = "uncleanable"
+
+PartitionId = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -37,56 +45,58 @@ class UncleanableMark:
     first_uncleanable_offset: int | None
     owner: str
     traceback: str = ""
+    topic_id: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
+    def applies_to(self, topic_id: str | None) -> bool:
+        """Whether this mark is about the topic that now has ``topic_id`` (not an earlier one of its name)."""
+        return self.topic_id is None or topic_id is None or self.topic_id == topic_id
 
-class Quarantine:
-    """The durable uncleanable set of one store."""
 
-    def __init__(self, root: str) -> None:
-        self.root = root
-        self.dir = os.path.join(root, UNCLEANABLE_DIR)
+class UncleanablePartitions:
+    """The durable uncleanable set of one store, under ``state_dir`` (``<root>/_deltalog``)."""
+
+    def __init__(self, state_dir: str) -> None:
+        self.dir = os.path.join(state_dir, UNCLEANABLE_DIR)
 
     def _path(self, topic: str, partition: int) -> str:
         return os.path.join(self.dir, topic, f"{int(partition)}.json")
 
     def mark(self, topic: str, partition: int, error: BaseException, now_ms: int, *, owner: str = "",
-             first_dirty_offset: int | None = None, first_uncleanable_offset: int | None = None) -> UncleanableMark:
-        """Record that cleaning ``topic-partition`` failed with ``error``; later runs skip it."""
+             topic_id: str | None = None, first_dirty_offset: int | None = None,
+             first_uncleanable_offset: int | None = None) -> UncleanableMark:
+        """Record that cleaning ``topic-partition`` failed with ``error``; later passes skip it."""
         mark = UncleanableMark(
             topic=topic, partition=int(partition), marked_ms=now_ms, error_type=type(error).__name__,
             message=str(error)[:4000], first_dirty_offset=first_dirty_offset,
             first_uncleanable_offset=first_uncleanable_offset, owner=owner,
-            traceback="".join(traceback.format_exception(error))[-8000:],
+            traceback="".join(traceback.format_exception(error))[-8000:], topic_id=topic_id,
         )
-        path = self._path(topic, partition)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(mark.as_dict(), f, indent=2)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        storage.write_json(self._path(topic, partition), mark.as_dict())
         return mark
 
-    def get(self, topic: str, partition: int) -> UncleanableMark | None:
-        try:
-            with open(self._path(topic, partition), encoding="utf-8") as f:
-                return UncleanableMark(**json.load(f))
-        except FileNotFoundError:
-            return None
-        except (ValueError, TypeError):  # a damaged mark still marks the partition
+    def get(self, topic: str, partition: int, topic_id: str | None = None) -> UncleanableMark | None:
+        """The mark on a partition of the topic that has ``topic_id`` now (given), else any mark."""
+        path = self._path(topic, partition)
+        data = storage.read_json(path)
+        if data is None:
+            if not os.path.exists(path):
+                return None
+            # a damaged mark still marks the partition
             return UncleanableMark(topic, int(partition), 0, "Unknown", "the uncleanable mark is unreadable",
                                    None, None, "")
-
-    def is_marked(self, topic: str, partition: int) -> bool:
-        return os.path.exists(self._path(topic, partition))
+        try:
+            mark = UncleanableMark(**data)
+        except TypeError:
+            mark = UncleanableMark(topic, int(partition), 0, "Unknown", "the uncleanable mark is unreadable",
+                                   None, None, "")
+        return mark if mark.applies_to(topic_id) else None
 
     def marks(self) -> list[UncleanableMark]:
-        """Every marked partition, ordered by topic and partition."""
-        out = []
+        """Every mark, ordered by topic and partition (whatever topic id it was made for)."""
+        out: list[UncleanableMark] = []
         if not os.path.isdir(self.dir):
             return out
         for topic in sorted(os.listdir(self.dir)):
@@ -100,13 +110,10 @@ class Quarantine:
                     out.append(mark)
         return out
 
-    def partitions(self) -> set[tuple[str, int]]:
-        return {(m.topic, m.partition) for m in self.marks()}
-
     def reset(self, topic: str | None = None, partition: int | None = None) -> list[UncleanableMark]:
         """Clear the marks of one partition, of a topic, or of the whole store; returns what was cleared."""
         if partition is not None and topic is None:
-            raise ValueError("a partition needs its topic")
+            raise InvalidConfigError("reset-uncleanable: a partition needs its topic")
         cleared = [m for m in self.marks()
                    if (topic is None or m.topic == topic) and (partition is None or m.partition == partition)]
         for m in cleared:
@@ -115,3 +122,7 @@ class Quarantine:
             except FileNotFoundError:
                 pass
         return cleared
+
+    def forget_topic(self, topic: str) -> None:
+        """Drop every mark of a deleted topic (Kafka removes deleted partitions from its set)."""
+        shutil.rmtree(os.path.join(self.dir, topic), ignore_errors=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from deltalog.cli import common
+import deltalog.cli.common as common
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

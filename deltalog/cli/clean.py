@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import argparse
 
-from deltalog.cli import common
+import deltalog.cli.common as common
+from deltalog.errors import CheckFailedError, CleaningFailedError, DeltalogError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,17 +36,27 @@ def clean(args: argparse.Namespace) -> int:
     if args.force and args.partition is None:
         raise common.UsageError("--force needs -p/--partition: it cleans one partition regardless of its ratio")
     store = common.open_store(args)
+    failed: DeltalogError | None = None
     if args.partition is not None:
         one = store.clean_partition(args.topic, args.partition, force=args.force)
         results = [one] if one is not None else []
     else:
-        results = store.clean(args.topic)
+        try:
+            results = store.clean(args.topic)
+        except (CleaningFailedError, CheckFailedError) as e:  # the other partitions were cleaned: show them
+            results, failed = list(e.results), e
+    _print(args, results, failed is not None)
+    if failed is not None:
+        raise failed
+    return 0
+
+
+def _print(args: argparse.Namespace, results: list, failed: bool) -> None:
     if args.json:
         common.print_json([r.as_dict() for r in results])
-    elif not results:
+    elif not results and not failed:
         print("Nothing to clean: no partition is eligible (dirty ratio at or below min.cleanable.dirty.ratio, "
               "and max.compaction.lag.ms not reached).")
     else:
         for r in results:
             print(r.summary())
-    return 0

@@ -12,7 +12,11 @@ import dataclasses
 import logging
 import sys
 
-from deltalog.cli import common
+import deltalog.cli.common as common
+from deltalog.cleaner.metrics import collect, format_table
+from deltalog.cleaner.uncleanable import UncleanablePartitions
+from deltalog.jobs.cleaner_job import JobConfig
+from deltalog.jobs.cleaner_job import run as run_job
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -78,9 +82,6 @@ def _setup_logging() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from deltalog.jobs.cleaner_job import JobConfig
-    from deltalog.jobs.cleaner_job import run as run_job
-
     if args.config_file:
         config = JobConfig.load(args.config_file)
         if getattr(args, "store", None):
@@ -112,12 +113,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def reset_uncleanable(args: argparse.Namespace) -> int:
-    from deltalog.cleaner.uncleanable import Quarantine
-
     store = common.open_store(args)
     if args.topic is not None:
         store.partitions(args.topic)  # raises for an unknown topic
-    cleared = Quarantine(store.root).reset(args.topic, args.partition)
+    cleared = UncleanablePartitions(store.log_manager.state_path()).reset(args.topic, args.partition)
     for m in cleared:
         print(f"cleared {m.topic}-{m.partition} (marked uncleanable after {m.error_type}: {m.message[:120]})")
     if not cleared:
@@ -165,9 +164,7 @@ def delete_records(args: argparse.Namespace) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
-    from deltalog.cleaner.metrics import collect, format_table
-
-    metrics = collect(common.open_store(args))
+    metrics = collect(common.open_store(args).log_manager)
     if args.json:
         common.print_json(metrics.as_dict())
     else:

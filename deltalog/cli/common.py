@@ -8,19 +8,14 @@ import os
 import sys
 from typing import Any
 
-from deltalog.errors import DeltalogError
+from deltalog.errors import NoStoreError, UsageError
 from deltalog.store import TOPICS_DIR, Store
 
 STORE_ENV = "DELTALOG_STORE"
 DEFAULT_STORE = "./deltalog-store"
 
-
-class UsageError(Exception):
-    """A command line that parses but makes no sense (exit code 2)."""
-
-
-class NoStoreError(DeltalogError):
-    """A read-only command pointed at a directory that holds no store."""
+__all__ = ["DEFAULT_STORE", "STORE_ENV", "NoStoreError", "UsageError", "add_global_options", "add_json_option",
+           "add_store_option", "key_value", "open_store", "print_json", "store_path"]
 
 
 def key_value(text: str) -> tuple[str, str]:

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from deltalog.cli import common
+import deltalog.cli.common as common
 from deltalog.cli.jsonlines import record_to_json
 
 PAGE_SIZE = 10_000

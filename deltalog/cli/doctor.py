@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+import deltalog.cli.common as common
 from deltalog import doctor as checks
-from deltalog.cli import common
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

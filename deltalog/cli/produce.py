@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from deltalog.cli import common
+import deltalog.cli.common as common
 from deltalog.cli.jsonlines import records_from_lines
 from deltalog.log.partition_log import validate_records
 

@@ -12,7 +12,8 @@ import json
 import sys
 from typing import Any
 
-from deltalog.cli import common
+import deltalog.cli.common as common
+from deltalog.text import format_table
 
 DEFAULT_MAX_ROWS = 1000
 
@@ -74,11 +75,6 @@ def sql(args: argparse.Namespace) -> int:
         for r in rows:
             sys.stdout.write(json.dumps({c: _plain(v) for c, v in zip(columns, r, strict=True)}, default=str) + "\n")
     else:
-        table = [columns] + [[_cell(v) for v in r] for r in rows]
-        widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
-        for n, row in enumerate(table):
-            print(" | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-            if n == 0:
-                print("-+-".join("-" * w for w in widths))
+        print(format_table(columns, [[_cell(v) for v in r] for r in rows], sep=" | "))
         print(f"({len(rows)} row{'s' if len(rows) != 1 else ''}{', more not shown' if more else ''})")
     return 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from deltalog.cli import common
+import deltalog.cli.common as common
 from deltalog.config import TopicConfig
 from deltalog.report import config_lines, describe_lines
 

@@ -20,6 +20,7 @@ partition is worked on under a lease, and the second run skips what the first ho
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -29,8 +30,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltalog.config import StoreConfig
+from deltalog.config import CleanerConfig
 from deltalog.errors import DeltalogError, InvalidConfigError
+from deltalog.sql.session import local_session
+from deltalog.store import Store
 
 log = logging.getLogger("deltalog.jobs.cleaner_job")
 
@@ -67,7 +70,7 @@ class JobConfig:
             return {k: v for k, v in value.items() if not k.startswith("_")}
 
         store, cleaner, spark, job = (section(s) for s in SECTIONS)
-        StoreConfig.from_properties(cleaner)  # names the bad key and value
+        CleanerConfig.from_properties(cleaner)  # names the bad key and value
         root = store.get("root")
         if not isinstance(root, str) or not root:
             raise InvalidConfigError(f"{source}: store.root must be the store's path (a non-empty string), not {root!r}")
@@ -134,15 +137,10 @@ def cycle_json(cycle: Any) -> dict[str, Any]:
 def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = None) -> int:
     """Open the store and run the cleaner as ``config`` says, one JSON line per cycle on ``out``;
     returns the number of cycles run."""
-    from deltalog.cleaner.log_cleaner import LogCleaner
-    from deltalog.store import Store
-
     if spark is None:
-        from deltalog.sql.session import local_session
-
         spark = local_session(config.spark_master, dict(config.spark_conf), app_name="deltalog-cleaner")
     store = Store(config.root, spark=spark, clock=clock, config=dict(config.cleaner))
-    cleaner = LogCleaner(store, vacuum=config.vacuum, progress_interval_s=config.progress_interval_s)
+    cleaner = store.log_cleaner(vacuum=config.vacuum, progress_interval_s=config.progress_interval_s)
     out = out or sys.stdout
 
     previous = {}
@@ -188,8 +186,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise InvalidConfigError(f"--max-cycles must be >= 1, not {args.max_cycles}")
             overrides["max_cycles"] = args.max_cycles
         if overrides:
-            import dataclasses
-
             config = dataclasses.replace(config, **overrides)
         logging.basicConfig(level=config.log_level, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")

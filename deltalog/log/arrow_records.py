@@ -13,18 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltalog.config import TopicConfig
 from deltalog.errors import InvalidRecordError, RecordTooLargeError
 from deltalog.log.encoding import check_bytes
 from deltalog.log.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, RECORD_SCHEMA, SEGMENT, TIMESTAMP, VALUE, Record
-
-if TYPE_CHECKING:
-    from deltalog.config import TopicConfig
 
 ArrowRecords = pa.Table | pa.RecordBatch
 

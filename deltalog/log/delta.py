@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -55,6 +57,8 @@ from deltalog.log.record import (
     new_file_name,
 )
 
+T = TypeVar("T")
+
 TXN_LOG_END_OFFSET = "deltalog.log_end_offset"
 TXN_LOG_START_OFFSET = "deltalog.log_start_offset"
 TXN_ACTIVE_SEGMENT = "deltalog.active_segment"
@@ -66,8 +70,14 @@ TXN_CLEANER_CHECKPOINT = "deltalog.cleaner.checkpoint"
 CONFIG_PREFIX = "deltalog.topic."
 PROP_TOPIC = "deltalog.topic"
 PROP_PARTITION = "deltalog.partition"
+#: The topic id (KIP-516) every partition of a topic shares; a topic created again gets a new one.
+PROP_TOPIC_ID = "deltalog.topic_id"
 PROP_FORMAT = "deltalog.format.version"
 FORMAT_VERSION = "1"
+
+#: A cleaning pass writes into ``<table>/cleaned-<clock ms>-<pass id>/``: the clock time in the name lets VACUUM
+#: age the output of a pass that never committed on the store's clock (see :mod:`deltalog.log.vacuum`).
+CLEANED_DIR_PREFIX = "cleaned-"
 
 
 
@@ -228,6 +238,22 @@ def commit(
         dt.create_write_transaction(list(actions), mode="append", schema=RECORD_SCHEMA, commit_properties=props)
     except CommitFailedError as e:
         raise CommitConflictError(f"{operation} lost a race with a concurrent commit: {e}") from e
+
+
+def retry_on_conflict(what: str, attempts: int, step: Callable[[int], T], *, backoff: bool = True) -> T:
+    """``step(attempt)`` until it commits: a :class:`CommitConflictError` means a concurrent writer won, and the
+    step plans again from a fresh snapshot (after a short random sleep when ``backoff``, so racing producers
+    spread out). After ``attempts`` lost races one ``CommitConflictError`` says so."""
+    last: CommitConflictError | None = None
+    for attempt in range(attempts):
+        try:
+            return step(attempt)
+        except CommitConflictError as e:
+            last = e
+            if backoff:
+                time.sleep(random.uniform(0.001, 0.005 * min(attempt + 1, 20)))
+    raise CommitConflictError(f"{what} lost the race with concurrent commits {attempts} times in a row; "
+                              f"last error: {last}")
 
 
 def committed_version(dt: DeltaTable, read_version: int, key: str, value: object) -> int:

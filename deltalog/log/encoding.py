@@ -29,8 +29,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
 from decimal import Decimal
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -38,10 +37,8 @@ from typing import TYPE_CHECKING, Any
 from deltalog.errors import InvalidConfigError
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column
     from pyspark.sql.types import DataType, StructType
 
-    from deltalog.config import TopicConfig
 
 ENCODINGS = ("bytes", "string", "json")
 
@@ -68,16 +65,6 @@ def parse_schema_config(name: str, raw: Any) -> str:
         except ValueError as e:
             raise InvalidConfigError(f"Invalid value {text!r} for configuration {name}: {e}") from None
     return text
-
-
-def check_topic_encodings(config: TopicConfig) -> None:
-    """Cross-key rule: a ``json`` encoding needs its schema."""
-    for side in ("key", "value"):
-        if getattr(config, f"{side}_encoding") == "json" and not getattr(config, f"{side}_schema"):
-            raise InvalidConfigError(
-                f"Conflict: {side}.encoding=json needs {side}.schema, a Spark DDL field list such as "
-                "'price DOUBLE, currency STRING' or a Spark StructType in JSON"
-            )
 
 
 # -- schemas --------------------------------------------------------------------------------------------
@@ -361,38 +348,3 @@ def check_bytes(data: bytes, encoding: str, schema_text: str) -> str | None:
 
 
 # -- Spark side ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ColumnEncoding:
-    """How one column (``key`` or ``value``) of a topic is decoded for SQL."""
-
-    column: str
-    encoding: str
-    schema_text: str
-
-    def decode(self, col: Column) -> Column:
-        from pyspark.sql import functions as F
-
-        if self.encoding == "string":
-            return col.cast("string")
-        if self.encoding == "json":
-            return F.from_json(col.cast("string"), parse_schema(self.schema_text), {"mode": "PERMISSIVE"})
-        return col
-
-
-def column_encodings(config: TopicConfig) -> tuple[ColumnEncoding, ColumnEncoding]:
-    return (ColumnEncoding("key", config.key_encoding, config.key_schema),
-            ColumnEncoding("value", config.value_encoding, config.value_schema))
-
-
-def decoded_columns(config: TopicConfig, columns: Sequence[str]) -> list[Column]:
-    """``columns`` as Spark columns, with ``key``/``value`` decoded per the topic's encodings."""
-    from pyspark.sql import functions as F
-
-    by_name = {e.column: e for e in column_encodings(config)}
-    out = []
-    for c in columns:
-        enc = by_name.get(c)
-        out.append(enc.decode(F.col(c)).alias(c) if enc is not None else F.col(c))
-    return out

@@ -32,14 +32,10 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from deltalog import storage
 from deltalog.clock import Clock
-from deltalog.errors import PartitionBusyError
-
-if TYPE_CHECKING:
-    from deltalog.log.partition_log import PartitionLog
-    from deltalog.store import Store
+from deltalog.errors import InvalidConfigError, PartitionBusyError
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +182,7 @@ class LeaseManager:
     def __init__(self, root: str, clock: Clock, *, owner: str | None = None,
                  ttl_ms: int = DEFAULT_LEASE_TTL_MS) -> None:
         if ttl_ms <= 0:
-            raise ValueError(f"lease ttl_ms must be > 0, not {ttl_ms}")
+            raise InvalidConfigError(f"lease ttl_ms must be > 0, not {ttl_ms}")
         self.root = root
         self.clock = clock
         self.owner = owner or default_owner()
@@ -240,12 +236,7 @@ class LeaseManager:
     @staticmethod
     def _replace(path: str, payload: dict[str, object]) -> None:
         """Rewrite our own lease file atomically (readers see the old or the new content, never neither)."""
-        tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(payload, f, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        storage.write_json(path, payload, indent=None)
 
     def holder(self, topic: str, partition: int) -> LeaseInfo | None:
         """The live lease on a partition, or None when it is free (no lease, or only expired ones)."""
@@ -309,21 +300,5 @@ class LeaseManager:
             lease.start_heartbeat()
         try:
             yield lease
-        finally:
-            lease.release()
-
-
-def each_leased_partition(store: Store, topic: str | None, purpose: str) -> Iterator[PartitionLog]:
-    """Every partition (of ``topic``, or of the store) whose lease this run can take, held while the caller
-    works on it; a partition another run holds is skipped this time (it is retried on the next cycle), as
-    Kafka's retention skips a partition whose cleaning it cannot pause."""
-    for partition_log in store.logs(topic):
-        lease = store.leases.acquire(partition_log.topic, partition_log.partition, purpose)
-        if lease is None:
-            log.info("%s skipped %s-%d: another run holds its lease", purpose, partition_log.topic,
-                     partition_log.partition)
-            continue
-        try:
-            yield partition_log
         finally:
             lease.release()

@@ -10,8 +10,6 @@ pure functions of a snapshot and a time.
 from __future__ import annotations
 
 import os
-import random
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -42,6 +40,7 @@ class LogSnapshot:
     partition: int
     version: int
     config: TopicConfig
+    topic_id: str | None
     log_start_offset: int
     log_end_offset: int
     active_segment_base: int
@@ -125,9 +124,12 @@ class PartitionLog:
     # -- creation -----------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, uri: str, topic: str, partition: int, config: TopicConfig) -> PartitionLog:
+    def create(cls, uri: str, topic: str, partition: int, config: TopicConfig, *, topic_id: str | None = None
+               ) -> PartitionLog:
         os.makedirs(uri, exist_ok=True)
         props = {delta.PROP_TOPIC: topic, delta.PROP_PARTITION: str(partition), delta.PROP_FORMAT: delta.FORMAT_VERSION}
+        if topic_id is not None:
+            props[delta.PROP_TOPIC_ID] = topic_id
         props.update(config_to_table_properties(config))
         delta.create_table(
             uri,
@@ -170,6 +172,10 @@ class PartitionLog:
         self._latest = snapshot_of(dt, self.topic, self.partition)
         return self._latest
 
+    def topic_id(self) -> str | None:
+        """The topic id recorded when the topic was created (None for tables made before ids existed)."""
+        return self.table(refresh=False).metadata().configuration.get(delta.PROP_TOPIC_ID)
+
     # -- appends --------------------------------------------------------------------------------------
 
     def append(self, records: Sequence[Record] | pa.Table | pa.RecordBatch, now_ms: int) -> list[int]:
@@ -186,15 +192,16 @@ class PartitionLog:
         n = arrow.num_rows
         if not n:
             return []
-        last_error: Exception | None = None
-        for attempt in range(APPEND_MAX_ATTEMPTS):
+        validated: list[pa.Table] = []
+
+        def attempt(i: int) -> list[int]:
             head = self.head()
-            if attempt == 0:
-                rows = arrow_records.validated(arrow, head.config, self.topic, now_ms)
+            if not validated:  # once, on the first attempt: nothing is written before every record passed
+                validated.append(arrow_records.validated(arrow, head.config, self.topic, now_ms))
             base, opened, rolled = head.segment_for_append(now_ms)
             leo = head.log_end_offset
             offsets = range(leo, leo + n)
-            add = delta.write_data_file(self.uri, arrow_records.with_log_columns(rows, offsets, base), now_ms)
+            add = delta.write_data_file(self.uri, arrow_records.with_log_columns(validated[0], offsets, base), now_ms)
             active_bytes = add.size + (0 if rolled or head.active_segment_empty else head.active_segment_bytes)
             txns = {
                 delta.TXN_LOG_END_OFFSET: leo + n,
@@ -209,19 +216,17 @@ class PartitionLog:
                     self.table(refresh=False), [add], txns=txns, operation="append",
                     metadata={"records": n, "rolled": rolled},
                 )
-                # If the next refresh finds exactly one new version, it is this commit: its head is this.
-                self._next_head = (read_version + 1, replace(
-                    head, log_end_offset=leo + n, active_segment_base=base, active_segment_bytes=active_bytes,
-                    active_segment_opened_ms=opened if opened is not None else head.active_segment_opened_ms))
-                return list(offsets)
-            except CommitConflictError as e:
-                last_error = e
+            except CommitConflictError:
                 delta.delete_quietly(self.uri, [add.path])
-                time.sleep(random.uniform(0.001, 0.005 * min(attempt + 1, 20)))
-        raise CommitConflictError(
-            f"append to {self.topic}-{self.partition} lost the race for the log end offset "
-            f"{APPEND_MAX_ATTEMPTS} times in a row; last error: {last_error}"
-        )
+                raise
+            # If the next refresh finds exactly one new version, it is this commit: its head is this.
+            self._next_head = (read_version + 1, replace(
+                head, log_end_offset=leo + n, active_segment_base=base, active_segment_bytes=active_bytes,
+                active_segment_opened_ms=opened if opened is not None else head.active_segment_opened_ms))
+            return list(offsets)
+
+        return delta.retry_on_conflict(f"append to {self.topic}-{self.partition} (the race for the log end offset)",
+                                       APPEND_MAX_ATTEMPTS, attempt)
 
     def head(self) -> LogHead:
         """The head of the log at the latest version, read from the Delta log alone (O(1) in files).
@@ -241,22 +246,19 @@ class PartitionLog:
 
         Rolling an empty active segment does nothing. Returns the active segment's base offset.
         """
-        for attempt in range(APPEND_MAX_ATTEMPTS):
+        def attempt(i: int) -> int:
             head = self.head()
             if head.active_segment_empty:
                 return head.active_segment_base
             leo = head.log_end_offset
-            try:
-                delta.commit(
-                    self.table(refresh=False), [],
-                    txns={delta.TXN_LOG_END_OFFSET: leo, delta.TXN_ACTIVE_SEGMENT: leo,
-                          delta.TXN_ACTIVE_SEGMENT_BYTES: 0},
-                    operation="roll", metadata={"base_offset": leo},
-                )
-                return leo
-            except CommitConflictError:
-                time.sleep(random.uniform(0.001, 0.005 * min(attempt + 1, 20)))
-        raise CommitConflictError(f"roll of {self.topic}-{self.partition} kept losing races with producers")
+            delta.commit(
+                self.table(refresh=False), [],
+                txns={delta.TXN_LOG_END_OFFSET: leo, delta.TXN_ACTIVE_SEGMENT: leo, delta.TXN_ACTIVE_SEGMENT_BYTES: 0},
+                operation="roll", metadata={"base_offset": leo},
+            )
+            return leo
+
+        return delta.retry_on_conflict(f"roll of {self.topic}-{self.partition}", APPEND_MAX_ATTEMPTS, attempt)
 
     # -- reads ----------------------------------------------------------------------------------------
 
@@ -370,6 +372,7 @@ def snapshot_of(dt: DeltaTable, topic: str, partition: int) -> LogSnapshot:
         partition=partition,
         version=dt.version(),
         config=config_from_table_properties(props),
+        topic_id=props.get(delta.PROP_TOPIC_ID),
         log_start_offset=delta.txn_version(dt, delta.TXN_LOG_START_OFFSET) or 0,
         log_end_offset=leo,
         active_segment_base=active,

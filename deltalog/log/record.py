@@ -9,7 +9,7 @@ the first time it is cleaned (KIP-534's delete horizon, kept as a column instead
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +99,11 @@ class Headers(tuple):  # noqa: SLOT001 - a plain value type
 def _normalize_headers(headers: HeadersLike) -> Headers:
     if headers is None:
         return Headers()
+    if isinstance(headers, (str, bytes, bytearray, memoryview)) or not isinstance(headers, (Mapping, Iterable)):
+        raise InvalidRecordError(
+            f"record headers must be a mapping of str to bytes, or a sequence of (str, bytes) pairs, not "
+            f"{type(headers).__name__} {headers!r:.60}"
+        )
     items = headers.items() if isinstance(headers, Mapping) else headers
     out = []
     for item in items:

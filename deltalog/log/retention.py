@@ -28,16 +28,13 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from deltalog.errors import CommitConflictError, InvalidConfigError, OffsetOutOfRangeError
+from deltalog.errors import InvalidConfigError, OffsetOutOfRangeError
 from deltalog.log import delta
 from deltalog.log.delta import DataFile
+from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.segment import Segment
-
-if TYPE_CHECKING:
-    from deltalog.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -143,8 +140,7 @@ def delete_old_segments(log_: PartitionLog, now_ms: int) -> RetentionResult:
 
     Callers that must not overlap a cleaning pass hold the partition's lease (:mod:`deltalog.log.lease`).
     """
-    last: Exception | None = None
-    for _ in range(MAX_ATTEMPTS):
+    def attempt(_: int) -> RetentionResult:
         snap = log_.snapshot()
         doomed = deletable_segments(snap, now_ms)
         if not doomed:
@@ -153,27 +149,22 @@ def delete_old_segments(log_: PartitionLog, now_ms: int) -> RetentionResult:
         bases = {d.base_offset for d in doomed}
         files = [f for s in snap.segments if s.base_offset in bases for f in s.files]
         new_start = max(snap.log_start_offset, doomed[-1].end_offset)
-        try:
-            version = _commit_removal(log_, snap, files, new_start, now_ms, "retention", {
-                "segments_deleted": len(doomed),
-                "bytes_deleted": sum(d.size_bytes for d in doomed),
-                "records_deleted": sum(d.num_records for d in doomed),
-                "reasons": ",".join(sorted({d.reason for d in doomed})),
-                "log_start_offset": new_start,
-                "now_ms": now_ms,
-            })
-        except CommitConflictError as e:
-            last = e
-            continue
+        version = _commit_removal(log_, snap, files, new_start, now_ms, "retention", {
+            "segments_deleted": len(doomed),
+            "bytes_deleted": sum(d.size_bytes for d in doomed),
+            "records_deleted": sum(d.num_records for d in doomed),
+            "reasons": ",".join(sorted({d.reason for d in doomed})),
+            "log_start_offset": new_start,
+            "now_ms": now_ms,
+        })
         log.info("retention deleted %d segment(s) of %s-%d (%d bytes, %d records); log start offset %d -> %d",
                  len(doomed), snap.topic, snap.partition, sum(d.size_bytes for d in doomed),
                  sum(d.num_records for d in doomed), snap.log_start_offset, new_start)
         return RetentionResult(snap.topic, snap.partition, snap.log_start_offset, new_start, tuple(doomed),
                                len(files), version, now_ms)
-    raise CommitConflictError(
-        f"retention of {log_.topic}-{log_.partition} lost the race with concurrent commits "
-        f"{MAX_ATTEMPTS} times; last error: {last}"
-    )
+
+    return delta.retry_on_conflict(f"retention of {log_.topic}-{log_.partition}", MAX_ATTEMPTS, attempt,
+                                   backoff=False)
 
 
 def delete_records(log_: PartitionLog, before_offset: int, now_ms: int) -> DeleteRecordsResult:
@@ -188,8 +179,7 @@ def delete_records(log_: PartitionLog, before_offset: int, now_ms: int) -> Delet
         raise InvalidConfigError(
             f"before_offset must be an int offset (or {HIGH_WATERMARK} for the log end), not {before_offset!r}"
         )
-    last: Exception | None = None
-    for _ in range(MAX_ATTEMPTS):
+    def attempt(_: int) -> DeleteRecordsResult:
         snap = log_.snapshot()
         target = snap.log_end_offset if before_offset == HIGH_WATERMARK else before_offset
         if target < 0 or target > snap.log_end_offset:
@@ -202,21 +192,16 @@ def delete_records(log_: PartitionLog, before_offset: int, now_ms: int) -> Delet
         if target <= snap.log_start_offset:
             return DeleteRecordsResult(snap.topic, snap.partition, snap.log_start_offset, 0, 0, 0, None)
         files = [f for f in snap.files if f.max_offset < target]
-        try:
-            version = _commit_removal(log_, snap, files, target, now_ms, "delete_records", {
-                "before_offset": target,
-                "files_deleted": len(files),
-                "now_ms": now_ms,
-            })
-        except CommitConflictError as e:
-            last = e
-            continue
+        version = _commit_removal(log_, snap, files, target, now_ms, "delete_records", {
+            "before_offset": target,
+            "files_deleted": len(files),
+            "now_ms": now_ms,
+        })
         return DeleteRecordsResult(snap.topic, snap.partition, target, len(files),
                                    sum(f.size_bytes for f in files), sum(f.num_records for f in files), version)
-    raise CommitConflictError(
-        f"DeleteRecords on {log_.topic}-{log_.partition} lost the race with concurrent commits "
-        f"{MAX_ATTEMPTS} times; last error: {last}"
-    )
+
+    return delta.retry_on_conflict(f"DeleteRecords on {log_.topic}-{log_.partition}", MAX_ATTEMPTS, attempt,
+                                   backoff=False)
 
 
 def _commit_removal(log_: PartitionLog, snap: LogSnapshot, files: list[DataFile], new_start: int, now_ms: int,
@@ -239,13 +224,12 @@ def _commit_removal(log_: PartitionLog, snap: LogSnapshot, files: list[DataFile]
     return delta.committed_version(dt, snap.version, "commit_id", commit_id)
 
 
-def apply_retention(store: Store, topic: str | None = None) -> list[RetentionResult]:
+def apply_retention(logs: LogManager, topic: str | None = None, *, keep_going: bool = False
+                    ) -> list[RetentionResult]:
     """Kafka's ``cleanupLogs``: retention over every partition (of ``topic``, or of the store).
 
     Each partition is done under its lease, so never while a cleaning pass runs on it; one whose lease
-    another run holds is skipped this time (see :func:`~deltalog.log.lease.each_leased_partition`).
+    another run holds is skipped this time (see :meth:`~deltalog.log.log_manager.LogManager.each_leased`).
     """
-    from deltalog.log.lease import each_leased_partition
-
-    return [delete_old_segments(log_, store.clock.now_ms())
-            for log_ in each_leased_partition(store, topic, "retention")]
+    return logs.each_leased(topic, "retention", lambda log_: delete_old_segments(log_, logs.clock.now_ms()),
+                            keep_going=keep_going)

@@ -32,17 +32,13 @@ import json
 import logging
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 
-from deltalog.cleaner.cleaner import CLEANED_DIR_PREFIX
 from deltalog.log import delta
+from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import PartitionLog, snapshot_of
-
-if TYPE_CHECKING:
-    from deltalog.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -166,8 +162,8 @@ def orphan_written_ms(path: str, mtime_ms: int) -> int:
     their modification time.
     """
     top = path.split("/", 1)[0]
-    if top.startswith(CLEANED_DIR_PREFIX):
-        stamp = top[len(CLEANED_DIR_PREFIX):].split("-", 1)[0]
+    if top.startswith(delta.CLEANED_DIR_PREFIX):
+        stamp = top[len(delta.CLEANED_DIR_PREFIX):].split("-", 1)[0]
         if stamp.isdigit():
             return int(stamp)
     return mtime_ms
@@ -183,9 +179,8 @@ def _remove_empty_dirs(table_uri: str) -> None:
             pass
 
 
-def vacuum_store(store: Store, topic: str | None = None, *, dry_run: bool = True) -> list[VacuumResult]:
+def vacuum_store(logs: LogManager, topic: str | None = None, *, dry_run: bool = True,
+                 keep_going: bool = False) -> list[VacuumResult]:
     """VACUUM every partition (of ``topic``, or of the store), each under its lease; busy ones are skipped."""
-    from deltalog.log.lease import each_leased_partition
-
-    return [vacuum(log_, store.clock.now_ms(), dry_run=dry_run)
-            for log_ in each_leased_partition(store, topic, "vacuum")]
+    return logs.each_leased(topic, "vacuum", lambda log_: vacuum(log_, logs.clock.now_ms(), dry_run=dry_run),
+                            keep_going=keep_going)

@@ -5,13 +5,15 @@ DataFrames of the partition tables (:mod:`deltalog.quality.frames`); :func:`chec
 keeps the results (:mod:`deltalog.quality.check`). ``store.check(topic)`` is the entry point.
 """
 
+from deltalog.errors import CheckFailedError
 from deltalog.quality.check import (
-    CheckFailedError,
     CheckResult,
     ExpectationOutcome,
     SuiteOutcome,
+    check_after_clean,
     check_topic,
     saved_results,
 )
 
-__all__ = ["CheckFailedError", "CheckResult", "ExpectationOutcome", "SuiteOutcome", "check_topic", "saved_results"]
+__all__ = ["CheckFailedError", "CheckResult", "ExpectationOutcome", "SuiteOutcome", "check_after_clean", "check_topic",
+           "saved_results"]

@@ -18,7 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from deltalog.errors import DeltalogError, InvalidConfigError
+from deltalog import storage
+from deltalog.errors import CheckFailedError, InvalidConfigError
+from deltalog.log.log_manager import LogManager
 from deltalog.quality.frames import (
     CleanCommit,
     across_clean_frame,
@@ -29,22 +31,11 @@ from deltalog.quality.frames import (
 from deltalog.quality.suites import SAMPLE_LIMIT, Guarantee, across_clean_guarantees, partition_guarantees
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
-    from deltalog.store import Store
+    from pyspark.sql import DataFrame, SparkSession
 
 logger = logging.getLogger(__name__)
 
 CHECKS_DIR = "checks"
-
-
-class CheckFailedError(DeltalogError):
-    """A data-quality check found a broken guarantee (raised by ``clean()`` with
-    ``deltalog.check.after.clean=true``); ``result`` holds the details."""
-
-    def __init__(self, message: str, result: CheckResult) -> None:
-        super().__init__(message)
-        self.result = result
 
 
 @dataclass(frozen=True)
@@ -217,7 +208,8 @@ class _Runner:
 
 
 def check_topic(
-    store: Store,
+    logs: LogManager,
+    spark: SparkSession,
     topic: str,
     *,
     partitions: Iterable[int] | None = None,
@@ -229,17 +221,16 @@ def check_topic(
     on its cleans: ``cleans="last"`` (default) the newest clean, ``"all"`` every clean whose earlier
     version's files are still on disk (VACUUM removes them after ``file.delete.delay.ms``), ``"none"``,
     or a mapping partition -> clean commit versions."""
-    all_partitions = store.partitions(topic)  # raises for an unknown topic before any path is built
-    now = store.clock.now_ms()
-    topic_dir = os.path.join(store.root, "_deltalog", CHECKS_DIR, topic)
+    all_partitions = logs.partitions(topic)  # raises for an unknown topic before any path is built
+    now = logs.clock.now_ms()
+    topic_dir = logs.state_path(CHECKS_DIR, topic)
     docs_dir = os.path.join(topic_dir, "data_docs") if data_docs else None
     runner = _Runner(docs_dir)
     wanted = list(partitions) if partitions is not None else all_partitions
     suites: list[SuiteOutcome] = []
     notes: list[str] = []
-    spark = store.spark
     for p in wanted:
-        log = store.log(topic, p)
+        log = logs.log(topic, p)
         snap = log.snapshot()
         history = clean_commits(log)
         last = history[0] if history else None
@@ -263,13 +254,9 @@ def check_topic(
         docs_index = os.path.join(docs_dir, "index.html")
     result = CheckResult(topic, now, tuple(suites), tuple(notes), None, docs_index, tuple(runner.validations))
     if save:
-        os.makedirs(topic_dir, exist_ok=True)
         path = os.path.join(topic_dir, f"{now}-{uuid.uuid4().hex[:8]}.json")
         result = CheckResult(topic, now, result.suites, result.notes, path, docs_index, result.validations)
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(result.as_dict(with_validations=True), fh, indent=1, default=str)
-        os.replace(tmp, path)
+        storage.write_json(path, result.as_dict(with_validations=True), indent=1)
     if not result.success:
         logger.warning("%s", result.summary())
     return result
@@ -289,9 +276,22 @@ def _cleans_to_check(history: list[CleanCommit], cleans: str | Mapping[int, Sequ
     raise InvalidConfigError(f"cleans must be 'last', 'all', 'none' or a mapping partition -> versions, not {cleans!r}")
 
 
-def saved_results(store: Store, topic: str) -> list[str]:
+def check_after_clean(logs: LogManager, spark: SparkSession, topic: str, results: Sequence[Any]
+                      ) -> dict[int, CheckFailedError]:
+    """``deltalog.check.after.clean``: check each clean just made on ``topic``; the partitions whose guarantees
+    broke, each with the error that says how."""
+    cleans: dict[int, list[int]] = {}
+    for r in results:
+        cleans.setdefault(r.partition, []).append(r.version)
+    result = check_topic(logs, spark, topic, partitions=sorted(cleans), cleans=cleans)
+    broken = sorted({s.partition for s in result.suites if not s.success})
+    return {p: CheckFailedError(f"data-quality check failed after cleaning {topic}-{p}:\n{result.summary()}", result)
+            for p in broken}
+
+
+def saved_results(logs: LogManager, topic: str) -> list[str]:
     """Paths of the saved check results of a topic, oldest first."""
-    d = os.path.join(store.root, "_deltalog", CHECKS_DIR, topic)
+    d = logs.state_path(CHECKS_DIR, topic)
     if not os.path.isdir(d):
         return []
     return sorted(os.path.join(d, n) for n in os.listdir(d) if n.endswith(".json"))

@@ -9,15 +9,15 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from deltalog.errors import CorruptLogError
+from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, TIMESTAMP, VALUE
 from deltalog.sql.reads import SPARK_SCHEMA_DDL, read_files
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-
-    from deltalog.log.partition_log import LogSnapshot, PartitionLog
 
 FILE_RANK = "_file_rank"
 ROW_INDEX = "_row_index"
@@ -72,7 +72,7 @@ def _commit_time_from_actions(uri: str, version: int) -> int:
                 return int(action["add"]["modificationTime"])
             if "remove" in action and action["remove"].get("deletionTimestamp") is not None:
                 return int(action["remove"]["deletionTimestamp"])
-    raise ValueError(f"clean commit {version} of {uri} has no add or remove action")
+    raise CorruptLogError(f"clean commit {version} of {uri} has no add or remove action")
 
 
 def files_present(log: PartitionLog, snap: LogSnapshot) -> bool:
@@ -84,8 +84,6 @@ def partition_frame(spark: SparkSession, log: PartitionLog, snap: LogSnapshot) -
     """Every row of a snapshot at or above the log start (and any row with a null offset), with the file
     it came from (``_file_rank``: the file's place in offset order), its position in that file, and the
     file's Delta stats, so the suites can check read order and stats against the data."""
-    from pyspark.sql import functions as F
-
     ranks = [(os.path.normpath(os.path.join(log.uri, f.path)), i, f.min_offset, f.max_offset, f.num_records)
              for i, f in enumerate(snap.files)]
     if snap.files:
@@ -114,8 +112,6 @@ def partition_frame(spark: SparkSession, log: PartitionLog, snap: LogSnapshot) -
 def across_clean_frame(spark: SparkSession, log: PartitionLog, before: LogSnapshot, after: LogSnapshot) -> DataFrame:
     """The records before and after one clean, joined on offset: ``b_*`` / ``a_*`` columns, ``b_present`` /
     ``a_present``, and ``b_latest`` (the record is its key's latest before the clean)."""
-    from pyspark.sql import functions as F
-
     cols = [OFFSET, *CONTENT, DELETE_HORIZON]
 
     def side(snap: LogSnapshot, prefix: str) -> DataFrame:

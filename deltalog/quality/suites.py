@@ -32,12 +32,10 @@ Across one clean (:func:`across_clean_guarantees`, batch: the records before and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from deltalog.log.partition_log import LogSnapshot
 from deltalog.quality.frames import FILE_RANK, ROW_INDEX, STAT_COUNT, STAT_MAX, STAT_MIN, CleanCommit
-
-if TYPE_CHECKING:
-    from deltalog.log.partition_log import LogSnapshot
 
 #: Offending rows returned per expectation (GX keeps at most 200 anyway).
 SAMPLE_LIMIT = 20

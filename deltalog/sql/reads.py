@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from deltalog.log.delta import DataFile
+from deltalog.log.partition_log import LogSnapshot
 from deltalog.log.record import RECORD_SCHEMA
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-
-    from deltalog.log.partition_log import LogSnapshot
 
 #: The partition table's schema in Spark's DDL (Spark reads file columns as nullable whatever it says).
 SPARK_SCHEMA_DDL = (
@@ -44,8 +42,6 @@ def read_snapshot(spark: SparkSession, uri: str, snapshot: LogSnapshot,
 
     Files entirely below the start are skipped by their stats; the row filter drops the rest.
     """
-    from pyspark.sql import functions as F
-
     start = max(snapshot.log_start_offset, from_offset or 0)
     files = snapshot.files_from(start)
     wanted = list(columns) if columns is not None else RECORD_SCHEMA.names

@@ -35,18 +35,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from deltalog.errors import InvalidTopicError
-from deltalog.log.encoding import decoded_columns
+from deltalog.log.log_manager import LogManager
+from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, SEGMENT, TIMESTAMP, VALUE
+from deltalog.sql.encoding import decoded_columns
 from deltalog.sql.reads import read_files, read_snapshot
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
-    from deltalog.log.partition_log import LogSnapshot, PartitionLog
-    from deltalog.store import Store
 
 PARTITION = "partition"
 CURRENT_SUFFIX = "_current"
@@ -76,29 +74,25 @@ def view_names(topics: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
 # -- DataFrames ----------------------------------------------------------------------------------------
 
 
-def _snapshots(store: Store, topic: str) -> list[tuple[PartitionLog, LogSnapshot]]:
-    return [(log, log.snapshot()) for log in store.logs(topic)]
+def _snapshots(logs: LogManager, topic: str) -> list[tuple[PartitionLog, LogSnapshot]]:
+    return [(log, log.snapshot()) for log in logs.logs(topic)]
 
 
-def _partition_log(store: Store, log: PartitionLog, snap: LogSnapshot) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    df = read_snapshot(store.spark, log.uri, snap)
+def _partition_log(spark: SparkSession, log: PartitionLog, snap: LogSnapshot) -> DataFrame:
+    df = read_snapshot(spark, log.uri, snap)
     return df.select(F.lit(snap.partition).alias(PARTITION), *[F.col(c) for c in LOG_COLUMNS[1:]])
 
 
-def log_frame(store: Store, topic: str, *, decode: bool = True) -> DataFrame:
+def log_frame(logs: LogManager, spark: SparkSession, topic: str, *, decode: bool = True) -> DataFrame:
     """Every record of every partition of ``topic`` (latest snapshots), with a ``partition`` column."""
-    config = store.topic_config(topic)
-    parts = [_partition_log(store, log, snap) for log, snap in _snapshots(store, topic)]
+    config = logs.topic_config(topic)
+    parts = [_partition_log(spark, log, snap) for log, snap in _snapshots(logs, topic)]
     df = _union(parts)
     return df.select(*decoded_columns(config, LOG_COLUMNS)) if decode else df
 
 
-def partition_current_state(store: Store, log: PartitionLog, snap: LogSnapshot) -> DataFrame:
+def partition_current_state(spark: SparkSession, log: PartitionLog, snap: LogSnapshot) -> DataFrame:
     """The latest non-tombstone record per key of one partition snapshot, raw (undecoded) columns."""
-    from pyspark.sql import functions as F
-
     start = snap.log_start_offset
     first_dirty = max(snap.first_dirty_offset, start)
     cols = [OFFSET, KEY, VALUE, HEADERS, TIMESTAMP]
@@ -107,11 +101,11 @@ def partition_current_state(store: Store, log: PartitionLog, snap: LogSnapshot) 
     clean_files = [f for f in live if f.min_offset < first_dirty and f.tombstones < f.num_records]
     tail_files = [f for f in live if f.max_offset >= first_dirty]
     offset, key, value = F.col(OFFSET), F.col(KEY), F.col(VALUE)
-    clean = read_files(store.spark, log.uri, clean_files, cols).where(
+    clean = read_files(spark, log.uri, clean_files, cols).where(
         (offset >= start) & (offset < first_dirty) & key.isNotNull() & value.isNotNull()
     )
     if tail_files:
-        tail = read_files(store.spark, log.uri, tail_files, cols).where((offset >= first_dirty) & key.isNotNull())
+        tail = read_files(spark, log.uri, tail_files, cols).where((offset >= first_dirty) & key.isNotNull())
         latest = (
             tail.groupBy(KEY)
             .agg(F.max_by(F.struct(*[F.col(c) for c in cols]), offset).alias("r"))
@@ -130,14 +124,14 @@ def partition_current_state(store: Store, log: PartitionLog, snap: LogSnapshot) 
     return state.select(F.lit(snap.partition).alias(PARTITION), *[F.col(c) for c in cols])
 
 
-def current_state(store: Store, topic: str, *, decode: bool = True) -> DataFrame:
+def current_state(logs: LogManager, spark: SparkSession, topic: str, *, decode: bool = True) -> DataFrame:
     """The current state of ``topic``: per partition, the latest record of each key unless it is a tombstone.
 
     Columns ``partition, offset, key, value, headers, timestamp_ms``; see the module docstring for how it
     stays correct and cheap at every stage of compaction.
     """
-    config = store.topic_config(topic)
-    df = _union([partition_current_state(store, log, snap) for log, snap in _snapshots(store, topic)])
+    config = logs.topic_config(topic)
+    df = _union([partition_current_state(spark, log, snap) for log, snap in _snapshots(logs, topic)])
     return df.select(*decoded_columns(config, STATE_COLUMNS)) if decode else df
 
 
@@ -151,26 +145,26 @@ def _union(parts: list[DataFrame]) -> DataFrame:
 # -- SQL ---------------------------------------------------------------------------------------------------
 
 
-def register_views(store: Store, topics: Iterable[str] | None = None) -> dict[str, str]:
+def register_views(logs: LogManager, spark: SparkSession, topics: Iterable[str] | None = None) -> dict[str, str]:
     """Register the views of ``topics`` (all by default); returns view name -> topic."""
-    wanted = list(topics) if topics is not None else store.list_topics()
-    names = view_names(store.list_topics())
+    wanted = list(topics) if topics is not None else logs.list_topics()
+    names = view_names(logs.list_topics())
     registered: dict[str, str] = {}
     for topic in wanted:
         for name, kind in ((view_name(topic), "log"), (view_name(topic) + CURRENT_SUFFIX, "current")):
             claims = names.get(name.lower(), [])
             if len(claims) > 1:
                 continue  # ambiguous: sql() refuses queries that use it
-            df = log_frame(store, topic) if kind == "log" else current_state(store, topic)
+            df = log_frame(logs, spark, topic) if kind == "log" else current_state(logs, spark, topic)
             df.createOrReplaceTempView(name)
             registered[name] = topic
     return registered
 
 
-def sql(store: Store, query: str) -> DataFrame:
+def sql(logs: LogManager, spark: SparkSession, query: str) -> DataFrame:
     """Run Spark SQL with the views of every topic the query names registered first."""
     words = {w.lower() for w in _WORD.findall(query)}
-    names = view_names(store.list_topics())
+    names = view_names(logs.list_topics())
     used = sorted({topic for name, claims in names.items() if name in words for topic, _ in claims})
     for name, claims in names.items():
         if name in words and len(claims) > 1:
@@ -179,5 +173,5 @@ def sql(store: Store, query: str) -> DataFrame:
                 + ", ".join(f"the {'current state' if k == 'current' else 'log'} of topic {t!r}" for t, k in claims)
                 + "; use store.log_frame(topic) / store.current_state(topic) and register a view of your own"
             )
-    register_views(store, used)
-    return store.spark.sql(query)
+    register_views(logs, spark, used)
+    return spark.sql(query)

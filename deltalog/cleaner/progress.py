@@ -1,0 +1,83 @@
+"""Progress of a long cleaning pass: a log line every so often with the Spark tasks done so far.
+
+A pass over a big partition can run for minutes; Kafka's cleaner logs nothing until it is done, but a
+scheduled job that is silent for ten minutes looks hung. The pass's Spark jobs run in a job group of their
+own, so the line counts only this pass's tasks even when several passes run side by side.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from deltalog.cleaner.log_to_clean import LogToClean
+
+log = logging.getLogger("deltalog.cleaner.log_cleaner")
+
+#: Seconds between the progress lines a long pass logs.
+DEFAULT_PROGRESS_INTERVAL_S = 30.0
+
+
+class PassProgress:
+    """Logs a line every ``interval_s`` while a pass runs: elapsed time and the Spark tasks done so far.
+
+    The pass's Spark jobs run in a job group of their own, so the line counts only this pass's tasks even
+    when several passes run side by side.
+    """
+
+    def __init__(self, spark: Any, ltc: LogToClean, interval_s: float) -> None:
+        snap = ltc.snapshot
+        self.name = f"{snap.topic}-{snap.partition}"
+        self.group = f"deltalog-clean-{snap.topic}-{snap.partition}-{id(self):x}"
+        self.section = (ltc.first_dirty_offset, ltc.first_uncleanable_offset)
+        self.bytes = ltc.cleanable_bytes
+        self.spark = spark
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started = 0.0
+
+    def tasks(self) -> tuple[int, int]:
+        """(completed, total) tasks of this pass's Spark jobs so far."""
+        tracker = self.spark.sparkContext.statusTracker()
+        done = total = 0
+        for job_id in tracker.getJobIdsForGroup(self.group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job else ():
+                stage = tracker.getStageInfo(stage_id)
+                if stage:
+                    done += stage.numCompletedTasks
+                    total += stage.numTasks
+        return done, total
+
+    def line(self) -> str:
+        done, total = self.tasks()
+        return (f"cleaning {self.name}: {time.monotonic() - self._started:,.0f}s, dirty section "
+                f"[{self.section[0]}, {self.section[1]}) of {self.bytes:,} bytes, {done}/{total} Spark tasks done")
+
+    def __enter__(self) -> PassProgress:
+        self._started = time.monotonic()
+        sc = self.spark.sparkContext
+        sc.setJobGroup(self.group, f"deltalog: clean {self.name}", interruptOnCancel=False)
+        log.info("cleaning %s: dirty section [%d, %d), %d bytes", self.name, *self.section, self.bytes)
+
+        def report() -> None:
+            while not self._stop.wait(self.interval_s):
+                try:
+                    log.info("%s", self.line())
+                except Exception as e:  # the status tracker is best effort
+                    log.debug("no progress for %s: %s", self.name, e)
+
+        self._thread = threading.Thread(target=report, name=f"progress-{self.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        sc = self.spark.sparkContext
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
