@@ -39,7 +39,7 @@ def __getattr__(name: str) -> object:
     ``deltalog.cleaner.offset_map`` in every Python worker, and importing the store (delta-rs, Spark glue) there
     cost ~0.5 s a worker for nothing."""
     if name == "Store":
-        from deltalog.store import Store
+        from deltalog.store import Store  # lazy, for the workers' start-up time (above)
 
         return Store
     raise AttributeError(f"module 'deltalog' has no attribute {name!r}")

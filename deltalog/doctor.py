@@ -114,7 +114,7 @@ def check_delta_rs() -> Check:
     version = package_version("deltalake")
     if version is None:
         return Check("deltalake", FAIL, "deltalake (delta-rs) is not installed", "pip install -e .")
-    try:
+    try:  # importing them is part of the check: a broken native library fails here
         import pyarrow as pa
         from deltalake import DeltaTable, write_deltalake
 
@@ -134,7 +134,7 @@ def check_spark() -> tuple[Check, object | None]:
     version = package_version("pyspark")
     if version is None:
         return Check("spark", FAIL, "pyspark is not installed", "pip install -e ."), None
-    try:
+    try:  # starting Spark is the check (and `doctor --no-spark` must not import pyspark)
         from deltalog.sql.session import local_session
 
         started = time.monotonic()
@@ -153,7 +153,7 @@ def check_spark() -> tuple[Check, object | None]:
 
 
 def _worker_probe(_partition: object) -> object:
-    """Runs in a Spark Python worker: the cleaner's task code, on three keys."""
+    """Runs in a Spark Python worker: the cleaner's task code, on three keys (imported there, in the worker)."""
     import pyarrow as pa
 
     from deltalog.cleaner.key_hash import key_hashes

@@ -233,7 +233,7 @@ class Store:
                            save=save)
 
     def _check_after_clean(self, topic: str, results: Sequence[CleanResult]) -> dict[int, CheckFailedError]:
-        from deltalog.quality import check_after_clean
+        from deltalog.quality import check_after_clean  # see above: great-expectations takes seconds to import
 
         return check_after_clean(self.log_manager, self.spark, topic, results)
 

@@ -46,6 +46,7 @@ import dataclasses
 import logging
 import os
 import re
+import shutil
 import time
 import uuid
 from collections.abc import Sequence
@@ -366,6 +367,4 @@ def _failure(snap: LogSnapshot, phase: str, error: Exception) -> Exception:
 
 
 def _remove_tree(path: str) -> None:
-    import shutil
-
     shutil.rmtree(path, ignore_errors=True)

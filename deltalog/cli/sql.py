@@ -57,6 +57,7 @@ def _cell(value: Any) -> str:
 
 
 def sql(args: argparse.Namespace) -> int:
+    # pyspark is imported by the commands that run Spark only, not at the start of every command.
     from pyspark.errors import PySparkException
 
     if args.max_rows < 0:

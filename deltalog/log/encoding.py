@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from deltalog.errors import InvalidConfigError
 
 if TYPE_CHECKING:
-    from pyspark.sql.types import DataType, StructType
+    from pyspark.sql.types import DataType, StructType  # only for json encodings: appends of bytes never import pyspark
 
 
 ENCODINGS = ("bytes", "string", "json")
@@ -114,7 +114,10 @@ class _DDLParser:
         return tok
 
     def fields(self, end: str | None) -> StructType:
-        from pyspark.sql.types import StructField, StructType
+        from pyspark.sql.types import (  # only for json encodings: appends of bytes never import pyspark
+            StructField,
+            StructType,
+        )
 
         fields = []
         while True:
@@ -145,7 +148,7 @@ class _DDLParser:
             raise ValueError(f"expected ',' or the end of the field list, found {self.peek()!r}")
 
     def type(self) -> DataType:
-        from pyspark.sql import types as T
+        from pyspark.sql import types as T  # only for json encodings: appends of bytes never import pyspark
 
         word = self.take().lower()
         if word in _SIMPLE_TYPES:
@@ -197,7 +200,7 @@ class _DDLParser:
 @lru_cache(maxsize=256)
 def parse_schema(text: str) -> StructType:
     """A Spark ``StructType`` from a DDL field list or the JSON form of a ``StructType`` (no JVM needed)."""
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import StructType  # only for json encodings: appends of bytes never import pyspark
 
     text = text.strip()
     if not text:
@@ -217,7 +220,7 @@ def parse_schema(text: str) -> StructType:
 
 
 def _check_supported(dtype: DataType) -> None:
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # only for json encodings: appends of bytes never import pyspark
 
     if isinstance(dtype, T.StructType):
         for f in dtype.fields:
@@ -263,7 +266,7 @@ def _first_problem(dtype: DataType, elements: Iterable[tuple[str, Any]]) -> str 
 
 def _match(dtype: DataType, value: Any, path: str) -> str | None:
     """None if ``value`` (parsed JSON) fits ``dtype``; else what is wrong, naming the field."""
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # only for json encodings: appends of bytes never import pyspark
 
     name = type(dtype).__name__
     if isinstance(dtype, T.StructType):

@@ -18,6 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import great_expectations as gx
+from great_expectations.data_context.types.base import ProgressBarsConfig
+
 from deltalog import storage
 from deltalog.errors import CheckFailedError, InvalidConfigError
 from deltalog.log.log_manager import LogManager
@@ -145,9 +148,6 @@ class CheckResult:
 
 
 def _context(docs_dir: str | None) -> Any:
-    import great_expectations as gx
-    from great_expectations.data_context.types.base import ProgressBarsConfig
-
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
     if docs_dir is not None:
@@ -183,8 +183,6 @@ class _Runner:
         self.validations: list[dict[str, Any]] = []
 
     def run(self, name: str, guarantees: Sequence[Guarantee], df: DataFrame) -> tuple[ExpectationOutcome, ...]:
-        import great_expectations as gx
-
         asset = self.source.add_dataframe_asset(name)
         batch_definition = asset.add_batch_definition_whole_dataframe("whole")
         suite = self.context.suites.add(gx.ExpectationSuite(name=name, expectations=[g.expectation for g in guarantees]))

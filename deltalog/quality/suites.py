@@ -34,6 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import great_expectations.expectations as gxe
+
 from deltalog.log.partition_log import LogSnapshot
 from deltalog.quality.frames import FILE_RANK, ROW_INDEX, STAT_COUNT, STAT_MAX, STAT_MIN, CleanCommit
 
@@ -55,8 +57,6 @@ class Guarantee:
 
 
 def _rows(name: str, description: str, query: str) -> Guarantee:
-    import great_expectations.expectations as gxe
-
     return Guarantee(name, description, gxe.UnexpectedRowsExpectation(
         unexpected_rows_query=query, description=description, meta={"deltalog": name},
     ))
@@ -64,8 +64,6 @@ def _rows(name: str, description: str, query: str) -> Guarantee:
 
 def partition_guarantees(snap: LogSnapshot, last_clean: CleanCommit | None) -> list[Guarantee]:
     """The per-partition suite for one snapshot; ``last_clean`` is the newest clean in its history."""
-    import great_expectations.expectations as gxe
-
     fd = snap.first_dirty_offset
     leo = snap.log_end_offset
     out = [

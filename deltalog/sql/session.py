@@ -39,7 +39,7 @@ def local_session(master: str | None = None, conf: dict[str, Any] | None = None,
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     _let_workers_import_deltalog()
-    from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession  # the CLI imports this module for every command; only some start Spark
 
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -98,7 +98,7 @@ def warm_python_workers(session: SparkSession) -> threading.Thread:
 
 def _warm_worker(_rows: object) -> object:
     """Import and run the cleaner's task code once on three keys (numpy, pyarrow, the vectorized hash)."""
-    import pyarrow as pa
+    import pyarrow as pa  # this function runs in a Spark worker: everything it imports is for the worker
 
     from deltalog.cleaner import offset_map, recopy  # noqa: F401 - imported for the worker's module cache
     from deltalog.cleaner.key_hash import key_hashes
