@@ -87,11 +87,12 @@ def test_obstore_conditional_puts_refuse_a_second_create_and_a_stale_etag(object
     assert bytes(obstore.get(store, lease).bytes()) == b"owner-1 renewed"
 
 
-def test_pyarrow_reads_the_s3_tables_files(s3_server, s3_store_uri):
-    deltalake.write_deltalake(s3_store_uri, pa.table({"offset": [0, 1]}), storage_options=s3_server.storage_options)
-    files = deltalake.DeltaTable(s3_store_uri, storage_options=s3_server.storage_options).file_uris()
-    fs = s3_server.pyarrow_filesystem()
-    assert pq.read_table([f.removeprefix("s3://") for f in files], filesystem=fs)["offset"].to_pylist() == [0, 1]
+def test_pyarrow_reads_the_tables_files(object_store):
+    uri, server = object_store
+    deltalake.write_deltalake(uri, pa.table({"offset": [0, 1]}), storage_options=server.storage_options)
+    files = deltalake.DeltaTable(uri, storage_options=server.storage_options).file_uris()
+    paths = [f.split("://", 1)[1] for f in files]
+    assert pq.read_table(paths, filesystem=server.pyarrow_filesystem())["offset"].to_pylist() == [0, 1]
 
 
 def test_invalid_bucket_and_container_names_are_refused(s3_server, azurite):
@@ -157,6 +158,10 @@ def test_connect_session_has_no_spark_context(connect_spark):
 
 
 def test_connect_session_coexists_with_the_classic_session(spark, connect_spark):
+    from pyspark.sql.utils import is_remote
+
+    # The Connect builder leaves the process in classic mode (the classic builder's remote() would not).
+    assert not is_remote() and "SPARK_REMOTE" not in os.environ
     assert spark.sparkContext.master == "local[2]"
     assert spark.range(5).count() == 5
     assert connect_spark.range(7).count() == 7

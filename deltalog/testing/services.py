@@ -195,6 +195,9 @@ def _wait_until(ready: Callable[[], bool], *, processes: Iterable[_Process], tim
         time.sleep(0.1)
 
 
+_PORT_TAKEN = re.compile(r"Address already in use|EADDRINUSE|BindException")
+
+
 class _Service:
     """Start/stop bookkeeping shared by the services: a working directory, processes, startup time."""
 
@@ -221,22 +224,30 @@ class _Service:
             self.workdir = Path(tempfile.mkdtemp(prefix=f"deltalog-{self.name}-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         began = time.monotonic()
-        try:
-            self._start()
-        except BaseException:
-            self.stop()
-            raise
+        for attempt in range(1, 4):
+            try:
+                self._start()
+                break
+            except BaseException as error:
+                # free_port() only says the port was free: another process may bind it first. Try new ports.
+                if attempt == 3 or not isinstance(error, ServiceError) or not _PORT_TAKEN.search(str(error)):
+                    self.stop()
+                    raise
+                self._stop_processes()
         self.startup_seconds = time.monotonic() - began
         return self
 
     def stop(self) -> None:
         """Stop every process of the service (in reverse order of start) and remove a temporary workdir."""
-        self._before_stop()
-        while self._processes:
-            self._processes.pop().stop()
+        self._stop_processes()
         if self._own_workdir and self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
+
+    def _stop_processes(self) -> None:
+        self._before_stop()
+        while self._processes:
+            self._processes.pop().stop()
 
     def _spawn(self, name: str, argv: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str]) -> _Process:
         """Start a process of the service (in the service's workdir unless ``cwd`` says else)."""
@@ -266,7 +277,8 @@ class S3Server(_Service):
 
     ``env`` holds the standard variables that delta-rs and obstore read (pyarrow does not read the endpoint
     from the environment: use :meth:`pyarrow_filesystem`); ``storage_options`` holds the same values under
-    delta-rs's and obstore's key names. moto checks no signatures, so any key pair is accepted.
+    delta-rs's and obstore's key names (``S3Store(bucket, config=storage_options)``; obstore's ``from_url``
+    wants ``aws_allow_http`` in ``client_options`` instead). moto checks no signatures.
     """
 
     name = "s3"
@@ -375,7 +387,9 @@ class AzuriteServer(_Service):
 
     ``env`` and ``storage_options`` point object_store (delta-rs, obstore) at it with an explicit endpoint
     (``http://127.0.0.1:<port>/devstoreaccount1``) and ``allow_http``; tables live at
-    ``az://<container>/<path>`` once :meth:`create_container` made the container.
+    ``az://<container>/<path>`` once :meth:`create_container` made the container. obstore takes the options
+    as ``AzureStore(container, config=storage_options)``; its ``from_url`` panics on the client key
+    ``allow_http`` inside ``config`` (obstore 0.12), so pass ``client_options={"allow_http": True}`` there.
     """
 
     name = "azurite"
@@ -415,6 +429,14 @@ class AzuriteServer(_Service):
         """For Azure SDKs (``azure-storage-blob``), which read neither of the above."""
         return (f"DefaultEndpointsProtocol=http;AccountName={self.account};AccountKey={self.key};"
                 f"BlobEndpoint={self.endpoint_url};")
+
+    def pyarrow_filesystem(self):
+        """A ``pyarrow.fs.AzureFileSystem`` on this server; paths are ``<container>/<key>``."""
+        from pyarrow import fs
+
+        authority = f"{LOOPBACK}:{self.port}"
+        return fs.AzureFileSystem(account_name=self.account, account_key=self.key, blob_storage_authority=authority,
+                                  dfs_storage_authority=authority, blob_storage_scheme="http", dfs_storage_scheme="http")
 
     def _start(self) -> None:
         binary = ensure_azurite(self.cache_dir)
@@ -612,6 +634,13 @@ class StandaloneCluster(_Service):
 
     def _start(self) -> None:
         assert self.workdir is not None
+        needed = [sys.prefix, sys.base_prefix, str(spark_home()), *self.python_path]
+        for hidden in self.hide:
+            covered = [p for p in needed if os.path.commonpath([os.path.realpath(p), os.path.realpath(hidden)])
+                       == os.path.realpath(hidden)]
+            if covered:
+                raise ServiceError(f"StandaloneCluster cannot hide {hidden!r} from executors: they need {covered[0]!r} "
+                                   "(Python, pyspark or the python_path) under it")
         if self.isolate and not _mount_namespace_works():
             raise ServiceError("StandaloneCluster(isolate=True) needs `unshare --mount` (root or CAP_SYS_ADMIN) to "
                                "hide driver-local paths from executors; pass isolate=False to run the worker "
