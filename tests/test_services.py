@@ -194,6 +194,8 @@ def probe(batches):
                 pid = int(f.read().rsplit(")", 1)[1].split()[1])
         return -1
 
+    with open("written-by-task.txt", "a") as f:  # in the executor's directory, which the host must see
+        f.write(f"{os.getpid()}\n")
     for batch in batches:
         yield pa.RecordBatch.from_pylist([{
             "pid": os.getpid(), "executor_pid": executor_ancestor(), "cwd": os.getcwd(),
@@ -231,6 +233,9 @@ def test_cluster_tasks_run_in_executors_that_cannot_see_the_drivers_files(spark_
         assert task["mount_ns"] == os.readlink(f"/proc/{spark_cluster.worker_pid}/ns/mnt")
         assert task["sees_driver_file"] is False
         assert task["deltalog"] == str(REPO_ROOT / "deltalog" / "__init__.py")
+        # The executor's directory is the worker's, shared with the host, not a copy inside the namespace.
+        written = (Path(task["cwd"]) / "written-by-task.txt").read_text().split()
+        assert str(task["pid"]) in written
 
 
 # --- process handling -----------------------------------------------------------------------------------

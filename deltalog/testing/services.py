@@ -634,13 +634,6 @@ class StandaloneCluster(_Service):
 
     def _start(self) -> None:
         assert self.workdir is not None
-        needed = [sys.prefix, sys.base_prefix, str(spark_home()), *self.python_path]
-        for hidden in self.hide:
-            covered = [p for p in needed if os.path.commonpath([os.path.realpath(p), os.path.realpath(hidden)])
-                       == os.path.realpath(hidden)]
-            if covered:
-                raise ServiceError(f"StandaloneCluster cannot hide {hidden!r} from executors: they need {covered[0]!r} "
-                                   "(Python, pyspark or the python_path) under it")
         if self.isolate and not _mount_namespace_works():
             raise ServiceError("StandaloneCluster(isolate=True) needs `unshare --mount` (root or CAP_SYS_ADMIN) to "
                                "hide driver-local paths from executors; pass isolate=False to run the worker "
@@ -666,17 +659,33 @@ class StandaloneCluster(_Service):
                                    SPARK_WORKER_DIR=str(self.executor_work_dir), **daemon_env))
         self._wait(self._worker_alive, f"Spark worker registered with {self.master_url}")
 
-    def _in_private_mounts(self, argv: list[str]) -> list[str]:
-        """Wrap ``argv`` to run in a new mount namespace where the hidden paths are empty tmpfs mounts.
+    def kept_paths(self) -> list[str]:
+        """Paths under a hidden one that executors still see: the worker's directory, and Python, pyspark
+        and ``python_path`` if they live there (a checkout cloned under /tmp, say)."""
+        def under(path: str, hidden: str) -> bool:
+            path, hidden = os.path.realpath(path), os.path.realpath(hidden)
+            return os.path.commonpath([path, hidden]) == hidden
 
-        The worker's directory is opened before the tmpfs covers it and bound back through the open
-        descriptor, so it stays visible (and shared with the host) while its siblings disappear.
+        needed = [str(self.worker_dir), sys.prefix, sys.base_prefix, str(spark_home()), *self.python_path]
+        kept = {os.path.realpath(p) for p in needed if os.path.isdir(p) and any(under(p, h) for h in self.hide)}
+        return sorted(kept | {os.path.realpath(self.worker_dir)}, key=len)  # a parent is bound before its child
+
+    def _in_private_mounts(self, argv: list[str]) -> list[str]:
+        """Wrap ``argv`` to run in new mount and UTS namespaces where the hidden paths are empty tmpfs mounts.
+
+        Each kept path is opened before the tmpfs covers it and bound back at the same path through the open
+        descriptor, so it stays visible (and shared with the host) while its siblings disappear. mount must
+        not canonicalize ``/proc/self/fd/N``: the name it would read there now leads into the empty tmpfs.
         """
-        wd = shlex.quote(str(self.worker_dir))
-        lines = ["set -e", f"exec 3<{wd}"]
+        kept = self.kept_paths()
+        if len(kept) > 7:  # sh redirects descriptors 0-9 only
+            raise ServiceError(f"too many paths to keep visible under {self.hide}: {kept}")
+        lines = ["set -e"] + [f"exec {3 + i}<{shlex.quote(p)}" for i, p in enumerate(kept)]
         lines += [f"mount -t tmpfs -o mode=1777,size=4g deltalog-hidden {shlex.quote(p)}" for p in self.hide]
-        lines += [f"mkdir -p {wd}", f"mount --bind /proc/self/fd/3 {wd}", "exec 3<&-", f"cd {wd}",
-                  f"hostname {WORKER_HOSTNAME}", 'exec "$@"']
+        for i, path in enumerate(kept):
+            lines += [f"mkdir -p {shlex.quote(path)}", f"mount --no-canonicalize --bind /proc/self/fd/{3 + i} {shlex.quote(path)}",
+                      f"exec {3 + i}<&-"]
+        lines += [f"cd {shlex.quote(str(self.worker_dir))}", f"hostname {WORKER_HOSTNAME}", 'exec "$@"']
         return ["unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", "\n".join(lines), "worker",
                 *argv]
 
