@@ -575,11 +575,14 @@ class StandaloneCluster(_Service):
     Drivers run in subprocesses with :meth:`env` (the pytest process already has a classic local session);
     an application gets the worker's executors, which run in ``<workdir>/worker/work/<app>/<executor>``.
 
-    With ``isolate=True`` (the default) the worker runs in a private mount namespace (``unshare --mount``)
-    where the temporary directory (``/tmp``, and ``hide=`` paths) is an empty tmpfs, except for the
-    worker's own directory, bound back at the same path. Executors therefore cannot see a driver's
-    temporary files (pytest's ``tmp_path`` included): a job that relies on a driver-local path fails as it
-    would on a real cluster, instead of passing because the executor happened to share the disk.
+    With ``isolate=True`` (the default) the worker runs in private mount and UTS namespaces (``unshare
+    --mount --uts``, host name ``deltalog-worker``) where the temporary directory (``/tmp``, and ``hide=``
+    paths) is an empty tmpfs, except for the worker's own directory and whatever of Python, pyspark and
+    ``python_path`` lives there, bound back at the same paths (:meth:`kept_paths`). Executors therefore
+    cannot see a driver's temporary files (pytest's ``tmp_path`` included): a job that relies on a
+    driver-local path fails as it would on a real cluster, instead of passing because the executor happened
+    to share the disk. Without root (CAP_SYS_ADMIN) this is impossible; ``isolate=False`` then keeps only
+    the separate directories. An application takes all the worker's cores unless it sets ``spark.cores.max``.
     """
 
     name = "cluster"
