@@ -1,13 +1,17 @@
-"""Shared fixtures: one local Spark session for the whole run, a fresh store per test.
+"""Shared fixtures: one local Spark session for the whole run, a fresh store per test, real services.
 
 The session is created lazily by the ``spark`` fixture, so tests that never touch Spark (appends,
-reads, config) run without paying for a JVM.
+reads, config) run without paying for a JVM. The services (S3, Azurite, Spark Connect, a standalone
+cluster) are lazy too: each starts when the first test asks for it and stops at the end of the run.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
+import uuid
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +66,91 @@ def clean_with_small_map(store: Store, entries: int, topic: str | None = None) -
 
     cleaner = store.log_cleaner(map_slots=map_slots_for(entries))
     return raise_failures(cleaner.clean_filthiest_logs(None if topic is None else [topic]))
+
+# --- real services (deltalog/testing/services.py): each starts on first use and lives for the whole run ---
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+#: (service, seconds to start) for the run's summary line.
+SERVICE_STARTUPS: list[tuple[str, float]] = []
+
+
+def _started(service):
+    SERVICE_STARTUPS.append((service.name, service.startup_seconds))
+    return service
+
+
+def _test_prefix(request) -> str:
+    """A key prefix unique to this test (and this run: the servers keep state across tests)."""
+    name = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:60]
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's S3 server: ``.env``, ``.storage_options``, ``.create_bucket(name)``, ``.pyarrow_filesystem()``."""
+    from deltalog.testing.services import S3Server
+
+    with S3Server() as server:
+        yield _started(server)
+
+
+@pytest.fixture(scope="session")
+def _s3_bucket(s3_server) -> str:
+    return s3_server.create_bucket("deltalog-tests")
+
+
+@pytest.fixture
+def s3_store_uri(_s3_bucket, request) -> str:
+    """A fresh ``s3://deltalog-tests/<test>-<random>`` prefix on the S3 server, one per test."""
+    return f"{_s3_bucket}/{_test_prefix(request)}"
+
+
+@pytest.fixture(scope="session")
+def azurite():
+    """Azurite's blob service (installed with npm on first use): ``.env``, ``.storage_options``, ``.create_container``."""
+    from deltalog.testing.services import AzuriteServer
+
+    with AzuriteServer() as server:
+        yield _started(server)
+
+
+@pytest.fixture(scope="session")
+def _azurite_container(azurite) -> str:
+    return azurite.create_container("deltalog-tests")
+
+
+@pytest.fixture
+def azurite_store_uri(_azurite_container, request) -> str:
+    """A fresh ``az://deltalog-tests/<test>-<random>`` prefix on Azurite, one per test."""
+    return f"{_azurite_container}/{_test_prefix(request)}"
+
+
+@pytest.fixture(scope="session")
+def connect_server():
+    """A Spark Connect server in its own JVM (``.url``); it coexists with the classic ``spark`` session."""
+    from deltalog.testing.services import ConnectServer
+
+    with ConnectServer() as server:
+        yield _started(server)
+
+
+@pytest.fixture(scope="session")
+def connect_spark(connect_server):
+    """A Spark Connect client session on ``connect_server`` (no ``sparkContext``, as on Databricks serverless)."""
+    return connect_server.session()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster():
+    """A standalone master and worker whose executors cannot see /tmp (pytest's tmp dirs); drive it from a
+    subprocess started with ``env=spark_cluster.env()``."""
+    from deltalog.testing.services import StandaloneCluster
+
+    with StandaloneCluster(python_path=[str(REPO_ROOT)]) as cluster:
+        yield _started(cluster)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if SERVICE_STARTUPS:
+        started = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in SERVICE_STARTUPS)
+        terminalreporter.write_line(f"services started: {started}")

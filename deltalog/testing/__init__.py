@@ -1,0 +1,1 @@
+"""Helpers for deltalog's tests, benchmarks and reliability harness (real services, no mocks)."""
