@@ -19,7 +19,6 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from contextlib import redirect_stdout
 from typing import Any
 
@@ -30,6 +29,11 @@ from databricks.sdk.service.jobs import JobSettings
 
 from deltalog import Record, Store
 from deltalog.jobs.cleaner_job import JobConfig, build_parser
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = "deltalog_cleaner"
@@ -152,8 +156,13 @@ TARGETS = sorted(DEPLOY_TIME_VARIABLES)
 
 
 def test_the_targets_are_the_documented_ones():
-    assert sorted(bundle_root_config()["targets"]) == TARGETS
-    assert bundle_root_config()["targets"]["dev"].get("default") is True
+    targets = bundle_root_config()["targets"]
+    assert sorted(targets) == TARGETS and targets["dev"].get("default") is True
+    assert {t: targets[t]["mode"] for t in TARGETS} == {"dev": "development", "prod": "production",
+                                                          "serverless": "development"}
+    # the CLI refuses a production target (deployed by a user) that does not pin its root path
+    assert target_config("prod", deploy_vars=deploy_vars("prod"))["workspace"]["root_path"] == (
+        f"/Workspace/Users/{USER}/.bundle/deltalog/prod")
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib.metadata
+import importlib.util
 import os
 import re
 import shlex
 import subprocess
 import sys
-import tomllib
 import zipfile
 
 import pytest
@@ -22,9 +22,16 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "build_backend"))
-import deltalog_build  # noqa: E402
+_spec = importlib.util.spec_from_file_location("deltalog_build", os.path.join(ROOT, "build_backend", "deltalog_build.py"))
+assert _spec and _spec.loader
+deltalog_build = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(deltalog_build)
 
 
 def project() -> dict:
@@ -130,7 +137,6 @@ def test_no_dependency_of_the_databricks_wheel_brings_pyspark_back():
             continue  # a requirement for another platform or Python
         for line in requires:
             sub = Requirement(line)
-            extras = {"extra": e for e in req.extras} or {"extra": ""}
-            if sub.marker is None or sub.marker.evaluate(extras):
+            if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in (req.extras or {""})):
                 todo.append(sub)
     assert {"deltalake", "pyarrow", "numpy", "great-expectations", "pandas"} <= seen
