@@ -8,6 +8,7 @@ Java, no memory, a broken ``JAVA_HOME``) is the usual first-run failure.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import shutil
@@ -98,6 +99,13 @@ def package_version(name: str) -> str | None:
         return None
 
 
+def _import_or_none(module: str) -> object | None:
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        return None
+
+
 def check_package(name: str, *, needed: bool = True, below_major: int | None = None, why: str = "") -> Check:
     """A distribution's installed version (read from its metadata, so nothing heavy is imported)."""
     version = package_version(name)
@@ -131,7 +139,8 @@ def check_delta_rs() -> Check:
 
 def check_spark() -> tuple[Check, object | None]:
     """Import pyspark, start (or join) the embedded local session and run a tiny job."""
-    version = package_version("pyspark")
+    # Databricks Runtime ships pyspark as files on the path, not as a distribution: ask the module.
+    version = package_version("pyspark") or getattr(_import_or_none("pyspark"), "__version__", None)
     if version is None:
         return Check("spark", FAIL, "pyspark is not installed", "pip install -e ."), None
     try:  # starting Spark is the check (and `doctor --no-spark` must not import pyspark)

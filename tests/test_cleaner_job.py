@@ -155,7 +155,7 @@ def test_job_config_is_validated_with_clear_errors(tmp_path):
         JobConfig.from_mapping({"store": {"root": "s"}, "cleaner": {"log.cleaner.threads": 0}})
     with pytest.raises(InvalidConfigError, match="Unknown store config 'log.cleaner.thread'"):
         JobConfig.from_mapping({"store": {"root": "s"}, "cleaner": {"log.cleaner.thread": 2}})
-    with pytest.raises(InvalidConfigError, match="store.root"):
+    with pytest.raises(InvalidConfigError, match="store.uri"):
         JobConfig.from_mapping({"cleaner": {}})
     with pytest.raises(InvalidConfigError, match="unknown section"):
         JobConfig.from_mapping({"store": {"root": "s"}, "clenaer": {}})
@@ -171,13 +171,31 @@ def test_the_shipped_configs_load():
     root = os.path.join(os.path.dirname(__file__), "..", "conf")
     local = JobConfig.load(os.path.join(root, "deltalog.json"))
     assert local.once and local.cleaner["log.cleaner.threads"] == 2
-    JobConfig.load(os.path.join(root, "deltalog.databricks.json"))
-    with open(os.path.join(root, "cleaner_job.json")) as f:
-        job = json.load(f)
-    task = job["tasks"][0]["spark_python_task"]
-    assert os.path.exists(os.path.join(root, "..", task["python_file"]))
-    assert task["parameters"][:2] == ["--config", "conf/deltalog.databricks.json"]
-    assert job["schedule"]["quartz_cron_expression"] and job["max_concurrent_runs"] >= 1
+    # the Databricks config leaves the store to the job's --store parameter (tests/test_databricks_bundle.py)
+    with pytest.raises(InvalidConfigError, match="--store"):
+        JobConfig.load(os.path.join(root, "deltalog.databricks.json"))
+    on_databricks = JobConfig.load(os.path.join(root, "deltalog.databricks.json"), store_uri="s3://b/deltalog")
+    assert on_databricks.root == "s3://b/deltalog" and on_databricks.storage_options == {}
+
+
+def test_the_store_is_a_uri_with_storage_options():
+    config = JobConfig.from_mapping({"store": {"uri": "s3://b/p", "storage_options": {
+        "AWS_REGION": "eu-west-1", "AWS_ALLOW_HTTP": True, "timeout": 30, "_comment": "ignored"}}})
+    assert config.root == "s3://b/p"
+    assert config.storage_options == {"AWS_REGION": "eu-west-1", "AWS_ALLOW_HTTP": "true", "timeout": "30"}
+    assert JobConfig.from_mapping({"store": {"root": "/data/s"}}).root == "/data/s"  # the older name
+    assert JobConfig.from_mapping({"store": {"uri": "a", "root": "a"}}).root == "a"
+    with pytest.raises(InvalidConfigError, match="disagree"):
+        JobConfig.from_mapping({"store": {"uri": "s3://b/p", "root": "/data/s"}})
+    with pytest.raises(InvalidConfigError, match="storage_options.AWS_REGION must be a string"):
+        JobConfig.from_mapping({"store": {"uri": "s3://b/p", "storage_options": {"AWS_REGION": None}}})
+    with pytest.raises(InvalidConfigError, match="storage_options must be an object"):
+        JobConfig.from_mapping({"store": {"uri": "s3://b/p", "storage_options": ["AWS_REGION=x"]}})
+    with pytest.raises(InvalidConfigError, match=r"unknown key\(s\) \['url'\]"):
+        JobConfig.from_mapping({"store": {"url": "s3://b/p"}})
+    # --store replaces the file's store (both names) and keeps its storage options
+    over = JobConfig.from_mapping({"store": {"root": "/old", "storage_options": {"k": "v"}}}, store_uri="gs://b/s")
+    assert over.root == "gs://b/s" and over.storage_options == {"k": "v"}
 
 
 def test_job_run_prints_one_json_line_per_cycle_and_logs_progress(tmp_path, spark, clock, caplog):

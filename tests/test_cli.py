@@ -282,6 +282,18 @@ def test_doctor_finds_the_cleaners_code_in_spark_python_workers(spark):
     assert (check.name, check.status) == ("spark workers", OK), check.detail
 
 
+def test_doctor_finds_a_runtime_pyspark_that_is_no_distribution(spark, monkeypatch):
+    """Databricks Runtime puts pyspark on the path without distribution metadata: not "not installed"."""
+    import pyspark
+
+    from deltalog import doctor
+
+    real = doctor.package_version
+    monkeypatch.setattr(doctor, "package_version", lambda name: None if name == "pyspark" else real(name))
+    check, _ = doctor.check_spark()
+    assert check.status == doctor.OK and check.detail.startswith(f"pyspark {pyspark.__version__}:"), check.detail
+
+
 def test_doctor_without_spark(capsys, root):
     code, out, _ = run(capsys, "--store", root, "doctor", "--no-spark", "--json")
     report = json.loads(out)

@@ -1,14 +1,20 @@
-"""The cleaner as a scheduled job: ``python -m deltalog.jobs.cleaner_job --config conf/deltalog.json``.
+"""The cleaner as a scheduled job: ``deltalog-cleaner --config conf/deltalog.json --once``.
 
-A Databricks ``spark_python_task`` (see ``conf/cleaner_job.json``) points ``python_file`` at this file and
-passes ``["--config", "<path>/deltalog.json", "--once"]``; locally the same command runs it on the
-embedded Spark session. The config file (documented in ``conf/README.md``) has four sections::
+The same command is ``python -m deltalog.jobs.cleaner_job``. On Databricks a ``python_wheel_task`` runs the
+``deltalog-cleaner`` entry point of the deltalog wheel (``databricks.yml``, ``conf/cleaner_job.json``) with
+parameters such as ``["--config", "/Workspace/.../conf/deltalog.databricks.json", "--store", "s3://...",
+"--once"]``: absolute paths, since a task's working directory is not the repository's. Locally the same
+command runs it on the embedded Spark session. The config file (documented in ``conf/README.md``) has four
+sections, each optional; ``--store`` can stand in for the store section::
 
-    {"store":   {"root": "/dbfs/deltalog"},
+    {"store":   {"uri": "s3://bucket/deltalog", "storage_options": {"AWS_REGION": "eu-west-1"}},
      "cleaner": {"log.cleaner.threads": 2, "log.cleaner.backoff.ms": 15000, ...},   # broker names
      "spark":   {"master": null, "conf": {"spark.sql.shuffle.partitions": "8"}},
      "job":     {"once": true, "max_cycles": null, "vacuum": true, "progress_interval_s": 30,
                  "log_level": "INFO"}}
+
+``store.uri`` is a local path or an ``s3://``, ``abfss://`` or ``gs://`` URI (``store.root`` is accepted as
+its older name); ``storage_options`` are delta-rs / object-store options, string to string.
 
 Each cycle prints one JSON line with its figures on stdout (the job's output) and logs progress with
 :mod:`logging` (the driver log). ``--once`` runs one cycle, the form a schedule uses; without it the
@@ -38,12 +44,14 @@ from deltalog.store import Store
 log = logging.getLogger("deltalog.jobs.cleaner_job")
 
 SECTIONS = ("store", "cleaner", "spark", "job")
+STORE_KEYS = ("uri", "root", "storage_options")
 JOB_KEYS = ("once", "max_cycles", "vacuum", "progress_interval_s", "log_level")
 
 
 @dataclass(frozen=True)
 class JobConfig:
-    """The job's settings, from a config file (every section optional) and the command line."""
+    """The job's settings, from a config file (every section optional) and the command line. ``root`` is the
+    store's URI (or local path); ``storage_options`` go to delta-rs and the object store with it."""
 
     root: str
     cleaner: Mapping[str, Any] = field(default_factory=dict)
@@ -54,10 +62,12 @@ class JobConfig:
     vacuum: bool = True
     progress_interval_s: float = 30.0
     log_level: str = "INFO"
+    storage_options: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], *, source: str = "config") -> JobConfig:
-        """Validate a parsed config file; keys starting with ``_`` (comments) are ignored."""
+    def from_mapping(cls, data: Mapping[str, Any], *, source: str = "config", store_uri: str | None = None) -> JobConfig:
+        """Validate a parsed config file; keys starting with ``_`` (comments) are ignored. ``store_uri`` (the
+        command line's ``--store``) replaces the file's store.uri, so a file may leave it out."""
         data = {k: v for k, v in data.items() if not k.startswith("_")}
         unknown = sorted(set(data) - set(SECTIONS))
         if unknown:
@@ -70,16 +80,24 @@ class JobConfig:
             return {k: v for k, v in value.items() if not k.startswith("_")}
 
         store, cleaner, spark, job = (section(s) for s in SECTIONS)
+        if store_uri is not None:
+            store = {**{k: v for k, v in store.items() if k not in ("uri", "root")}, "uri": store_uri}
         CleanerConfig.from_properties(cleaner)  # names the bad key and value
-        root = store.get("root")
-        if not isinstance(root, str) or not root:
-            raise InvalidConfigError(f"{source}: store.root must be the store's path (a non-empty string), not {root!r}")
-        extra = sorted(set(store) - {"root"}) + sorted(set(spark) - {"master", "conf"}) + sorted(set(job) - set(JOB_KEYS))
+        extra = (sorted(set(store) - set(STORE_KEYS)) + sorted(set(spark) - {"master", "conf"})
+                 + sorted(set(job) - set(JOB_KEYS)))
         if extra:
             raise InvalidConfigError(
-                f"{source}: unknown key(s) {extra}; store has 'root', spark has 'master' and 'conf', "
+                f"{source}: unknown key(s) {extra}; store has {list(STORE_KEYS)}, spark has 'master' and 'conf', "
                 f"job has {list(JOB_KEYS)}"
             )
+        if "uri" in store and "root" in store and store["uri"] != store["root"]:
+            raise InvalidConfigError(f"{source}: store.uri and store.root (its older name) disagree: "
+                                     f"{store['uri']!r} vs {store['root']!r}; give only store.uri")
+        root = store.get("uri", store.get("root"))
+        if not isinstance(root, str) or not root:
+            raise InvalidConfigError(f"{source}: store.uri (or the command line's --store) must be the store's location "
+                                     f"(a local path or an s3://, abfss:// or gs:// URI), not {root!r}")
+        storage_options = storage_options_from(store.get("storage_options"), source=source)
         conf = spark.get("conf") or {}
         if not isinstance(conf, Mapping):
             raise InvalidConfigError(f"{source}: spark.conf must be an object of Spark settings, not {conf!r}")
@@ -96,14 +114,14 @@ class JobConfig:
         if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise InvalidConfigError(f"{source}: job.log_level must be DEBUG, INFO, WARNING or ERROR, not {level!r}")
         return cls(
-            root=root, cleaner=cleaner, spark_master=spark.get("master"),
+            root=root, storage_options=storage_options, cleaner=cleaner, spark_master=spark.get("master"),
             spark_conf={str(k): str(v) for k, v in conf.items()}, once=bool(job.get("once", False)),
             max_cycles=max_cycles, vacuum=bool(job.get("vacuum", True)), progress_interval_s=float(interval),
             log_level=level,
         )
 
     @classmethod
-    def load(cls, path: str) -> JobConfig:
+    def load(cls, path: str, *, store_uri: str | None = None) -> JobConfig:
         try:
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)
@@ -113,7 +131,28 @@ class JobConfig:
             raise InvalidConfigError(f"config file {path} is not valid JSON: {e}") from None
         if not isinstance(data, Mapping):
             raise InvalidConfigError(f"config file {path} must hold a JSON object with sections {list(SECTIONS)}")
-        return cls.from_mapping(data, source=path)
+        return cls.from_mapping(data, source=path, store_uri=store_uri)
+
+
+def storage_options_from(value: Any, *, source: str = "config") -> dict[str, str]:
+    """``store.storage_options`` as delta-rs takes them (string to string). Numbers and booleans in the JSON
+    are written the way object_store parses them ("true", "30"); anything else is refused."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidConfigError(f"{source}: store.storage_options must be an object of option: value, not {value!r}")
+    options: dict[str, str] = {}
+    for key, v in value.items():
+        if str(key).startswith("_"):
+            continue
+        if isinstance(v, bool):
+            options[str(key)] = "true" if v else "false"
+        elif isinstance(v, (str, int, float)):
+            options[str(key)] = str(v)
+        else:
+            raise InvalidConfigError(f"{source}: store.storage_options.{key} must be a string, number or boolean, "
+                                     f"not {v!r}")
+    return options
 
 
 def cycle_json(cycle: Any) -> dict[str, Any]:
@@ -139,7 +178,10 @@ def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = N
     returns the number of cycles run."""
     if spark is None:
         spark = local_session(config.spark_master, dict(config.spark_conf), app_name="deltalog-cleaner")
-    store = Store(config.root, spark=spark, clock=clock, config=dict(config.cleaner))
+    # Passed only when set, so that a store on a local path runs on any Store; with options, a Store that does not
+    # take them fails loudly rather than ignoring them.
+    options = {"storage_options": dict(config.storage_options)} if config.storage_options else {}
+    store = Store(config.root, spark=spark, clock=clock, config=dict(config.cleaner), **options)
     cleaner = store.log_cleaner(vacuum=config.vacuum, progress_interval_s=config.progress_interval_s)
     out = out or sys.stdout
 
@@ -163,22 +205,29 @@ def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = N
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m deltalog.jobs.cleaner_job",
-                                description="Run the deltalog log cleaner over a store (a scheduled job).")
-    p.add_argument("--config", required=True, metavar="FILE", help="the job config (see conf/deltalog.json)")
-    p.add_argument("--store", metavar="PATH", help="override store.root of the config file")
+    p = argparse.ArgumentParser(prog="deltalog-cleaner",
+                                description="Run the deltalog log cleaner over a store (a scheduled job). Give the "
+                                "store with --store, or in the config file's store.uri.")
+    p.add_argument("--config", metavar="FILE",
+                   help="the job config (see conf/deltalog.json); an absolute path on Databricks")
+    p.add_argument("--store", metavar="URI",
+                   help="the store: a local path or an s3://, abfss:// or gs:// URI (overrides store.uri)")
     p.add_argument("--once", action="store_true", default=None, help="run one cycle and exit (job.once)")
     p.add_argument("--max-cycles", type=int, metavar="N", help="stop after N cycles (job.max_cycles)")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.config and not args.store:
+        parser.error("give the store with --store URI, or a --config file whose store.uri names it")
     try:
-        config = JobConfig.load(args.config)
+        if args.config:
+            config = JobConfig.load(args.config, store_uri=args.store)
+        else:
+            config = JobConfig.from_mapping({}, source="--store", store_uri=args.store)
         overrides: dict[str, Any] = {}
-        if args.store:
-            overrides["root"] = args.store
         if args.once:
             overrides["once"] = True
         if args.max_cycles is not None:
@@ -195,6 +244,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cleaner_job: error: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def console_main() -> None:
+    """The ``deltalog-cleaner`` entry point. A Databricks ``python_wheel_task`` calls it without arguments
+    (the task's parameters are in ``sys.argv``) and ignores what it returns, so a failure must raise:
+    ``SystemExit`` with a non-zero code fails the run, which is what sends the failure notifications."""
+    code = main()
+    if code:
+        raise SystemExit(code)
 
 
 if __name__ == "__main__":
