@@ -29,6 +29,7 @@ from deltalog.errors import (
 from deltalog.log.record import Record
 
 if TYPE_CHECKING:
+    from deltalog.log.producer import ProduceResult, RecordMetadata
     from deltalog.store import Store
 
 __version__ = "0.1.0"
@@ -42,6 +43,10 @@ def __getattr__(name: str) -> object:
         from deltalog.store import Store  # lazy, for the workers' start-up time (above)
 
         return Store
+    if name in ("ProduceResult", "RecordMetadata"):
+        from deltalog.log import producer  # lazy, as Store (above)
+
+        return getattr(producer, name)
     raise AttributeError(f"module 'deltalog' has no attribute {name!r}")
 
 __all__ = [
@@ -60,7 +65,9 @@ __all__ = [
     "OffsetOutOfRangeError",
     "PartitionBusyError",
     "PartitionUncleanableError",
+    "ProduceResult",
     "Record",
+    "RecordMetadata",
     "RecordTooLargeError",
     "Store",
     "StoreConfig",

@@ -36,7 +36,16 @@ class UnknownTopicOrPartitionError(DeltalogError, LookupError):
 
 
 class InvalidRecordError(DeltalogError, ValueError):
-    """A record the log refuses, e.g. a keyless record on a compacted topic."""
+    """A record the log refuses, e.g. a keyless record on a compacted topic.
+
+    ``index`` is the position of the record to blame in the batch given (its message then starts with
+    ``record <index>``), so a caller that read the batch from somewhere can name the place instead, as
+    ``deltalog produce`` names the input line; None when no single record is to blame.
+    """
+
+    def __init__(self, message: str, *, index: int | None = None) -> None:
+        super().__init__(message)
+        self.index = index
 
 
 class RecordTooLargeError(InvalidRecordError):

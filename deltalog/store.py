@@ -38,6 +38,7 @@ from deltalog.log.log_manager import (
     validate_topic_name,
 )
 from deltalog.log.partition_log import PartitionLog
+from deltalog.log.producer import ProduceResult, Producer
 from deltalog.log.record import Record
 from deltalog.log.retention import DeleteRecordsResult, RetentionResult, apply_retention, delete_records
 from deltalog.log.vacuum import VacuumResult, vacuum_store
@@ -79,6 +80,7 @@ class Store:
         self._spark = spark
         #: The registry of topics and partition logs every service works on.
         self.log_manager = LogManager(self.root, self.clock)
+        self._producer: Producer | None = None
 
     def __repr__(self) -> str:
         return f"Store({self.root!r})"
@@ -153,6 +155,20 @@ class Store:
         if not arrow_records.is_arrow(records):
             records = list(records)
         return self.log(topic, partition).append(records, self.clock.now_ms())
+
+    def produce(self, topic: str, records: Sequence[Record] | Record | pa.Table | pa.RecordBatch, *,
+                partition: int | None = None) -> ProduceResult:
+        """Send records to ``topic``, each to the partition Kafka's producer would pick; returns each record's
+        :class:`~deltalog.log.producer.RecordMetadata` (topic, partition, offset, timestamp), in input order.
+
+        A keyed record goes to murmur2(key) & 0x7fffffff % partitions (Kafka's default partitioner), a keyless one
+        to the sticky partitioner's current partition (KIP-480), unless ``partition`` (for every record) or a
+        ``partition`` column of an Arrow batch (per record, null: the partitioner chooses) says otherwise. One
+        append, one Delta commit, per partition the call touches. See :mod:`deltalog.log.producer`.
+        """
+        if self._producer is None:
+            self._producer = Producer(self.log_manager)
+        return self._producer.send(topic, records, self.clock.now_ms(), partition=partition)
 
     def roll(self, topic: str, partition: int) -> int:
         """Close the active segment now; returns the base offset of the new active segment."""

@@ -40,7 +40,7 @@ def from_records(records: Sequence[Record]) -> pa.Table:
     record in Python beyond its type (keys and values are already bytes: ``Record`` normalizes them)."""
     if not all(issubclass(t, Record) for t in set(map(type, records))):
         i = next(i for i, r in enumerate(records) if not isinstance(r, Record))
-        raise InvalidRecordError(f"record {i} is a {type(records[i]).__name__}, not a deltalog.Record")
+        raise InvalidRecordError(f"record {i} is a {type(records[i]).__name__}, not a deltalog.Record", index=i)
     columns = {
         KEY: pa.array(list(map(_KEY_OF, records)), pa.binary()),
         VALUE: pa.array(list(map(_VALUE_OF, records)), pa.binary()),
@@ -78,7 +78,7 @@ def validated(data: ArrowRecords, config: TopicConfig, topic: str, now_ms: int) 
         i = _first(pc.is_null(key))
         raise InvalidRecordError(
             f"record {i} has no key; topic {topic!r} is compacted (cleanup.policy="
-            f"{','.join(config.cleanup_policy)}) and every record on it needs a key"
+            f"{','.join(config.cleanup_policy)}) and every record on it needs a key", index=i
         )
     sizes = _lengths(key) + _lengths(value)
     if headers is not None:
@@ -87,7 +87,8 @@ def validated(data: ArrowRecords, config: TopicConfig, topic: str, now_ms: int) 
     if n and int(sizes.max()) > limit:
         i = int(np.argmax(sizes > limit))
         raise RecordTooLargeError(
-            f"record {i} is {int(sizes[i])} bytes, larger than max.message.bytes={limit} of topic {topic!r}"
+            f"record {i} is {int(sizes[i])} bytes, larger than max.message.bytes={limit} of topic {topic!r}",
+            index=i,
         )
     for side, column in ((KEY, key), (VALUE, value)):
         _check_encoding(column, side, getattr(config, f"{side}_encoding"), getattr(config, f"{side}_schema"), topic)
@@ -146,10 +147,12 @@ def _timestamps(column: pa.ChunkedArray, now_ms: int) -> pa.Array:
     ts = column.combine_chunks()
     if len(ts) and pc.min(ts).is_valid and pc.min(ts).as_py() < 0:
         i = _first(pc.less(ts, 0))
-        raise InvalidRecordError(f"record {i}: timestamp_ms must be >= 0 and fit in 64 bits, not {ts[i].as_py()}")
+        raise InvalidRecordError(f"record {i}: timestamp_ms must be >= 0 and fit in 64 bits, not {ts[i].as_py()}",
+                                 index=i)
     if ts.type == pa.uint64() and len(ts) and pc.max(ts).is_valid and pc.max(ts).as_py() >= 2**63:
         i = _first(pc.greater_equal(ts, 2**63))
-        raise InvalidRecordError(f"record {i}: timestamp_ms must be >= 0 and fit in 64 bits, not {ts[i].as_py()}")
+        raise InvalidRecordError(f"record {i}: timestamp_ms must be >= 0 and fit in 64 bits, not {ts[i].as_py()}",
+                                 index=i)
     return pc.fill_null(ts.cast(pa.int64()), now_ms)
 
 
@@ -163,7 +166,7 @@ def _headers(column: pa.ChunkedArray, n: int) -> pa.Array:
     names = pc.struct_field(pc.list_flatten(headers), [0])
     if names.null_count:
         i = int(pc.list_parent_indices(headers)[_first(pc.is_null(names))].as_py())
-        raise InvalidRecordError(f"record {i}: a header name must be a str, not None")
+        raise InvalidRecordError(f"record {i}: a header name must be a str, not None", index=i)
     return pc.fill_null(headers, pa.scalar([], _HEADERS_TYPE)) if headers.null_count else headers
 
 
@@ -200,5 +203,5 @@ def _check_encoding(column: pa.Array, side: str, encoding: str, schema_text: str
         if problem:
             raise InvalidRecordError(
                 f"record {i}: the {side} does not match {side}.encoding={encoding} of topic {topic!r}: "
-                f"{problem}; allowed: {allowed} (or null)"
+                f"{problem}; allowed: {allowed} (or null)", index=i
             )
