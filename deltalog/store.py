@@ -38,7 +38,7 @@ from deltalog.log.log_manager import (
     validate_topic_name,
 )
 from deltalog.log.partition_log import PartitionLog
-from deltalog.log.producer import ProduceResult, Producer
+from deltalog.log.producer import Producer, ProduceResult
 from deltalog.log.record import Record
 from deltalog.log.retention import DeleteRecordsResult, RetentionResult, apply_retention, delete_records
 from deltalog.log.vacuum import VacuumResult, vacuum_store

@@ -24,8 +24,8 @@ from __future__ import annotations
 import os
 import random
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
 
