@@ -110,6 +110,11 @@ class CheckFailedError(DeltalogError):
         self.results = list(results)
 
 
+class QueryError(DeltalogError):
+    """Spark refused or failed a query (``deltalog sql``); the message is Spark's own (error class, message,
+    SQLSTATE, the place in the query), without the Java stack."""
+
+
 class NoStoreError(DeltalogError):
     """A command that only reads was pointed at a location that holds no store."""
 

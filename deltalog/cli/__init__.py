@@ -5,8 +5,9 @@ binds each to a handler ``func(args) -> int`` via ``set_defaults(func=...)``. To
 such a module and add it to :data:`COMMAND_MODULES`.
 
 Exit codes: 0 success, 1 a :class:`~deltalog.errors.DeltalogError` (or an OS error such as a store
-that cannot be written), 2 bad usage; 130 on Ctrl-C. Errors are printed as ``deltalog: error: ...``
-on stderr, never as a traceback.
+that cannot be written, or an error Spark raised), 2 bad usage; 130 on Ctrl-C. Errors are printed as
+``deltalog: error: ...`` on stderr, never as a traceback; a Spark error as Spark's message, without the Java
+stack. Every command takes ``--output text|json`` and ``--verbose`` (:mod:`deltalog.cli.output`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from deltalog import __version__
-from deltalog.cli import check, clean, cleaner, common, consume, demo, doctor, produce, sql, topics
+from deltalog.cli import check, clean, cleaner, common, consume, demo, doctor, output, produce, sql, topics
 from deltalog.errors import DeltalogError
 
 #: The command groups, in the order ``deltalog --help`` lists them.
@@ -42,9 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"deltalog {__version__}")
     common.add_global_options(parser)
+    output.add_verbose_option(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for module in COMMAND_MODULES:
         module.register(subparsers)
+    for _, leaf in output.leaf_parsers(parser):  # --verbose also after the command, as --store
+        output.add_verbose_option(leaf, suppress_default=True)
     return parser
 
 
@@ -60,7 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(func(args) or 0)
+        with output.command_output(bool(getattr(args, "verbose", False))):
+            return int(func(args) or 0)
     except common.UsageError as e:
         print(f"deltalog: error: {e}", file=sys.stderr)
         return 2
@@ -72,6 +77,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("deltalog: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:
+        if not output.is_spark_error(e):
+            raise
+        print(f"deltalog: error: {output.spark_error_message(e)}", file=sys.stderr)
+        return 1
 
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 import deltalog.cli.common as common
+from deltalog.cli import output
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,7 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="which clean commits to check across (default: the last of each partition)")
     p.add_argument("--data-docs", action="store_true",
                    help="also build Great Expectations data docs (HTML) under the store")
-    common.add_json_option(p)
+    output.add_output_option(p, text="a summary per partition and expectation",
+                             json_help="one object: the whole result (success, suites, expectations, samples)")
     common.add_store_option(p)
     p.set_defaults(func=check)
 
@@ -32,8 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def check(args: argparse.Namespace) -> int:
     store = common.open_store(args)
     result = store.check(args.topic, cleans=args.cleans, data_docs=args.data_docs)
-    if args.json:
-        common.print_json(result.as_dict())
+    if output.wants_json(args):
+        output.emit(result.as_dict())
     else:
         print(result.summary())
     return 0 if result.success else 1

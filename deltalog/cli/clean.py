@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 
 import deltalog.cli.common as common
+from deltalog.cli import output
 from deltalog.errors import CheckFailedError, CleaningFailedError, DeltalogError
 
 
@@ -25,7 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-p", "--partition", type=int, metavar="N", help="one pass over this partition only")
     p.add_argument("--force", action="store_true",
                    help="with -p: clean even if the dirty ratio is below min.cleanable.dirty.ratio")
-    common.add_json_option(p)
+    output.add_output_option(p, text="Kafka's cleaner log line per pass",
+                             json_help="one object per pass with every figure")
     common.add_store_option(p)
     p.set_defaults(func=clean)
 
@@ -52,8 +54,9 @@ def clean(args: argparse.Namespace) -> int:
 
 
 def _print(args: argparse.Namespace, results: list, failed: bool) -> None:
-    if args.json:
-        common.print_json([r.as_dict() for r in results])
+    if output.wants_json(args):
+        for r in results:
+            output.emit(r.as_dict())
     elif not results and not failed:
         print("Nothing to clean: no partition is eligible (dirty ratio at or below min.cleanable.dirty.ratio, "
               "and max.compaction.lag.ms not reached).")

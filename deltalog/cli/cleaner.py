@@ -15,7 +15,8 @@ import sys
 import deltalog.cli.common as common
 from deltalog.cleaner.metrics import collect, format_table
 from deltalog.cleaner.uncleanable import UncleanablePartitions
-from deltalog.jobs.cleaner_job import JobConfig
+from deltalog.cli import output
+from deltalog.jobs.cleaner_job import JobConfig, cycle_json
 from deltalog.jobs.cleaner_job import run as run_job
 
 
@@ -35,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--config-file", metavar="FILE", help="a job config such as conf/deltalog.json")
     p.add_argument("--no-vacuum", action="store_true", help="skip VACUUM in each cycle")
     p.add_argument("--progress-interval", type=float, metavar="SECONDS", help="seconds between progress lines")
+    output.add_output_option(p, text="a summary line per cycle", json_help="one object per cycle (the job's line)")
     common.add_store_option(p)
     p.set_defaults(func=run)
 
@@ -43,19 +45,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        "of every partition.")
     p.add_argument("topic", metavar="TOPIC", nargs="?")
     p.add_argument("partition", metavar="PARTITION", nargs="?", type=int)
+    output.add_output_option(p, text="a line per cleared mark", json_help="one object per cleared mark")
     common.add_store_option(p)
     p.set_defaults(func=reset_uncleanable)
 
     p = sub.add_parser("retention", help="apply retention.ms / retention.bytes now (delete old segments)")
     p.add_argument("topic", metavar="TOPIC", nargs="?", help="the topic (default: every topic)")
-    common.add_json_option(p)
+    output.add_output_option(p, text="a line per partition that lost segments", json_help="one object per partition")
     common.add_store_option(p)
     p.set_defaults(func=retention)
 
     p = sub.add_parser("vacuum", help="list (or with --apply remove) files past file.delete.delay.ms")
     p.add_argument("topic", metavar="TOPIC", nargs="?", help="the topic (default: every topic)")
     p.add_argument("--apply", action="store_true", help="remove the files (default: dry run, only list them)")
-    common.add_json_option(p)
+    output.add_output_option(p, text="a line per partition with files", json_help="one object per partition")
     common.add_store_option(p)
     p.set_defaults(func=vacuum)
 
@@ -63,13 +66,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("partition", metavar="PARTITION", type=int)
     p.add_argument("offset", metavar="OFFSET", type=int, help="the new log start offset; -1: the log end")
+    output.add_output_option(p, text="the new log start offset", json_help="one object with the figures")
     common.add_store_option(p)
     p.set_defaults(func=delete_records)
 
     p = subparsers.add_parser("status", help="cleaner metrics: dirty %%, uncleanable partitions, last clean, ...",
                               description="Kafka's cleaner metrics per partition and for the store. The same "
                               "figures are appended to the Delta table STORE/_deltalog/metrics by every job cycle.")
-    common.add_json_option(p)
+    output.add_output_option(p, text="a table per partition and the store's figures",
+                             json_help="one object: the store's and every partition's metrics")
     common.add_store_option(p)
     p.set_defaults(func=status)
 
@@ -108,7 +113,10 @@ def run(args: argparse.Namespace) -> int:
     _setup_logging()
     logging.getLogger().setLevel(config.log_level)
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    run_job(config)
+    if output.wants_json(args):
+        run_job(config, on_cycle=lambda cycle: (output.emit(cycle_json(cycle)), sys.stdout.flush()))
+    else:
+        run_job(config, on_cycle=lambda cycle: print(cycle.summary(), flush=True))
     return 0
 
 
@@ -117,6 +125,10 @@ def reset_uncleanable(args: argparse.Namespace) -> int:
     if args.topic is not None:
         store.partitions(args.topic)  # raises for an unknown topic
     cleared = UncleanablePartitions(store.log_manager.state_path()).reset(args.topic, args.partition)
+    if output.wants_json(args):
+        for m in cleared:
+            output.emit(dataclasses.asdict(m))
+        return 0
     for m in cleared:
         print(f"cleared {m.topic}-{m.partition} (marked uncleanable after {m.error_type}: {m.message[:120]})")
     if not cleared:
@@ -127,8 +139,9 @@ def reset_uncleanable(args: argparse.Namespace) -> int:
 def retention(args: argparse.Namespace) -> int:
     store = common.open_store(args)
     results = store.delete_old_segments(args.topic)
-    if args.json:
-        common.print_json([dataclasses.asdict(r) for r in results])
+    if output.wants_json(args):
+        for r in results:
+            output.emit(dataclasses.asdict(r))
         return 0
     for r in results:
         if r.segments_deleted:
@@ -142,8 +155,9 @@ def retention(args: argparse.Namespace) -> int:
 def vacuum(args: argparse.Namespace) -> int:
     store = common.open_store(args)
     results = store.vacuum(args.topic, dry_run=not args.apply)
-    if args.json:
-        common.print_json([dataclasses.asdict(r) for r in results])
+    if output.wants_json(args):
+        for r in results:
+            output.emit(dataclasses.asdict(r))
         return 0
     verb = "removed" if args.apply else "would remove"
     for r in results:
@@ -158,6 +172,9 @@ def vacuum(args: argparse.Namespace) -> int:
 def delete_records(args: argparse.Namespace) -> int:
     store = common.open_store(args)
     r = store.delete_records(args.topic, args.partition, args.offset)
+    if output.wants_json(args):
+        output.emit(dataclasses.asdict(r))
+        return 0
     print(f"{r.topic}-{r.partition}: log start offset (low watermark) is now {r.low_watermark}; "
           f"{r.files_deleted} file(s), {r.records_deleted:,} records removed")
     return 0
@@ -165,8 +182,8 @@ def delete_records(args: argparse.Namespace) -> int:
 
 def status(args: argparse.Namespace) -> int:
     metrics = collect(common.open_store(args).log_manager)
-    if args.json:
-        common.print_json(metrics.as_dict())
+    if output.wants_json(args):
+        output.emit(metrics.as_dict())
     else:
         print(format_table(metrics))
     return 0

@@ -1,12 +1,9 @@
-"""What every command shares: the global options, opening the store, ``key=value`` parsing, JSON output."""
+"""What every command shares: the global options, opening the store, ``key=value`` parsing (output: :mod:`.output`)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
-from typing import Any
 
 from deltalog.errors import NoStoreError, UsageError
 from deltalog.store import TOPICS_DIR, Store
@@ -14,8 +11,8 @@ from deltalog.store import TOPICS_DIR, Store
 STORE_ENV = "DELTALOG_STORE"
 DEFAULT_STORE = "./deltalog-store"
 
-__all__ = ["DEFAULT_STORE", "STORE_ENV", "NoStoreError", "UsageError", "add_global_options", "add_json_option",
-           "add_store_option", "key_value", "open_store", "print_json", "store_path"]
+__all__ = ["DEFAULT_STORE", "STORE_ENV", "NoStoreError", "UsageError", "add_global_options", "add_store_option",
+           "key_value", "open_store", "store_path"]
 
 
 def key_value(text: str) -> tuple[str, str]:
@@ -43,10 +40,6 @@ def add_store_option(parser: argparse.ArgumentParser) -> None:
                         help=f"the store's root directory (default: ${STORE_ENV}, else {DEFAULT_STORE})")
 
 
-def add_json_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
-
-
 def store_path(args: argparse.Namespace) -> str:
     """The ``--store`` given, else ``$DELTALOG_STORE``, else ``./deltalog-store``."""
     return getattr(args, "store", None) or os.environ.get(STORE_ENV) or DEFAULT_STORE
@@ -62,8 +55,3 @@ def open_store(args: argparse.Namespace, *, create: bool = False) -> Store:
             f"('deltalog topics create NAME') or point --store / ${STORE_ENV} at an existing store"
         )
     return Store(path, config=dict(getattr(args, "store_config", None) or []))
-
-
-def print_json(value: Any) -> None:
-    json.dump(value, sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")

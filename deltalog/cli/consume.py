@@ -1,28 +1,50 @@
-"""``deltalog consume TOPIC -p N --from-offset N|earliest|latest``: print records as JSON lines.
+"""``deltalog consume TOPIC``: print a topic's records, as ``kafka-console-consumer`` does.
 
-Reads page by page (``--page-size`` records at a time) up to the log end as it was when each page was
-read, so a large partition is never held in memory at once.
+Every partition is read (or one, ``-p N``), a page at a time from each in turn, from the log start (the
+default; ``--from-beginning`` says so explicitly) or from ``--offset latest|N``, up to each partition's log
+end as it was when the command started; with ``--follow`` it keeps polling for new records until
+interrupted (Ctrl-C: exit 130, as Kafka's tool), ``--max-messages`` have been printed, or nothing arrived for
+``--timeout-ms``. Unlike Kafka's tool, which starts at the end of the log unless ``--from-beginning``, it
+starts at the log start: it has no consumer group to remember a position (``--group`` will come with consumer
+groups; its committed offsets will be the start positions, see :func:`start_positions`).
+
+Records print as JSON lines (``--output json``, the default, which ``deltalog produce`` reads back) or as
+Kafka's ``DefaultMessageFormatter`` prints them (``--output text``, the default with any ``--property``:
+``print.key=true``, ``print.offset``, ``print.partition``, ``print.timestamp``, ``key.separator``, ...). As
+Kafka's tool, it says ``Processed a total of N messages`` on stderr at the end.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import signal
 import sys
+import time
+from collections.abc import Callable
 
 import deltalog.cli.common as common
+from deltalog.cli import console, output
 from deltalog.cli.jsonlines import record_to_json
+from deltalog.cli.kafka_text import FORMATTER_DEFAULTS, MessageFormatter
+from deltalog.errors import OffsetOutOfRangeError
+from deltalog.log.record import Record
 
 PAGE_SIZE = 10_000
+DEFAULT_POLL_INTERVAL_MS = 500
 
 
-def _from_offset(text: str) -> int | str:
-    if text in ("earliest", "latest"):
-        return text
+def _offset(text: str) -> int | str:
+    if text.lower() in ("earliest", "latest"):
+        return text.lower()
     try:
-        return int(text)
+        n = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an offset, 'earliest' or 'latest', not {text!r}") from None
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(
+            f"The provided offset value {text!r} is incorrect. Valid values are 'earliest', 'latest', or a "
+            "non-negative long.")
+    return n
 
 
 def _non_negative(text: str) -> int:
@@ -37,36 +59,197 @@ def _non_negative(text: str) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "consume", help="print records from an offset as JSON lines",
-        description="Print records as JSON lines (offset, key, value, headers, timestamp_ms, "
-        "delete_horizon_ms). Text is shown as UTF-8; bytes that are not UTF-8 appear base64-encoded "
-        "under key_b64 / value_b64 / {\"b64\": ...}. An offset that compaction removed reads on from "
+        "consume", help="print a topic's records (all partitions, or one), optionally following new ones",
+        description="Print the records of every partition of TOPIC (or of -p N), from the log start to the log end, "
+        "as JSON lines (offset, key, value, headers, timestamp_ms, ...; bytes that are not UTF-8 as key_b64 / "
+        "value_b64 / {\"b64\": ...}) or, with --output text or any --property, as kafka-console-consumer prints "
+        "them. --follow keeps printing new records until Ctrl-C. An offset that compaction removed reads on from "
         "the next record.",
     )
-    p.add_argument("topic", metavar="TOPIC")
-    p.add_argument("-p", "--partition", type=int, default=0, metavar="N", help="partition (default 0)")
-    p.add_argument("--from-offset", type=_from_offset, default="earliest", metavar="OFFSET",
-                   help="an offset, 'earliest' (the log start, default) or 'latest' (the log end)")
-    p.add_argument("--max-records", type=_non_negative, default=None, metavar="N", help="stop after N records")
+    console.add_topic_arguments(p)
+    p.add_argument("-p", "--partition", type=int, default=None, metavar="N",
+                   help="read only partition N (default: every partition)")
+    p.add_argument("--offset", "--from-offset", dest="offset", type=_offset, default=None, metavar="OFFSET",
+                   help="where to start: 'earliest' (the log start, the default), 'latest' (the log end) or an offset "
+                   "(with -p, or on a topic of one partition)")
+    p.add_argument("--from-beginning", action="store_true",
+                   help="start at the log start (the default here: there is no consumer group position to resume)")
+    p.add_argument("--max-messages", "--max-records", dest="max_messages", type=_non_negative, default=None,
+                   metavar="N", help="stop after N records")
+    p.add_argument("--follow", action="store_true",
+                   help="keep polling for new records until interrupted (Ctrl-C), --max-messages or --timeout-ms")
+    p.add_argument("--timeout-ms", type=_non_negative, default=None, metavar="MS",
+                   help="with --follow: exit when no record arrived for MS milliseconds")
+    p.add_argument("--poll-interval-ms", type=_non_negative, default=DEFAULT_POLL_INTERVAL_MS, metavar="MS",
+                   help=f"with --follow: how often to look for new records (default {DEFAULT_POLL_INTERVAL_MS})")
+    console.add_property_option(p, "a kafka-console-consumer formatter property (repeatable): "
+                                + ", ".join(FORMATTER_DEFAULTS) + "; implies --output text")
     p.add_argument("--page-size", type=_non_negative, default=PAGE_SIZE, metavar="N", help=argparse.SUPPRESS)
+    output.add_output_option(p, default=None, text="Kafka's console format (value only, unless --property print.*)",
+                             json_help="one object per record", default_help="json; text with any --property")
     common.add_store_option(p)
     p.set_defaults(func=consume)
 
 
+def start_positions(store: object, topic: str, partitions: list[int], offset: int | str | None) -> dict[int, int]:
+    """Where each partition's read starts. (A consumer group's committed offsets will take precedence here,
+    with these as the reset policy for partitions it has none for.)"""
+    positions: dict[int, int] = {}
+    for p in partitions:
+        if isinstance(offset, int):
+            positions[p] = offset
+        else:
+            head = store.log(topic, p).head()  # type: ignore[attr-defined]
+            positions[p] = head.log_end_offset if offset == "latest" else head.log_start_offset
+    return positions
+
+
 def consume(args: argparse.Namespace) -> int:
+    topic = console.topic_of(args)
+    if args.from_beginning and args.offset is not None:
+        raise common.UsageError("Options from-beginning and offset cannot be specified together.")
+    text = args.output == output.TEXT or (args.output is None and bool(args.properties))
+    if args.output == output.JSON and args.properties:
+        raise common.UsageError("--property sets Kafka's text format; it does not apply to --output json "
+                                "(JSON lines carry every field)")
+    formatter = MessageFormatter(args.properties) if text else None
     store = common.open_store(args)
-    position: int | str = args.from_offset
-    remaining = args.max_records
-    page_size = max(args.page_size, 1)
-    while remaining is None or remaining > 0:
-        page = page_size if remaining is None else min(page_size, remaining)
-        records = store.read(args.topic, args.partition, from_offset=position, max_records=page)
-        for r in records:
-            sys.stdout.write(json.dumps(record_to_json(r), ensure_ascii=False) + "\n")
-        if len(records) < page:
-            break
-        position = records[-1].offset + 1  # type: ignore[operator]
-        if remaining is not None:
-            remaining -= len(records)
+    if args.partition is not None:
+        store.log(topic, args.partition)  # raises for a partition that does not exist
+        partitions = [args.partition]
+    else:
+        partitions = store.partitions(topic)
+    if isinstance(args.offset, int) and len(partitions) > 1:
+        raise common.UsageError(
+            f"The partition is required when offset is specified. (topic {topic!r} has {len(partitions)} "
+            "partitions: add -p N, or use --offset earliest|latest)")
+    positions = start_positions(store, topic, partitions, args.offset)
+    write = _writer(topic, formatter)
+    consumer = _Consumer(store, topic, positions, follow=args.follow, page_size=max(args.page_size, 1))
+
+    count = 0
+    code = 0
+    stop_signal = _on_sigterm() if args.follow else None
+    try:
+        count = consumer.run(write, max_messages=args.max_messages, timeout_ms=args.timeout_ms,
+                             poll_interval_s=args.poll_interval_ms / 1000)
+    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) ends --follow: the records so far were printed
+        count = consumer.count
+        code = 143 if stop_signal is not None and stop_signal.fired else 130
+    finally:
+        if stop_signal is not None:
+            stop_signal.restore()
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            pass
+    print(f"Processed a total of {count} messages", file=sys.stderr)
+    return code
+
+
+def _writer(topic: str, formatter: MessageFormatter | None) -> Callable[[int, list[Record]], None]:
+    if formatter is None:
+        def write_json(partition: int, records: list[Record]) -> None:
+            for r in records:
+                output.emit(record_to_json(r, topic, partition))
+        return write_json
     sys.stdout.flush()
-    return 0
+    raw = sys.stdout.buffer
+
+    def write_text(partition: int, records: list[Record]) -> None:
+        raw.write(b"".join(formatter.format(partition, r) for r in records))
+    return write_text
+
+
+class _Consumer:
+    """A position per partition, read a page from each in turn (Kafka's fetch, without a group)."""
+
+    def __init__(self, store: object, topic: str, positions: dict[int, int], *, follow: bool, page_size: int) -> None:
+        self.store = store
+        self.topic = topic
+        self.positions = positions
+        self.follow = follow
+        self.page_size = page_size
+        self.started: set[int] = set()  # partitions read at least once: later out-of-range positions are reset
+        # Without --follow, each partition is read up to its log end as it was at the start.
+        self.ends = {} if follow else {p: store.log(topic, p).head().log_end_offset for p in positions}  # type: ignore[attr-defined]
+        self.count = 0
+
+    def run(self, write: Callable[[int, list[Record]], None], *, max_messages: int | None, timeout_ms: int | None,
+            poll_interval_s: float) -> int:
+        idle_since = time.monotonic()
+        while True:
+            if max_messages is not None and self.count >= max_messages:
+                return self.count
+            progressed = False
+            for p in self.positions:
+                if not self.follow and self.positions[p] >= self.ends[p]:
+                    continue
+                limit = self.page_size if max_messages is None else min(self.page_size, max_messages - self.count)
+                if limit <= 0:
+                    break
+                records = self._fetch(p, limit)
+                if records:
+                    write(p, records)
+                    self.count += len(records)
+                    progressed = True
+            if not self.follow:
+                if all(self.positions[p] >= self.ends[p] for p in self.positions):
+                    return self.count
+                continue
+            sys.stdout.flush()
+            if progressed:
+                idle_since = time.monotonic()
+            elif timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= timeout_ms:
+                print(f"deltalog: no record for {timeout_ms} ms (--timeout-ms); stopping", file=sys.stderr)
+                return self.count
+            else:
+                time.sleep(poll_interval_s)
+
+    def _fetch(self, partition: int, limit: int) -> list[Record]:
+        position = self.positions[partition]
+        try:
+            records = self.store.read(self.topic, partition, position, max_records=limit)  # type: ignore[attr-defined]
+        except OffsetOutOfRangeError as e:
+            if partition not in self.started:
+                raise  # the offset asked for does not exist
+            # Retention (or DeleteRecords) moved the log start past this position: go on from the new start, as a
+            # Kafka consumer does with auto.offset.reset=earliest.
+            reset = e.log_start_offset if position < e.log_start_offset else e.log_end_offset
+            print(f"deltalog: {self.topic}-{partition}: offset {position} is no longer in the log "
+                  f"[{e.log_start_offset}, {e.log_end_offset}]; resetting to {reset}", file=sys.stderr)
+            self.positions[partition] = reset
+            return []
+        self.started.add(partition)
+        if not self.follow:
+            end = self.ends[partition]
+            kept = [r for r in records if r.offset < end]  # type: ignore[operator]
+            if len(kept) < len(records) or len(records) < limit:
+                self.positions[partition] = end  # caught up with the end as it was at the start
+                return kept
+            records = kept
+        if records:
+            self.positions[partition] = records[-1].offset + 1  # type: ignore[operator]
+        return records
+
+
+class _StopSignal:
+    """SIGTERM ends ``--follow`` as Ctrl-C does (exit 143 instead of 130), so the output is flushed first."""
+
+    def __init__(self) -> None:
+        self.fired = False
+        self.previous = signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.fired = True
+        raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        signal.signal(signal.SIGTERM, self.previous)
+
+
+def _on_sigterm() -> _StopSignal | None:
+    try:
+        return _StopSignal()
+    except ValueError:  # not the main thread (the CLI run in-process by another program): leave signals alone
+        return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from deltalog.cli import output
 from deltalog.demo import DEFAULT_DEMO_STORE, MARKER, run_demo
 
 
@@ -18,9 +19,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--store", dest="demo_store", metavar="PATH", default=None,
                    help=f"the demo store (default {DEFAULT_DEMO_STORE}, not $DELTALOG_STORE: the demo "
                    "never wipes a store it did not create)")
+    output.add_output_option(p, text="the walkthrough, step by step", json_help="one object: the store, the "
+                             "offsets produced, and the topic before the first clean and after each clean")
     p.set_defaults(func=demo)
 
 
 def demo(args: argparse.Namespace) -> int:
-    run_demo(args.demo_store or args.store or DEFAULT_DEMO_STORE)
+    path = args.demo_store or args.store or DEFAULT_DEMO_STORE
+    if not output.wants_json(args):
+        run_demo(path)
+        return 0
+    result = run_demo(path, out=lambda line: None)
+    output.emit({"store": result.store.root, "offsets": list(result.offsets), "before": result.before.as_dict(),
+                 "after": result.after.as_dict(), "final": result.final.as_dict()})
     return 0

@@ -6,6 +6,7 @@ import argparse
 
 import deltalog.cli.common as common
 from deltalog import doctor as checks
+from deltalog.cli import output
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,15 +17,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Exits 1 if any check FAILs.",
     )
     p.add_argument("--no-spark", action="store_true", help="skip starting a Spark session")
-    common.add_json_option(p)
+    output.add_output_option(p, text="one line per check, and what to fix",
+                             json_help="one object: ok, checks (name, status, detail, fix)")
     common.add_store_option(p)
     p.set_defaults(func=doctor)
 
 
 def doctor(args: argparse.Namespace) -> int:
     results = checks.run_checks(common.store_path(args), spark=not args.no_spark)
-    if args.json:
-        common.print_json({"ok": not checks.failed(results), "checks": [c.as_dict() for c in results]})
+    if output.wants_json(args):
+        output.emit({"ok": not checks.failed(results), "checks": [c.as_dict() for c in results]})
     else:
         checks.render(results)
     return 1 if checks.failed(results) else 0

@@ -22,7 +22,8 @@ from typing import Any
 from deltalog.errors import InvalidRecordError
 from deltalog.log.record import Record
 
-FIELDS = ("key", "key_b64", "value", "value_b64", "headers", "timestamp_ms", "offset", "delete_horizon_ms")
+FIELDS = ("key", "key_b64", "value", "value_b64", "headers", "timestamp_ms", "partition", "topic", "offset",
+          "delete_horizon_ms")
 
 
 def _b64(where: str, text: Any) -> bytes:
@@ -100,8 +101,17 @@ def record_from_json(obj: Any, where: str = "record") -> Record:
     )
 
 
-def records_from_lines(lines: Iterable[str], source: str = "input") -> Iterator[Record]:
-    """Records from JSON lines; blank lines are skipped; errors name the source and line number."""
+def partition_from_json(obj: dict[str, Any], where: str = "record") -> int | None:
+    """The record's ``partition`` field: a whole number >= 0, or None (absent or null: the partitioner chooses)."""
+    p = obj.get("partition")
+    if p is not None and (isinstance(p, bool) or not isinstance(p, int) or p < 0):
+        raise InvalidRecordError(f"{where}: 'partition' must be a whole number >= 0 or null, not {p!r}")
+    return p
+
+
+def entries_from_lines(lines: Iterable[str], source: str = "input") -> Iterator[tuple[int, Record, int | None]]:
+    """(line number, record, partition or None) from JSON lines; blank lines are skipped; errors name the source
+    and line number."""
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -109,7 +119,15 @@ def records_from_lines(lines: Iterable[str], source: str = "input") -> Iterator[
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise InvalidRecordError(f"{source} line {n}: not valid JSON ({e.msg} at column {e.colno})") from None
-        yield record_from_json(obj, f"{source} line {n}")
+        where = f"{source} line {n}"
+        record = record_from_json(obj, where)
+        yield n, record, partition_from_json(obj, where)
+
+
+def records_from_lines(lines: Iterable[str], source: str = "input") -> Iterator[Record]:
+    """Records from JSON lines (see :func:`entries_from_lines`)."""
+    for _, record, _ in entries_from_lines(lines, source):
+        yield record
 
 
 def _text_or_b64(name: str, data: bytes | None) -> dict[str, Any]:
@@ -121,13 +139,20 @@ def _text_or_b64(name: str, data: bytes | None) -> dict[str, Any]:
         return {f"{name}_b64": base64.b64encode(data).decode("ascii")}
 
 
-def record_to_json(record: Record) -> dict[str, Any]:
-    """A read record as a JSON-ready dict (offset, key, value, headers, timestamp_ms, delete_horizon_ms)."""
+def record_to_json(record: Record, topic: str | None = None, partition: int | None = None) -> dict[str, Any]:
+    """A read record as a JSON-ready dict (topic and partition when given, offset, key, value, headers,
+    timestamp_ms, delete_horizon_ms)."""
     headers = []
     for name, value in record.headers:
         h = _text_or_b64("v", value)
         headers.append([name, h["v"] if "v" in h else {"b64": h["v_b64"]}])
+    where: dict[str, Any] = {}
+    if topic is not None:
+        where["topic"] = topic
+    if partition is not None:
+        where["partition"] = partition
     return {
+        **where,
         "offset": record.offset,
         **_text_or_b64("key", record.key),
         **_text_or_b64("value", record.value),

@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import sys
 from typing import Any
 
 import deltalog.cli.common as common
+from deltalog.cli import output
+from deltalog.errors import QueryError
 from deltalog.text import format_table
 
 DEFAULT_MAX_ROWS = 1000
@@ -28,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("query", metavar="QUERY")
     p.add_argument("--max-rows", type=int, default=DEFAULT_MAX_ROWS, metavar="N",
                    help=f"print at most N rows (default {DEFAULT_MAX_ROWS})")
-    common.add_json_option(p)
+    output.add_output_option(p, text="an aligned table of at most --max-rows rows",
+                             json_help="one JSON object per row (bytes as UTF-8 text, else {\"b64\": ...})")
     common.add_store_option(p)
     p.set_defaults(func=sql)
 
@@ -57,9 +59,6 @@ def _cell(value: Any) -> str:
 
 
 def sql(args: argparse.Namespace) -> int:
-    # pyspark is imported by the commands that run Spark only, not at the start of every command.
-    from pyspark.errors import PySparkException
-
     if args.max_rows < 0:
         raise common.UsageError(f"--max-rows must be >= 0, not {args.max_rows}")
     store = common.open_store(args)
@@ -67,15 +66,29 @@ def sql(args: argparse.Namespace) -> int:
         df = store.sql(args.query)
         columns = df.columns
         rows = df.limit(args.max_rows + 1).collect()  # the query's result, not a partition's records
-    except PySparkException as e:
-        print(f"deltalog: error: {str(e).splitlines()[0]}", file=sys.stderr)
-        return 1
+    except Exception as e:
+        if not output.is_spark_error(e):
+            raise
+        raise QueryError(output.spark_error_message(e) + _views_hint(store, e)) from None
     more = len(rows) > args.max_rows
     rows = rows[: args.max_rows]
-    if args.json:
+    if output.wants_json(args):
         for r in rows:
-            sys.stdout.write(json.dumps({c: _plain(v) for c, v in zip(columns, r, strict=True)}, default=str) + "\n")
+            output.emit({c: _plain(v) for c, v in zip(columns, r, strict=True)})
     else:
         print(format_table(columns, [[_cell(v) for v in r] for r in rows], sep=" | "))
         print(f"({len(rows)} row{'s' if len(rows) != 1 else ''}{', more not shown' if more else ''})")
     return 0
+
+
+def _views_hint(store: object, error: BaseException) -> str:
+    """For a name Spark cannot find, the views this store has (the usual cause is a topic name's '-' or '.')."""
+    if "TABLE_OR_VIEW_NOT_FOUND" not in str(error):
+        return ""
+    from deltalog.sql.views import CURRENT_SUFFIX, view_name  # the command imports Spark's side only when it runs
+
+    topics = store.list_topics()  # type: ignore[attr-defined]
+    if not topics:
+        return "\ndeltalog: this store has no topics yet, so no views"
+    names = [n for t in topics for n in (view_name(t), view_name(t) + CURRENT_SUFFIX)]
+    return "\ndeltalog: the views of this store's topics: " + ", ".join(names)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 import deltalog.cli.common as common
+from deltalog.cli import output
 from deltalog.config import TopicConfig
 from deltalog.report import config_lines, describe_lines
 
@@ -38,13 +39,15 @@ def _add_create(sub: argparse._SubParsersAction, help_text: str | None) -> None:
     p.add_argument("topic", metavar="TOPIC", help="legal characters [a-zA-Z0-9._-], at most 249")
     p.add_argument("-p", "--partitions", type=int, default=1, metavar="N", help="number of partitions (default 1)")
     _topic_config_option(p, required=False)
+    output.add_output_option(p, text="what was created and its configs",
+                             json_help="one object: topic, partitions, config")
     common.add_store_option(p)
     p.set_defaults(func=create)
 
 
 def _add_list(sub: argparse._SubParsersAction, help_text: str | None) -> None:
     p = sub.add_parser("list", help=help_text or "list topics")
-    common.add_json_option(p)
+    output.add_output_option(p, text="one topic name per line", json_help="one object per topic: topic, partitions")
     common.add_store_option(p)
     p.set_defaults(func=list_)
 
@@ -54,7 +57,8 @@ def _add_describe(sub: argparse._SubParsersAction, help_text: str | None) -> Non
                        description="Configs, then per partition: log start/end offsets, clean and cleanable "
                        "sections, dirty ratio, and the segments with their sizes. Reads only the Delta log.")
     p.add_argument("topic", metavar="TOPIC", nargs="?", help="the topic (default: every topic)")
-    common.add_json_option(p)
+    output.add_output_option(p, text="configs, offsets and segments", json_help="one object per topic: topic, "
+                             "config, partitions (offsets, sections, dirty ratio, segments)")
     common.add_store_option(p)
     p.set_defaults(func=describe)
 
@@ -65,6 +69,8 @@ def _add_alter(sub: argparse._SubParsersAction, help_text: str | None) -> None:
                        "incrementalAlterConfigs SET). The change is validated before any partition is touched.")
     p.add_argument("topic", metavar="TOPIC")
     _topic_config_option(p, required=True)
+    output.add_output_option(p, text="what changed and the configs",
+                             json_help="one object: topic, changed (config names), config")
     common.add_store_option(p)
     p.set_defaults(func=alter)
 
@@ -74,6 +80,7 @@ def _add_delete(sub: argparse._SubParsersAction, help_text: str | None) -> None:
                        description="Delete a topic and all its data. Irreversible, so --yes is required.")
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("--yes", action="store_true", help="really delete")
+    output.add_output_option(p, text="a line saying so", json_help="one object: topic, deleted")
     common.add_store_option(p)
     p.set_defaults(func=delete)
 
@@ -81,6 +88,9 @@ def _add_delete(sub: argparse._SubParsersAction, help_text: str | None) -> None:
 def create(args: argparse.Namespace) -> int:
     store = common.open_store(args, create=True)
     config = store.create_topic(args.topic, partitions=args.partitions, config=dict(args.topic_config))
+    if output.wants_json(args):
+        output.emit({"topic": args.topic, "partitions": args.partitions, "config": config.to_properties()})
+        return 0
     print(f"Created topic {args.topic} with {args.partitions} partition(s) in {store.root}")
     print(config_lines(config))
     return 0
@@ -89,8 +99,9 @@ def create(args: argparse.Namespace) -> int:
 def list_(args: argparse.Namespace) -> int:
     store = common.open_store(args)
     names = store.list_topics()
-    if args.json:
-        common.print_json([{"topic": t, "partitions": len(store.partitions(t))} for t in names])
+    if output.wants_json(args):
+        for t in names:
+            output.emit({"topic": t, "partitions": len(store.partitions(t))})
     else:
         for t in names:
             print(t)
@@ -101,8 +112,9 @@ def describe(args: argparse.Namespace) -> int:
     store = common.open_store(args)
     names = [args.topic] if args.topic else store.list_topics()
     descriptions = [store.describe(t) for t in names]
-    if args.json:
-        common.print_json(descriptions[0].as_dict() if args.topic else [d.as_dict() for d in descriptions])
+    if output.wants_json(args):
+        for d in descriptions:
+            output.emit(d.as_dict())
     elif not descriptions:
         print(f"No topics in {store.root}")
     else:
@@ -115,6 +127,9 @@ def alter(args: argparse.Namespace) -> int:
     before = store.topic_config(args.topic)
     after = store.alter_topic_config(args.topic, dict(args.topic_config))
     changed = [k.name for k in TopicConfig.KEYS if getattr(before, k.attr) != getattr(after, k.attr)]
+    if output.wants_json(args):
+        output.emit({"topic": args.topic, "changed": changed, "config": after.to_properties()})
+        return 0
     print(f"Altered topic {args.topic}: " + (", ".join(changed) + " changed" if changed else "no value changed"))
     print(config_lines(after))
     return 0
@@ -125,5 +140,8 @@ def delete(args: argparse.Namespace) -> int:
         raise common.UsageError(f"deleting topic {args.topic!r} removes all its data; add --yes to confirm")
     store = common.open_store(args)
     store.delete_topic(args.topic)
-    print(f"Deleted topic {args.topic}")
+    if output.wants_json(args):
+        output.emit({"topic": args.topic, "deleted": True})
+    else:
+        print(f"Deleted topic {args.topic}")
     return 0

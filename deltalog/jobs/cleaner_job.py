@@ -32,7 +32,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,8 +173,10 @@ def cycle_json(cycle: Any) -> dict[str, Any]:
     }
 
 
-def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = None) -> int:
-    """Open the store and run the cleaner as ``config`` says, one JSON line per cycle on ``out``;
+def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = None,
+        on_cycle: Callable[[Any], None] | None = None) -> int:
+    """Open the store and run the cleaner as ``config`` says, one JSON line per cycle on ``out`` (or, given
+    ``on_cycle``, that called with each cycle's result instead: ``deltalog cleaner run --output text``);
     returns the number of cycles run."""
     if spark is None:
         spark = local_session(config.spark_master, dict(config.spark_conf), app_name="deltalog-cleaner")
@@ -198,7 +200,7 @@ def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = N
         out.flush()
 
     try:
-        return cleaner.run(once=config.once, max_cycles=config.max_cycles, on_cycle=emit)
+        return cleaner.run(once=config.once, max_cycles=config.max_cycles, on_cycle=on_cycle or emit)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -8,9 +8,12 @@ and few shuffle partitions. Nothing here needs delta-spark's JARs: Delta commits
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -33,9 +36,21 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
 }
 
 
+#: A file (``os.devnull`` to drop it) that receives the embedded session's own output when it is created: the
+#: JVM's stdout and stderr (log4j's console lines, JVM warnings, and the Python workers it starts) and PySpark's
+#: query-error loggers, which print the Java stack of every failed query. Unset: they go where they always do.
+#: The CLI sets it unless ``--verbose``.
+SPARK_OUTPUT_ENV = "DELTALOG_SPARK_OUTPUT"
+#: PySpark's loggers that write a failed query's message and Java stack as JSON on stderr (pyspark.errors).
+PYSPARK_QUERY_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
 def local_session(master: str | None = None, conf: dict[str, Any] | None = None,
                   app_name: str = "deltalog") -> SparkSession:
-    """Get or create the embedded local session (``local[2]`` unless ``DELTALOG_SPARK_MASTER`` says else)."""
+    """Get or create the embedded local session (``local[2]`` unless ``DELTALOG_SPARK_MASTER`` says else).
+
+    With ``$DELTALOG_SPARK_OUTPUT`` set, a session created here sends Spark's own output to that file (see
+    :data:`SPARK_OUTPUT_ENV`)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     _let_workers_import_deltalog()
@@ -49,11 +64,49 @@ def local_session(master: str | None = None, conf: dict[str, Any] | None = None,
     )
     for k, v in {**DEFAULT_SPARK_CONF, **(conf or {})}.items():
         builder = builder.config(k, str(v))
-    session = builder.getOrCreate()
+    target = os.environ.get(SPARK_OUTPUT_ENV) or None
+    with _jvm_output_to(target):
+        session = builder.getOrCreate()
+    if target is not None:
+        _pyspark_query_logs_to(target)
     session.sparkContext.setLogLevel(os.environ.get("DELTALOG_SPARK_LOG_LEVEL", "ERROR"))
     if os.environ.get("DELTALOG_WARM_WORKERS", "1") != "0":
         warm_python_workers(session)
     return session
+
+
+@contextlib.contextmanager
+def _jvm_output_to(target: str | None) -> Iterator[None]:
+    """While the JVM is started, point file descriptors 1 and 2 at ``target``: the JVM (and every process it
+    starts) inherits them and writes there for good, while this process gets its own back at once."""
+    if target is None:
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (*saved, fd):
+            os.close(f)
+
+
+def _pyspark_query_logs_to(target: str) -> None:
+    """PySpark logs every failed query's message and Java stack (JSON, to stderr) as the exception is made; the
+    caller gets the message from the exception anyway, so those lines go to ``target`` with the JVM's."""
+    from pyspark.logger import PySparkLogger  # pyspark is imported by now: the session exists
+
+    for name in PYSPARK_QUERY_LOGGERS:
+        logger = PySparkLogger.getLogger(name)
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        logger.addHandler(logging.FileHandler(target, delay=True))
 
 
 def _let_workers_import_deltalog() -> None:
