@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from deltalog.cleaner import metrics
 from deltalog.cleaner.cleaner import CleanResult
 from deltalog.cleaner.log_cleaner import LogCleaner, raise_failures
+from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, ProgressListener
 from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.clock import Clock, WallClock
 from deltalog.config import CleanerConfig, TopicConfig
@@ -282,20 +283,26 @@ class Store:
         check = self._check_after_clean if self.config.check_after_clean else None
         return LogCleaner(self.log_manager, self._spark_session, self.config, check_after_clean=check, **options)
 
-    def clean(self, topic: str | None = None) -> list[CleanResult]:
+    def clean(self, topic: str | None = None, *, progress: ProgressListener | None = None,
+              progress_interval_s: float = DEFAULT_PROGRESS_INTERVAL_S) -> list[CleanResult]:
         """Run cleaning passes, filthiest partition first, until no partition (of ``topic``, or of the store)
         is eligible; returns the figures of every pass in order.
 
         A partition whose section holds more distinct keys than the offset map is cleaned in several
         passes; each one moves its checkpoint forward. A partition whose pass fails is marked uncleanable
         and the others are still cleaned; then one :class:`~deltalog.errors.CleaningFailedError` names the
-        failed ones (its ``results`` holds the passes that committed).
+        failed ones (its ``results`` holds the passes that committed). ``progress`` is told how each pass is going
+        when it starts, every ``progress_interval_s`` and when it ends (:mod:`deltalog.cleaner.progress`).
         """
         if topic is not None:
             self.partitions(topic)  # raises for an unknown topic
-        return raise_failures(self.log_cleaner().clean_filthiest_logs(None if topic is None else [topic]))
+        cleaner = self.log_cleaner(progress=progress, progress_interval_s=progress_interval_s)
+        return raise_failures(cleaner.clean_filthiest_logs(None if topic is None else [topic]))
 
-    def clean_partition(self, topic: str, partition: int, *, force: bool = False) -> CleanResult | None:
+    def clean_partition(self, topic: str, partition: int, *, force: bool = False,
+                        progress: ProgressListener | None = None,
+                        progress_interval_s: float = DEFAULT_PROGRESS_INTERVAL_S) -> CleanResult | None:
         """One pass over one partition if it is eligible (or, with ``force``, if it has any cleanable
-        section at all); None when there is nothing to do."""
-        return self.log_cleaner().clean_partition(topic, partition, force=force)
+        section at all); None when there is nothing to do. ``progress``: as for :meth:`clean`."""
+        cleaner = self.log_cleaner(progress=progress, progress_interval_s=progress_interval_s)
+        return cleaner.clean_partition(topic, partition, force=force)

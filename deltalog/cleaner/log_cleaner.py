@@ -42,7 +42,7 @@ from deltalog.cleaner import metrics
 from deltalog.cleaner.cleaner import Cleaner, CleanResult
 from deltalog.cleaner.cleaner_manager import LogCleanerManager
 from deltalog.cleaner.log_to_clean import LogToClean
-from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, PassProgress
+from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, PassProgress, ProgressListener
 from deltalog.cleaner.uncleanable import PartitionId
 from deltalog.config import CleanerConfig
 from deltalog.errors import (
@@ -148,7 +148,7 @@ class LogCleaner:
 
     def __init__(self, logs: LogManager, spark: SparkProvider, config: CleanerConfig, *,
                  threads: int | None = None, vacuum: bool = True, metrics: bool = True,
-                 progress_interval_s: float = DEFAULT_PROGRESS_INTERVAL_S,
+                 progress_interval_s: float = DEFAULT_PROGRESS_INTERVAL_S, progress: ProgressListener | None = None,
                  check_after_clean: CheckAfterClean | None = None,
                  sleep: Callable[[int], None] | None = None, map_slots: int | None = None) -> None:
         self.logs = logs
@@ -161,6 +161,8 @@ class LogCleaner:
         self.vacuum = vacuum
         self.metrics = metrics
         self.progress_interval_s = progress_interval_s
+        #: Told how each pass is going (None: the progress is logged); see :mod:`deltalog.cleaner.progress`.
+        self.progress = progress
         self.check_after_clean = check_after_clean
         #: Offset map slots per pass, when set: Kafka's tests build a Cleaner on a small map the same way.
         self.map_slots = map_slots
@@ -206,7 +208,7 @@ class LogCleaner:
                 if ltc.first_uncleanable_offset <= ltc.first_dirty_offset:
                     return None
             cleaner = self._cleaner()
-            with PassProgress(cleaner.spark, ltc, self.progress_interval_s):
+            with PassProgress(cleaner.spark, ltc, self.progress_interval_s, self.progress):
                 result = cleaner.clean(ltc, plog)
             metrics.record_clean(self.logs, result)
             if snap.config.delete:

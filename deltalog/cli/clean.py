@@ -4,15 +4,18 @@ Without a partition it is ``store.clean()``: passes, filthiest partition first, 
 the topic (or of the store) is eligible. With ``-p`` it is one pass over that partition
 (``store.clean_partition``); ``--force`` cleans its cleanable section even when the dirty ratio is below
 ``min.cleanable.dirty.ratio``. ``deltalog cleaner run`` is the scheduled job that also applies retention
-and VACUUM.
+and VACUUM. While passes run, their progress goes to stderr (:mod:`deltalog.cli.progress`): a bar on a
+terminal, a line every ``--progress-interval`` seconds otherwise; the figures go to stdout at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 import deltalog.cli.common as common
 from deltalog.cli import output
+from deltalog.cli.progress import CleanProgress
 from deltalog.errors import CheckFailedError, CleaningFailedError, DeltalogError
 
 
@@ -26,6 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-p", "--partition", type=int, metavar="N", help="one pass over this partition only")
     p.add_argument("--force", action="store_true",
                    help="with -p: clean even if the dirty ratio is below min.cleanable.dirty.ratio")
+    p.add_argument("--progress-interval", type=float, default=None, metavar="SECONDS",
+                   help="seconds between progress lines on stderr when it is not a terminal (default 10; a terminal "
+                   "gets a progress bar)")
     output.add_output_option(p, text="Kafka's cleaner log line per pass",
                              json_help="one object per pass with every figure")
     common.add_store_option(p)
@@ -37,16 +43,23 @@ def clean(args: argparse.Namespace) -> int:
         raise common.UsageError("-p/--partition needs a TOPIC")
     if args.force and args.partition is None:
         raise common.UsageError("--force needs -p/--partition: it cleans one partition regardless of its ratio")
+    if args.progress_interval is not None and args.progress_interval <= 0:
+        raise common.UsageError(f"--progress-interval must be > 0, not {args.progress_interval}")
     store = common.open_store(args)
     failed: DeltalogError | None = None
-    if args.partition is not None:
-        one = store.clean_partition(args.topic, args.partition, force=args.force)
-        results = [one] if one is not None else []
-    else:
-        try:
-            results = store.clean(args.topic)
-        except (CleaningFailedError, CheckFailedError) as e:  # the other partitions were cleaned: show them
-            results, failed = list(e.results), e
+    progress = CleanProgress(sys.stderr, interval_s=args.progress_interval)
+    try:
+        if args.partition is not None:
+            one = store.clean_partition(args.topic, args.partition, force=args.force, progress=progress,
+                                        progress_interval_s=progress.interval_s)
+            results = [one] if one is not None else []
+        else:
+            try:
+                results = store.clean(args.topic, progress=progress, progress_interval_s=progress.interval_s)
+            except (CleaningFailedError, CheckFailedError) as e:  # the other partitions were cleaned: show them
+                results, failed = list(e.results), e
+    finally:
+        progress.close()
     _print(args, results, failed is not None)
     if failed is not None:
         raise failed
