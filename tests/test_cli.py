@@ -49,7 +49,7 @@ def test_help_and_usage_errors(capsys):
     code, _, err = run(capsys, "--config", "nonsense", "list")
     assert code == 2 and "KEY=VALUE" in err
     code, _, err = run(capsys, "consume", "t", "--from-offset", "soon")
-    assert code == 2 and "'earliest' or 'latest'" in err
+    assert code == 2 and "Valid values are 'earliest', 'latest', or a non-negative long" in err
     code, out, _ = run(capsys, "--version")
     assert code == 0 and out.startswith("deltalog ")
 
@@ -77,7 +77,7 @@ def test_topic_lifecycle(capsys, root):
     code, out, _ = run(capsys, "--store", root, "topics", "list")
     assert (code, out) == (0, "other\nprices\n")
     code, out, _ = run(capsys, "--store", root, "list", "--json")
-    assert json.loads(out) == [{"topic": "other", "partitions": 1}, {"topic": "prices", "partitions": 2}]
+    assert json_lines(out) == [{"topic": "other", "partitions": 1}, {"topic": "prices", "partitions": 2}]
 
     code, out, _ = run(capsys, "--store", root, "alter", "prices", "--config", "min.cleanable.dirty.ratio=0.2")
     assert code == 0 and "min.cleanable.dirty.ratio changed" in out
@@ -85,7 +85,7 @@ def test_topic_lifecycle(capsys, root):
     assert Store(root).topic_config("prices").segment_ms == 1000  # others keep their values
 
     code, out, _ = run(capsys, "--store", root, "topics", "describe", "prices", "--json")
-    d = json.loads(out)
+    (d,) = json_lines(out)
     assert d["topic"] == "prices" and d["config"]["min.cleanable.dirty.ratio"] == "0.2"
     assert [p["partition"] for p in d["partitions"]] == [0, 1]
     assert {"log_start_offset", "log_end_offset", "segments", "dirty_ratio", "first_dirty_offset"} <= set(d["partitions"][0])
@@ -153,8 +153,8 @@ def test_produce_from_a_file_and_consume(capsys, root, tmp_path):
     code, out, _ = run(capsys, "--store", root, "consume", "prices", "-p", "1")
     got = json_lines(out)
     assert [g["offset"] for g in got] == [0, 1, 2, 3, 4]
-    assert got[0] == {"offset": 0, "key": "grape", "value": "2.69", "headers": [], "timestamp_ms": 1000,
-                      "delete_horizon_ms": None}
+    assert got[0] == {"topic": "prices", "partition": 1, "offset": 0, "key": "grape", "value": "2.69", "headers": [],
+                      "timestamp_ms": 1000, "delete_horizon_ms": None}
     assert got[1]["headers"] == [["source", "till"], ["empty", None]]
     assert got[2]["value"] is None
     assert got[3]["key_b64"] == base64.b64encode(b"\xff\x00").decode() and "key" not in got[3]
@@ -162,7 +162,8 @@ def test_produce_from_a_file_and_consume(capsys, root, tmp_path):
     assert got[3]["headers"] == [["raw", {"b64": base64.b64encode(b"\xfe").decode()}], ["raw", "again"]]
     assert got[4]["key"] == "caf\u00e9"
 
-    # consume output goes back into produce unchanged (offsets are reassigned by the log)
+    # consume output goes back into produce unchanged (offsets are reassigned by the log; -p overrides the
+    # "partition" each line carries)
     (tmp_path / "copy.jsonl").write_text(out, encoding="utf-8")
     code, out2, _ = run(capsys, "--store", root, "produce", "prices", "-p", "0", "-f", str(tmp_path / "copy.jsonl"))
     assert code == 0
@@ -176,7 +177,9 @@ def test_produce_from_stdin_and_consume_positions(capsys, root, monkeypatch):
     stdin = "".join(json.dumps({"key": f"k{i}", "value": f"v{i}"}) + "\n" for i in range(7))
     code, out, _ = run(capsys, "--store", root, "produce", "t", "--batch-size", "3", "--json",
                        stdin=stdin, monkeypatch=monkeypatch)
-    assert code == 0 and json.loads(out) == {"topic": "t", "partition": 0, "offsets": list(range(7))}
+    assert code == 0
+    assert [(g["topic"], g["partition"], g["offset"], g["line"]) for g in json_lines(out)] == \
+        [("t", 0, i, i + 1) for i in range(7)]
     assert len(Store(root).log("t", 0).snapshot().files) == 3  # batches of 3, 3, 1
 
     def consume(*extra):
@@ -213,7 +216,7 @@ def test_store_from_the_environment(capsys, root, monkeypatch):
         ('{"key": "a", "value": "1", "timestamp_ms": -5}\n', ["timestamp_ms"]),
         ('{"key": "a", "value": "1", "headers": [["h"]]}\n', ["header", "pair"]),
         ('["a", "1"]\n', ["expected a JSON object"]),
-        ('{"key": "a", "value": "1"}\n{"value": "keyless"}\n', ["record 1 has no key", "compact"]),
+        ('{"key": "a", "value": "1"}\n{"value": "keyless"}\n', ["stdin line 2 has no key", "compact"]),
         ('{"key": "a", "value": "' + "x" * 200 + '"}\n', ["max.message.bytes=100"]),
     ],
 )
@@ -354,7 +357,7 @@ def test_console_script_end_to_end(tmp_path):
     p = sh("consume", "fruit-prices", "--from-offset", "1")
     assert p.returncode == 0 and [json.loads(x)["value"] for x in p.stdout.splitlines()] == [None]
     p = sh("produce", "fruit-prices", stdin='{"value": "no key"}\n')
-    assert p.returncode == 1 and p.stderr.startswith("deltalog: error: record 0 has no key")
+    assert p.returncode == 1 and p.stderr.startswith("deltalog: error: stdin line 1 has no key")
     assert "Traceback" not in p.stderr
     p = sh("topics", "create")
     assert p.returncode == 2 and "usage:" in p.stderr

@@ -97,6 +97,7 @@ def start_positions(store: object, topic: str, partitions: list[int], offset: in
     positions: dict[int, int] = {}
     for p in partitions:
         if isinstance(offset, int):
+            store.read(topic, p, offset, max_records=0)  # type: ignore[attr-defined]  # raises if out of range
             positions[p] = offset
         else:
             head = store.log(topic, p).head()  # type: ignore[attr-defined]
@@ -170,7 +171,6 @@ class _Consumer:
         self.positions = positions
         self.follow = follow
         self.page_size = page_size
-        self.started: set[int] = set()  # partitions read at least once: later out-of-range positions are reset
         # Without --follow, each partition is read up to its log end as it was at the start.
         self.ends = {} if follow else {p: store.log(topic, p).head().log_end_offset for p in positions}  # type: ignore[attr-defined]
         self.count = 0
@@ -211,16 +211,13 @@ class _Consumer:
         try:
             records = self.store.read(self.topic, partition, position, max_records=limit)  # type: ignore[attr-defined]
         except OffsetOutOfRangeError as e:
-            if partition not in self.started:
-                raise  # the offset asked for does not exist
-            # Retention (or DeleteRecords) moved the log start past this position: go on from the new start, as a
+            # (An offset asked for was checked at the start: see start_positions.) Retention (or DeleteRecords) moved the log start past this position: go on from the new start, as a
             # Kafka consumer does with auto.offset.reset=earliest.
             reset = e.log_start_offset if position < e.log_start_offset else e.log_end_offset
             print(f"deltalog: {self.topic}-{partition}: offset {position} is no longer in the log "
                   f"[{e.log_start_offset}, {e.log_end_offset}]; resetting to {reset}", file=sys.stderr)
             self.positions[partition] = reset
             return []
-        self.started.add(partition)
         if not self.follow:
             end = self.ends[partition]
             kept = [r for r in records if r.offset < end]  # type: ignore[operator]
