@@ -190,8 +190,8 @@ class _Consumer:
                     break
                 records = self._fetch(p, limit)
                 if records:
+                    self.count += len(records)  # first: with unbuffered output a reader may act on them at once
                     write(p, records)
-                    self.count += len(records)
                     progressed = True
             if not self.follow:
                 if all(self.positions[p] >= self.ends[p] for p in self.positions):
