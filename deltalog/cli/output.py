@@ -87,9 +87,12 @@ def command_output(verbose: bool) -> Iterator[None]:
             os.environ.setdefault(SPARK_OUTPUT_ENV, os.devnull)
             warnings.filterwarnings("ignore", module=r"pyspark(\.|$)")
             warnings.filterwarnings("ignore", module=r"py4j(\.|$)")
+        muted = [] if verbose else _mute_pyspark_query_loggers()
         try:
             yield
         finally:
+            for logger, disabled in muted:
+                logger.disabled = disabled
             if saved_env is None:
                 os.environ.pop(SPARK_OUTPUT_ENV, None)
             else:
@@ -97,6 +100,24 @@ def command_output(verbose: bool) -> Iterator[None]:
             if added is not None:
                 root.removeHandler(added)
                 root.setLevel(saved_level)
+
+
+def _mute_pyspark_query_loggers() -> list[tuple[logging.Logger, bool]]:
+    """When a Spark session already runs in this process (the CLI called from a notebook or a test), PySpark's
+    query-error loggers were not pointed away at its start (:func:`deltalog.sql.session.local_session`): mute them
+    for the command. Without pyspark imported there is nothing to mute, and nothing is imported."""
+    if "pyspark" not in sys.modules:
+        return []
+    from pyspark.logger import PySparkLogger  # pyspark is imported already (above): this costs nothing
+
+    from deltalog.sql.session import PYSPARK_QUERY_LOGGERS
+
+    muted = []
+    for name in PYSPARK_QUERY_LOGGERS:
+        logger = PySparkLogger.getLogger(name)
+        muted.append((logger, logger.disabled))
+        logger.disabled = True
+    return muted
 
 
 def is_spark_error(error: BaseException) -> bool:

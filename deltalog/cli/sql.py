@@ -83,7 +83,7 @@ def sql(args: argparse.Namespace) -> int:
 
 def _views_hint(store: object, error: BaseException) -> str:
     """For a name Spark cannot find, the views this store has (the usual cause is a topic name's '-' or '.')."""
-    if "TABLE_OR_VIEW_NOT_FOUND" not in str(error):
+    if not any(c in str(error) for c in ("TABLE_OR_VIEW_NOT_FOUND", "INVALID_IDENTIFIER")):
         return ""
     from deltalog.sql.views import CURRENT_SUFFIX, view_name  # the command imports Spark's side only when it runs
 
