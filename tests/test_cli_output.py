@@ -10,11 +10,9 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from deltalog import ManualClock, Record, Store
-from deltalog.cli import build_parser, main, output
 from deltalog.cleaner.uncleanable import UncleanablePartitions
+from deltalog.cli import build_parser, main, output
 from deltalog.cli.progress import CleanProgress
 from deltalog.sql.session import SPARK_OUTPUT_ENV
 
