@@ -40,3 +40,5 @@ def test_the_python_tour_runs(tmp_path, capsys):
     assert [r.offset for r in namespace["records"]] == [0, 1, 2]
     assert namespace["state"].log_end_offset == 3
     assert namespace["store"].topic_config("fruit-prices").min_cleanable_dirty_ratio == 0.1
+    assert namespace["placed"] == [(1, 0), (0, 0)]  # grape -> 1, lime -> 0: Kafka's partitioner
+    assert [r.key for r in namespace["store"].read("prices", 0)] == [b"lime", b"kiwi"]
