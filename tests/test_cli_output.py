@@ -194,3 +194,30 @@ def test_clean_draws_a_progress_bar_on_a_terminal(tmp_path, spark):
     assert "cleaning t-0 [" in drawn and "\r\x1b[K" in drawn  # redrawn in place
     assert any(f"/{n} tasks" in drawn for n in range(1, 100)) and "#" in drawn
     assert drawn.rstrip("\n").endswith(drawn.splitlines()[-1]) and "cleaned t-0 in " in drawn.splitlines()[-1]
+
+
+def test_progress_lines_and_bar_for_each_state():
+    from deltalog.cleaner.progress import PassStatus
+
+    def status(state: str, done: int = 0, total: int = 0) -> PassStatus:
+        return PassStatus("t-0", 4, 9, 12_345, 2.0, done, total, state)
+
+    log = io.StringIO()
+    progress = CleanProgress(log)
+    assert progress.interval_s == 10.0  # not a terminal: a line every 10 s by default
+    for s in (status("started"), status("running", 1, 4), status("failed")):
+        progress(s)
+    lines = [line.split(" ", 2)[2] for line in log.getvalue().splitlines()]  # after the date and time
+    assert lines == ["cleaning t-0: dirty section [4, 9), 12,345 bytes", "cleaning t-0: 2s, 1/4 Spark tasks done",
+                     "cleaning t-0 failed after 2.0s"]
+    terminal = Terminal()
+    bar = CleanProgress(terminal)
+    bar(status("started"))
+    bar(status("running", 2, 4))
+    bar(status("finished", 4, 4))
+    assert terminal.getvalue() == (
+        "cleaning t-0 [" + "." * 24 + "] starting 2s"
+        "\r\x1b[Kcleaning t-0 [" + "#" * 12 + "-" * 12 + "] 2/4 tasks 2s"
+        "\r\x1b[Kcleaned t-0 in 2.0s (4 Spark tasks)\n")
+    bar.close()
+    assert terminal.getvalue().endswith("(4 Spark tasks)\n")  # nothing left to clear

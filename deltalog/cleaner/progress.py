@@ -37,10 +37,10 @@ class PassStatus:
     elapsed_s: float
     tasks_done: int  # of this pass's Spark jobs so far (more jobs may follow: the total grows)
     tasks_total: int
-    state: str  # "started", "running" or "finished"
+    state: str  # "started", "running", "finished" or "failed"
 
 
-#: Called with a pass's status when it starts, every progress interval, and when it ends (from another thread).
+#: Called with a pass's status when it starts, every progress interval (from another thread), and when it ends.
 ProgressListener = Callable[[PassStatus], None]
 
 
@@ -120,8 +120,7 @@ class PassProgress:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if exc[0] is None:
-            self._tell("finished")
+        self._tell("finished" if exc[0] is None else "failed")
         sc = self.spark.sparkContext
         sc.setLocalProperty("spark.jobGroup.id", None)
         sc.setLocalProperty("spark.job.description", None)

@@ -36,7 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--config-file", metavar="FILE", help="a job config such as conf/deltalog.json")
     p.add_argument("--no-vacuum", action="store_true", help="skip VACUUM in each cycle")
     p.add_argument("--progress-interval", type=float, metavar="SECONDS", help="seconds between progress lines")
-    output.add_output_option(p, text="a summary line per cycle", json_help="one object per cycle (the job's line)")
+    output.add_output_option(p, default=output.JSON, text="a summary line per cycle",
+                             json_help="one object per cycle, the job's line")
     common.add_store_option(p)
     p.set_defaults(func=run)
 

@@ -34,7 +34,7 @@ class CleanProgress:
 
     def __call__(self, status: PassStatus) -> None:
         with self._lock:
-            if status.state == "finished":
+            if status.state in ("finished", "failed"):
                 self._active.pop(status.partition, None)
             else:
                 self._active[status.partition] = status
@@ -47,14 +47,14 @@ class CleanProgress:
     def _redraw(self, status: PassStatus) -> None:
         if self._drawn:
             self.stream.write("\r\x1b[K")  # back to the start of the line and clear it
-        if status.state == "finished":
+        if status.state in ("finished", "failed"):
             self.stream.write(line(status) + "\n")
         self._drawn = bool(self._active)
         if self._active:
             self.stream.write("  ".join(bar(s) for s in self._active.values()))
 
     def close(self) -> None:
-        """Clear a bar left on the terminal (a pass that failed never reports its end)."""
+        """Clear a bar left on the terminal (when the loop stops between a pass's statuses)."""
         with self._lock:
             if self.tty and self._drawn:
                 self.stream.write("\r\x1b[K")
@@ -70,6 +70,8 @@ def line(s: PassStatus) -> str:
                 f"{s.cleanable_bytes:,} bytes")
     if s.state == "finished":
         return f"cleaned {s.partition} in {s.elapsed_s:.1f}s ({s.tasks_done} Spark tasks)"
+    if s.state == "failed":
+        return f"cleaning {s.partition} failed after {s.elapsed_s:.1f}s"
     return f"cleaning {s.partition}: {s.elapsed_s:.0f}s, {s.tasks_done}/{s.tasks_total} Spark tasks done"
 
 
