@@ -99,6 +99,8 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
     assert shapes["demo"][0]["offsets"] == list(range(9))
     assert [(o["topic"], o["partition"], o["error_type"]) for o in shapes["cleaner reset-uncleanable"]] == [
         ("extra", 1, "RuntimeError")]
+    code, out, _ = run(capsys, "--store", root, "cleaner", "run", "--once", "--no-vacuum", "--output", "text")
+    assert code == 0 and out.startswith("cleaner cycle: 0 pass(es)")  # the job's JSON line is the default
 
 
 # -- Spark's noise and Spark's errors ------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import logging
 import sys
 
 import deltalog.cli.common as common
+from deltalog.cleaner.log_cleaner import CycleResult
 from deltalog.cleaner.metrics import collect, format_table
 from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.cli import output
@@ -114,10 +115,16 @@ def run(args: argparse.Namespace) -> int:
     _setup_logging()
     logging.getLogger().setLevel(config.log_level)
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    if output.wants_json(args):
-        run_job(config, on_cycle=lambda cycle: (output.emit(cycle_json(cycle)), sys.stdout.flush()))
-    else:
-        run_job(config, on_cycle=lambda cycle: print(cycle.summary(), flush=True))
+    json_lines = output.wants_json(args)
+
+    def show(cycle: CycleResult) -> None:
+        if json_lines:
+            output.emit(cycle_json(cycle))
+        else:
+            print(cycle.summary())
+        sys.stdout.flush()
+
+    run_job(config, on_cycle=show)
     return 0
 
 

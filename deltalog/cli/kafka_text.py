@@ -86,7 +86,7 @@ class MessageFormatter:
             elif field == "partition":
                 parts.append(b"Partition:%d" % partition)
             elif field == "offset":
-                parts.append(b"Offset:%d" % record.offset)
+                parts.append(b"Offset:%d" % (record.offset or 0))  # a read record always has one
             elif field == "delivery":  # the console consumer passes no delivery count (Kafka 4.0: the same)
                 parts.append(b"Delivery:NOT_PRESENT")
             elif field == "epoch":  # deltalog has no leader epochs

@@ -112,7 +112,7 @@ def _mute_pyspark_query_loggers() -> list[tuple[logging.Logger, bool]]:
 
     from deltalog.sql.session import PYSPARK_QUERY_LOGGERS
 
-    muted = []
+    muted: list[tuple[logging.Logger, bool]] = []
     for name in PYSPARK_QUERY_LOGGERS:
         logger = PySparkLogger.getLogger(name)
         muted.append((logger, logger.disabled))
