@@ -7,9 +7,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -249,25 +251,34 @@ def test_follow_with_a_timeout_stops_after_an_idle_spell(capsys, monkeypatch, ro
 
 @pytest.mark.parametrize(("sig", "exit_code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_follow_sees_records_produced_after_it_started_until_interrupted(root, fruit, sig, exit_code):
-    """A consumer in its own process follows the topic; records produced later arrive; Ctrl-C ends it cleanly."""
+    """A consumer in its own process follows the topic; records produced after it printed the old ones arrive;
+    Ctrl-C (or SIGTERM) ends it cleanly, with Kafka's exit code and summary line."""
     env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
     consumer = subprocess.Popen(
         [sys.executable, "-c", "import sys; from deltalog.cli import main; sys.exit(main())", "--store", root,
-         "consume", "fruit-prices", "--offset", "latest", "--follow", "--poll-interval-ms", "50",
+         "consume", "fruit-prices", "--from-beginning", "--follow", "--poll-interval-ms", "50",
          "--property", "print.key=true", "--property", "print.partition=true"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in consumer.stdout], daemon=True)
+    reader.start()
+
+    def take(n: int) -> list[str]:
+        return sorted(lines.get(timeout=60) for _ in range(n))
+
     try:
-        time.sleep(3)  # let it start and pass its first poll (it prints nothing: it started at the end)
+        old = take(4)  # the records already there: the consumer is up and polling
         fruit.produce("fruit-prices", [Record(key=b"grape", value=b"3.10"), Record(key=b"lime", value=b"0.55")])
-        deadline = time.monotonic() + 30
-        lines: list[str] = []
-        while len(lines) < 2 and time.monotonic() < deadline:
-            lines.append(consumer.stdout.readline())
+        new = take(2)
         consumer.send_signal(sig)
-        rest, err = consumer.communicate(timeout=30)
+        consumer.wait(timeout=60)
+        reader.join(timeout=10)
+        err = consumer.stderr.read()
     finally:
         if consumer.poll() is None:
             consumer.kill()
-    assert sorted(lines) == ["Partition:0\tlime\t0.55\n", "Partition:1\tgrape\t3.10\n"]
-    assert consumer.returncode == exit_code and rest == ""
-    assert err == "Processed a total of 2 messages\n"
+    assert old == ["Partition:0\tlime\t0.49\n", "Partition:0\tlime\tnull\n", "Partition:1\tgrape\t2.69\n",
+                   "Partition:1\tgrape\t2.79\n"]
+    assert new == ["Partition:0\tlime\t0.55\n", "Partition:1\tgrape\t3.10\n"]
+    assert consumer.returncode == exit_code and lines.empty()
+    assert err == "Processed a total of 6 messages\n"
