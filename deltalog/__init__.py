@@ -23,6 +23,7 @@ from deltalog.errors import (
     PartitionBusyError,
     PartitionUncleanableError,
     RecordTooLargeError,
+    StorageError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "Record",
     "RecordTooLargeError",
     "Store",
+    "StorageError",
     "StoreConfig",
     "TopicConfig",
     "TopicExistsError",

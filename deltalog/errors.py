@@ -101,6 +101,11 @@ class CheckFailedError(DeltalogError):
         self.results = list(results)
 
 
+class StorageError(DeltalogError):
+    """The storage under a store cannot give what deltalog needs (conditional writes), or a store's own files
+    are not as deltalog left them."""
+
+
 class NoStoreError(DeltalogError):
     """A command that only reads was pointed at a location that holds no store."""
 

@@ -244,7 +244,10 @@ def test_two_overlapping_job_runs_never_clean_a_partition_twice(tmp_path):
         history = store.log("t", p).table().history()
         assert sum(1 for h in history if h.get("deltalog.operation") == "clean") == 1
         assert latest(store, "t", p) == {**{f"k{i}".encode(): b"v2" for i in range(20)}, b"active": b"a"}
-    assert not os.listdir(os.path.join(root, "_deltalog", "leases", "t", "0"))  # every lease released
+    # every lease released: free for anyone, its last generation kept (marked released) so it is never reused
+    assert all(store.leases.holder("t", p) is None for p in range(4))
+    assert [json.loads(open(os.path.join(root, "_deltalog", "leases", "t", "0", n)).read())["released"]
+            for n in os.listdir(os.path.join(root, "_deltalog", "leases", "t", "0"))] == [True]
 
 
 def test_cleaner_run_command(tmp_path, spark, clock, capsys):

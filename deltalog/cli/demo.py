@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from deltalog.cli import common
 from deltalog.demo import DEFAULT_DEMO_STORE, MARKER, run_demo
 
 
@@ -15,12 +16,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f"state. The demo store is wiped first, so the demo only uses an empty directory or one marked by "
         f"{MARKER}.",
     )
-    p.add_argument("--store", dest="demo_store", metavar="PATH", default=None,
+    p.add_argument("--store", dest="demo_store", metavar="URI", default=None,
                    help=f"the demo store (default {DEFAULT_DEMO_STORE}, not $DELTALOG_STORE: the demo "
                    "never wipes a store it did not create)")
     p.set_defaults(func=demo)
 
 
 def demo(args: argparse.Namespace) -> int:
-    run_demo(args.demo_store or args.store or DEFAULT_DEMO_STORE)
+    run_demo(args.demo_store or args.store or DEFAULT_DEMO_STORE,
+             storage_options=common.storage_options(args) or None)
     return 0
