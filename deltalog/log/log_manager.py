@@ -229,8 +229,9 @@ class LogManager:
         return marker, found
 
     def _legacy_partitions(self, topic: str) -> list[int]:
-        """The partitions of a local topic made before markers existed (none on an object store)."""
-        if not self.storage.local:
+        """The partitions of a local topic made before markers existed (none on an object store, nor where a
+        marker exists)."""
+        if not self.storage.local or self.storage.exists(self._marker_path(topic)):
             return []
         base = self._topic_dir(topic)
         return sorted(int(n) for n in self.storage.list_dirs(base) if n.isdigit()
