@@ -440,3 +440,23 @@ def test_a_local_topic_made_before_markers_still_works(tmp_path, clock):
         again.create_topic("old", 1)
     again.delete_topic("old")
     assert again.list_topics() == [] and not os.path.exists(os.path.join(store.root, TOPICS_DIR, "old"))
+
+
+@pytest.mark.parametrize("extra", [{}, {"AWS_S3_ALLOW_UNSAFE_RENAME": "true"}])
+def test_delta_rs_on_s3_refuses_a_second_commit_of_one_version(s3_server, s3_store_uri, extra):
+    """What makes offsets atomic on S3 without DynamoDB: delta-rs 1.6 writes a commit file with a conditional
+    put (``If-None-Match: *``), so of two commits planned on one version the second fails; the option that
+    once meant 'rename without a lock' no longer changes that."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, write_deltalake
+    from deltalake.exceptions import CommitFailedError
+
+    options = {**s3_server.storage_options, **extra}
+    uri = f"{s3_store_uri}/table"
+    write_deltalake(uri, pa.table({"x": [0]}), storage_options=options)
+    first, second = DeltaTable(uri, storage_options=options), DeltaTable(uri, storage_options=options)
+    no_retry = CommitProperties(max_commit_retries=0)
+    write_deltalake(first, pa.table({"x": [1]}), mode="append", commit_properties=no_retry)
+    with pytest.raises(CommitFailedError):
+        write_deltalake(second, pa.table({"x": [2]}), mode="append", commit_properties=no_retry)
+    assert sorted(DeltaTable(uri, storage_options=options).to_pyarrow_table()["x"].to_pylist()) == [0, 1]
