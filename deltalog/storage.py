@@ -700,8 +700,8 @@ def _make_store(root: str, options: Mapping[str, str], *, local: bool) -> Any:
     if local:
         os.makedirs(root, exist_ok=True)
         return LocalStore(root)
-    config: dict[str, str] = {}
-    client: dict[str, str] = {}
+    config: dict[str, Any] = {}  # obstore's typed dicts (S3Config, AzureConfig, ClientConfig) take these keys
+    client: dict[str, Any] = {}
     for k, v in options.items():
         name = k.lower()
         for prefix in ("aws_", "azure_storage_", "azure_", "google_"):

@@ -247,12 +247,12 @@ def test_many_threads_racing_for_one_lease_exactly_one_wins(store_location, cloc
         barrier = threading.Barrier(len(managers))
         won: list[str] = []
 
-        def race(m: LeaseManager, p: int = partition) -> None:
+        def race(m: LeaseManager, p: int, barrier: threading.Barrier, won: list[str]) -> None:
             barrier.wait()
             if m.acquire("t", p, "clean") is not None:
                 won.append(m.owner)
 
-        threads = [threading.Thread(target=race, args=(m,)) for m in managers]
+        threads = [threading.Thread(target=race, args=(m, partition, barrier, won)) for m in managers]
         for t in threads:
             t.start()
         for t in threads:

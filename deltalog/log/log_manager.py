@@ -56,9 +56,9 @@ from deltalog.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from deltalog.log.lease import LeaseManager, default_owner, owner_is_dead
+from deltalog.log.lease import LeaseManager, owner_is_dead
 from deltalog.log.partition_log import PartitionLog, config_to_table_properties
-from deltalog.storage import Storage, Versioned, basename
+from deltalog.storage import Storage, Versioned
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
