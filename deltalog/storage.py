@@ -700,8 +700,8 @@ def _make_store(root: str, options: Mapping[str, str], *, local: bool) -> Any:
     if local:
         os.makedirs(root, exist_ok=True)
         return LocalStore(root)
-    config: dict[str, Any] = {}  # obstore's typed dicts (S3Config, AzureConfig, ClientConfig) take these keys
-    client: dict[str, Any] = {}
+    config: dict[str, str] = {}
+    client: dict[str, str] = {}
     for k, v in options.items():
         name = k.lower()
         for prefix in ("aws_", "azure_storage_", "azure_", "google_"):
@@ -714,11 +714,13 @@ def _make_store(root: str, options: Mapping[str, str], *, local: bool) -> Any:
     if os.environ.get("AWS_ALLOW_HTTP", "").lower() == "true" and "allow_http" not in client:
         client["allow_http"] = "true"
     parsed = urlparse(root)
+    config_arg: Any = config or None
+    client_arg: Any = client or None
     try:
         if parsed.scheme.lower() == "az":  # az://container/prefix, as delta-rs reads it (obstore's from_url differs)
-            return AzureStore(parsed.netloc, prefix=parsed.path.strip("/") or None, config=config or None,
-                              client_options=client or None)
-        return from_url(root, config=config or None, client_options=client or None)
+            return AzureStore(parsed.netloc, prefix=parsed.path.strip("/") or None, config=config_arg,
+                              client_options=client_arg)
+        return from_url(root, config=config_arg, client_options=client_arg)
     except Exception as e:  # an unknown option key, a malformed URL: name the store and the options given
         raise InvalidConfigError(f"cannot open the object store at {root} with storage options "
                                  f"{sorted(options)}: {e}") from None
