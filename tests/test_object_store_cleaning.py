@@ -8,6 +8,10 @@ its Parquet output all go to S3. Two cleaners planned on one snapshot race for o
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from deltalog import CommitConflictError, ManualClock, Record, Store
@@ -97,3 +101,34 @@ def test_two_cleaners_planned_on_one_s3_snapshot_cannot_both_commit(s3_spark_sto
     passes = {store.storage.key(f.location).split("/")[3] for f in store.storage.list_files(log.uri)
               if store.storage.key(f.location).split("/")[3].startswith(CLEANED_DIR_PREFIX)}
     assert len(passes) == 1
+
+
+_CLUSTER_DRIVER = r"""
+import json, sys
+from deltalog import ManualClock, Record, Store
+
+uri, options = sys.argv[1], json.loads(sys.argv[2])
+store = Store(uri, storage_options=options, clock=ManualClock(1_700_000_000_000))  # the embedded session: the cluster
+store.create_topic("prices", config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
+for r in range(3):
+    store.append("prices", 0, [Record(key=b"k%d" % k, value=b"r%d" % r) for k in range(20)])
+    store.roll("prices", 0)
+store.append("prices", 0, [Record(key=b"active", value=b"1")])
+[result] = store.clean("prices")
+master = store.spark.sparkContext.master
+print(json.dumps({"master": master, "read": result.records_read, "written": result.records_written,
+                  "latest": sorted({r.key.decode(): r.value.decode() for r in store.read("prices", 0)}.items())}))
+"""
+
+
+@pytest.mark.slow
+def test_a_cleaning_pass_on_the_standalone_cluster_over_s3(spark_cluster, s3_server, s3_store_uri, tmp_path):
+    """Executors in their own mount namespace (no driver's /tmp) run both passes: every file they read or
+    write, and the spill files the driver reads back, are on S3."""
+    done = subprocess.run([sys.executable, "-c", _CLUSTER_DRIVER, s3_store_uri, json.dumps(s3_server.storage_options)],
+                          env=spark_cluster.env(), cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["master"] == spark_cluster.master_url
+    assert (report["read"], report["written"]) == (60, 20)
+    assert dict(report["latest"]) == {**{f"k{k}": "r2" for k in range(20)}, "active": "1"}
