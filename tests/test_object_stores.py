@@ -135,6 +135,13 @@ def test_a_topic_half_made_by_a_dead_process_is_invisible_then_taken_over(store_
     assert store.append("orphaned", 0, records(1)) == [0]
     assert store.log_manager.topic_id("orphaned") != "old"
 
+    # A delete that died half way: the next delete finishes it.
+    storage.create_json(storage.location(TOPICS_DIR, "half-deleted", TOPIC_MARKER), {
+        "state": "deleting", "topic_id": "x", "partitions": 1, "owner": _dead_owner(), "updated_ms": 0})
+    storage.write_bytes(storage.location(TOPICS_DIR, "half-deleted", "0", "left.parquet"), b"x")
+    store.delete_topic("half-deleted")
+    assert not [k for k in all_keys(storage) if k.startswith(f"{TOPICS_DIR}/half-deleted/")]
+
 
 def test_a_topic_being_created_or_deleted_by_a_live_process_is_busy(store_location, clock):
     uri, options = store_location
@@ -460,3 +467,18 @@ def test_delta_rs_on_s3_refuses_a_second_commit_of_one_version(s3_server, s3_sto
     with pytest.raises(CommitFailedError):
         write_deltalake(second, pa.table({"x": [2]}), mode="append", commit_properties=no_retry)
     assert sorted(DeltaTable(uri, storage_options=options).to_pyarrow_table()["x"].to_pylist()) == [0, 1]
+
+
+def test_a_topic_marker_from_another_machine_is_stale_only_after_the_timeout(tmp_path, clock):
+    from deltalog.log.log_manager import TOPIC_OPERATION_TIMEOUT_MS
+
+    store = Store(tmp_path / "store", clock=clock)
+    marker = os.path.join(store.root, TOPICS_DIR, "t", TOPIC_MARKER)
+    store.storage.create_json(marker, {"state": "creating", "topic_id": "x", "partitions": 1,
+                                       "owner": "another-machine:123:abc", "updated_ms": 0})
+    with pytest.raises(TopicExistsError, match="being created by another-machine"):
+        store.create_topic("t", 1)  # its pid cannot be checked from here: alive until the timeout
+    old = time.time() - TOPIC_OPERATION_TIMEOUT_MS / 1000 - 60
+    os.utime(marker, (old, old))
+    store.create_topic("t", 1)
+    assert store.list_topics() == ["t"]

@@ -359,7 +359,8 @@ class LogManager:
 
         The marker is first swapped to ``deleting`` (one step: the topic is gone for every reader at once),
         then the files are removed, the marker last. Of two concurrent deletes, one does it; the other gets
-        :class:`UnknownTopicOrPartitionError`.
+        :class:`UnknownTopicOrPartitionError`. A topic half created or half deleted by a process that died is
+        removed too.
         """
         path = self._marker_path(topic)
         found = self._read_marker(topic)
@@ -372,7 +373,7 @@ class LogManager:
                 raise UnknownTopicOrPartitionError(f"Topic {topic!r} is being deleted or created by another process")
         else:
             marker, version = found
-            if marker.state != TOPIC_READY:
+            if marker.state != TOPIC_READY and not marker.stale(version.modified_ms, _wall_ms()):
                 raise UnknownTopicOrPartitionError(
                     f"Topic {topic!r} does not exist in {self.root}: it is "
                     f"{'being created' if marker.state == TOPIC_CREATING else 'being deleted'} by {marker.owner}")
