@@ -87,8 +87,8 @@ def test_topics_create_list_describe_alter_delete_and_recreate(store_location_3,
     assert store.log_manager.topic_id("prices") not in (None, old_id)
 
 
-def test_concurrent_creators_of_one_topic_exactly_one_wins(store_location, clock):
-    uri, options = store_location
+def test_concurrent_creators_of_one_topic_exactly_one_wins(store_location_3, clock):
+    uri, options = store_location_3
     stores = [Store(uri, storage_options=options, clock=clock) for _ in range(6)]
     barrier = threading.Barrier(len(stores))
     outcomes: list[str] = []
@@ -246,8 +246,8 @@ def test_vacuum_removes_replaced_files_and_orphans_after_their_delay(store_locat
 # -- leases -----------------------------------------------------------------------------------------------
 
 
-def test_many_threads_racing_for_one_lease_exactly_one_wins(store_location, clock):
-    uri, options = store_location
+def test_many_threads_racing_for_one_lease_exactly_one_wins(store_location_3, clock):
+    uri, options = store_location_3
     storage = Store(uri, storage_options=options, clock=clock).storage
     managers = [LeaseManager(Storage(uri, options), clock, owner=f"owner-{i}") for i in range(8)]
     for partition in range(3):
