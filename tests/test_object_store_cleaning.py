@@ -117,7 +117,9 @@ store.append("prices", 0, [Record(key=b"active", value=b"1")])
 [result] = store.clean("prices")
 master = store.spark.sparkContext.master
 print(json.dumps({"master": master, "read": result.records_read, "written": result.records_written,
-                  "latest": sorted({r.key.decode(): r.value.decode() for r in store.read("prices", 0)}.items())}))
+                  "latest": sorted({r.key.decode(): r.value.decode() for r in store.read("prices", 0)}.items())}),
+      flush=True)
+store.spark.stop()  # a driver left running at exit was once seen to abort ("terminate called ...")
 """
 
 
@@ -127,7 +129,7 @@ def test_a_cleaning_pass_on_the_standalone_cluster_over_s3(spark_cluster, s3_ser
     write, and the spill files the driver reads back, are on S3."""
     done = subprocess.run([sys.executable, "-c", _CLUSTER_DRIVER, s3_store_uri, json.dumps(s3_server.storage_options)],
                           env=spark_cluster.env(), cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-4000:])
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["master"] == spark_cluster.master_url
     assert (report["read"], report["written"]) == (60, 20)
