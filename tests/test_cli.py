@@ -274,18 +274,21 @@ def test_demo_command_wipes_only_demo_stores(capsys, tmp_path, spark):
     assert (precious / "data.txt").read_text() == "keep me"
 
 
-def test_demo_on_s3_wipes_only_demo_stores(s3_server, s3_store_uri, spark):
+def test_the_demo_store_on_s3_is_wiped_only_when_it_is_one(s3_server, s3_store_uri, clock):
+    """The demo's fresh store on S3 (its cleaning passes are those of tests/test_object_store_cleaning.py)."""
+    from deltalog.demo import fresh_demo_store
+
     options = s3_server.storage_options
-    result = run_demo(s3_store_uri, out=lambda line: None, storage_options=options)
-    assert [r.offset for r in result.store.read("fruit-prices", 0)] == [4, 6, 7, 8]
-    result.store.append("fruit-prices", 0, [Record(key=b"extra", value=b"1")])
-    again = run_demo(s3_store_uri, out=lambda line: None, storage_options=options)  # a fresh store, same offsets
-    assert [r.offset for r in again.store.read("fruit-prices", 0)] == [4, 6, 7, 8]
+    store = fresh_demo_store(s3_store_uri, clock, storage_options=options)
+    store.create_topic("fruit-prices", 1)
+    store.append("fruit-prices", 0, [Record(key=b"extra", value=b"1")])
+    again = fresh_demo_store(s3_store_uri, clock, storage_options=options)  # wiped: an empty store again
+    assert again.list_topics() == [] and again.storage.exists(again.storage.location(MARKER))
 
     precious = Storage(f"{s3_store_uri}-precious", options)
     precious.write_bytes(precious.location("data.txt"), b"keep me")
     with pytest.raises(DemoStoreError, match="not a demo store"):
-        run_demo(precious.root, out=lambda line: None, storage_options=options)
+        fresh_demo_store(precious.root, clock, storage_options=options)
     assert precious.read_bytes(precious.location("data.txt")) == b"keep me"
 
 
