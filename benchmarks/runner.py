@@ -75,6 +75,7 @@ class Bench:
         plog = self.store(self.pristine).log(wl.TOPIC, 0)
         self.snap = plog.snapshot()
         self.uri = plog.uri
+        self.storage = plog.storage
         self.files = list(self.snap.files)
         self.paths = [os.path.join(self.uri, f.path) for f in self.files]
         self.dirty_files = [f for f in self.files if f.max_offset >= self.gen.first_dirty_offset]
@@ -192,8 +193,8 @@ class Bench:
     def build_map(self) -> OffsetMap:
         """Pass 1 as a pass runs it: the dirty section's key and offset columns, hashed and reduced in Spark tasks."""
         capacity = self.store(self.pristine).config.offset_map_capacity
-        return build_offset_map(self.spark, self.uri, self.files, self.gen.first_dirty_offset,
-                                self.gen.log_end_offset, capacity, self.path("map-spill"))
+        return build_offset_map(self.spark, self.storage, self.uri, self.files, self.gen.first_dirty_offset,
+                                self.gen.log_end_offset, capacity, os.path.join(self.uri, "map-spill"))
 
     def map_build(self, rnd: int) -> None:
         holder: dict[str, Any] = {}

@@ -151,7 +151,7 @@ def generate(store: Store, w: Workload) -> Generated:
         table = record_table(offsets[keep], key_ids[keep], values.take(pa.array(keep)), np.zeros(len(keep), np.int64),
                              horizon)
         for lo in range(0, table.num_rows, w.segment_records):
-            adds.append(delta.write_data_file(log.uri, table.slice(lo, w.segment_records), NOW_MS))
+            adds.append(delta.write_data_file(log.storage, log.uri, table.slice(lo, w.segment_records), NOW_MS))
         clean_records = table.num_rows
     else:
         clean_records = 0
@@ -160,7 +160,7 @@ def generate(store: Store, w: Workload) -> Generated:
         hi = min(lo + w.segment_records, n)
         seg = np.full(hi - lo, lo, np.int64)
         table = record_table(offsets[lo:hi], key_ids[lo:hi], values.slice(lo, hi - lo), seg)
-        adds.append(delta.write_data_file(log.uri, table, NOW_MS))
+        adds.append(delta.write_data_file(log.storage, log.uri, table, NOW_MS))
     txns = {
         delta.TXN_LOG_END_OFFSET: n,
         delta.TXN_ACTIVE_SEGMENT: n,

@@ -23,6 +23,7 @@ from deltalog.errors import (
     PartitionBusyError,
     PartitionUncleanableError,
     RecordTooLargeError,
+    StorageError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "RecordMetadata",
     "RecordTooLargeError",
     "Store",
+    "StorageError",
     "StoreConfig",
     "TopicConfig",
     "TopicExistsError",

@@ -24,8 +24,7 @@ the second clean leaves offsets 4, 6, 7 and 8 (the grape tombstone's horizon has
 from __future__ import annotations
 
 import os
-import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -34,6 +33,7 @@ from deltalog.describe import TopicDescription
 from deltalog.errors import DemoStoreError
 from deltalog.log.record import Record
 from deltalog.report import format_table, format_timestamp, partition_lines
+from deltalog.storage import Storage
 from deltalog.store import Store
 
 DEFAULT_DEMO_STORE = "./demo-store"
@@ -69,22 +69,23 @@ class DemoResult:
     final: TopicDescription
 
 
-def fresh_demo_store(path: str | os.PathLike[str], clock: ManualClock) -> Store:
-    """Wipe ``path`` (only if it is empty, missing, or an earlier demo store) and open a store there."""
-    path = os.fspath(path)
-    if os.path.exists(path):
-        if not os.path.isdir(path):
-            raise DemoStoreError(f"{path} exists and is not a directory; give the demo another --store")
-        if os.listdir(path) and not os.path.exists(os.path.join(path, MARKER)):
+def fresh_demo_store(path: str | os.PathLike[str], clock: ManualClock, *,
+                     storage_options: Mapping[str, str] | None = None) -> Store:
+    """Wipe ``path`` (a local path or a URI; only if it is empty, missing, or an earlier demo store) and open
+    a store there."""
+    storage = Storage(path, storage_options)
+    if storage.local and os.path.exists(storage.root) and not os.path.isdir(storage.root):
+        raise DemoStoreError(f"{storage.root} exists and is not a directory; give the demo another --store")
+    marker = storage.location(MARKER)
+    if not storage.exists(marker):
+        if storage.list_files(storage.root):
             raise DemoStoreError(
-                f"{os.path.abspath(path)} is not empty and is not a demo store (no {MARKER} file); "
-                "the demo wipes its store first, so give it an empty or new directory with --store"
+                f"{storage.root} is not empty and is not a demo store (no {MARKER} file); "
+                "the demo wipes its store first, so give it an empty or new location with --store"
             )
-        shutil.rmtree(path)
-    os.makedirs(path)
-    with open(os.path.join(path, MARKER), "w", encoding="utf-8") as f:
-        f.write("Created by 'deltalog demo', which wipes this directory every time it runs.\n")
-    return Store(path, clock=clock)
+    storage.delete_tree(storage.root)
+    storage.write_bytes(marker, b"Created by 'deltalog demo', which wipes this store every time it runs.\n")
+    return Store(storage.root, storage_options=storage_options, clock=clock)
 
 
 def produce_walkthrough(store: Store, clock: ManualClock,
@@ -138,10 +139,11 @@ def clean_and_show_after(store: Store, out: Callable[[str], object], title: str 
 
 
 def run_demo(store_path: str | os.PathLike[str] = DEFAULT_DEMO_STORE, out: Callable[[str], object] = print,
-             *, clock: ManualClock | None = None) -> DemoResult:
-    """Replay the fruit-prices walkthrough in a fresh store at ``store_path`` and print what happened."""
+             *, clock: ManualClock | None = None, storage_options: Mapping[str, str] | None = None) -> DemoResult:
+    """Replay the fruit-prices walkthrough in a fresh store at ``store_path`` (a path or a URI) and print what
+    happened."""
     clock = clock or ManualClock(START_MS)
-    store = fresh_demo_store(store_path, clock)
+    store = fresh_demo_store(store_path, clock, storage_options=storage_options)
     store.create_topic(TOPIC, partitions=1, config={"cleanup.policy": "compact"})
     out(f"Created topic {TOPIC} (cleanup.policy=compact, 1 partition) in {store.root}")
     out("Appending the seed 000 walkthrough: grape 2.69, lime 0.49, grape tombstone, lime 1.59; "

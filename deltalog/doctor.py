@@ -16,10 +16,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from importlib import metadata
 
+from deltalog.errors import DeltalogError, StorageError
+from deltalog.log.log_manager import STATE_DIR, is_store
+from deltalog.storage import Storage
 from deltalog.text import format_table
 
 OK, WARN, FAIL, INFO = "OK", "WARN", "FAIL", "INFO"
@@ -215,9 +218,31 @@ def check_delta_spark_jars(session: object | None) -> Check:
     return Check("delta-spark", INFO, detail)
 
 
-def check_store_writable(path: str) -> Check:
-    """The store directory, or its nearest existing parent, accepts a new file (nothing is left behind)."""
-    target = os.path.abspath(path)
+def check_store_writable(path: str, storage_options: Mapping[str, str] | None = None) -> Check:
+    """The store accepts a new file, gives it back, and refuses to create it a second time (the conditional
+    put every Delta commit and lease relies on); nothing is left behind. A local store that does not exist
+    yet is probed in its nearest existing parent directory, and is not created."""
+    try:
+        storage = Storage(path, storage_options)
+    except DeltalogError as e:
+        return Check("store", FAIL, str(e), "point --store or $DELTALOG_STORE at a local path or an s3://, az://, "
+                     "abfss:// or gs:// URI")
+    if storage.local:
+        return _check_local_store(storage.root)
+    try:
+        storage.check_conditional_put(storage.location(STATE_DIR))
+        state = "holds a deltalog store" if is_store(storage) else "has no store yet (it is created on first use)"
+    except StorageError as e:
+        return Check("store", FAIL, str(e), "use object storage that honours If-None-Match (AWS S3, Azure, GCS)")
+    except Exception as e:  # credentials, endpoint, bucket: whatever the object store says
+        detail = " ".join(str(e).split())[:300]
+        return Check("store", FAIL, f"cannot write to {storage.root}: {detail}",
+                     "check the bucket or container and the credentials and endpoint in the environment "
+                     "(AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...) or --storage-option")
+    return Check("store", OK, f"{storage.root} {state}; wrote, read and conditionally created a probe file")
+
+
+def _check_local_store(target: str) -> Check:
     probe_dir = target
     while not os.path.exists(probe_dir):
         parent = os.path.dirname(probe_dir)
@@ -227,16 +252,16 @@ def check_store_writable(path: str) -> Check:
     if not os.path.isdir(probe_dir):
         return Check("store", FAIL, f"{probe_dir} is not a directory", "point --store or $DELTALOG_STORE at a directory")
     try:
-        with tempfile.NamedTemporaryFile(dir=probe_dir, prefix=".deltalog-doctor-"):
-            pass
-    except OSError as e:
-        return Check("store", FAIL, f"cannot write in {probe_dir}: {e.strerror}",
+        Storage(probe_dir).check_conditional_put(probe_dir)
+    except (OSError, StorageError) as e:
+        return Check("store", FAIL, f"cannot write in {probe_dir}: {getattr(e, 'strerror', None) or e}",
                      "point --store or $DELTALOG_STORE at a writable directory")
     state = "exists" if probe_dir == target else f"will be created (in {probe_dir})"
     return Check("store", OK, f"{target} {state}, writable")
 
 
-def run_checks(store_path: str, *, spark: bool = True) -> list[Check]:
+def run_checks(store_path: str, *, spark: bool = True, storage_options: Mapping[str, str] | None = None
+               ) -> list[Check]:
     """Every check, in the order a newcomer should fix them."""
     checks = [check_python(), check_java()]
     session = None
@@ -252,7 +277,7 @@ def run_checks(store_path: str, *, spark: bool = True) -> list[Check]:
     checks.append(check_package("pandas", below_major=3, why="PySpark 4.2/4.3 warns under pandas 3"))
     checks.append(check_package("great-expectations"))
     checks.append(check_delta_spark_jars(session))
-    checks.append(check_store_writable(store_path))
+    checks.append(check_store_writable(store_path, storage_options))
     return checks
 
 

@@ -115,6 +115,11 @@ class QueryError(DeltalogError):
     SQLSTATE, the place in the query), without the Java stack."""
 
 
+class StorageError(DeltalogError):
+    """The storage under a store cannot give what deltalog needs (conditional writes), or a store's own files
+    are not as deltalog left them."""
+
+
 class NoStoreError(DeltalogError):
     """A command that only reads was pointed at a location that holds no store."""
 

@@ -1,9 +1,10 @@
 """The store: a thin facade over deltalog's services, holding the Spark session.
 
-``Store(root)`` is what users hold. It owns three things and delegates everything else:
+``Store(uri)`` is what users hold. It owns three things and delegates everything else:
 
-* the :class:`~deltalog.log.log_manager.LogManager` (topics, partition logs, leases), which appends and reads
-  through delta-rs and pyarrow directly, so producing and consuming never start Spark;
+* the :class:`~deltalog.log.log_manager.LogManager` (topics, partition logs, leases) over the store's
+  :class:`~deltalog.storage.Storage` (a local path or an object-store URI with its storage options), which
+  appends and reads through delta-rs and pyarrow directly, so producing and consuming never start Spark;
 * the Spark session: the one given as ``spark=``, or an embedded local one created the first time a Spark
   job runs (:mod:`deltalog.sql.session`);
 * the cleaner-wide settings (:class:`~deltalog.config.CleanerConfig`, Kafka's broker ``log.cleaner.*`` keys).
@@ -27,11 +28,10 @@ from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.clock import Clock, WallClock
 from deltalog.config import CleanerConfig, TopicConfig
 from deltalog.describe import PartitionState, TopicDescription
-from deltalog.errors import InvalidArgumentError, InvalidConfigError
+from deltalog.errors import InvalidConfigError
 from deltalog.log import arrow_records
 from deltalog.log.lease import LeaseManager
 from deltalog.log.log_manager import (
-    STAGING_DIR,
     STATE_DIR,
     TOPICS_DIR,
     LogManager,
@@ -43,6 +43,7 @@ from deltalog.log.producer import Producer, ProduceResult
 from deltalog.log.record import Record
 from deltalog.log.retention import DeleteRecordsResult, RetentionResult, apply_retention, delete_records
 from deltalog.log.vacuum import VacuumResult, vacuum_store
+from deltalog.storage import Storage
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -50,37 +51,40 @@ if TYPE_CHECKING:
 
     from deltalog.quality import CheckFailedError, CheckResult
 
-__all__ = ["STAGING_DIR", "STATE_DIR", "TOPICS_DIR", "Store", "validate_topic_name"]
-
-
-def _store_root(root: object) -> str:
-    if not isinstance(root, (str, os.PathLike)):
-        raise InvalidArgumentError(f"a store root must be a path (str or os.PathLike), not {type(root).__name__}")
-    text = os.fspath(root)
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidArgumentError(
-            f"a store root must be a non-empty path such as './deltalog-store' or '/data/store', not {text!r}"
-        )
-    return os.path.abspath(text)
+__all__ = ["STATE_DIR", "TOPICS_DIR", "Store", "validate_topic_name"]
 
 
 class Store:
-    """A deltalog store rooted at a directory: topics of partitions, each partition one Delta table."""
+    """A deltalog store at a URI: topics of partitions, each partition one Delta table.
+
+    ``uri`` is a local path (or ``file://`` URI) or an object-store URI: ``s3://bucket/prefix``,
+    ``az://container/prefix``, ``abfss://container@account.dfs.core.windows.net/prefix``, ``gs://bucket/prefix``.
+    Credentials and endpoints come from each cloud's standard environment variables (``AWS_ENDPOINT_URL``,
+    ``AWS_ACCESS_KEY_ID``, ... ``AZURE_STORAGE_ACCOUNT_NAME``, ...) and from ``storage_options``, which
+    delta-rs and the object store both read (e.g. ``{"AWS_REGION": "eu-west-1"}``). A location with no store
+    becomes one (its marker ``_deltalog/store.json`` is created).
+    """
 
     def __init__(
         self,
-        root: str | os.PathLike[str],
+        uri: str | os.PathLike[str],
         *,
+        storage_options: Mapping[str, Any] | None = None,
         clock: Clock | None = None,
         spark: SparkSession | None = None,
         config: Mapping[str, Any] | None = None,
+        create: bool = True,
     ) -> None:
-        self.root = _store_root(root)
+        #: The one filesystem layer every data and state file of the store goes through.
+        self.storage = Storage(uri, storage_options)
+        #: The normalized root: an absolute local path, or the URI without a trailing slash.
+        self.root = self.storage.root
         self.clock: Clock = clock or WallClock()
         self.config = CleanerConfig.from_properties(validate_config_mapping(config, "store config"))
         self._spark = spark
-        #: The registry of topics and partition logs every service works on.
-        self.log_manager = LogManager(self.root, self.clock)
+        #: The registry of topics and partition logs every service works on (``create=False``: raises
+        #: :class:`~deltalog.errors.NoStoreError` where there is no store).
+        self.log_manager = LogManager(self.storage, self.clock, create=create)
         self._producer: Producer | None = None
 
     def __repr__(self) -> str:
@@ -123,7 +127,7 @@ class Store:
     def delete_topic(self, topic: str) -> None:
         """Remove a topic and all its data (Kafka's DeleteTopics), and the cleaner's state about it. Irreversible."""
         self.log_manager.delete_topic(topic)
-        UncleanablePartitions(self.log_manager.state_path()).forget_topic(topic)
+        UncleanablePartitions(self.storage).forget_topic(topic)
         metrics.forget_topic(self.log_manager, topic)
 
     def log(self, topic: str, partition: int) -> PartitionLog:
@@ -205,7 +209,7 @@ class Store:
     def describe(self, topic: str) -> TopicDescription:
         """Per partition: log start/end offsets, segments with sizes, clean/dirty bytes, dirty ratio."""
         now = self.clock.now_ms()
-        marks = UncleanablePartitions(self.log_manager.state_path())
+        marks = UncleanablePartitions(self.storage)
         states: list[PartitionState] = []
         for log in self.log_manager.logs(topic):
             snap = log.snapshot()

@@ -150,6 +150,39 @@ def spark_cluster():
         yield _started(cluster)
 
 
+# --- one store, on each kind of storage ------------------------------------------------------------------
+
+
+def _location(request, tmp_path, kind: str) -> tuple[str, dict[str, str] | None]:
+    if kind == "local":
+        return str(tmp_path / "store"), None
+    if kind == "s3":
+        return request.getfixturevalue("s3_store_uri"), request.getfixturevalue("s3_server").storage_options
+    if kind == "azurite":
+        return request.getfixturevalue("azurite_store_uri"), request.getfixturevalue("azurite").storage_options
+    raise ValueError(kind)
+
+
+@pytest.fixture(params=["local", "s3"])
+def store_location(request, tmp_path) -> tuple[str, dict[str, str] | None]:
+    """(uri, storage_options) of a fresh store location: a local directory, then a prefix on the S3 server
+    (credentials and endpoint passed as storage options, as a user would)."""
+    return _location(request, tmp_path, request.param)
+
+
+@pytest.fixture(params=["local", "s3", "azurite"])
+def store_location_3(request, tmp_path) -> tuple[str, dict[str, str] | None]:
+    """Like ``store_location``, and a prefix on Azurite too."""
+    return _location(request, tmp_path, request.param)
+
+
+@pytest.fixture
+def any_store(store_location, clock) -> Store:
+    """A store with a manual clock on each kind of storage (local, S3)."""
+    uri, options = store_location
+    return Store(uri, storage_options=options, clock=clock)
+
+
 def pytest_terminal_summary(terminalreporter):
     if SERVICE_STARTUPS:
         started = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in SERVICE_STARTUPS)

@@ -244,7 +244,10 @@ def test_two_overlapping_job_runs_never_clean_a_partition_twice(tmp_path):
         history = store.log("t", p).table().history()
         assert sum(1 for h in history if h.get("deltalog.operation") == "clean") == 1
         assert latest(store, "t", p) == {**{f"k{i}".encode(): b"v2" for i in range(20)}, b"active": b"a"}
-    assert not os.listdir(os.path.join(root, "_deltalog", "leases", "t", "0"))  # every lease released
+    # every lease released: free for anyone, its last generation kept (marked released) so it is never reused
+    assert all(store.leases.holder("t", p) is None for p in range(4))
+    assert [json.loads(open(os.path.join(root, "_deltalog", "leases", "t", "0", n)).read())["released"]
+            for n in os.listdir(os.path.join(root, "_deltalog", "leases", "t", "0"))] == [True]
 
 
 def test_cleaner_run_command(tmp_path, spark, clock, capsys):
@@ -260,3 +263,23 @@ def test_cleaner_run_command(tmp_path, spark, clock, capsys):
     assert latest(store, "t", 0) == {b"k0": b"v2", b"k1": b"v2", b"k2": b"v2", b"active": b"a"}
     assert cli(["--store", str(tmp_path / "nowhere"), "cleaner", "run", "--once"]) == 1
     assert cli(["--store", str(tmp_path / "s"), "--config", "log.cleaner.threads=0", "cleaner", "run"]) == 1
+
+
+def test_the_job_cleans_a_store_on_s3_named_by_its_config(s3_server, s3_store_uri, spark, clock, tmp_path,
+                                                           monkeypatch):
+    """store.uri and store.storage_options from the config file reach every client: the Delta commits, the
+    leases and state files, and the passes' Spark tasks (no S3 variable in the environment)."""
+    for name in s3_server.env:
+        monkeypatch.delenv(name, raising=False)
+    options = s3_server.storage_options
+    store = Store(s3_store_uri, storage_options=options, clock=clock)
+    store.create_topic("t", 1, config={"cleanup.policy": "compact"})
+    dirty_partition(store, "t", 0)
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps({"store": {"uri": s3_store_uri, "storage_options": options},
+                                "job": {"once": True}}))
+    out = io.StringIO()
+    assert run_job(JobConfig.load(str(path)), spark=spark, clock=clock, out=out) == 1
+    assert json.loads(out.getvalue())["cleaned"] == ["t-0"]
+    assert latest(store, "t", 0) == {b"k0": b"v2", b"k1": b"v2", b"k2": b"v2", b"active": b"a"}
+    assert store.leases.holder("t", 0) is None

@@ -15,6 +15,8 @@ import pytest
 from deltalog import Record, Store
 from deltalog.cli import main
 from deltalog.demo import MARKER, run_demo
+from deltalog.errors import DemoStoreError
+from deltalog.storage import Storage
 
 
 @pytest.fixture
@@ -275,7 +277,36 @@ def test_demo_command_wipes_only_demo_stores(capsys, tmp_path, spark):
     assert (precious / "data.txt").read_text() == "keep me"
 
 
+def test_the_demo_store_on_s3_is_wiped_only_when_it_is_one(s3_server, s3_store_uri, clock):
+    """The demo's fresh store on S3 (its cleaning passes are those of tests/test_object_store_cleaning.py)."""
+    from deltalog.demo import fresh_demo_store
+
+    options = s3_server.storage_options
+    store = fresh_demo_store(s3_store_uri, clock, storage_options=options)
+    store.create_topic("fruit-prices", 1)
+    store.append("fruit-prices", 0, [Record(key=b"extra", value=b"1")])
+    again = fresh_demo_store(s3_store_uri, clock, storage_options=options)  # wiped: an empty store again
+    assert again.list_topics() == [] and again.storage.exists(again.storage.location(MARKER))
+
+    precious = Storage(f"{s3_store_uri}-precious", options)
+    precious.write_bytes(precious.location("data.txt"), b"keep me")
+    with pytest.raises(DemoStoreError, match="not a demo store"):
+        fresh_demo_store(precious.root, clock, storage_options=options)
+    assert precious.read_bytes(precious.location("data.txt")) == b"keep me"
+
+
 # -- doctor ------------------------------------------------------------------------------------------
+
+
+def test_doctor_probes_a_store_on_s3(s3_server, s3_store_uri):
+    from deltalog.doctor import FAIL, OK, check_store_writable
+
+    check = check_store_writable(s3_store_uri, s3_server.storage_options)
+    assert check.status == OK and "conditionally created" in check.detail, check.detail
+    assert Storage(s3_store_uri, s3_server.storage_options).list_files(s3_store_uri) == []  # nothing left behind
+    check = check_store_writable("s3://no-such-bucket-here/store", s3_server.storage_options)
+    assert check.status == FAIL and "cannot write" in check.detail and "bucket" in check.detail.lower()
+    assert check_store_writable("ftp://host/store").status == FAIL
 
 
 def test_doctor_finds_the_cleaners_code_in_spark_python_workers(spark):
@@ -361,3 +392,55 @@ def test_console_script_end_to_end(tmp_path):
     assert "Traceback" not in p.stderr
     p = sh("topics", "create")
     assert p.returncode == 2 and "usage:" in p.stderr
+
+
+# -- a store on S3 ---------------------------------------------------------------------------------------
+
+
+def test_the_cli_on_a_store_on_s3(capsys, s3_server, s3_store_uri, monkeypatch):
+    """``--store s3://...`` with the endpoint and credentials in the standard environment variables."""
+    for name, value in s3_server.env.items():
+        monkeypatch.setenv(name, value)
+    code, _, err = run(capsys, "--store", s3_store_uri, "topics", "list")
+    assert code == 1 and err.startswith(f"deltalog: error: no deltalog store at {s3_store_uri}")
+    assert Storage(s3_store_uri).list_files(s3_store_uri) == []  # a read-only command never creates a store
+
+    code, out, err = run(capsys, "--store", s3_store_uri, "topics", "create", "prices", "-p", "2",
+                         "--config", "cleanup.policy=compact")
+    assert code == 0, err
+    code, out, err = run(capsys, "--store", s3_store_uri, "produce", "prices", "-p", "1", monkeypatch=monkeypatch,
+                         stdin='{"key": "grape", "value": "2.69"}\n{"key": "grape", "value": null}\n')
+    assert code == 0 and "offsets 0-1" in out, err
+    code, out, _ = run(capsys, "--store", s3_store_uri, "consume", "prices", "-p", "1", "--from-offset", "earliest")
+    assert [json.loads(line)["value"] for line in out.splitlines()] == ["2.69", None]
+    code, out, _ = run(capsys, "--store", s3_store_uri, "describe", "prices", "--json")
+    assert code == 0 and json.loads(out)["partitions"][1]["log_end_offset"] == 2
+    code, out, _ = run(capsys, "--store", s3_store_uri, "topics", "delete", "prices", "--yes")
+    assert code == 0
+    code, out, _ = run(capsys, "--store", s3_store_uri, "topics", "list")
+    assert (code, out) == (0, "")
+
+
+def test_storage_options_on_the_command_line(capsys, s3_server, s3_store_uri, monkeypatch):
+    for name in s3_server.env:
+        monkeypatch.delenv(name, raising=False)
+    options = [arg for key, value in s3_server.storage_options.items() for arg in ("--storage-option", f"{key}={value}")]
+    code, _, err = run(capsys, "--store", s3_store_uri, *options, "create", "t")
+    assert code == 0, err
+    code, out, err = run(capsys, "list", "--store", s3_store_uri, *options)  # after the command too
+    assert (code, out) == (0, "t\n"), err
+    assert Store(s3_store_uri, storage_options=s3_server.storage_options).list_topics() == ["t"]
+    code, _, err = run(capsys, "--store", s3_store_uri, "--storage-option", "nonsense", "list")
+    assert code == 2 and "KEY=VALUE" in err
+
+
+def test_the_console_script_on_s3(s3_server, s3_store_uri):
+    exe = shutil.which("deltalog") or os.path.join(os.path.dirname(sys.executable), "deltalog")
+    env = {**os.environ, **s3_server.env, "DELTALOG_STORE": s3_store_uri}
+    p = subprocess.run([exe, "topics", "create", "t"], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run([exe, "produce", "t"], input='{"key": "k", "value": "v"}\n', capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert p.returncode == 0 and "at offsets 0" in p.stdout, p.stderr
+    assert not os.path.exists("s3:")  # no local directory named after the scheme
+    assert Store(s3_store_uri, storage_options=s3_server.storage_options).read("t", 0)[0].value == b"v"

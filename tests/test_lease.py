@@ -115,8 +115,9 @@ RACER = textwrap.dedent("""
     import json, sys, time
     from deltalog.clock import WallClock
     from deltalog.log.lease import LeaseManager
-    root, start = sys.argv[1], float(sys.argv[2])
-    m = LeaseManager(root, WallClock(), ttl_ms=600_000)
+    from deltalog.storage import Storage
+    root, options, start = sys.argv[1], json.loads(sys.argv[2]), float(sys.argv[3])
+    m = LeaseManager(Storage(root, options), WallClock(), ttl_ms=600_000)
     while time.time() < start:
         pass
     won = [p for p in range(40) if m.acquire("race", p, "clean") is not None]
@@ -125,10 +126,12 @@ RACER = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_processes_racing_for_the_same_partitions_never_both_win(tmp_path):
-    start = __import__("time").time() + 2.0
-    procs = [subprocess.Popen([sys.executable, "-c", RACER, str(tmp_path), str(start)], stdout=subprocess.PIPE,
-                              text=True) for _ in range(4)]
+def test_processes_racing_for_the_same_partitions_never_both_win(store_location):
+    """On a local disk (hard links) and on S3 (If-None-Match), four processes, forty partitions."""
+    uri, options = store_location
+    start = __import__("time").time() + 3.0
+    procs = [subprocess.Popen([sys.executable, "-c", RACER, uri, json.dumps(options or {}), str(start)],
+                              stdout=subprocess.PIPE, text=True) for _ in range(4)]
     wins = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
     assert all(p.returncode == 0 for p in procs)
     flat = sorted(p for w in wins for p in w)

@@ -43,7 +43,7 @@ def test_collect_reports_dirty_percent_delay_and_uncleanable(filled, clock):
     assert m.uncleanable_partitions_count == 0 and m.uncleanable_bytes == 0
     assert m.last_run_ms is None and m.time_since_last_run_ms is None
 
-    UncleanablePartitions(store.log_manager.state_path()).mark("state", 0, OSError("bad file"), clock.now_ms())
+    UncleanablePartitions(store.storage).mark("state", 0, OSError("bad file"), clock.now_ms())
     m = collect(store.log_manager)
     assert m.uncleanable_partitions_count == 1 and m.uncleanable_bytes == s0.dirty_bytes
     assert m.max_dirty_percent == 0.0  # Kafka's max-dirty-percent leaves uncleanable logs out

@@ -122,7 +122,7 @@ def _write_log(store: Store, n: int, keys: int, row_group_size: int) -> Store:
     records = [Record(key=b"k%d" % rng.integers(keys), value=bytes(rng.integers(0, 256, 120, dtype=np.uint8)))
                for _ in range(n)]
     table = records_to_table(records, range(n), [now] * n, 0)
-    add = delta.write_data_file(log.uri, table, now, row_group_size=row_group_size)
+    add = delta.write_data_file(log.storage, log.uri, table, now, row_group_size=row_group_size)
     delta.commit(log.table(), [add], operation="append",
                  txns={delta.TXN_LOG_END_OFFSET: n, delta.TXN_ACTIVE_SEGMENT: n, delta.TXN_ACTIVE_SEGMENT_OPENED: now})
     return store
@@ -133,7 +133,7 @@ def test_a_big_file_is_split_by_row_groups_and_cleans_to_the_latest_record_per_k
     log = store.log(TOPIC, 0)
     files = list(log.snapshot().files)
     assert len(files) == 1 and files[0].size_bytes > MIN_TASK_BYTES
-    runs = plan_runs(log.uri, files, 2)
+    runs = plan_runs(log.storage, log.uri, files, 2)
     pieces = [p for run in runs for p in run]
     assert len(runs) == 2 and len(pieces) > 1
     assert [g for p in pieces for g in p.row_groups] == list(range(8))  # every row group once, in order

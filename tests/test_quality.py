@@ -42,7 +42,7 @@ def damage_row(store: Store, offset: int, key: bytes, value: bytes | None, *, op
     """Commit one extra row (at an offset compaction removed) as its own data file."""
     log = store.log(TOPIC, 0)
     now = store.clock.now_ms()
-    add = delta.write_data_file(log.uri, records_to_table([Record(key=key, value=value)], [offset], [now], 0), now)
+    add = delta.write_data_file(log.storage, log.uri, records_to_table([Record(key=key, value=value)], [offset], [now], 0), now)
     fake_clean(store, [add], checkpoint) if operation == "clean" else delta.commit(
         log.table(), [add], txns={}, operation=operation)
 

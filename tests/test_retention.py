@@ -142,7 +142,7 @@ def test_log_start_breach_deletes_segments_wholly_below_log_start(store, clock):
     from deltalog.log import delta
 
     snap = log.snapshot()
-    dt = delta.open_table(log.uri)
+    dt = delta.open_table(log.storage, log.uri)
     delta.commit(dt, [], txns={delta.TXN_LOG_START_OFFSET: 2}, operation="test")
     result = delete_old_segments(log, clock.now_ms())
     assert [(s.base_offset, s.reason) for s in result.segments] == [(0, REASON_LOG_START), (1, REASON_LOG_START)]

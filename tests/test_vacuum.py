@@ -64,14 +64,14 @@ def test_reader_of_an_old_snapshot_and_time_travel_work_until_vacuum(store, cloc
     clock.advance(DELAY // 2)
     store.vacuum("t", dry_run=False)
     # the reader's files are still there, and Delta time travel to the old version reads every record
-    assert read_files(log.uri, old.files, 0).num_rows == 4
+    assert read_files(log.storage, log.uri, old.files, 0).num_rows == 4
     travelled = log.snapshot(version=old.version)
     assert [f.path for f in travelled.files] == [f.path for f in old.files]
-    assert read_files(log.uri, travelled.files, 0).column("offset").to_pylist() == [0, 1, 2, 3]
+    assert read_files(log.storage, log.uri, travelled.files, 0).column("offset").to_pylist() == [0, 1, 2, 3]
     clock.advance(DELAY)
     store.vacuum("t", dry_run=False)
     with pytest.raises(FileNotFoundError):
-        read_files(log.uri, log.snapshot(version=old.version).files, 0)
+        read_files(log.storage, log.uri, log.snapshot(version=old.version).files, 0)
     # the current version is untouched
     assert [r.offset for r in store.read("t", 0, "earliest")] == [3]
 
@@ -140,7 +140,7 @@ def test_removal_times_come_from_the_checkpoint_once_commits_are_gone(tmp_path):
     for p in glob.glob(os.path.join(log.uri, "_delta_log", "*.json")):
         if int(os.path.basename(p)[:20]) <= dt.version():
             os.remove(p)
-    times = removal_times(log.uri)
+    times = removal_times(log.storage, log.uri)
     assert {p: times[p] for p in removed} == {p: clock.now_ms() for p in removed}
     clock.advance(DELAY)
     assert set(store.vacuum("t", dry_run=False)[0].files) == removed

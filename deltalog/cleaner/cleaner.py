@@ -44,9 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import re
-import shutil
 import time
 import uuid
 from collections.abc import Sequence
@@ -66,6 +64,7 @@ from deltalog.log import delta
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import DELETE_HORIZON, KEY, OFFSET
 from deltalog.log.segment import Segment
+from deltalog.storage import Storage, join
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -197,11 +196,12 @@ class Cleaner:
         started = time.monotonic()
         pass_id = uuid.uuid4().hex[:12]
         out_dir = f"{CLEANED_DIR_PREFIX}{now}-{pass_id}"
+        storage = log.storage
         try:
-            offset_map = build_offset_map(self.spark, log.uri, snap.files, start, stop, capacity,
-                                          os.path.join(log.uri, out_dir, "_map"), slots=self.map_slots)
+            offset_map = build_offset_map(self.spark, storage, log.uri, snap.files, start, stop, capacity,
+                                          join(log.uri, out_dir, "_map"), slots=self.map_slots)
         except Exception as e:
-            _remove_tree(os.path.join(log.uri, out_dir))
+            _remove_tree(storage, join(log.uri, out_dir))
             raise _failure(snap, "pass 1 (building the offset map)", e) from e
         map_ms = int((time.monotonic() - started) * 1000)
 
@@ -210,17 +210,17 @@ class Cleaner:
         segments = [s for s in snap.segments if not s.is_active and s.files and s.base_offset < end]
         groups = group_segments_by_size(segments, snap.config.segment_bytes)
         inputs = [f for s in segments for f in s.files]
-        params = RecopyParams(log.uri, out_dir, log_start, start, end, now,
+        params = RecopyParams(storage, log.uri, out_dir, log_start, start, end, now,
                               now + snap.config.delete_retention_ms)
         try:
             rule = params.rule(offset_map.latest, offset_map.keys)
-            names = [_first_survivor(log.uri, group, rule) for group in groups]
+            names = [_first_survivor(storage, log.uri, group, rule) for group in groups]
             new_files, counts = self._recopy(params, groups, names, offset_map)
             if not new_files:  # nothing survived: leave no empty pass directory behind
-                _remove_tree(os.path.join(log.uri, out_dir))
-            adds = [delta.add_action_for_file(log.uri, p, now) for p in new_files]
+                _remove_tree(storage, join(log.uri, out_dir))
+            adds = [delta.add_action_for_file(storage, log.uri, p, now, size) for p, size in new_files]
         except Exception as e:
-            _remove_tree(os.path.join(log.uri, params.out_dir))
+            _remove_tree(storage, join(log.uri, params.out_dir))
             raise _failure(snap, "pass 2 (recopying the segments)", e) from e
         copy_ms = int((time.monotonic() - copy_started) * 1000)
 
@@ -258,7 +258,7 @@ class Cleaner:
                 operation="clean",
             )
         except CommitConflictError:
-            _remove_tree(os.path.join(log.uri, params.out_dir))
+            _remove_tree(storage, join(log.uri, params.out_dir))
             raise
         version = delta.committed_version(log.table(), snap.version, "pass_id", pass_id)
         result = CleanResult(**figures, version=version, now_ms=now)
@@ -269,7 +269,7 @@ class Cleaner:
     # -- Spark parts ----------------------------------------------------------------------------------
 
     def _recopy(self, params: RecopyParams, groups: list[list[Segment]], names: list[int | None],
-                offset_map: OffsetMap) -> tuple[list[str], RecopyCounts]:
+                offset_map: OffsetMap) -> tuple[list[tuple[str, int]], RecopyCounts]:
         """Pass 2: one Spark task per run of consecutive files (see :mod:`deltalog.cleaner.recopy`).
 
         Each task gets the slice of the latest-offset bitmap that covers its files; the map's hashes go only
@@ -282,7 +282,7 @@ class Cleaner:
         if not files:
             return [], RecopyCounts()
         sc = self.spark.sparkContext
-        runs = plan_runs(params.table_uri, files, sc.defaultParallelism)
+        runs = plan_runs(params.storage, params.table_uri, files, sc.defaultParallelism)
         chunks = [
             RecopyChunk(tuple((piece, name_of[piece.path]) for piece in run),
                         offset_map.latest.slice(run[0].min_offset, run[-1].max_offset + 1),
@@ -302,10 +302,10 @@ class Cleaner:
             if keys is not None:
                 keys.unpersist()
         counts = RecopyCounts()
-        new_files: list[str] = []
+        new_files: list[tuple[str, int]] = []  # (path relative to the table, size in bytes)
         for out in outputs:
             counts.add(out.counts)
-            new_files.extend(out.files)
+            new_files.extend(zip(out.files, out.sizes, strict=True))
         return new_files, counts
 
     def _throttle(self, started: float, io_bytes: int) -> None:
@@ -319,7 +319,7 @@ class Cleaner:
             time.sleep(wanted - elapsed)
 
 
-def _first_survivor(table_uri: str, group: Sequence[Segment], rule: RetainRule) -> int | None:
+def _first_survivor(storage: Storage, table_uri: str, group: Sequence[Segment], rule: RetainRule) -> int | None:
     """The offset of the first record a segment group keeps, which names its new segment (seed 000: "the
     new segment file is called 002.log as offset 2 is the first offset it contains"); None if it keeps none.
 
@@ -339,7 +339,7 @@ def _first_survivor(table_uri: str, group: Sequence[Segment], rule: RetainRule) 
             if f.max_offset >= rule.end:
                 return rule.end
             continue
-        for table in read_batches(os.path.join(table_uri, f.path), [OFFSET, KEY, DELETE_HORIZON], 8192):
+        for table in read_batches(storage, join(table_uri, f.path), [OFFSET, KEY, DELETE_HORIZON], 8192):
             offsets = table.column(OFFSET).to_numpy()
             retain, _mapped, _latest = rule.retain(offsets, table.column(KEY), table.column(DELETE_HORIZON))
             kept = np.flatnonzero(retain)
@@ -366,5 +366,9 @@ def _failure(snap: LogSnapshot, phase: str, error: Exception) -> Exception:
     )
 
 
-def _remove_tree(path: str) -> None:
-    shutil.rmtree(path, ignore_errors=True)
+def _remove_tree(storage: Storage, path: str) -> None:
+    """Remove a pass's directory (best effort: VACUUM removes what is left, as orphans)."""
+    try:
+        storage.delete_tree(path)
+    except Exception as e:  # noqa: BLE001 - the pass's own error is the one to report
+        logger.warning("could not remove %s: %s", path, e)

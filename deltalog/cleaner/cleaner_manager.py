@@ -34,7 +34,7 @@ class LogCleanerManager:
 
     def __init__(self, logs: LogManager) -> None:
         self.logs = logs
-        self.uncleanable = UncleanablePartitions(logs.state_path())
+        self.uncleanable = UncleanablePartitions(logs.storage)
         self._lock = threading.Lock()
         self._in_progress: set[PartitionId] = set()
 

@@ -18,14 +18,12 @@ dashboards can chart it.
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 import pyarrow as pa
 from deltalake import CommitProperties, write_deltalake
 
-from deltalog import storage
 from deltalog.cleaner.cleaner import CleanResult
 from deltalog.cleaner.cleaner_manager import LogCleanerManager
 from deltalog.cleaner.log_to_clean import LogToClean
@@ -60,20 +58,20 @@ def _last_clean_path(logs: LogManager, topic: str, partition: int) -> str:
 
 def record_clean(logs: LogManager, result: CleanResult) -> None:
     """Keep the figures of a partition's latest pass (read back by :func:`collect`)."""
-    storage.write_json(_last_clean_path(logs, result.topic, result.partition), result.as_dict())
+    logs.storage.write_json(_last_clean_path(logs, result.topic, result.partition), result.as_dict())
 
 
 def last_clean(logs: LogManager, topic: str, partition: int) -> dict[str, Any] | None:
-    return storage.read_json(_last_clean_path(logs, topic, partition))
+    return logs.storage.read_json(_last_clean_path(logs, topic, partition))
 
 
 def last_run(logs: LogManager) -> dict[str, Any] | None:
-    return storage.read_json(logs.state_path(CLEANER_STATE_DIR, "last-run.json"))
+    return logs.storage.read_json(logs.state_path(CLEANER_STATE_DIR, "last-run.json"))
 
 
 def forget_topic(logs: LogManager, topic: str) -> None:
     """Drop the last-pass figures of a deleted topic, so a topic created again under its name starts afresh."""
-    shutil.rmtree(logs.state_path(CLEANER_STATE_DIR, "last-clean", topic), ignore_errors=True)
+    logs.storage.delete_tree(logs.state_path(CLEANER_STATE_DIR, "last-clean", topic))
 
 
 @dataclass(frozen=True)
@@ -245,6 +243,7 @@ def metrics_table_uri(logs: LogManager) -> str:
 def append_metrics(logs: LogManager, metrics: StoreMetrics, cycle: CycleFigures | None = None) -> None:
     """Append the rows to ``<root>/_deltalog/metrics`` (created on first use); concurrent jobs may append."""
     write_deltalake(metrics_table_uri(logs), metrics_rows(metrics, cycle), mode="append",
+                    storage_options=logs.storage.delta_options,
                     commit_properties=CommitProperties(max_commit_retries=50))
 
 
@@ -252,7 +251,7 @@ def record_cycle(logs: LogManager, cycle: CycleFigures) -> StoreMetrics:
     """After a job cycle: remember it in ``last-run.json`` and append the metrics rows."""
     clean_times = [c.map_ms + c.copy_ms for c in cycle.cleans]
     utilizations = [c.map_utilization for c in cycle.cleans]
-    storage.write_json(logs.state_path(CLEANER_STATE_DIR, "last-run.json"), {
+    logs.storage.write_json(logs.state_path(CLEANER_STATE_DIR, "last-run.json"), {
         "started_ms": cycle.started_ms,
         "finished_ms": cycle.finished_ms,
         "owner": logs.leases.owner,

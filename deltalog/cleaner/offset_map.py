@@ -25,8 +25,8 @@ already mapped; both make progress on every pass, and a map of one entry still c
 
 from __future__ import annotations
 
+import io
 import os
-import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -42,6 +42,7 @@ from deltalog.cleaner.offset_bitmap import OffsetBitmap
 from deltalog.cleaner.task_plan import FileSlice, plan_runs
 from deltalog.errors import CorruptLogError
 from deltalog.log.record import KEY, OFFSET
+from deltalog.storage import Storage, join
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -123,24 +124,27 @@ class OffsetMap:
 
 @dataclass(frozen=True)
 class _MapTask:
+    storage: Storage  # the store's files, opened from the executor (it pickles as its root and options)
     table_uri: str
     start: int
     stop: int
     with_first: bool  # also each key's first offset: needed only when the map may fill up
-    spill_dir: str  # where each task leaves its partial map for the driver (absolute)
+    spill_dir: str  # where each task leaves its partial map for the driver (a location of the store)
 
 
 #: A partial map: (hash high halves, low halves, latest offsets, first offsets or None), one entry per hash.
 Partial = tuple[np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None"]
 
 
-def build_offset_map(spark: SparkSession, table_uri: str, files: Sequence[DataFile], start_offset: int,
-                     end_offset: int, capacity: int, spill_dir: str, *, slots: int | None = None) -> OffsetMap:
+def build_offset_map(spark: SparkSession, storage: Storage, table_uri: str, files: Sequence[DataFile],
+                     start_offset: int, end_offset: int, capacity: int, spill_dir: str, *,
+                     slots: int | None = None) -> OffsetMap:
     """Map the keyed records of ``[start_offset, end_offset)`` in ``files`` to the latest offset of each key
     hash, with at most ``capacity`` entries (a full map ends the mapped range early).
 
-    The tasks leave their partial maps as ``.npz`` files in ``spill_dir`` (a directory the driver can read,
-    inside the partition table: the pass's own directory) and return only the paths: a few MB a task through
+    The tasks leave their partial maps as ``.npz`` files in ``spill_dir`` (a location of the store, which the
+    driver reads through ``storage`` too: inside the partition table, in the pass's own directory) and return
+    only the locations: a few MB a task through
     Spark's result path (Python worker, JVM, driver) took ~1 s while the JVM was cold, and ~45 ms warm; the
     driver reads the files directly, then removes them.
 
@@ -149,15 +153,15 @@ def build_offset_map(spark: SparkSession, table_uri: str, files: Sequence[DataFi
     """
     section = [f for f in files if f.max_offset >= start_offset and f.min_offset < end_offset]
     may_fill = sum(f.num_records for f in section) > capacity
-    hi, lo, latest, first = _merge(_run(spark, _MapTask(table_uri, start_offset, end_offset, may_fill, spill_dir),
-                                        section))
+    hi, lo, latest, first = _merge(_run(spark, _MapTask(storage, table_uri, start_offset, end_offset, may_fill,
+                                                         spill_dir), section))
     full = len(latest) > capacity
     if full:
         assert first is not None
         # The (capacity + 1)-th distinct key to appear ends the mapped range; map again up to there.
         end_offset = int(np.partition(first, capacity)[capacity])
-        hi, lo, latest, _ = _merge(_run(spark, _MapTask(table_uri, start_offset, end_offset, False, spill_dir),
-                                        section))
+        hi, lo, latest, _ = _merge(_run(spark, _MapTask(storage, table_uri, start_offset, end_offset, False,
+                                                        spill_dir), section))
     return OffsetMap(start_offset, end_offset, capacity, slots if slots is not None else capacity, full,
                      MapKeys.of(hi, lo), latest,
                      OffsetBitmap.from_offsets(latest, start_offset, end_offset))
@@ -168,17 +172,16 @@ def _run(spark: SparkSession, task: _MapTask, files: Sequence[DataFile]) -> list
     if not wanted:
         return []
     sc = spark.sparkContext
-    runs = [tuple(run) for run in plan_runs(task.table_uri, wanted, sc.defaultParallelism)]
-    os.makedirs(task.spill_dir, exist_ok=True)
+    runs = [tuple(run) for run in plan_runs(task.storage, task.table_uri, wanted, sc.defaultParallelism)]
     try:
         spilled = sc.parallelize(runs, len(runs)).mapPartitions(partial(_map_partition, task)).collect()
-        return [_load(path) for path in spilled]
+        return [_load(task.storage, path) for path in spilled]
     finally:
-        shutil.rmtree(task.spill_dir, ignore_errors=True)
+        task.storage.delete_tree(task.spill_dir)
 
 
-def _load(path: str) -> Partial:
-    with np.load(path) as f:
+def _load(storage: Storage, path: str) -> Partial:
+    with np.load(io.BytesIO(storage.read_bytes(path))) as f:
         return f["hi"], f["lo"], f["latest"], (f["first"] if "first" in f.files else None)
 
 
@@ -187,11 +190,12 @@ def _map_partition(task: _MapTask, runs: Iterable[tuple[FileSlice, ...]]) -> Ite
     for run in runs:
         his, los, offsets = [], [], []
         for piece in run:
-            full_path = os.path.join(task.table_uri, piece.path)
+            full_path = join(task.table_uri, piece.path)
             try:
-                source = pq.ParquetFile(full_path)
-                table = (source.read(columns=[KEY, OFFSET]) if piece.row_groups is None
-                         else source.read_row_groups(piece.row_groups, columns=[KEY, OFFSET]))
+                with task.storage.open_input(full_path) as f:
+                    source = pq.ParquetFile(f)
+                    table = (source.read(columns=[KEY, OFFSET]) if piece.row_groups is None
+                             else source.read_row_groups(piece.row_groups, columns=[KEY, OFFSET]))
             except (OSError, pa.ArrowException) as e:
                 raise CorruptLogError(f"cannot read the data file {full_path}: {e}") from None
             column = table.column(OFFSET)
@@ -205,9 +209,11 @@ def _map_partition(task: _MapTask, runs: Iterable[tuple[FileSlice, ...]]) -> Ite
             offsets.append(table.column(OFFSET).to_numpy())
         hi, lo, latest, first = _reduce(np.concatenate(his), np.concatenate(los), np.concatenate(offsets),
                                         task.with_first)
-        path = os.path.join(task.spill_dir, f"map-{os.urandom(8).hex()}.npz")
+        path = join(task.spill_dir, f"map-{os.urandom(8).hex()}.npz")
         arrays = {"hi": hi, "lo": lo, "latest": latest, **({} if first is None else {"first": first})}
-        np.savez(path, **arrays)
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        task.storage.write_bytes(path, buffer.getvalue())
         yield path
 
 

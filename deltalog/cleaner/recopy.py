@@ -20,13 +20,13 @@ numpy, and writes the survivors of each segment group as Parquet files into the 
 flushing a row group every :data:`ROW_GROUP_ROWS` survivors, so its memory stays bounded whatever the file
 sizes. Its files hold ascending offsets and never overlap another task's (chunks are disjoint offset runs).
 
-This module runs in Spark's Python workers: it imports only numpy, pyarrow and deltalog's record schema
-and hash.
+This module runs in Spark's Python workers: it imports only numpy, pyarrow, deltalog's record schema and
+hash, and the storage layer (every file is opened through the :class:`~deltalog.storage.Storage` the task
+carries, so executors never need the driver's disk).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +51,7 @@ from deltalog.log.record import (
     VALUE,
     new_file_name,
 )
+from deltalog.storage import ParquetSink, Storage, join
 
 #: Records read per Arrow batch.
 BATCH_ROWS = 65_536
@@ -100,6 +101,7 @@ class RecopyParams:
     """What every task of one pass shares. ``keys`` is a Spark broadcast of the map's hashes, when tasks do not
     carry them themselves."""
 
+    storage: Storage  # the store's files, opened from the executor (it pickles as its root and options)
     table_uri: str
     out_dir: str  # relative to the table: cleaned-<now>-<pass id>
     log_start: int
@@ -141,10 +143,11 @@ class RecopyCounts:
 
 @dataclass
 class RecopyOutput:
-    """One task's result: the files it wrote (relative paths, offset order) and its counts."""
+    """One task's result: the files it wrote (relative paths, offset order), their sizes, and its counts."""
 
     files: list[str] = field(default_factory=list)
     counts: RecopyCounts = field(default_factory=RecopyCounts)
+    sizes: list[int] = field(default_factory=list)
 
 
 def recopy_partition(params: RecopyParams, chunks: Iterable[RecopyChunk]) -> Iterator[RecopyOutput]:
@@ -162,28 +165,31 @@ def recopy_chunk(params: RecopyParams, chunk: RecopyChunk) -> RecopyOutput:
     writer = _SegmentWriter(params)
     try:
         for piece, segment in chunk.files:
-            for table in read_batches(os.path.join(params.table_uri, piece.path), row_groups=piece.row_groups):
+            for table in read_batches(params.storage, join(params.table_uri, piece.path),
+                                      row_groups=piece.row_groups):
                 kept = _filter(table, rule, params.horizon, segment, out.counts)
                 if kept is not None:
                     writer.write(segment, kept)
         out.files = writer.close()
+        out.sizes = writer.sizes
     except BaseException:
         writer.abort()
         raise
     return out
 
 
-def read_batches(path: str, columns: list[str] | None = None, batch_rows: int = BATCH_ROWS,
+def read_batches(storage: Storage, path: str, columns: list[str] | None = None, batch_rows: int = BATCH_ROWS,
                  row_groups: Sequence[int] | None = None) -> Iterator[pa.Table]:
     """A data file's records (of ``row_groups`` only, if given), a batch at a time, in the table's schema; a
     file that cannot be read raises :class:`CorruptLogError` naming it (the message reaches the driver from
     the Spark task)."""
     try:
-        source = pq.ParquetFile(path)
-        for batch in source.iter_batches(batch_size=batch_rows, columns=columns, row_groups=row_groups):
-            table = pa.Table.from_batches([batch])
-            schema = RECORD_SCHEMA if columns is None else pa.schema([RECORD_SCHEMA.field(c) for c in columns])
-            yield table if table.schema == schema else table.select(schema.names).cast(schema)
+        with storage.open_input(path) as f:
+            source = pq.ParquetFile(f)
+            for batch in source.iter_batches(batch_size=batch_rows, columns=columns, row_groups=row_groups):
+                table = pa.Table.from_batches([batch])
+                schema = RECORD_SCHEMA if columns is None else pa.schema([RECORD_SCHEMA.field(c) for c in columns])
+                yield table if table.schema == schema else table.select(schema.names).cast(schema)
     except (OSError, pa.ArrowException) as e:
         raise CorruptLogError(f"cannot read the data file {path}: {e}") from None
 
@@ -228,10 +234,11 @@ class _SegmentWriter:
     def __init__(self, params: RecopyParams) -> None:
         self.params = params
         self.segment: int | None = None
-        self.writer: pq.ParquetWriter | None = None
+        self.writer: ParquetSink | None = None
         self.buffer: list[pa.Table] = []
         self.buffered = 0
         self.written: list[str] = []
+        self.sizes: list[int] = []
 
     def write(self, segment: int, table: pa.Table) -> None:
         if segment != self.segment:
@@ -249,10 +256,7 @@ class _SegmentWriter:
     def abort(self) -> None:
         """Close without completing: the pass fails, and its directory is removed by the driver."""
         if self.writer is not None:
-            try:
-                self.writer.close()
-            except Exception:  # noqa: BLE001 - the original error is the one to report
-                pass
+            self.writer.abort()
             self.writer = None
 
     def _flush(self) -> None:
@@ -262,15 +266,14 @@ class _SegmentWriter:
         self.buffer, self.buffered = [], 0
         if self.writer is None:
             first = int(table.column(OFFSET)[0].as_py())
-            relative = os.path.join(self.params.out_dir, new_file_name(self.segment, first))
-            path = os.path.join(self.params.table_uri, relative)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            self.writer = pq.ParquetWriter(path, RECORD_SCHEMA, **PARQUET_WRITE_OPTIONS)
+            relative = f"{self.params.out_dir}/{new_file_name(self.segment, first)}"
+            path = join(self.params.table_uri, relative)
+            self.writer = self.params.storage.open_parquet_writer(path, RECORD_SCHEMA, **PARQUET_WRITE_OPTIONS)
             self.written.append(relative)
         self.writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
 
     def _finish(self) -> None:
         self._flush()
         if self.writer is not None:
-            self.writer.close()
+            self.sizes.append(self.writer.close())
             self.writer = None

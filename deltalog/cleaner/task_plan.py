@@ -10,7 +10,6 @@ offset statistics, stays whole.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING
 import pyarrow.parquet as pq
 
 from deltalog.log.record import OFFSET
+from deltalog.storage import Storage, join
 
 if TYPE_CHECKING:
     # Annotation only: this module runs in Spark's Python workers, which must not import delta-rs (~0.5 s).
@@ -40,8 +40,8 @@ class FileSlice:
     row_groups: tuple[int, ...] | None = None  # None: the whole file
 
 
-def plan_runs(table_uri: str, files: Sequence[DataFile], cores: int, min_bytes: int = MIN_TASK_BYTES,
-              max_bytes: int = MAX_TASK_BYTES) -> list[list[FileSlice]]:
+def plan_runs(storage: Storage, table_uri: str, files: Sequence[DataFile], cores: int,
+              min_bytes: int = MIN_TASK_BYTES, max_bytes: int = MAX_TASK_BYTES) -> list[list[FileSlice]]:
     """``files`` (in offset order) as runs of slices, one Spark task each."""
     if not files:
         return []
@@ -49,7 +49,7 @@ def plan_runs(table_uri: str, files: Sequence[DataFile], cores: int, min_bytes: 
     share = min(max_bytes, max(min_bytes, total // max(cores, 1)))
     slices: list[FileSlice] = []
     for f in files:
-        slices.extend(_split(table_uri, f, share) if f.size_bytes > share else [_whole(f)])
+        slices.extend(_split(storage, table_uri, f, share) if f.size_bytes > share else [_whole(f)])
     return runs_of(slices, cores, min_bytes, max_bytes)
 
 
@@ -79,10 +79,11 @@ def _whole(f: DataFile) -> FileSlice:
     return FileSlice(f.path, f.size_bytes, f.min_offset, f.max_offset)
 
 
-def _split(table_uri: str, f: DataFile, share: int) -> list[FileSlice]:
+def _split(storage: Storage, table_uri: str, f: DataFile, share: int) -> list[FileSlice]:
     """``f`` as slices of consecutive row groups of about ``share`` bytes each (whole if it cannot be split)."""
     try:
-        meta = pq.read_metadata(os.path.join(table_uri, f.path))
+        with storage.open_input(join(table_uri, f.path)) as source:
+            meta = pq.read_metadata(source)
     except Exception:  # noqa: BLE001 - a damaged footer: the task reading the file reports it, naming the file
         return [_whole(f)]
     if meta.num_row_groups < 2:

@@ -7,6 +7,8 @@ report it (seed 000 "uncleanable", seed 001). deltalog keeps one small JSON file
 
     <root>/_deltalog/uncleanable/<topic>/<partition>.json
 
+(written whole through :class:`~deltalog.storage.Storage`, so on an object store as on a disk).
+
 Each mark records the topic id of the partition it marks: Kafka drops a deleted partition from its set,
 and here a topic deleted and created again under the same name has a new id, so an old mark never
 poisons it (and ``delete_topic`` removes the marks as well).
@@ -19,13 +21,12 @@ repaired or accepted the partition. A corrupt data file would otherwise fail eve
 
 from __future__ import annotations
 
-import os
-import shutil
 import traceback
 from dataclasses import asdict, dataclass
 
-from deltalog import storage
 from deltalog.errors import InvalidConfigError
+from deltalog.log.log_manager import STATE_DIR
+from deltalog.storage import Storage, as_storage, basename
 
 UNCLEANABLE_DIR = "uncleanable"
 
@@ -56,13 +57,14 @@ class UncleanableMark:
 
 
 class UncleanablePartitions:
-    """The durable uncleanable set of one store, under ``state_dir`` (``<root>/_deltalog``)."""
+    """The durable uncleanable set of one store (``storage``: the store's, or its root)."""
 
-    def __init__(self, state_dir: str) -> None:
-        self.dir = os.path.join(state_dir, UNCLEANABLE_DIR)
+    def __init__(self, storage: Storage | str) -> None:
+        self.storage = as_storage(storage)
+        self.dir = self.storage.location(STATE_DIR, UNCLEANABLE_DIR)
 
     def _path(self, topic: str, partition: int) -> str:
-        return os.path.join(self.dir, topic, f"{int(partition)}.json")
+        return self.storage.location(STATE_DIR, UNCLEANABLE_DIR, topic, f"{int(partition)}.json")
 
     def mark(self, topic: str, partition: int, error: BaseException, now_ms: int, *, owner: str = "",
              topic_id: str | None = None, first_dirty_offset: int | None = None,
@@ -74,15 +76,15 @@ class UncleanablePartitions:
             first_uncleanable_offset=first_uncleanable_offset, owner=owner,
             traceback="".join(traceback.format_exception(error))[-8000:], topic_id=topic_id,
         )
-        storage.write_json(self._path(topic, partition), mark.as_dict())
+        self.storage.write_json(self._path(topic, partition), mark.as_dict())
         return mark
 
     def get(self, topic: str, partition: int, topic_id: str | None = None) -> UncleanableMark | None:
         """The mark on a partition of the topic that has ``topic_id`` now (given), else any mark."""
         path = self._path(topic, partition)
-        data = storage.read_json(path)
+        data = self.storage.read_json(path)
         if data is None:
-            if not os.path.exists(path):
+            if not self.storage.exists(path):
                 return None
             # a damaged mark still marks the partition
             return UncleanableMark(topic, int(partition), 0, "Unknown", "the uncleanable mark is unreadable",
@@ -96,18 +98,17 @@ class UncleanablePartitions:
 
     def marks(self) -> list[UncleanableMark]:
         """Every mark, ordered by topic and partition (whatever topic id it was made for)."""
+        found: set[tuple[str, int]] = set()
+        for f in self.storage.list_files(self.dir):
+            rel = self.storage.key(f.location)[len(self.storage.key(self.dir)):].strip("/").split("/")
+            name = basename(f.location)
+            if len(rel) == 2 and name.endswith(".json") and name[:-5].isdigit():
+                found.add((rel[0], int(name[:-5])))
         out: list[UncleanableMark] = []
-        if not os.path.isdir(self.dir):
-            return out
-        for topic in sorted(os.listdir(self.dir)):
-            tdir = os.path.join(self.dir, topic)
-            if not os.path.isdir(tdir):
-                continue
-            parts = sorted(int(n[:-5]) for n in os.listdir(tdir) if n.endswith(".json") and n[:-5].isdigit())
-            for p in parts:
-                mark = self.get(topic, p)
-                if mark is not None:
-                    out.append(mark)
+        for topic, p in sorted(found):
+            mark = self.get(topic, p)
+            if mark is not None:
+                out.append(mark)
         return out
 
     def reset(self, topic: str | None = None, partition: int | None = None) -> list[UncleanableMark]:
@@ -116,13 +117,9 @@ class UncleanablePartitions:
             raise InvalidConfigError("reset-uncleanable: a partition needs its topic")
         cleared = [m for m in self.marks()
                    if (topic is None or m.topic == topic) and (partition is None or m.partition == partition)]
-        for m in cleared:
-            try:
-                os.remove(self._path(m.topic, m.partition))
-            except FileNotFoundError:
-                pass
+        self.storage.delete_many([self._path(m.topic, m.partition) for m in cleared])
         return cleared
 
     def forget_topic(self, topic: str) -> None:
         """Drop every mark of a deleted topic (Kafka removes deleted partitions from its set)."""
-        shutil.rmtree(os.path.join(self.dir, topic), ignore_errors=True)
+        self.storage.delete_tree(self.storage.location(STATE_DIR, UNCLEANABLE_DIR, topic))

@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
             config = dataclasses.replace(config, root=args.store)
     else:
         config = JobConfig(root=common.store_path(args))
-    overrides: dict[str, object] = {"cleaner": {**config.cleaner, **dict(args.store_config or [])}}
+    overrides: dict[str, object] = {"cleaner": {**config.cleaner, **dict(args.store_config or [])},
+                                    "storage_options": {**config.storage_options, **common.storage_options(args)}}
     if args.once:
         overrides["once"] = True
     if args.max_cycles is not None:
@@ -132,7 +133,7 @@ def reset_uncleanable(args: argparse.Namespace) -> int:
     store = common.open_store(args)
     if args.topic is not None:
         store.partitions(args.topic)  # raises for an unknown topic
-    cleared = UncleanablePartitions(store.log_manager.state_path()).reset(args.topic, args.partition)
+    cleared = UncleanablePartitions(store.storage).reset(args.topic, args.partition)
     if output.wants_json(args):
         for m in cleared:
             output.emit(dataclasses.asdict(m))

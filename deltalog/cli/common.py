@@ -6,13 +6,20 @@ import argparse
 import os
 
 from deltalog.errors import NoStoreError, UsageError
-from deltalog.store import TOPICS_DIR, Store
+from deltalog.storage import normalize_root
+from deltalog.store import Store
 
 STORE_ENV = "DELTALOG_STORE"
 DEFAULT_STORE = "./deltalog-store"
 
 __all__ = ["DEFAULT_STORE", "STORE_ENV", "NoStoreError", "UsageError", "add_global_options", "add_store_option",
-           "key_value", "open_store", "store_path"]
+           "key_value", "open_store", "storage_options", "store_path"]
+
+_STORE_HELP = (f"the store: a local path or an s3://, az://, abfss:// or gs:// URI (default: ${STORE_ENV}, else "
+               f"{DEFAULT_STORE}); credentials and endpoints come from the cloud's environment variables "
+               "(AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...) or --storage-option")
+_OPTION_HELP = ("a storage option for delta-rs and the object store, e.g. AWS_REGION=eu-west-1 or "
+                "AWS_ENDPOINT_URL=http://localhost:9000 (repeatable)")
 
 
 def key_value(text: str) -> tuple[str, str]:
@@ -24,10 +31,9 @@ def key_value(text: str) -> tuple[str, str]:
 
 
 def add_global_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--store", metavar="PATH", default=None,
-        help=f"the store's root directory (default: ${STORE_ENV}, else {DEFAULT_STORE})",
-    )
+    parser.add_argument("--store", metavar="URI", default=None, help=_STORE_HELP)
+    parser.add_argument("--storage-option", dest="storage_options", metavar="KEY=VALUE", type=key_value,
+                        action="append", default=[], help=_OPTION_HELP)
     parser.add_argument(
         "--config", dest="store_config", metavar="KEY=VALUE", type=key_value, action="append", default=[],
         help="a store-level setting with its Kafka broker name, e.g. log.cleaner.threads=2 (repeatable)",
@@ -35,23 +41,33 @@ def add_global_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_store_option(parser: argparse.ArgumentParser) -> None:
-    """Let ``--store`` also follow the command (``deltalog topics list --store PATH``)."""
-    parser.add_argument("--store", metavar="PATH", default=argparse.SUPPRESS,
-                        help=f"the store's root directory (default: ${STORE_ENV}, else {DEFAULT_STORE})")
+    """Let ``--store`` and ``--storage-option`` also follow the command (``deltalog topics list --store URI``)."""
+    parser.add_argument("--store", metavar="URI", default=argparse.SUPPRESS, help=_STORE_HELP)
+    parser.add_argument("--storage-option", dest="command_storage_options", metavar="KEY=VALUE", type=key_value,
+                        action="append", default=[], help=_OPTION_HELP)
 
 
 def store_path(args: argparse.Namespace) -> str:
-    """The ``--store`` given, else ``$DELTALOG_STORE``, else ``./deltalog-store``."""
+    """The ``--store`` given, else ``$DELTALOG_STORE``, else ``./deltalog-store`` (a path or a URI)."""
     return getattr(args, "store", None) or os.environ.get(STORE_ENV) or DEFAULT_STORE
+
+
+def storage_options(args: argparse.Namespace) -> dict[str, str]:
+    """The ``--storage-option KEY=VALUE`` given before and after the command (the later win)."""
+    return {**dict(getattr(args, "storage_options", None) or []),
+            **dict(getattr(args, "command_storage_options", None) or [])}
 
 
 def open_store(args: argparse.Namespace, *, create: bool = False) -> Store:
     """The store the command works on. Commands that only read pass ``create=False`` so that a typo in
-    ``--store`` is an error rather than a new, empty store."""
-    path = store_path(args)
-    if not create and not os.path.isdir(os.path.join(path, TOPICS_DIR)):
+    ``--store`` is an error rather than a new, empty store (on an object store as on a disk: a store is
+    recognised by its marker, ``_deltalog/store.json``)."""
+    where = store_path(args)
+    try:
+        return Store(where, storage_options=storage_options(args) or None,
+                     config=dict(getattr(args, "store_config", None) or []), create=create)
+    except NoStoreError:
         raise NoStoreError(
-            f"no deltalog store at {os.path.abspath(path)}; create a topic first "
+            f"no deltalog store at {normalize_root(where)}; create a topic first "
             f"('deltalog topics create NAME') or point --store / ${STORE_ENV} at an existing store"
-        )
-    return Store(path, config=dict(getattr(args, "store_config", None) or []))
+        ) from None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from deltalog.cli import output
+from deltalog.cli import common, output
 from deltalog.demo import DEFAULT_DEMO_STORE, MARKER, run_demo
 
 
@@ -16,7 +16,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f"state. The demo store is wiped first, so the demo only uses an empty directory or one marked by "
         f"{MARKER}.",
     )
-    p.add_argument("--store", dest="demo_store", metavar="PATH", default=None,
+    p.add_argument("--store", dest="demo_store", metavar="URI", default=None,
                    help=f"the demo store (default {DEFAULT_DEMO_STORE}, not $DELTALOG_STORE: the demo "
                    "never wipes a store it did not create)")
     output.add_output_option(p, text="the walkthrough, step by step", json_help="one object: the store, the "
@@ -26,10 +26,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def demo(args: argparse.Namespace) -> int:
     path = args.demo_store or args.store or DEFAULT_DEMO_STORE
+    options = common.storage_options(args) or None
     if not output.wants_json(args):
-        run_demo(path)
+        run_demo(path, storage_options=options)
         return 0
-    result = run_demo(path, out=lambda line: None)
+    result = run_demo(path, out=lambda line: None, storage_options=options)
     output.emit({"store": result.store.root, "offsets": list(result.offsets), "before": result.before.as_dict(),
                  "after": result.after.as_dict(), "final": result.final.as_dict()})
     return 0

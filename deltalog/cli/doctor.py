@@ -24,7 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def doctor(args: argparse.Namespace) -> int:
-    results = checks.run_checks(common.store_path(args), spark=not args.no_spark)
+    results = checks.run_checks(common.store_path(args), spark=not args.no_spark,
+                                storage_options=common.storage_options(args) or None)
     if output.wants_json(args):
         output.emit({"ok": not checks.failed(results), "checks": [c.as_dict() for c in results]})
     else:

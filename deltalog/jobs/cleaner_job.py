@@ -180,10 +180,8 @@ def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = N
     returns the number of cycles run."""
     if spark is None:
         spark = local_session(config.spark_master, dict(config.spark_conf), app_name="deltalog-cleaner")
-    # Passed only when set, so that a store on a local path runs on any Store; with options, a Store that does not
-    # take them fails loudly rather than ignoring them.
-    options = {"storage_options": dict(config.storage_options)} if config.storage_options else {}
-    store = Store(config.root, spark=spark, clock=clock, config=dict(config.cleaner), **options)
+    store = Store(config.root, storage_options=dict(config.storage_options) or None, spark=spark, clock=clock,
+                  config=dict(config.cleaner))
     cleaner = store.log_cleaner(vacuum=config.vacuum, progress_interval_s=config.progress_interval_s)
     out = out or sys.stdout
 
@@ -214,6 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the job config (see conf/deltalog.json); an absolute path on Databricks")
     p.add_argument("--store", metavar="URI",
                    help="the store: a local path or an s3://, abfss:// or gs:// URI (overrides store.uri)")
+    p.add_argument("--storage-option", dest="storage_options", metavar="KEY=VALUE", action="append", default=[],
+                   help="a storage option (added to store.storage_options), e.g. AWS_REGION=eu-west-1; repeatable")
     p.add_argument("--once", action="store_true", default=None, help="run one cycle and exit (job.once)")
     p.add_argument("--max-cycles", type=int, metavar="N", help="stop after N cycles (job.max_cycles)")
     return p
@@ -230,6 +230,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             config = JobConfig.from_mapping({}, source="--store", store_uri=args.store)
         overrides: dict[str, Any] = {}
+        if args.storage_options:
+            given = {}
+            for text in args.storage_options:
+                key, sep, value = text.partition("=")
+                if not sep or not key.strip():
+                    raise InvalidConfigError(f"--storage-option must be KEY=VALUE, e.g. AWS_REGION=eu-west-1, "
+                                             f"not {text!r}")
+                given[key.strip()] = value.strip()
+            overrides["storage_options"] = {**config.storage_options, **given}
         if args.once:
             overrides["once"] = True
         if args.max_cycles is not None:

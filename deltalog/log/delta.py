@@ -28,7 +28,6 @@ the Parquet footer, so planning never scans data.
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -56,6 +55,7 @@ from deltalog.log.record import (
     VALUE,
     new_file_name,
 )
+from deltalog.storage import Storage, join
 
 T = TypeVar("T")
 
@@ -121,21 +121,25 @@ class DataFile:
             ) from None
 
 
-def open_table(uri: str) -> DeltaTable:
+def open_table(storage: Storage, uri: str) -> DeltaTable:
+    """The Delta table at ``uri`` (a location of ``storage``), opened with the store's storage options."""
+    storage.key(uri)
     try:
-        return DeltaTable(uri)
+        return DeltaTable(uri, storage_options=storage.delta_options)
     except TableNotFoundError as e:
         raise CorruptLogError(f"no Delta table at {uri}: {e}") from None
 
 
-def create_table(uri: str, properties: Mapping[str, str], txns: Mapping[str, int]) -> DeltaTable:
+def create_table(storage: Storage, uri: str, properties: Mapping[str, str], txns: Mapping[str, int]) -> DeltaTable:
     """Create an empty partition table with its properties and initial log positions in version 0."""
+    storage.key(uri)
     return DeltaTable.create(
         uri,
         RECORD_SCHEMA,
         mode="error",
         configuration=dict(properties),
         raise_if_key_not_exists=False,
+        storage_options=storage.delta_options,
         commit_properties=CommitProperties(app_transactions=[Transaction(k, int(v)) for k, v in txns.items()]),
     )
 
@@ -164,10 +168,11 @@ def _stats_from_table(table: pa.Table) -> dict[str, Any]:
     return {"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
 
 
-def stats_from_parquet_footer(path: str) -> dict[str, Any]:
-    """Delta stats for a file someone else wrote (Spark), from its Parquet footer: no data read."""
+def stats_from_parquet_footer(storage: Storage, path: str) -> dict[str, Any]:
+    """Delta stats for a file someone else wrote (a cleaner task), from its Parquet footer: no data read."""
     try:
-        meta = pq.read_metadata(path)
+        with storage.open_input(path) as f:
+            meta = pq.read_metadata(f)
     except Exception as e:  # pyarrow raises several types for a damaged footer
         raise CorruptLogError(f"cannot read the Parquet footer of {path}: {e}") from None
     mins: dict[str, Any] = {}
@@ -190,22 +195,30 @@ def stats_from_parquet_footer(path: str) -> dict[str, Any]:
     return {"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
 
 
-def write_data_file(table_uri: str, table: pa.Table, now_ms: int, row_group_size: int | None = None) -> AddAction:
+def write_data_file(storage: Storage, table_uri: str, table: pa.Table, now_ms: int,
+                    row_group_size: int | None = None) -> AddAction:
     """Write ``table`` (rows in offset order, one segment) as a new file and describe it as an add action
     (in row groups of ``row_group_size`` rows if given: pyarrow's default is 1 Mi rows)."""
     segment = table.column(SEGMENT)[0].as_py()
     first = table.column(OFFSET)[0].as_py()
     name = new_file_name(segment, first)
-    path = os.path.join(table_uri, name)
-    pq.write_table(table, path, row_group_size=row_group_size, **PARQUET_WRITE_OPTIONS)
-    return AddAction(name, os.path.getsize(path), {}, now_ms, True, json.dumps(_stats_from_table(table)))
+    size = storage.write_parquet(join(table_uri, name), table, row_group_size=row_group_size,
+                                 **PARQUET_WRITE_OPTIONS)
+    return AddAction(name, size, {}, now_ms, True, json.dumps(_stats_from_table(table)))
 
 
-def add_action_for_file(table_uri: str, relative_path: str, now_ms: int) -> AddAction:
-    """An add action for a file already written inside the table directory (e.g. by Spark)."""
-    path = os.path.join(table_uri, relative_path)
-    stats = stats_from_parquet_footer(path)
-    return AddAction(relative_path, os.path.getsize(path), {}, now_ms, True, json.dumps(stats))
+def add_action_for_file(storage: Storage, table_uri: str, relative_path: str, now_ms: int,
+                        size: int | None = None) -> AddAction:
+    """An add action for a file already written inside the table (by a cleaner task), with its stats from
+    the footer; ``size`` when the writer knows it (else it is looked up)."""
+    path = join(table_uri, relative_path)
+    stats = stats_from_parquet_footer(storage, path)
+    if size is None:
+        info = storage.info(path)
+        if info is None:
+            raise CorruptLogError(f"{path} was written but is not there")
+        size = info.size
+    return AddAction(relative_path, size, {}, now_ms, True, json.dumps(stats))
 
 
 def remove_action(f: DataFile, now_ms: int) -> RemoveAction:
@@ -266,10 +279,9 @@ def committed_version(dt: DeltaTable, read_version: int, key: str, value: object
     raise CorruptLogError(f"the commit with deltalog.{key}={value!r} is not in the history of {dt.table_uri}")
 
 
-def delete_quietly(table_uri: str, paths: Iterable[str]) -> None:
+def delete_quietly(storage: Storage, table_uri: str, paths: Iterable[str]) -> None:
     """Remove files this process wrote but never committed; VACUUM would remove them later anyway."""
-    for p in paths:
-        try:
-            os.remove(os.path.join(table_uri, p))
-        except OSError:
-            pass
+    try:
+        storage.delete_many([join(table_uri, p) for p in paths])
+    except Exception:  # noqa: BLE001 - best effort: the commit's own error is the one to report
+        pass

@@ -3,21 +3,25 @@
 Kafka keeps this rule with an in-memory state machine (``LogCleanerManager.inProgress``, seed 001 "The
 cleaning state machine": retention pauses the cleaner, the cleaner marks a partition InProgress). deltalog's
 cleaner runs as scheduled jobs, possibly two overlapping runs in different processes or on different
-machines, so the state lives in files beside the data::
+machines, so the state lives in files beside the data, through :class:`~deltalog.storage.Storage`::
 
     <root>/_deltalog/leases/<topic>/<partition>/<generation>.lease     {"owner", "purpose", "expires_ms", ...}
 
-The holder is the owner of the highest generation. A lease is taken by creating generation ``g + 1`` with
-``O_CREAT | O_EXCL`` after reading generation ``g`` and finding it expired (or finding none), so of two
-processes racing for the same partition exactly one creates the file; a process that died leaves a lease
-that expires after its TTL and is then taken over the same way. Nothing here needs ``flock`` or ``rename``
-over an existing file, so it works on the object-store mounts jobs run on.
+The holder is the owner of the highest generation, unless that lease is expired or released. A lease is
+taken by creating generation ``g + 1`` with a conditional put (create only if absent: ``If-None-Match: *`` on
+an object store, a hard link on a local disk) after reading generation ``g`` and finding it free (or finding
+none), so of two processes racing for the same partition exactly one creates the file. Generations only
+grow: a release rewrites the holder's own file as released rather than deleting it, so a generation number is
+never created twice, and a process that read a stale listing finds a higher generation after its create and
+gives up. Superseded generations are deleted by the next holder. A process that died leaves a lease that
+expires after its TTL (or at once, when its pid is gone from this machine) and is then taken over the same
+way. Nothing here needs ``flock``, ``rename`` or ``O_EXCL``, so it works on S3, Azure and GCS as on a disk.
 
 Expiry is measured with the store's injected clock. A holder renews its lease (:meth:`Lease.renew`, or a
-heartbeat thread for long Spark passes); one that fails to renew within the TTL may be taken over, and
-then Delta's conflict detection is what keeps the data safe: two commits that remove the same files, or
-carry the same app id, cannot both succeed. The lease is there so that the work is never done twice at
-once, not as the last line of defence.
+heartbeat thread for long Spark passes) by rewriting its own generation's file; one that fails to renew
+within the TTL may be taken over, and then Delta's conflict detection is what keeps the data safe: two
+commits that remove the same files, or carry the same app id, cannot both succeed. The lease is there so
+that the work is never done twice at once, not as the last line of defence.
 """
 
 from __future__ import annotations
@@ -33,13 +37,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from deltalog import storage
 from deltalog.clock import Clock
 from deltalog.errors import InvalidConfigError, PartitionBusyError
+from deltalog.storage import Storage, as_storage, basename
 
 log = logging.getLogger(__name__)
 
-LEASES_DIR = os.path.join("_deltalog", "leases")
+LEASES_DIR = ("_deltalog", "leases")
 #: A lease not renewed for this long may be taken over. Long passes renew it from a heartbeat thread.
 DEFAULT_LEASE_TTL_MS = 10 * 60 * 1000
 _SUFFIX = ".lease"
@@ -62,6 +66,7 @@ class LeaseInfo:
     acquired_ms: int
     expires_ms: int
     generation: int
+    released: bool = False
 
     def expired(self, now_ms: int) -> bool:
         return now_ms >= self.expires_ms
@@ -73,21 +78,27 @@ class LeaseInfo:
         scheduled job that crashed should not block the next run. A holder on another machine, or a pid
         that now belongs to some other process, keeps its lease until it expires (the safe direction).
         """
-        host, _, rest = self.owner.partition(":")
-        pid_text = rest.partition(":")[0]
-        if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) == os.getpid():
-            return False
-        try:
-            os.kill(int(pid_text), 0)
-        except ProcessLookupError:
-            return True
-        except OSError:  # it exists but belongs to someone else
-            return False
-        return False
+        return owner_is_dead(self.owner)
 
     def free(self, now_ms: int) -> bool:
-        """Whether the lease may be taken over: expired, or abandoned by a dead local process."""
-        return self.expired(now_ms) or self.abandoned()
+        """Whether the lease may be taken: released, expired, or abandoned by a dead local process."""
+        return self.released or self.expired(now_ms) or self.abandoned()
+
+
+def owner_is_dead(owner: str) -> bool:
+    """Whether ``owner`` (``host:pid:nonce``, :func:`default_owner`) was a process of this machine that no
+    longer exists. An owner on another machine, or a pid now used by another process, counts as alive."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists but belongs to someone else
+        return False
+    return False
 
 
 class Lease:
@@ -120,7 +131,7 @@ class Lease:
         if not gens or gens[-1] != self.generation:
             return False
         info = self.manager._read(self.topic, self.partition, self.generation)
-        return info is not None and info.owner == self.manager.owner
+        return info is not None and info.owner == self.manager.owner and not info.released
 
     def renew(self) -> None:
         """Push the expiry to now + TTL. Raises :class:`PartitionBusyError` if the lease was lost."""
@@ -130,13 +141,17 @@ class Lease:
                 f"or released); the operation must stop"
             )
         now = self.manager.clock.now_ms()
-        self.manager._replace(self.path, self._payload(now))
+        self.manager.storage.write_json(self.path, self._payload(now), indent=None)
 
-    def _payload(self, now_ms: int) -> dict[str, object]:
-        return {
+    def _payload(self, now_ms: int, *, released: bool = False) -> dict[str, object]:
+        payload: dict[str, object] = {
             "owner": self.manager.owner, "purpose": self.purpose, "acquired_ms": self.acquired_ms,
             "expires_ms": now_ms + self.manager.ttl_ms, "topic": self.topic, "partition": self.partition,
         }
+        if released:
+            payload["released"] = True
+            payload["expires_ms"] = now_ms
+        return payload
 
     def start_heartbeat(self, interval_s: float | None = None) -> None:
         """Renew the lease every ``interval_s`` seconds (default: a third of the TTL) until released."""
@@ -152,7 +167,7 @@ class Lease:
                 except PartitionBusyError as e:
                     log.warning("%s", e)
                     return
-                except OSError as e:  # a transient storage error: try again next beat
+                except Exception as e:  # noqa: BLE001 - a transient storage error: try again next beat
                     log.warning("could not renew %r: %s", self, e)
 
         self._heartbeat_stop = stop
@@ -168,37 +183,35 @@ class Lease:
         if self.released:
             return
         self.released = True
+        # Rewritten as released, not deleted: the generation stays taken, so nobody can create it again.
+        gens = self.manager._generations(self.topic, self.partition)
         info = self.manager._read(self.topic, self.partition, self.generation)
-        if info is not None and info.owner == self.manager.owner:
-            try:
-                os.remove(self.path)
-            except FileNotFoundError:
-                pass
+        if gens and gens[-1] == self.generation and info is not None and info.owner == self.manager.owner:
+            self.manager.storage.write_json(self.path, self._payload(self.manager.clock.now_ms(), released=True),
+                                            indent=None)
 
 
 class LeaseManager:
     """Takes and gives back partition leases for one owner (a job run, a process) in one store."""
 
-    def __init__(self, root: str, clock: Clock, *, owner: str | None = None,
+    def __init__(self, storage: Storage | str, clock: Clock, *, owner: str | None = None,
                  ttl_ms: int = DEFAULT_LEASE_TTL_MS) -> None:
         if ttl_ms <= 0:
             raise InvalidConfigError(f"lease ttl_ms must be > 0, not {ttl_ms}")
-        self.root = root
+        self.storage = as_storage(storage)
+        self.root = self.storage.root
         self.clock = clock
         self.owner = owner or default_owner()
         self.ttl_ms = ttl_ms
 
     def _dir(self, topic: str, partition: int) -> str:
-        return os.path.join(self.root, LEASES_DIR, topic, str(partition))
+        return self.storage.location(*LEASES_DIR, topic, str(partition))
 
     def _file(self, topic: str, partition: int, generation: int) -> str:
-        return os.path.join(self._dir(topic, partition), f"{generation:012d}{_SUFFIX}")
+        return self.storage.location(*LEASES_DIR, topic, str(partition), f"{generation:012d}{_SUFFIX}")
 
     def _generations(self, topic: str, partition: int) -> list[int]:
-        try:
-            names = os.listdir(self._dir(topic, partition))
-        except FileNotFoundError:
-            return []
+        names = [basename(f.location) for f in self.storage.list_files(self._dir(topic, partition))]
         return sorted(int(n[: -len(_SUFFIX)]) for n in names if n.endswith(_SUFFIX) and n[: -len(_SUFFIX)].isdigit())
 
     def _read(self, topic: str, partition: int, generation: int) -> LeaseInfo | None:
@@ -207,36 +220,18 @@ class LeaseManager:
         writing it) counts as held until the TTL has passed since it was created."""
         path = self._file(topic, partition, generation)
         for attempt in range(_READ_ATTEMPTS):
-            try:
-                with open(path, encoding="utf-8") as f:
-                    text = f.read()
-                mtime_ms = int(os.stat(path).st_mtime * 1000)
-            except FileNotFoundError:
+            found = self.storage.read_versioned(path)
+            if found is None:
                 return None
+            mtime_ms = found.modified_ms
             try:
-                d = json.loads(text)
+                d = json.loads(found.data)
                 return LeaseInfo(str(d["owner"]), str(d["purpose"]), int(d["acquired_ms"]), int(d["expires_ms"]),
-                                 generation)
+                                 generation, bool(d.get("released", False)))
             except (ValueError, KeyError, TypeError):
                 if attempt + 1 < _READ_ATTEMPTS:
                     time.sleep(0.01)
         return LeaseInfo(UNREADABLE, "<unknown>", mtime_ms, mtime_ms + self.ttl_ms, generation)
-
-    @staticmethod
-    def _create(path: str, payload: dict[str, object]) -> None:
-        """Create the lease file with ``O_CREAT | O_EXCL``: raises ``FileExistsError`` if it exists."""
-        data = json.dumps(payload, sort_keys=True).encode("utf-8")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    @staticmethod
-    def _replace(path: str, payload: dict[str, object]) -> None:
-        """Rewrite our own lease file atomically (readers see the old or the new content, never neither)."""
-        storage.write_json(path, payload, indent=None)
 
     def holder(self, topic: str, partition: int) -> LeaseInfo | None:
         """The live lease on a partition, or None when it is free (no lease, or only expired ones)."""
@@ -250,7 +245,6 @@ class LeaseManager:
 
     def acquire(self, topic: str, partition: int, purpose: str) -> Lease | None:
         """Take the lease on a partition, or return None if someone else holds a live one."""
-        os.makedirs(self._dir(topic, partition), exist_ok=True)
         for _ in range(5):
             gens = self._generations(topic, partition)
             now = self.clock.now_ms()
@@ -260,29 +254,21 @@ class LeaseManager:
                     continue  # released under our feet: look again
                 if not info.free(now):
                     return None
-                if info.owner != UNREADABLE:
+                if info.owner != UNREADABLE and not info.released:
                     log.info("taking over the %s lease of %s on %s-%d (%s, expires at %d)",
                              "expired" if info.expired(now) else "abandoned", info.owner, topic, partition,
                              info.purpose, info.expires_ms)
             target = gens[-1] + 1 if gens else 0
             lease = Lease(self, topic, partition, purpose, target, now)
-            try:
-                self._create(lease.path, lease._payload(now))
-            except FileExistsError:
+            if self.storage.create_json(lease.path, lease._payload(now)) is None:
                 return None  # another process took this generation first
             later = [g for g in self._generations(topic, partition) if g > target]
             if later:  # we read a stale listing and someone already moved past us
                 lease.released = True
-                try:
-                    os.remove(lease.path)
-                except FileNotFoundError:
-                    pass
+                self.storage.delete(lease.path)  # below the highest generation: nobody reads it
                 return None
-            for g in gens:  # the expired generations we replaced
-                try:
-                    os.remove(self._file(topic, partition, g))
-                except FileNotFoundError:
-                    pass
+            # The generations we superseded (ours is the highest: nobody can hold them any more).
+            self.storage.delete_many([self._file(topic, partition, g) for g in gens if g < target])
             return lease
         return None
 

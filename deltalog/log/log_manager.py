@@ -1,42 +1,80 @@
 """The registry of a store's topics and partition logs (Kafka's LogManager).
 
-Layout::
+Layout (every file through :class:`~deltalog.storage.Storage`, so the root may be a local path or an
+object-store URI)::
 
+    <root>/_deltalog/store.json             the store marker: what makes a location a deltalog store
+    <root>/topics/<topic>/_topic.json       the topic marker: state, topic id, partition count
     <root>/topics/<topic>/<partition>/      one Delta table per partition
-    <root>/_deltalog/                       store-level state (staging, leases, cleaner state, checks)
+    <root>/_deltalog/                       store-level state (leases, cleaner state, checks, metrics)
 
 ``LogManager`` creates, lists and deletes topics and hands out one :class:`PartitionLog` per partition.
 Every other service (the cleaner, retention, VACUUM, SQL, the checks) takes a ``LogManager`` and never
 the :class:`~deltalog.store.Store` facade.
 
-Each topic gets a topic id when it is created (Kafka's KIP-516), kept in every partition table's
-properties: state keyed by partition (an uncleanable mark, say) records the id, so a topic deleted and
-created again under the same name never inherits the old topic's state.
+Topics are created and deleted without a rename (object stores have none), through the topic marker,
+which is written with a conditional put and changed only by compare-and-swap:
+
+* create: the marker is created ``creating`` (of two concurrent creators exactly one succeeds; the other
+  gets :class:`TopicExistsError`), then the partition tables, then the marker is swapped to ``ready``.
+  Readers see only ready topics, so a topic appears whole or not at all;
+* delete: the marker is swapped to ``deleting`` (the topic is gone for every reader at once), then its files
+  are removed, the marker last;
+* a ``creating`` or ``deleting`` marker left by a process that died (its pid is gone from this machine, or it
+  has not been touched for :data:`TOPIC_OPERATION_TIMEOUT_MS`) is taken over by the next create, by
+  compare-and-swap, so two creators cannot both take it over. A live one makes a create fail with
+  :class:`TopicExistsError`, as Kafka answers a create of a topic marked for deletion.
+
+A topic directory without a marker that holds partition tables is a topic made before markers existed (a
+local store): it counts as ready, so existing stores keep working.
+
+Each topic gets a topic id when it is created (Kafka's KIP-516), kept in the marker and in every partition
+table's properties: state keyed by partition (an uncleanable mark, say) records the id, so a topic deleted
+and created again under the same name never inherits the old topic's state.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
-import shutil
+import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
+import deltalog
 from deltalog.clock import Clock
 from deltalog.config import TopicConfig
-from deltalog.errors import InvalidConfigError, InvalidTopicError, TopicExistsError, UnknownTopicOrPartitionError
-from deltalog.log.lease import LeaseManager
+from deltalog.errors import (
+    InvalidConfigError,
+    InvalidTopicError,
+    NoStoreError,
+    StorageError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from deltalog.log.lease import LeaseManager, owner_is_dead
 from deltalog.log.partition_log import PartitionLog, config_to_table_properties
+from deltalog.storage import Storage, Versioned
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 TOPICS_DIR = "topics"
 STATE_DIR = "_deltalog"
-#: Where topics are built before being renamed into topics/, and moved to before being removed.
-STAGING_DIR = os.path.join(STATE_DIR, "staging")
+#: The store marker, under STATE_DIR.
+STORE_MARKER = "store.json"
+#: The topic marker, in each topic's directory (not a legal partition directory name).
+TOPIC_MARKER = "_topic.json"
+#: A ``creating`` or ``deleting`` topic marker untouched for this long (wall clock) was left by a process that
+#: died; a live creator refreshes it well within this.
+TOPIC_OPERATION_TIMEOUT_MS = 10 * 60 * 1000
+TOPIC_CREATING = "creating"
+TOPIC_READY = "ready"
+TOPIC_DELETING = "deleting"
 MAX_TOPIC_NAME_LENGTH = 249
 MAX_PARTITIONS = 10_000
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -83,92 +121,278 @@ def validate_config_mapping(config: object, what: str = "config") -> dict[str, A
     return dict(config)
 
 
-class LogManager:
-    """The topics and partition logs under one store root, and the leases on them."""
+@dataclass(frozen=True)
+class TopicMarker:
+    """What ``topics/<topic>/_topic.json`` says: the topic's state, id and partition count, and who last
+    changed it."""
 
-    def __init__(self, root: str, clock: Clock) -> None:
-        self.root = root
+    state: str
+    topic_id: str | None
+    partitions: int
+    owner: str
+    updated_ms: int  # wall clock of the owner's machine
+
+    def payload(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def parse(cls, data: bytes) -> TopicMarker | None:
+        try:
+            d = json.loads(data)
+            return cls(str(d["state"]), d.get("topic_id"), int(d["partitions"]), str(d.get("owner", "")),
+                       int(d.get("updated_ms", 0)))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def stale(self, modified_ms: int, now_wall_ms: int) -> bool:
+        """A ``creating``/``deleting`` marker whose owner died, or that nobody touched for the timeout."""
+        last = max(self.updated_ms, modified_ms)
+        return owner_is_dead(self.owner) or now_wall_ms - last > TOPIC_OPERATION_TIMEOUT_MS
+
+
+class _LostMarker(TopicExistsError):
+    """Another process took over the marker of the topic this one was creating (it judged this one dead)."""
+
+
+def _wall_ms() -> int:
+    # Topic operations are about live processes, not the store's (possibly manual) clock.
+    return int(time.time() * 1000)
+
+
+def is_store(storage: Storage) -> bool:
+    """Whether ``storage``'s root holds a deltalog store: its marker, or (a local store made before markers
+    existed) a ``topics`` directory."""
+    if storage.exists(storage.location(STATE_DIR, STORE_MARKER)):
+        return True
+    return storage.local and os.path.isdir(storage.location(TOPICS_DIR))
+
+
+class LogManager:
+    """The topics and partition logs under one store root, and the leases on them.
+
+    With ``create`` (the default) a location with no store becomes one: the store marker is created (and, on
+    an object store, the storage is checked to refuse a second create of one file, which every Delta commit
+    and lease relies on). Without, a location that holds no store raises :class:`NoStoreError`.
+    """
+
+    def __init__(self, storage: Storage, clock: Clock, *, create: bool = True) -> None:
+        self.storage = storage
+        self.root = storage.root
         self.clock = clock
-        self.leases = LeaseManager(root, clock)
+        self.leases = LeaseManager(storage, clock)
         self._logs: dict[tuple[str, int], PartitionLog] = {}
-        os.makedirs(os.path.join(self.root, TOPICS_DIR), exist_ok=True)
+        if create:
+            self._ensure_store()
+        elif not is_store(storage):
+            raise NoStoreError(f"no deltalog store at {storage.root}")
 
     def __repr__(self) -> str:
         return f"LogManager({self.root!r})"
 
+    def _ensure_store(self) -> None:
+        marker = self.state_path(STORE_MARKER)
+        if self.storage.local:
+            # A topics/ directory keeps the store recognisable to deltalog versions from before the marker.
+            os.makedirs(self.storage.location(TOPICS_DIR), exist_ok=True)
+        if self.storage.exists(marker):
+            return
+        payload = {"format": 1, "store_id": uuid.uuid4().hex, "created_ms": _wall_ms(),
+                   "created_by": f"deltalog {deltalog.__version__}"}
+        if not self.storage.local:
+            # A store is made once: prove here that the storage honours conditional puts (see Storage).
+            self.storage.check_conditional_put(self.state_path())
+        self.storage.create_json(marker, payload)
+
     def state_path(self, *parts: str) -> str:
-        """A path under the store's state directory ``<root>/_deltalog``."""
-        return os.path.join(self.root, STATE_DIR, *parts)
+        """A location under the store's state directory ``<root>/_deltalog``."""
+        return self.storage.location(STATE_DIR, *parts)
 
     def _topic_dir(self, topic: str) -> str:
-        return os.path.join(self.root, TOPICS_DIR, validate_topic_name(topic))
+        return self.storage.location(TOPICS_DIR, validate_topic_name(topic))
+
+    def _marker_path(self, topic: str) -> str:
+        return self.storage.location(TOPICS_DIR, validate_topic_name(topic), TOPIC_MARKER)
+
+    def _partition_uri(self, topic: str, partition: int) -> str:
+        return self.storage.location(TOPICS_DIR, validate_topic_name(topic), str(partition))
+
+    # -- topic markers ---------------------------------------------------------------------------------
+
+    def _read_marker(self, topic: str) -> tuple[TopicMarker, Versioned] | None:
+        found = self.storage.read_versioned(self._marker_path(topic))
+        if found is None:
+            return None
+        marker = TopicMarker.parse(found.data)
+        if marker is None:
+            raise StorageError(f"the topic marker {self._marker_path(topic)} is not valid JSON; it was not "
+                               "written by deltalog (remove it, and the topic's files, to drop the topic)")
+        return marker, found
+
+    def _legacy_partitions(self, topic: str) -> list[int]:
+        """The partitions of a local topic made before markers existed (none on an object store, nor where a
+        marker exists)."""
+        if not self.storage.local or self.storage.exists(self._marker_path(topic)):
+            return []
+        base = self._topic_dir(topic)
+        return sorted(int(n) for n in self.storage.list_dirs(base) if n.isdigit()
+                      and self.storage.exists(self.storage.location(TOPICS_DIR, topic, n, "_delta_log",
+                                                                     f"{0:020d}.json")))
+
+    def _marker(self, state: str, topic_id: str | None, partitions: int) -> TopicMarker:
+        return TopicMarker(state, topic_id, partitions, self.leases.owner, _wall_ms())
 
     # -- topics ----------------------------------------------------------------------------------------
 
     def create_topic(self, topic: str, partitions: int = 1, config: Mapping[str, Any] | None = None) -> TopicConfig:
         """Create ``partitions`` empty partition tables with the given topic configs and a new topic id.
 
-        The tables are built in a hidden staging directory and renamed into place in one step, so a
-        failure leaves no half-created topic and two concurrent creators cannot both succeed.
+        The topic marker is created first (a conditional put: of two concurrent creators exactly one gets
+        past it), the tables next, and the marker says ``ready`` last, so readers never see a half-created
+        topic; a failure removes what was made.
         """
         validate_topic_name(topic)
         validate_partition_count(topic, partitions)
         topic_config = TopicConfig.from_properties(validate_config_mapping(config, "topic config"))
-        final = self._topic_dir(topic)
-        if os.path.exists(final):
+        if self._legacy_partitions(topic):
             raise TopicExistsError(f"Topic {topic!r} already exists in {self.root}")
         topic_id = uuid.uuid4().hex
-        # Staged outside topics/ (a legal topic name may start with '.') under a name without the topic
-        # name (a 249-character topic plus a prefix would pass the 255-byte file name limit).
-        staging = os.path.join(self.root, STAGING_DIR, f"creating-{uuid.uuid4().hex}")
+        path = self._marker_path(topic)
+        mine = self._marker(TOPIC_CREATING, topic_id, partitions)
+        etag = self.storage.create_json(path, mine.payload())
+        if etag is None:
+            etag = self._take_over(topic, mine)
         try:
+            refreshed = time.monotonic()
             for p in range(partitions):
-                PartitionLog.create(os.path.join(staging, str(p)), topic, p, topic_config, topic_id=topic_id)
-            try:
-                os.rename(staging, final)
-            except OSError:
-                if os.path.exists(final):
-                    raise TopicExistsError(f"Topic {topic!r} already exists in {self.root}") from None
-                raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+                PartitionLog.create(self.storage, self._partition_uri(topic, p), topic, p, topic_config,
+                                    topic_id=topic_id)
+                if time.monotonic() - refreshed > TOPIC_OPERATION_TIMEOUT_MS / 4000:  # a long create: still alive
+                    etag = self._swap(topic, etag, self._marker(TOPIC_CREATING, topic_id, partitions))
+                    refreshed = time.monotonic()
+            self._swap(topic, etag, self._marker(TOPIC_READY, topic_id, partitions))
+        except _LostMarker:
+            raise  # the files are the new owner's now
+        except BaseException:
+            self._remove_topic_files(topic, keep_marker=False)
+            raise
+        self._logs = {k: v for k, v in self._logs.items() if k[0] != topic}
         return topic_config
 
+    def _take_over(self, topic: str, mine: TopicMarker) -> str:
+        """The marker exists: a ready or live topic operation is :class:`TopicExistsError`; one left by a dead
+        process is taken over (compare-and-swap: of two creators, one) and its files removed. Returns the etag
+        of our marker."""
+        path = self._marker_path(topic)
+        for _ in range(5):
+            found = self._read_marker(topic)
+            if found is None:  # deleted meanwhile: create it again
+                etag = self.storage.create_json(path, mine.payload())
+                if etag is not None:
+                    return etag
+                continue
+            marker, version = found
+            if marker.state == TOPIC_READY:
+                raise TopicExistsError(f"Topic {topic!r} already exists in {self.root}")
+            if not marker.stale(version.modified_ms, _wall_ms()):
+                doing = "being created" if marker.state == TOPIC_CREATING else "marked for deletion"
+                raise TopicExistsError(f"Topic {topic!r} is {doing} by {marker.owner} in {self.root}; "
+                                       "try again once that has finished")
+            etag = self.storage.replace_json(path, mine.payload(), version.etag)
+            if etag is None:
+                continue  # someone else changed it first: look again
+            log.warning("topic %r: taking over the %s marker left by %s, which is gone; removing its files",
+                        topic, marker.state, marker.owner)
+            self._remove_topic_files(topic, keep_marker=True)
+            return etag
+        raise TopicExistsError(f"Topic {topic!r} is changing under concurrent creators in {self.root}; try again")
+
+    def _swap(self, topic: str, etag: str, marker: TopicMarker) -> str:
+        new = self.storage.replace_json(self._marker_path(topic), marker.payload(), etag)
+        if new is None:
+            raise _LostMarker(f"Topic {topic!r}: another process took over this topic's marker while it was "
+                                   f"being {'created' if marker.state != TOPIC_DELETING else 'deleted'} "
+                                   "(it judged this process dead); nothing more was done")
+        return new
+
+    def _remove_topic_files(self, topic: str, *, keep_marker: bool) -> None:
+        """Every file of the topic, the marker last (or not at all)."""
+        marker = self._marker_path(topic)
+        self.storage.delete_many([f.location for f in self.storage.list_files(self._topic_dir(topic))
+                                  if f.location != marker])
+        if not keep_marker:
+            self.storage.delete(marker)
+        self.storage.prune_empty_dirs(self._topic_dir(topic), include_self=not keep_marker)
+
     def list_topics(self) -> list[str]:
-        base = os.path.join(self.root, TOPICS_DIR)
-        return sorted(name for name in os.listdir(base) if os.path.isdir(os.path.join(base, name)))
+        """The ready topics (one being created or deleted is not listed)."""
+        names = []
+        for name in self.storage.list_dirs(self.storage.location(TOPICS_DIR)):
+            try:
+                validate_topic_name(name)
+            except InvalidTopicError:
+                continue
+            if self._ready_partitions(name) is not None:
+                names.append(name)
+        return names
+
+    def _ready_partitions(self, topic: str) -> list[int] | None:
+        found = self._read_marker(topic)
+        if found is not None:
+            marker = found[0]
+            return list(range(marker.partitions)) if marker.state == TOPIC_READY else None
+        return self._legacy_partitions(topic) or None
 
     def topic_exists(self, topic: str) -> bool:
-        return os.path.isdir(self._topic_dir(topic))
+        return self._ready_partitions(topic) is not None
 
     def partitions(self, topic: str) -> list[int]:
         """The partition numbers of a topic, in order."""
-        path = self._topic_dir(topic)
-        if not os.path.isdir(path):
+        parts = self._ready_partitions(topic)
+        if parts is None:
             raise UnknownTopicOrPartitionError(
                 f"Topic {topic!r} does not exist in {self.root}; existing topics: {self.list_topics()}"
             )
-        return sorted(int(n) for n in os.listdir(path) if n.isdigit())
+        return parts
 
     def delete_topic(self, topic: str) -> None:
         """Remove a topic and all its data (Kafka's DeleteTopics). Irreversible.
 
-        The topic directory is first renamed out of ``topics/`` (one step: the topic is gone for every
-        reader at once), then removed.
+        The marker is first swapped to ``deleting`` (one step: the topic is gone for every reader at once),
+        then the files are removed, the marker last. Of two concurrent deletes, one does it; the other gets
+        :class:`UnknownTopicOrPartitionError`. A topic half created or half deleted by a process that died is
+        removed too.
         """
-        path = self._topic_dir(topic)
-        self.partitions(topic)  # raises if unknown
-        doomed = os.path.join(self.root, STAGING_DIR, f"deleting-{uuid.uuid4().hex}")
-        os.makedirs(os.path.dirname(doomed), exist_ok=True)
-        os.rename(path, doomed)
+        path = self._marker_path(topic)
+        found = self._read_marker(topic)
+        if found is None:
+            legacy = self._legacy_partitions(topic)
+            if not legacy:
+                self.partitions(topic)  # raises: unknown
+            etag = self.storage.create_json(path, self._marker(TOPIC_DELETING, None, len(legacy)).payload())
+            if etag is None:
+                raise UnknownTopicOrPartitionError(f"Topic {topic!r} is being deleted or created by another process")
+        else:
+            marker, version = found
+            if marker.state != TOPIC_READY and not marker.stale(version.modified_ms, _wall_ms()):
+                raise UnknownTopicOrPartitionError(
+                    f"Topic {topic!r} does not exist in {self.root}: it is "
+                    f"{'being created' if marker.state == TOPIC_CREATING else 'being deleted'} by {marker.owner}")
+            etag = self.storage.replace_json(path, self._marker(TOPIC_DELETING, marker.topic_id,
+                                                                marker.partitions).payload(), version.etag)
+            if etag is None:
+                raise UnknownTopicOrPartitionError(f"Topic {topic!r} was deleted (or changed) by another process "
+                                                   "while this delete looked at it")
         self._logs = {k: v for k, v in self._logs.items() if k[0] != topic}
-        shutil.rmtree(doomed, ignore_errors=True)
+        self._remove_topic_files(topic, keep_marker=False)
 
     def topic_config(self, topic: str) -> TopicConfig:
         return self.log(topic, self.partitions(topic)[0]).head().config
 
     def topic_id(self, topic: str) -> str | None:
         """The id the topic got when it was created (None for a topic created before ids existed)."""
+        found = self._read_marker(topic)
+        if found is not None and found[0].state == TOPIC_READY and found[0].topic_id is not None:
+            return found[0].topic_id
         return self.log(topic, self.partitions(topic)[0]).topic_id()
 
     def alter_topic_config(self, topic: str, config: Mapping[str, Any]) -> TopicConfig:
@@ -197,7 +421,7 @@ class LogManager:
             raise UnknownTopicOrPartitionError(
                 f"Partition {partition!r} of topic {topic!r} does not exist; partitions are 0..{len(parts) - 1}"
             )
-        log = PartitionLog(os.path.join(self._topic_dir(topic), str(partition)), topic, partition)
+        log = PartitionLog(self.storage, self._partition_uri(topic, partition), topic, partition)
         self._logs[key] = log
         return log
 

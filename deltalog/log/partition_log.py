@@ -9,7 +9,6 @@ pure functions of a snapshot and a time.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -27,6 +26,7 @@ from deltalog.log import arrow_records, delta
 from deltalog.log.delta import DataFile
 from deltalog.log.record import OFFSET, RECORD_SCHEMA, Record, table_to_records
 from deltalog.log.segment import Segment, build_segments
+from deltalog.storage import Storage, join
 
 #: How many times an append retries after losing the race for the log end offset to another producer.
 APPEND_MAX_ATTEMPTS = 200
@@ -108,9 +108,11 @@ class LogHead:
 
 
 class PartitionLog:
-    """Appends to, rolls and reads one partition table."""
+    """Appends to, rolls and reads one partition table: the table at ``uri``, a location of ``storage``."""
 
-    def __init__(self, uri: str, topic: str, partition: int) -> None:
+    def __init__(self, storage: Storage, uri: str, topic: str, partition: int) -> None:
+        storage.key(uri)  # refuses a location outside the store
+        self.storage = storage
         self.uri = uri
         self.topic = topic
         self.partition = partition
@@ -124,26 +126,26 @@ class PartitionLog:
     # -- creation -----------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, uri: str, topic: str, partition: int, config: TopicConfig, *, topic_id: str | None = None
-               ) -> PartitionLog:
-        os.makedirs(uri, exist_ok=True)
+    def create(cls, storage: Storage, uri: str, topic: str, partition: int, config: TopicConfig, *,
+               topic_id: str | None = None) -> PartitionLog:
         props = {delta.PROP_TOPIC: topic, delta.PROP_PARTITION: str(partition), delta.PROP_FORMAT: delta.FORMAT_VERSION}
         if topic_id is not None:
             props[delta.PROP_TOPIC_ID] = topic_id
         props.update(config_to_table_properties(config))
         delta.create_table(
+            storage,
             uri,
             props,
             {delta.TXN_LOG_END_OFFSET: 0, delta.TXN_LOG_START_OFFSET: 0, delta.TXN_ACTIVE_SEGMENT: 0},
         )
-        return cls(uri, topic, partition)
+        return cls(storage, uri, topic, partition)
 
     # -- snapshots ------------------------------------------------------------------------------------
 
     def table(self, *, refresh: bool = True) -> DeltaTable:
         """The Delta table handle, brought up to the latest version unless ``refresh`` is False."""
         if self._dt is None:
-            self._dt = delta.open_table(self.uri)
+            self._dt = delta.open_table(self.storage, self.uri)
         elif refresh:
             self._dt.update_incremental()
         return self._dt
@@ -151,7 +153,7 @@ class PartitionLog:
     def table_at(self, version: int) -> DeltaTable:
         """A separate handle pinned at ``version``: commits made through it are checked for conflicts
         against everything committed after ``version`` (the snapshot a plan was made from)."""
-        dt = delta.open_table(self.uri)
+        dt = delta.open_table(self.storage, self.uri)
         dt.load_as_version(version)
         return dt
 
@@ -201,7 +203,7 @@ class PartitionLog:
             base, opened, rolled = head.segment_for_append(now_ms)
             leo = head.log_end_offset
             offsets = range(leo, leo + n)
-            add = delta.write_data_file(self.uri, arrow_records.with_log_columns(validated[0], offsets, base), now_ms)
+            add = delta.write_data_file(self.storage, self.uri, arrow_records.with_log_columns(validated[0], offsets, base), now_ms)
             active_bytes = add.size + (0 if rolled or head.active_segment_empty else head.active_segment_bytes)
             txns = {
                 delta.TXN_LOG_END_OFFSET: leo + n,
@@ -217,7 +219,7 @@ class PartitionLog:
                     metadata={"records": n, "rolled": rolled},
                 )
             except CommitConflictError:
-                delta.delete_quietly(self.uri, [add.path])
+                delta.delete_quietly(self.storage, self.uri, [add.path])
                 raise
             # If the next refresh finds exactly one new version, it is this commit: its head is this.
             self._next_head = (read_version + 1, replace(
@@ -287,7 +289,7 @@ class PartitionLog:
                 if max_records is not None and count >= max_records + skip:
                     break
             try:
-                table = read_files(self.uri, chosen, start)
+                table = read_files(self.storage, self.uri, chosen, start)
             except FileNotFoundError as e:
                 if attempt == 2:  # not a VACUUM race: the current version names a file that is gone
                     raise CorruptLogError(
@@ -301,18 +303,14 @@ class PartitionLog:
         raise AssertionError("unreachable")
 
 
-def read_files(uri: str, files: Sequence[DataFile], from_offset: int) -> pa.Table:
+def read_files(storage: Storage, uri: str, files: Sequence[DataFile], from_offset: int) -> pa.Table:
     """Rows of ``files`` with offset >= ``from_offset``; files hold disjoint offset ranges, so offset order
-    is file order."""
+    is file order. ``FileNotFoundError`` when a file is gone (a VACUUM removed it)."""
     if not files:
         return RECORD_SCHEMA.empty_table()
-    paths = [os.path.join(uri, f.path) for f in files]
-    for p in paths:
-        if not os.path.exists(p):
-            raise FileNotFoundError(p)
     try:
-        dataset = ds.dataset(paths, schema=RECORD_SCHEMA, format="parquet")
-        table = dataset.to_table(filter=ds.field(OFFSET) >= from_offset)
+        table = storage.read_parquet([join(uri, f.path) for f in files], schema=RECORD_SCHEMA,
+                                     filter=ds.field(OFFSET) >= from_offset)
     except (pa.ArrowInvalid, OSError) as e:
         if isinstance(e, FileNotFoundError):
             raise

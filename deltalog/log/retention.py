@@ -213,7 +213,7 @@ def _commit_removal(log_: PartitionLog, snap: LogSnapshot, files: list[DataFile]
     plan: a concurrent append is rebased over, a concurrent removal of the same files or a concurrent
     move of the log start fails it. Returns the commit's own version.
     """
-    dt = delta.open_table(log_.uri)
+    dt = delta.open_table(log_.storage, log_.uri)
     dt.load_as_version(snap.version)
     commit_id = uuid.uuid4().hex[:12]
     delta.commit(

@@ -19,7 +19,9 @@ clock rather than the store's, and refuses less than the table's ``delta.deleted
 (a week) unless ``enforce_retention_duration=False``; with ``full=True`` it also lists orphans but judges
 them by modification time against that same whole-hour retention. Kafka's default delay is 60 s, so the
 listing is done here from the Delta log (checkpoint + later JSON commits); like delta-rs, ``dry_run`` is the
-default and only lists what would go.
+default and only lists what would go. The table's files and its Delta log are listed and read through the
+store's :class:`~deltalog.storage.Storage`, so VACUUM works on an object store too (an object's
+last-modified time is its modification time).
 
 Callers that run beside a cleaner hold the partition's lease (:mod:`deltalog.log.lease`): the files of a pass
 in flight are orphans until its commit.
@@ -27,18 +29,15 @@ in flight are orphans until its commit.
 
 from __future__ import annotations
 
-import glob
 import json
 import logging
-import os
 from dataclasses import dataclass
 from urllib.parse import unquote
-
-import pyarrow.parquet as pq
 
 from deltalog.log import delta
 from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import PartitionLog, snapshot_of
+from deltalog.storage import Storage, basename, join
 
 log = logging.getLogger(__name__)
 
@@ -65,52 +64,51 @@ class VacuumResult:
         return 0 if self.dry_run else len(self.files)
 
 
-def removal_times(table_uri: str) -> dict[str, int]:
+def removal_times(storage: Storage, table_uri: str) -> dict[str, int]:
     """``path -> deletionTimestamp`` of every remove action still in the Delta log.
 
     Reads the last checkpoint (which keeps tombstones younger than ``delta.deletedFileRetentionDuration``)
     and every JSON commit after it, so the cost is bounded by the checkpoint interval, not the history.
     """
-    log_dir = os.path.join(table_uri, DELTA_LOG_DIR)
+    log_dir = join(table_uri, DELTA_LOG_DIR)
     checkpoint = -1
+    last = storage.read_json(join(log_dir, "_last_checkpoint"))
     try:
-        with open(os.path.join(log_dir, "_last_checkpoint"), encoding="utf-8") as f:
-            checkpoint = int(json.load(f)["version"])
-    except (FileNotFoundError, ValueError, KeyError):
+        checkpoint = int(last["version"]) if last is not None else -1
+    except (KeyError, TypeError, ValueError):
         pass
+    names = sorted(basename(f.location) for f in storage.list_files(log_dir))
     out: dict[str, int] = {}
     if checkpoint >= 0:
-        for part in sorted(glob.glob(os.path.join(log_dir, f"{checkpoint:020d}.checkpoint*.parquet"))):
-            removes = pq.read_table(part, columns=["remove"]).column("remove").to_pylist()
+        prefix = f"{checkpoint:020d}.checkpoint"
+        for name in names:
+            if not (name.startswith(prefix) and name.endswith(".parquet")):
+                continue
+            removes = storage.parquet_file(join(log_dir, name)).read(columns=["remove"]).column("remove").to_pylist()
             for r in removes:
                 if r and r.get("path"):
                     out[unquote(r["path"])] = int(r.get("deletionTimestamp") or 0)
-    for name in sorted(os.listdir(log_dir)):
+    for name in names:
         if not (name.endswith(".json") and name[:20].isdigit() and int(name[:20]) > checkpoint):
             continue
-        with open(os.path.join(log_dir, name), encoding="utf-8") as f:
-            for line in f:
-                if '"remove"' not in line:
-                    continue
-                r = json.loads(line).get("remove")
-                if r and r.get("path"):
-                    out[unquote(r["path"])] = int(r.get("deletionTimestamp") or 0)
+        for line in storage.read_bytes(join(log_dir, name)).decode("utf-8").splitlines():
+            if '"remove"' not in line:
+                continue
+            r = json.loads(line).get("remove")
+            if r and r.get("path"):
+                out[unquote(r["path"])] = int(r.get("deletionTimestamp") or 0)
     return out
 
 
-def _files_on_disk(table_uri: str) -> dict[str, tuple[int, int]]:
+def _files_on_disk(storage: Storage, table_uri: str) -> dict[str, tuple[int, int]]:
     """``relative path -> (size, mtime ms)`` of every file of the table outside ``_delta_log``."""
+    base = storage.key(table_uri)
     out: dict[str, tuple[int, int]] = {}
-    for dirpath, dirnames, filenames in os.walk(table_uri):
-        if dirpath == table_uri and DELTA_LOG_DIR in dirnames:
-            dirnames.remove(DELTA_LOG_DIR)
-        for name in filenames:
-            full = os.path.join(dirpath, name)
-            try:
-                st = os.stat(full)
-            except FileNotFoundError:
-                continue
-            out[os.path.relpath(full, table_uri)] = (st.st_size, int(st.st_mtime * 1000))
+    for f in storage.list_files(table_uri):
+        rel = storage.key(f.location)[len(base):].lstrip("/")
+        if rel.split("/", 1)[0] == DELTA_LOG_DIR:
+            continue
+        out[rel] = (f.size, f.modified_ms)
     return out
 
 
@@ -119,14 +117,14 @@ def vacuum(log_: PartitionLog, now_ms: int, *, dry_run: bool = True, delay_ms: i
 
     ``delay_ms`` defaults to the topic's ``file.delete.delay.ms``.
     """
-    uri = log_.uri
-    on_disk = _files_on_disk(uri)  # list before the snapshot: a file committed meanwhile is then referenced
-    dt = delta.open_table(uri)
+    uri, storage = log_.uri, log_.storage
+    on_disk = _files_on_disk(storage, uri)  # list before the snapshot: a file committed meanwhile is referenced
+    dt = delta.open_table(storage, uri)
     version = dt.version()
     snap = snapshot_of(dt, log_.topic, log_.partition)
     delay = snap.config.file_delete_delay_ms if delay_ms is None else delay_ms
     referenced = {unquote(f.path) for f in snap.files}
-    removed_at = removal_times(uri)
+    removed_at = removal_times(storage, uri)
     doomed: list[str] = []
     size = 0
     waiting = 0
@@ -143,12 +141,8 @@ def vacuum(log_: PartitionLog, now_ms: int, *, dry_run: bool = True, delay_ms: i
         else:
             waiting += 1
     if not dry_run:
-        for path in doomed:
-            try:
-                os.remove(os.path.join(uri, path))
-            except FileNotFoundError:
-                pass
-        _remove_empty_dirs(uri)
+        storage.delete_many([join(uri, path) for path in doomed])
+        storage.prune_empty_dirs(uri, keep=(DELTA_LOG_DIR,))
         if doomed:
             log.info("VACUUM removed %d file(s), %d bytes, of %s-%d", len(doomed), size, log_.topic, log_.partition)
     return VacuumResult(log_.topic, log_.partition, version, dry_run, tuple(doomed), size, waiting, now_ms)
@@ -167,16 +161,6 @@ def orphan_written_ms(path: str, mtime_ms: int) -> int:
         if stamp.isdigit():
             return int(stamp)
     return mtime_ms
-
-
-def _remove_empty_dirs(table_uri: str) -> None:
-    for dirpath, _dirnames, _filenames in os.walk(table_uri, topdown=False):
-        if dirpath == table_uri or os.path.basename(dirpath) == DELTA_LOG_DIR or DELTA_LOG_DIR in dirpath:
-            continue
-        try:
-            os.rmdir(dirpath)
-        except OSError:
-            pass
 
 
 def vacuum_store(logs: LogManager, topic: str | None = None, *, dry_run: bool = True,

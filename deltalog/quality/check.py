@@ -4,8 +4,9 @@ One ephemeral Great Expectations context per run, a Spark data source over the s
 dataframe asset and whole-dataframe batch definition per suite, and a validation definition per suite so
 the results can be rendered as Great Expectations data docs. Each run's results (deltalog's summary and
 the Great Expectations validation results) are written as JSON to
-``<root>/_deltalog/checks/<topic>/<time>-<id>.json``; with ``data_docs=True`` the HTML site is built at
-``<root>/_deltalog/checks/<topic>/data_docs/index.html``.
+``<root>/_deltalog/checks/<topic>/<time>-<id>.json`` through the store's :class:`~deltalog.storage.Storage`;
+with ``data_docs=True`` the HTML site is built at ``<root>/_deltalog/checks/<topic>/data_docs/index.html``
+(on an object store: built in a local temporary directory, then uploaded there).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 import great_expectations as gx
 from great_expectations.data_context.types.base import ProgressBarsConfig
 
-from deltalog import storage
 from deltalog.errors import CheckFailedError, InvalidConfigError
 from deltalog.log.log_manager import LogManager
 from deltalog.quality.frames import (
@@ -32,6 +34,7 @@ from deltalog.quality.frames import (
     partition_frame,
 )
 from deltalog.quality.suites import SAMPLE_LIMIT, Guarantee, across_clean_guarantees, partition_guarantees
+from deltalog.storage import join
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -222,7 +225,9 @@ def check_topic(
     all_partitions = logs.partitions(topic)  # raises for an unknown topic before any path is built
     now = logs.clock.now_ms()
     topic_dir = logs.state_path(CHECKS_DIR, topic)
-    docs_dir = os.path.join(topic_dir, "data_docs") if data_docs else None
+    docs_location = join(topic_dir, "data_docs") if data_docs else None
+    # Great Expectations writes its site to a local directory: on an object store, a temporary one, uploaded.
+    docs_dir = docs_location if docs_location is None or logs.storage.local else tempfile.mkdtemp(prefix="gx-docs-")
     runner = _Runner(docs_dir)
     wanted = list(partitions) if partitions is not None else all_partitions
     suites: list[SuiteOutcome] = []
@@ -247,14 +252,16 @@ def check_topic(
                                   across_clean_frame(spark, log, before, after))
             suites.append(SuiteOutcome(topic, p, "clean", commit.version, outcomes))
     docs_index = None
-    if docs_dir is not None:
+    if docs_dir is not None and docs_location is not None:
         runner.context.build_data_docs(site_names=["deltalog"])
-        docs_index = os.path.join(docs_dir, "index.html")
+        if docs_dir != docs_location:
+            _upload_tree(logs, docs_dir, docs_location)
+        docs_index = join(docs_location, "index.html")
     result = CheckResult(topic, now, tuple(suites), tuple(notes), None, docs_index, tuple(runner.validations))
     if save:
-        path = os.path.join(topic_dir, f"{now}-{uuid.uuid4().hex[:8]}.json")
+        path = join(topic_dir, f"{now}-{uuid.uuid4().hex[:8]}.json")
         result = CheckResult(topic, now, result.suites, result.notes, path, docs_index, result.validations)
-        storage.write_json(path, result.as_dict(with_validations=True), indent=1)
+        logs.storage.write_json(path, result.as_dict(with_validations=True), indent=1)
     if not result.success:
         logger.warning("%s", result.summary())
     return result
@@ -290,6 +297,18 @@ def check_after_clean(logs: LogManager, spark: SparkSession, topic: str, results
 def saved_results(logs: LogManager, topic: str) -> list[str]:
     """Paths of the saved check results of a topic, oldest first."""
     d = logs.state_path(CHECKS_DIR, topic)
-    if not os.path.isdir(d):
-        return []
-    return sorted(os.path.join(d, n) for n in os.listdir(d) if n.endswith(".json"))
+    base = logs.storage.key(d)
+    return sorted(f.location for f in logs.storage.list_files(d)
+                  if f.location.endswith(".json") and "/" not in logs.storage.key(f.location)[len(base):].strip("/"))
+
+
+def _upload_tree(logs: LogManager, local_dir: str, location: str) -> None:
+    """Copy a local directory (Great Expectations' data docs) to ``location`` in the store, then remove it."""
+    try:
+        for dirpath, _dirnames, filenames in os.walk(local_dir):
+            for name in filenames:
+                rel = os.path.relpath(os.path.join(dirpath, name), local_dir).replace(os.sep, "/")
+                with open(os.path.join(dirpath, name), "rb") as f:
+                    logs.storage.write_bytes(join(location, rel), f.read())
+    finally:
+        shutil.rmtree(local_dir, ignore_errors=True)

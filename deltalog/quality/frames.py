@@ -18,6 +18,7 @@ from deltalog.errors import CorruptLogError
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, TIMESTAMP, VALUE
 from deltalog.sql.reads import SPARK_SCHEMA_DDL, read_files
+from deltalog.storage import Storage, join
 
 FILE_RANK = "_file_rank"
 ROW_INDEX = "_row_index"
@@ -52,7 +53,7 @@ def clean_commits(log: PartitionLog, limit: int | None = None) -> list[CleanComm
         now = entry.get("deltalog.now_ms")
         found.append(CleanCommit(
             version=version,
-            now_ms=int(now) if now is not None else _commit_time_from_actions(log.uri, version),
+            now_ms=int(now) if now is not None else _commit_time_from_actions(log.storage, log.uri, version),
             first_dirty_offset=int(entry.get("deltalog.first_dirty_offset", 0)),
             end_offset=int(entry.get("deltalog.end_offset", 0)),
         ))
@@ -61,12 +62,12 @@ def clean_commits(log: PartitionLog, limit: int | None = None) -> list[CleanComm
     return found
 
 
-def _commit_time_from_actions(uri: str, version: int) -> int:
+def _commit_time_from_actions(storage: Storage, uri: str, version: int) -> int:
     """For cleans written before ``now_ms`` was in the metadata: the cleaner stamps its clock time on
     the add (``modificationTime``) and remove (``deletionTimestamp``) actions of the commit."""
-    path = os.path.join(uri, "_delta_log", f"{version:020d}.json")
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
+    path = join(uri, "_delta_log", f"{version:020d}.json")
+    for line in storage.read_bytes(path).decode("utf-8").splitlines():
+        if line.strip():
             action: dict[str, Any] = json.loads(line)
             if "add" in action:
                 return int(action["add"]["modificationTime"])
@@ -77,7 +78,7 @@ def _commit_time_from_actions(uri: str, version: int) -> int:
 
 def files_present(log: PartitionLog, snap: LogSnapshot) -> bool:
     """Whether every data file of a snapshot is still on disk (VACUUM removes replaced files later)."""
-    return all(os.path.exists(os.path.join(log.uri, f.path)) for f in snap.files)
+    return all(log.storage.exists(join(log.uri, f.path)) for f in snap.files)
 
 
 def partition_frame(spark: SparkSession, log: PartitionLog, snap: LogSnapshot) -> DataFrame:

@@ -353,10 +353,26 @@ def _cache_dir() -> Path:
     return Path(base)
 
 
-def ensure_azurite(cache_dir: str | os.PathLike[str] | None = None, version: str = "3") -> Path:
-    """The ``azurite-blob`` executable: from ``PATH``, else from a cache, installing it there with npm.
+#: Azurite before 3.37 ignores the ``startFrom`` of a blob listing (object_store's ``list_with_offset``), so
+#: delta-rs finds version 0 where it asked for the log from version N and refuses a table's third commit
+#: ("Invalid table version: 1"); measured with 3.35.0 and 3.37.0.
+MIN_AZURITE = (3, 37)
 
-    The install (``npm install azurite@3``, about 15 s and 190 MB) happens once per machine; a file lock
+
+def _azurite_version(root: Path) -> tuple[int, ...]:
+    try:
+        text = json.loads((root / "node_modules" / "azurite" / "package.json").read_text())["version"]
+        return tuple(int(p) for p in text.split(".")[:3])
+    except (OSError, ValueError, KeyError):
+        return ()
+
+
+def ensure_azurite(cache_dir: str | os.PathLike[str] | None = None,
+                   version: str = f"^{MIN_AZURITE[0]}.{MIN_AZURITE[1]}.0") -> Path:
+    """The ``azurite-blob`` executable: from ``PATH``, else from a cache, installing it there with npm (again,
+    when the cached one is older than :data:`MIN_AZURITE`).
+
+    The install (``npm install azurite@^3.37.0``, about 15 s and 190 MB) happens once per machine; a file lock
     keeps concurrent test runs from installing over each other.
     """
     on_path = shutil.which("azurite-blob")
@@ -364,7 +380,7 @@ def ensure_azurite(cache_dir: str | os.PathLike[str] | None = None, version: str
         return Path(on_path)
     root = Path(cache_dir) if cache_dir is not None else _cache_dir() / "azurite"
     binary = root / "node_modules" / ".bin" / "azurite-blob"
-    if binary.exists():
+    if binary.exists() and _azurite_version(root) >= MIN_AZURITE:
         return binary
     npm = shutil.which("npm")
     if npm is None:
@@ -372,7 +388,7 @@ def ensure_azurite(cache_dir: str | os.PathLike[str] | None = None, version: str
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".install.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not binary.exists():
+        if not binary.exists() or _azurite_version(root) < MIN_AZURITE:
             done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error",
                                    f"azurite@{version}"], cwd=root, capture_output=True, text=True,
                                   timeout=600)
