@@ -79,7 +79,7 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
     assert set(commands) == {name for name, _ in output.leaf_parsers(build_parser())}
     monkeypatch.setattr(sys, "stdin", io.StringIO('{"key": "grape", "value": "1"}\n{"key": "lime", "value": "2"}\n'))
     store = Store(root)
-    UncleanablePartitions(store.log_manager.state_path()).mark("extra", 1, RuntimeError("boom"), 0)
+    UncleanablePartitions(store.storage).mark("extra", 1, RuntimeError("boom"), 0)
     shapes = {}
     for name, argv in commands.items():
         flag = ["--json"] if name in ("list", "describe") else ["--output", "json"]  # the short form works too
