@@ -32,6 +32,7 @@ from deltalog.quality.frames import (
     partition_frame,
 )
 from deltalog.quality.suites import SAMPLE_LIMIT, Guarantee, across_clean_guarantees, partition_guarantees
+from deltalog.spark import connect_mode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -191,9 +192,11 @@ class _Runner:
         # Every expectation scans the batch; the suite's data is read from the files once and kept in memory.
         cached = df.persist()
         try:
-            result = vd.run(batch_parameters={"dataframe": cached},
-                            result_format={"result_format": "COMPLETE", "unexpected_index_column_names": ["offset"],
-                                           "partial_unexpected_count": SAMPLE_LIMIT})
+            # Great Expectations builds its columns with pyspark.sql.functions: Connect ones only in Connect mode.
+            with connect_mode(df.sparkSession):
+                result = vd.run(batch_parameters={"dataframe": cached},
+                                result_format={"result_format": "COMPLETE", "unexpected_index_column_names": ["offset"],
+                                               "partial_unexpected_count": SAMPLE_LIMIT})
         finally:
             cached.unpersist()
         self.validations.append(result.to_json_dict())
