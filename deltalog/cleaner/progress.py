@@ -65,13 +65,18 @@ class PassProgress:
 
     def __call__(self, stages: Any, inflight_tasks: int, operation_id: str | None, done: bool) -> None:
         """A Spark Connect progress handler: the session calls it with a query's stages in the thread that
-        runs the query, so a report from another thread is another pass's (or the user's)."""
+        runs the query, so a report from another thread is another pass's (or the user's). The server reports
+        every ``spark.connect.progress.reportInterval`` (a query shorter than that shows no tasks), and a
+        finished query's tasks all count as done."""
         if threading.get_ident() != self._owner or operation_id is None:
             return
         stages = list(stages or ())
         if stages:
             self._operations[operation_id] = (sum(s.num_completed_tasks for s in stages),
                                               sum(s.num_tasks for s in stages))
+        if done and operation_id in self._operations:  # the last report may predate the last tasks
+            total = self._operations[operation_id][1]
+            self._operations[operation_id] = (total, total)
 
     def line(self) -> str:
         done, total = self.tasks()
