@@ -189,6 +189,10 @@ class _Runner:
         suite = self.context.suites.add(gx.ExpectationSuite(name=name, expectations=[g.expectation for g in guarantees]))
         vd = self.context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch_definition,
                                                                               suite=suite))
+        # Great Expectations runs its SQL expectations (a temporary view of the batch) on its execution engine's
+        # session, which it otherwise looks up itself, a Spark Connect default session first: in a process that
+        # holds both kinds it would query another session's view. It is the DataFrame's own session.
+        self.source.get_execution_engine().spark = df.sparkSession
         # Every expectation scans the batch; the suite's data is read from the files once and kept in memory.
         cached = df.persist()
         try:
