@@ -1,10 +1,11 @@
 """What deltalog needs of a Spark session, whichever kind it is: classic, or Spark Connect.
 
 Databricks serverless, standard (shared) access mode clusters and Databricks Connect run Spark Connect,
-which has no ``sparkContext``, no RDDs and no broadcast variables; every Spark job of deltalog therefore
-uses DataFrames, ``mapInArrow`` and Python data sources only, which both kinds run alike. The few things
-that still differ (building columns, job tags and groups, default parallelism) are answered here, below
-every package that starts Spark jobs.
+which has no ``sparkContext``, no RDDs and no broadcast variables. deltalog's Spark jobs therefore use
+DataFrames, ``mapInArrow`` and Python data sources, which both kinds run alike (the cleaner's two passes are
+the exception still: they use RDDs, so a pass needs a classic session). The few things that still differ
+(building columns, job tags and groups, default parallelism) are answered here, below every package that
+starts Spark jobs.
 """
 
 from __future__ import annotations

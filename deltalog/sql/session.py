@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -71,9 +72,20 @@ def local_session(master: str | None = None, conf: dict[str, Any] | None = None,
         )
     for k, v in settings.items():
         builder = builder.config(k, str(v))
-    session = builder.getOrCreate()
+    with warnings.catch_warnings():
+        # remote("local[N]") starts its server with every setting, then pyspark sets them on the new Connect
+        # session too and warns for each static one ("Failed to set spark.ui.enabled"): nothing failed.
+        warnings.filterwarnings("ignore", message="Failed to set spark[.]", category=UserWarning)
+        session = builder.getOrCreate()
+    level = os.environ.get("DELTALOG_SPARK_LOG_LEVEL", "ERROR")
     if not is_connect(session):
-        session.sparkContext.setLogLevel(os.environ.get("DELTALOG_SPARK_LOG_LEVEL", "ERROR"))
+        session.sparkContext.setLogLevel(level)
+    elif remote.startswith("local"):
+        from pyspark import SparkContext
+
+        server = SparkContext._active_spark_context  # the local Connect server runs in this process's JVM
+        if server is not None:
+            server.setLogLevel(level)
     if os.environ.get("DELTALOG_WARM_WORKERS", "1") != "0":
         warm_python_workers(session)
     return session
