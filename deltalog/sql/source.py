@@ -27,7 +27,8 @@ The source is registered on a session by :func:`register` under the name ``delta
 ``storage.<name>`` (one per storage option) make the Storage; the files come either as ``slices`` (JSON, from the driver's
 snapshot, so a read needs no second look at the Delta log) or as ``path`` (a partition table), optional
 ``version`` and optional ``from_offset``, listed with delta-rs when the read is planned. ``columns``
-(comma-separated), ``keep_null_offsets`` and ``parallelism`` (tasks to aim for) complete them.
+(comma-separated), ``keep_null_offsets``, ``parallelism`` (tasks to aim for) and ``batch_rows`` (rows per
+Arrow batch) complete them.
 On a cluster with delta-spark's JARs, ``spark.read.format("delta")`` reads the same files.
 
 :func:`read_slice` is the reading itself, without Spark: issue 13's Kafka-compatible ``format("deltalog")``
@@ -43,6 +44,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -200,24 +202,26 @@ def read_slice(storage: Storage, s: FileSlice, columns: Sequence[str], *, keep_n
                                                             keep_null_offsets)):
             continue
         table = pf.read_row_group(rg, columns=read_cols) if read_cols else pa.table({"_": pa.nulls(n)})
-        index = pa.array(range(start, start + n), pa.int64())
+        index = pa.array(np.arange(start, start + n, dtype=np.int64)) if ROW_INDEX_COLUMN in columns else None
         mask = _wanted(table, s, keep_null_offsets)
         if mask is not None:
-            table, index = table.filter(mask), index.filter(mask)
-        if table.num_rows == 0:
+            table = table.filter(mask)
+            index = index.filter(mask) if index is not None else None
+        rows = table.num_rows
+        if rows == 0:
             continue
         out = []
         for c in columns:
             if c == PARTITION_COLUMN:
-                out.append(pa.array([s.partition] * table.num_rows, pa.int32()))
+                out.append(pa.array(np.full(rows, s.partition, dtype=np.int32)))
             elif c == FILE_COLUMN:
-                out.append(pa.array([s.path] * table.num_rows, pa.string()))
+                out.append(pa.array([s.path], pa.string()).take(pa.array(np.zeros(rows, dtype=np.int32))))
             elif c == ROW_INDEX_COLUMN:
                 out.append(index)
             elif c in table.column_names:
                 out.append(table.column(c).combine_chunks())
             else:
-                out.append(pa.nulls(table.num_rows, RECORD_SCHEMA.field(c).type))
+                out.append(pa.nulls(rows, RECORD_SCHEMA.field(c).type))
         yield from pa.Table.from_arrays(out, names=list(columns)).to_batches(max_chunksize=batch_rows)
 
 
@@ -275,6 +279,7 @@ class _ReadOptions:
         spark_schema(self.columns)
         self.keep_null_offsets = options.get("keep_null_offsets", "false").lower() == "true"
         self.parallelism = int(options.get("parallelism") or 2)
+        self.batch_rows = int(options.get("batch_rows") or BATCH_ROWS)
         self.slices_json = options.get("slices")
         self.path = options.get("path")
         self.version = options.get("version")
@@ -323,7 +328,8 @@ class DeltalogFilesReader(DataSourceReader):
         storage = Storage(self.opts.root, self.opts.storage_options or None)
         for v in partition.value:
             s = FileSlice.from_list(v)
-            for batch in read_slice(storage, s, self.opts.columns, keep_null_offsets=self.opts.keep_null_offsets):
+            for batch in read_slice(storage, s, self.opts.columns, keep_null_offsets=self.opts.keep_null_offsets,
+                                    batch_rows=self.opts.batch_rows):
                 yield batch.cast(target)
 
 
