@@ -269,9 +269,10 @@ class _ReadOptions:
     """The options of a read, parsed once where the reader is made (in the planner's Python worker)."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
-        self.root = options.get("root") or options.get("path")
-        if not self.root:
+        root = options.get("root") or options.get("path")
+        if not root:
             raise InvalidArgumentError(f"{SOURCE_NAME}: the 'root' option (the store root) or 'path' is required")
+        self.root: str = root
         self.storage_options = {k[len(STORAGE_OPTION_PREFIX):]: v for k, v in options.items()
                                 if k.lower().startswith(STORAGE_OPTION_PREFIX)}
         cols = options.get("columns")
