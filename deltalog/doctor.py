@@ -22,6 +22,7 @@ from importlib import metadata
 
 from deltalog.errors import DeltalogError, StorageError
 from deltalog.log.log_manager import STATE_DIR, is_store
+from deltalog.spark import is_connect
 from deltalog.storage import Storage
 from deltalog.text import format_table
 
@@ -160,20 +161,27 @@ def check_spark() -> tuple[Check, object | None]:
     if total != 4950:
         return Check("spark", FAIL, f"pyspark {version}: a tiny job returned {total}, expected 4950",
                      "reinstall pyspark"), session
-    return Check("spark", OK, f"pyspark {version}: local session {session.sparkContext.master} "
-                 f"ran a job in {seconds:.1f} s"), session
+    return Check("spark", OK, f"pyspark {version}: {_session_kind(session)} ran a job in {seconds:.1f} s"), session
 
 
-def _worker_probe(_partition: object) -> object:
+def _session_kind(session: object) -> str:
+    if is_connect(session):
+        return f"Spark Connect session ({os.environ.get('SPARK_REMOTE') or 'a session given'})"
+    return f"local session {session.sparkContext.master}"  # type: ignore[attr-defined]
+
+
+def _worker_probe(batches: object) -> object:
     """Runs in a Spark Python worker: the cleaner's task code, on three keys (imported there, in the worker)."""
     import pyarrow as pa
 
+    import deltalog
     from deltalog.cleaner.key_hash import key_hashes
 
+    for _ in batches:  # type: ignore[attr-defined]
+        pass
     hi, _lo = key_hashes(pa.array([b"a", b"b", b"a"]))
-    import deltalog
-
-    yield (deltalog.__version__, int(hi[0] == hi[2]) + int(hi[0] != hi[1]))
+    yield pa.RecordBatch.from_pylist([{"version": deltalog.__version__, "ok": int(hi[0] == hi[2]) + int(hi[0] != hi[1])}],
+                                     schema=pa.schema([("version", pa.string()), ("ok", pa.int64())]))
 
 
 def check_spark_workers(session: object | None) -> Check:
@@ -184,10 +192,10 @@ def check_spark_workers(session: object | None) -> Check:
     if session is None:
         return Check("spark workers", INFO, "skipped (no Spark session)")
     fix = ("install deltalog (and its dependencies) on every executor, e.g. as a job library "
-           "(conf/cleaner_job.json), and use a classic Spark session (the cleaner uses the RDD API)")
+           "(conf/cleaner_job.json), or in the serverless environment")
     try:
-        sc = session.sparkContext  # type: ignore[attr-defined]
-        found = sc.parallelize([0], 1).mapPartitions(_worker_probe).collect()
+        probe = session.range(0, 1, numPartitions=1).mapInArrow(_worker_probe, "version string, ok long")  # type: ignore[attr-defined]
+        found = [tuple(r) for r in probe.collect()]
     except Exception as e:
         lines = [line.strip() for line in str(e).splitlines() if line.strip()]
         detail = next((line for line in reversed(lines) if "Error" in line), lines[0] if lines else type(e).__name__)
@@ -205,7 +213,7 @@ def check_delta_spark_jars(session: object | None) -> Check:
     """Informational: deltalog commits through delta-rs and never needs delta-spark's JARs."""
     pip = package_version("delta-spark")
     on_classpath: bool | None = None
-    if session is not None:
+    if session is not None and not is_connect(session):  # Spark Connect shows no JVM to ask
         try:
             jvm = session.sparkContext._jvm  # type: ignore[attr-defined]
             jvm.java.lang.Class.forName("io.delta.sql.DeltaSparkSessionExtension")

@@ -5,8 +5,9 @@
 * the :class:`~deltalog.log.log_manager.LogManager` (topics, partition logs, leases) over the store's
   :class:`~deltalog.storage.Storage` (a local path or an object-store URI with its storage options), which
   appends and reads through delta-rs and pyarrow directly, so producing and consuming never start Spark;
-* the Spark session: the one given as ``spark=``, or an embedded local one created the first time a Spark
-  job runs (:mod:`deltalog.sql.session`);
+* the Spark session: the one given as ``spark=`` (classic or Spark Connect, used as it is), or the embedded
+  one created the first time a Spark job runs (:mod:`deltalog.sql.session`: a Spark Connect session when
+  ``SPARK_REMOTE`` is set, else a local classic one);
 * the cleaner-wide settings (:class:`~deltalog.config.CleanerConfig`, Kafka's broker ``log.cleaner.*`` keys).
 
 Cleaning goes through the one cleaning loop (:class:`~deltalog.cleaner.log_cleaner.LogCleaner`), SQL through
@@ -94,7 +95,7 @@ class Store:
 
     @property
     def spark(self) -> SparkSession:
-        """The session Spark jobs run on: the one given, or the embedded local one (created on first use)."""
+        """The session Spark jobs run on: the one given, or the embedded one (created on first use)."""
         if self._spark is None:
             # Imported here, not at the top: pyspark costs ~0.3 s to import, and producers never need it.
             from deltalog.sql.session import local_session

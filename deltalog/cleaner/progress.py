@@ -1,8 +1,10 @@
 """Progress of a long cleaning pass: a log line every so often with the Spark tasks done so far.
 
 A pass over a big partition can run for minutes; Kafka's cleaner logs nothing until it is done, but a
-scheduled job that is silent for ten minutes looks hung. The pass's Spark jobs run in a job group of their
-own, so the line counts only this pass's tasks even when several passes run side by side.
+scheduled job that is silent for ten minutes looks hung. The pass's Spark jobs carry a job tag of their own
+(and, on a classic session, a job group of the same name), so the line counts only this pass's tasks even
+when several passes run side by side: on a classic session from the status tracker, on Spark Connect from
+the progress the server streams back with each query's results (which arrive in the thread that runs it).
 
 Whoever runs the loop may listen instead (:data:`ProgressListener`): it gets a :class:`PassStatus` when a pass
 starts, every interval, and when it ends, and draws what it likes (``deltalog clean`` draws a progress bar on
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deltalog.cleaner.log_to_clean import LogToClean
+from deltalog.spark import is_connect, job_tag
 
 log = logging.getLogger("deltalog.cleaner.log_cleaner")
 
@@ -47,8 +50,8 @@ ProgressListener = Callable[[PassStatus], None]
 class PassProgress:
     """Logs a line every ``interval_s`` while a pass runs: elapsed time and the Spark tasks done so far.
 
-    The pass's Spark jobs run in a job group of their own, so the line counts only this pass's tasks even
-    when several passes run side by side.
+    The pass's Spark jobs are tagged (and grouped) as its own, so the line counts only this pass's tasks
+    even when several passes run side by side.
     """
 
     def __init__(self, spark: Any, ltc: LogToClean, interval_s: float, listener: ProgressListener | None = None
@@ -61,12 +64,20 @@ class PassProgress:
         self.spark = spark
         self.interval_s = interval_s
         self.listener = listener
+        self.connect = is_connect(spark)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started = 0.0
+        self._tag: Any = None
+        self._owner = 0
+        # Spark Connect: operation id -> (tasks done, tasks) of this pass's queries, from the server's reports.
+        self._operations: dict[str, tuple[int, int]] = {}
 
     def tasks(self) -> tuple[int, int]:
         """(completed, total) tasks of this pass's Spark jobs so far."""
+        if self.connect:
+            ops = list(self._operations.values())
+            return sum(d for d, _ in ops), sum(t for _, t in ops)
         tracker = self.spark.sparkContext.statusTracker()
         done = total = 0
         for job_id in tracker.getJobIdsForGroup(self.group):
@@ -78,10 +89,25 @@ class PassProgress:
                     total += stage.numTasks
         return done, total
 
+    def __call__(self, stages: Any, inflight_tasks: int, operation_id: str | None, done: bool) -> None:
+        """A Spark Connect progress handler: the session calls it with a query's stages in the thread that
+        runs the query, so a report from another thread is another pass's (or the user's). The server reports
+        every ``spark.connect.progress.reportInterval`` (a query shorter than that shows no tasks), and a
+        finished query's tasks all count as done."""
+        if threading.get_ident() != self._owner or operation_id is None:
+            return
+        stages = list(stages or ())
+        if stages:
+            self._operations[operation_id] = (sum(s.num_completed_tasks for s in stages),
+                                              sum(s.num_tasks for s in stages))
+        if done and operation_id in self._operations:  # the last report may predate the last tasks
+            total = self._operations[operation_id][1]
+            self._operations[operation_id] = (total, total)
+
     def status(self, state: str) -> PassStatus:
         try:
             done, total = self.tasks()
-        except Exception:  # the status tracker is best effort (a session stopping, Spark Connect)
+        except Exception:  # the status tracker is best effort (a session stopping)
             done = total = 0
         return PassStatus(self.name, self.section[0], self.section[1], self.bytes, time.monotonic() - self._started,
                           done, total, state)
@@ -104,8 +130,11 @@ class PassProgress:
 
     def __enter__(self) -> PassProgress:
         self._started = time.monotonic()
-        sc = self.spark.sparkContext
-        sc.setJobGroup(self.group, f"deltalog: clean {self.name}", interruptOnCancel=False)
+        self._owner = threading.get_ident()
+        self._tag = job_tag(self.spark, self.group, f"deltalog: clean {self.name}")
+        self._tag.__enter__()
+        if self.connect:
+            self.spark.registerProgressHandler(self)
         self._tell("started")
 
         def report() -> None:
@@ -121,6 +150,9 @@ class PassProgress:
         if self._thread is not None:
             self._thread.join()
         self._tell("finished" if exc[0] is None else "failed")
-        sc = self.spark.sparkContext
-        sc.setLocalProperty("spark.jobGroup.id", None)
-        sc.setLocalProperty("spark.job.description", None)
+        if self.connect:
+            try:
+                self.spark.removeProgressHandler(self)
+            except ValueError:  # already gone (the session's handlers were cleared)
+                pass
+        self._tag.__exit__(*exc)

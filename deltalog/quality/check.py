@@ -34,6 +34,7 @@ from deltalog.quality.frames import (
     partition_frame,
 )
 from deltalog.quality.suites import SAMPLE_LIMIT, Guarantee, across_clean_guarantees, partition_guarantees
+from deltalog.spark import connect_mode
 from deltalog.storage import join
 
 if TYPE_CHECKING:
@@ -191,12 +192,18 @@ class _Runner:
         suite = self.context.suites.add(gx.ExpectationSuite(name=name, expectations=[g.expectation for g in guarantees]))
         vd = self.context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch_definition,
                                                                               suite=suite))
+        # Great Expectations runs its SQL expectations (a temporary view of the batch) on its execution engine's
+        # session, which it otherwise looks up itself, a Spark Connect default session first: in a process that
+        # holds both kinds it would query another session's view. It is the DataFrame's own session.
+        self.source.get_execution_engine().spark = df.sparkSession
         # Every expectation scans the batch; the suite's data is read from the files once and kept in memory.
         cached = df.persist()
         try:
-            result = vd.run(batch_parameters={"dataframe": cached},
-                            result_format={"result_format": "COMPLETE", "unexpected_index_column_names": ["offset"],
-                                           "partial_unexpected_count": SAMPLE_LIMIT})
+            # Great Expectations builds its columns with pyspark.sql.functions: Connect ones only in Connect mode.
+            with connect_mode(df.sparkSession):
+                result = vd.run(batch_parameters={"dataframe": cached},
+                                result_format={"result_format": "COMPLETE", "unexpected_index_column_names": ["offset"],
+                                               "partial_unexpected_count": SAMPLE_LIMIT})
         finally:
             cached.unpersist()
         self.validations.append(result.to_json_dict())

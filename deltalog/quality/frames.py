@@ -7,21 +7,21 @@ is collected to the driver. Column names starting with ``_`` are deltalog's book
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from deltalog.errors import CorruptLogError
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
-from deltalog.log.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, TIMESTAMP, VALUE
-from deltalog.sql.reads import SPARK_SCHEMA_DDL, read_files
+from deltalog.log.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE
+from deltalog.spark import functions
+from deltalog.sql.reads import read_slices, storage_of
+from deltalog.sql.source import FILE_COLUMN, ROW_INDEX_COLUMN, file_slices
 from deltalog.storage import Storage, join
 
 FILE_RANK = "_file_rank"
-ROW_INDEX = "_row_index"
+ROW_INDEX = ROW_INDEX_COLUMN
 STAT_MIN = "_stat_min_offset"
 STAT_MAX = "_stat_max_offset"
 STAT_COUNT = "_stat_num_records"
@@ -85,52 +85,41 @@ def partition_frame(spark: SparkSession, log: PartitionLog, snap: LogSnapshot) -
     """Every row of a snapshot at or above the log start (and any row with a null offset), with the file
     it came from (``_file_rank``: the file's place in offset order), its position in that file, and the
     file's Delta stats, so the suites can check read order and stats against the data."""
-    ranks = [(os.path.normpath(os.path.join(log.uri, f.path)), i, f.min_offset, f.max_offset, f.num_records)
-             for i, f in enumerate(snap.files)]
-    if snap.files:
-        paths = [os.path.join(log.uri, f.path) for f in snap.files]
-        df = spark.read.schema(SPARK_SCHEMA_DDL).parquet(*paths).select(
-            "*", F.col("_metadata.file_path").alias("_file_path"), F.col("_metadata.row_index").alias(ROW_INDEX)
-        )
-    else:
-        df = read_files(spark, log.uri, []).select(
-            "*", F.lit(None).cast("string").alias("_file_path"), F.lit(None).cast("long").alias(ROW_INDEX)
-        )
-    # Spark gives a URI (``file:/dir/a%20b``); decode it back to the path ('+' is literal in Hadoop URIs).
-    local = F.url_decode(F.regexp_replace(F.regexp_replace("_file_path", r"^file:(//)?", ""), r"\+", "%2B"))
+    cols = [*RECORD_SCHEMA.names, FILE_COLUMN, ROW_INDEX]
+    # Every file, even one whose stats lie below the log start: a damaged file may hold null offsets.
+    slices = [s.narrowed(snap.log_start_offset, None) for s in file_slices(log.uri, snap.partition, snap.files)]
+    df = read_slices(spark, storage_of(log), slices, cols, keep_null_offsets=True)
+    ranks = [(f.path, i, f.min_offset, f.max_offset, f.num_records) for i, f in enumerate(snap.files)]
     stats = spark.createDataFrame(
-        ranks, f"_path string, {FILE_RANK} int, {STAT_MIN} long, {STAT_MAX} long, {STAT_COUNT} long"
+        ranks, f"{FILE_COLUMN} string, {FILE_RANK} int, {STAT_MIN} long, {STAT_MAX} long, {STAT_COUNT} long"
     )
-    start = snap.log_start_offset
-    return (
-        df.withColumn("_path", local)
-        .join(F.broadcast(stats), "_path", "left")
-        .where(F.col(OFFSET).isNull() | (F.col(OFFSET) >= start))
-        .drop("_path", "_file_path")
-    )
+    return df.join(stats.hint("broadcast"), FILE_COLUMN, "left").drop(FILE_COLUMN)
 
 
 def across_clean_frame(spark: SparkSession, log: PartitionLog, before: LogSnapshot, after: LogSnapshot) -> DataFrame:
     """The records before and after one clean, joined on offset: ``b_*`` / ``a_*`` columns, ``b_present`` /
     ``a_present``, and ``b_latest`` (the record is its key's latest before the clean)."""
+    sf = functions(spark)
     cols = [OFFSET, *CONTENT, DELETE_HORIZON]
+    storage = storage_of(log)
 
     def side(snap: LogSnapshot, prefix: str) -> DataFrame:
-        df = read_files(spark, log.uri, snap.files, cols).where(F.col(OFFSET) >= snap.log_start_offset)
-        return df.select(F.col(OFFSET), F.lit(True).alias(f"{prefix}present"),
-                         *[F.col(c).alias(prefix + c) for c in cols[1:]])
+        slices = file_slices(log.uri, snap.partition, snap.files, from_offset=snap.log_start_offset)
+        df = read_slices(spark, storage, slices, cols)
+        return df.select(sf.col(OFFSET), sf.lit(True).alias(f"{prefix}present"),
+                         *[sf.col(c).alias(prefix + c) for c in cols[1:]])
 
     b = side(before, "b_")
-    latest = b.where(F.col("b_key").isNotNull()).groupBy("b_key").agg(F.max(OFFSET).alias("_latest_offset"))
+    latest = b.where(sf.col("b_key").isNotNull()).groupBy("b_key").agg(sf.max(OFFSET).alias("_latest_offset"))
     b = b.join(latest, "b_key", "left").withColumn(
-        "b_latest", F.coalesce(F.col(OFFSET) == F.col("_latest_offset"), F.lit(False))
+        "b_latest", sf.coalesce(sf.col(OFFSET) == sf.col("_latest_offset"), sf.lit(False))
     ).drop("_latest_offset")
     a = side(after, "a_")
     joined = b.join(a, OFFSET, "full_outer")
     return joined.select(
         OFFSET,
-        F.coalesce("b_present", F.lit(False)).alias("b_present"),
-        F.coalesce("a_present", F.lit(False)).alias("a_present"),
-        F.coalesce("b_latest", F.lit(False)).alias("b_latest"),
-        *[F.col(p + c) for c in cols[1:] for p in ("b_", "a_")],
+        sf.coalesce("b_present", sf.lit(False)).alias("b_present"),
+        sf.coalesce("a_present", sf.lit(False)).alias("a_present"),
+        sf.coalesce("b_latest", sf.lit(False)).alias("b_latest"),
+        *[sf.col(p + c) for c in cols[1:] for p in ("b_", "a_")],
     )

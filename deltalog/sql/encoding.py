@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
 from pyspark.sql import Column
-from pyspark.sql import functions as F
 
 from deltalog.config import TopicConfig
 from deltalog.log.encoding import parse_schema
+from deltalog.spark import functions
 
 
 @dataclass(frozen=True)
@@ -24,11 +26,12 @@ class ColumnEncoding:
     encoding: str
     schema_text: str
 
-    def decode(self, col: Column) -> Column:
+    def decode(self, col: Column, sf: ModuleType) -> Column:
+        """``col`` decoded; ``sf`` is the session's functions module (:func:`deltalog.spark.functions`)."""
         if self.encoding == "string":
             return col.cast("string")
         if self.encoding == "json":
-            return F.from_json(col.cast("string"), parse_schema(self.schema_text), {"mode": "PERMISSIVE"})
+            return sf.from_json(col.cast("string"), parse_schema(self.schema_text), {"mode": "PERMISSIVE"})
         return col
 
 
@@ -37,11 +40,12 @@ def column_encodings(config: TopicConfig) -> tuple[ColumnEncoding, ColumnEncodin
             ColumnEncoding("value", config.value_encoding, config.value_schema))
 
 
-def decoded_columns(config: TopicConfig, columns: Sequence[str]) -> list[Column]:
-    """``columns`` as Spark columns, with ``key``/``value`` decoded per the topic's encodings."""
+def decoded_columns(spark: Any, config: TopicConfig, columns: Sequence[str]) -> list[Column]:
+    """``columns`` as columns of ``spark``'s session, with ``key``/``value`` decoded per the topic's encodings."""
+    sf = functions(spark)
     by_name = {e.column: e for e in column_encodings(config)}
     out = []
     for c in columns:
         enc = by_name.get(c)
-        out.append(enc.decode(F.col(c)).alias(c) if enc is not None else F.col(c))
+        out.append(enc.decode(sf.col(c), sf).alias(c) if enc is not None else sf.col(c))
     return out

@@ -1,23 +1,28 @@
-"""Reading partition tables with Spark, without delta-spark's JARs.
+"""Reading partition tables with Spark, without delta-spark's JARs or a Hadoop connector.
 
 The snapshot to read comes from delta-rs (:class:`~deltalog.log.partition_log.LogSnapshot`); Spark reads exactly
-those Parquet files with the partition schema. This is the one place that turns files into a Spark
-DataFrame, so SQL views, current state and data-quality checks all read the same way (the cleaner reads
-the same files with pyarrow inside its Spark tasks). On a cluster with delta-spark the same files are
-what ``spark.read.format("delta")`` would read at that version.
+those data files through deltalog's Python data source (:mod:`deltalog.sql.source`), whose tasks open them with
+the store's :class:`~deltalog.storage.Storage`, so the same read works on a local store and on object storage,
+on a classic session and on Spark Connect. This is the one place that turns files into a Spark DataFrame, so
+SQL views, current state and data-quality checks all read the same way (the cleaner reads the same files
+with pyarrow inside its Spark tasks). On a cluster with delta-spark the same files are what
+``spark.read.format("delta")`` would read at that version.
 """
 
 from __future__ import annotations
 
-import os
+import json
 from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from deltalog.log.delta import DataFile
-from deltalog.log.partition_log import LogSnapshot
+from deltalog.log.log_manager import LogManager
+from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import RECORD_SCHEMA
+from deltalog.spark import default_parallelism
+from deltalog.sql.source import SOURCE_NAME, STORAGE_OPTION_PREFIX, FileSlice, file_slices, register, spark_schema
+from deltalog.storage import Storage
 
 #: The partition table's schema in Spark's DDL (Spark reads file columns as nullable whatever it says).
 SPARK_SCHEMA_DDL = (
@@ -26,25 +31,49 @@ SPARK_SCHEMA_DDL = (
 )
 
 
-def read_files(spark: SparkSession, uri: str, files: Sequence[DataFile],
-               columns: Sequence[str] | None = None) -> DataFrame:
-    """The rows of ``files`` (data files of the table at ``uri``), only ``columns`` if given."""
+def read_slices(spark: SparkSession, storage: Storage, slices: Sequence[FileSlice], columns: Sequence[str], *,
+                keep_null_offsets: bool = False) -> DataFrame:
+    """The wanted rows of ``slices`` (files of tables under ``storage``'s root) as one DataFrame of
+    ``columns``: partition-table columns and ``partition``, ``_file``, ``_row_index``
+    (:mod:`deltalog.sql.source`). Rows with a null offset are left out unless ``keep_null_offsets``."""
+    schema = spark_schema(columns)
+    if not slices:
+        return spark.createDataFrame([], schema)
+    register(spark)
+    options = {
+        "root": storage.root,
+        "columns": ",".join(columns),
+        "slices": json.dumps([s.to_list() for s in slices], separators=(",", ":")),
+        "keep_null_offsets": str(keep_null_offsets).lower(),
+        "parallelism": str(default_parallelism(spark)),
+    }
+    options.update({STORAGE_OPTION_PREFIX + k.lower(): v for k, v in storage.options.items()})
+    return spark.read.format(SOURCE_NAME).schema(schema).options(**options).load()
+
+
+def read_files(spark: SparkSession, storage: Storage, table: str, files: Sequence[DataFile],
+               columns: Sequence[str] | None = None, *, partition: int = 0) -> DataFrame:
+    """Every row of ``files`` (data files of the table at ``table``), only ``columns`` if given."""
     cols = list(columns) if columns is not None else RECORD_SCHEMA.names
-    if not files:
-        return spark.createDataFrame([], SPARK_SCHEMA_DDL).select(*cols)
-    paths = [os.path.join(uri, f.path) for f in files]
-    return spark.read.schema(SPARK_SCHEMA_DDL).parquet(*paths).select(*cols)
+    return read_slices(spark, storage, file_slices(table, partition, files), cols)
 
 
-def read_snapshot(spark: SparkSession, uri: str, snapshot: LogSnapshot,
+def read_snapshot(spark: SparkSession, storage: Storage, table: str, snapshot: LogSnapshot,
                   columns: Sequence[str] | None = None, from_offset: int | None = None) -> DataFrame:
     """A partition at one snapshot as a DataFrame: records at or above the log start (and ``from_offset``).
 
-    Files entirely below the start are skipped by their stats; the row filter drops the rest.
+    Files entirely below the start are skipped by their stats; the tasks drop the rest.
     """
     start = max(snapshot.log_start_offset, from_offset or 0)
-    files = snapshot.files_from(start)
-    wanted = list(columns) if columns is not None else RECORD_SCHEMA.names
-    read_cols = wanted if "offset" in wanted else [*wanted, "offset"]
-    df = read_files(spark, uri, files, read_cols).where(F.col("offset") >= start)
-    return df.select(*wanted)
+    cols = list(columns) if columns is not None else RECORD_SCHEMA.names
+    return read_slices(spark, storage, file_slices(table, snapshot.partition, snapshot.files, from_offset=start),
+                       cols)
+
+
+def storage_of(owner: LogManager | PartitionLog) -> Storage:
+    """The :class:`Storage` a store's (or one partition's) files are read through: its own when it has one,
+    else one rooted at its directory."""
+    storage = getattr(owner, "storage", None)
+    if isinstance(storage, Storage):
+        return storage
+    return Storage(owner.root if isinstance(owner, LogManager) else owner.uri)

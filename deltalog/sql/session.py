@@ -1,9 +1,13 @@
-"""The embedded Spark session, for when the caller brings none.
+"""The embedded Spark session, for when the caller brings none, and what deltalog needs of any session.
 
 Library code never builds a session on its own initiative when one is given (delta-spark's and chispa's
-habit): :class:`~deltalog.store.Store` takes ``spark=``; only when it is ``None`` and a Spark job is
-about to run does it ask :func:`local_session` for the embedded default, a local session with the UI off
-and few shuffle partitions. Nothing here needs delta-spark's JARs: Delta commits go through delta-rs.
+habit): :class:`~deltalog.store.Store` takes ``spark=`` and uses it as it is, classic or Spark Connect; only
+when it is ``None`` and a Spark job is about to run does it ask :func:`local_session` for the embedded
+default. Spark's own convention picks its kind: with ``SPARK_REMOTE`` set (``local[2]``, ``sc://host:port``)
+it is a Spark Connect session, else a classic local session with the UI off and few shuffle partitions.
+Nothing here needs delta-spark's JARs: Delta commits go through delta-rs.
+
+Every Spark job of deltalog runs on both kinds (:mod:`deltalog.spark` says what differs).
 """
 
 from __future__ import annotations
@@ -13,8 +17,11 @@ import logging
 import os
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
+
+from deltalog.spark import default_parallelism, is_connect, job_tag
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -47,10 +54,17 @@ PYSPARK_QUERY_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
 def local_session(master: str | None = None, conf: dict[str, Any] | None = None,
                   app_name: str = "deltalog") -> SparkSession:
-    """Get or create the embedded local session (``local[2]`` unless ``DELTALOG_SPARK_MASTER`` says else).
+    """Get or create the embedded session.
+
+    With ``SPARK_REMOTE`` set it is a Spark Connect session to that address (``local[N]`` starts a local
+    Connect server in this process with ``conf``; for ``sc://...`` only runtime ``spark.sql.*`` settings are
+    sent), and ``master`` is ignored: a Connect session has none. Otherwise a classic session on ``master``
+    (``local[2]`` unless ``DELTALOG_SPARK_MASTER`` says else). An active session of either kind is returned
+    as it is.
 
     With ``$DELTALOG_SPARK_OUTPUT`` set, a session created here sends Spark's own output to that file (see
-    :data:`SPARK_OUTPUT_ENV`)."""
+    :data:`SPARK_OUTPUT_ENV`).
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     _let_workers_import_deltalog()
@@ -59,17 +73,36 @@ def local_session(master: str | None = None, conf: dict[str, Any] | None = None,
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    builder = SparkSession.builder.appName(app_name).master(
-        master or os.environ.get("DELTALOG_SPARK_MASTER", "local[2]")
-    )
-    for k, v in {**DEFAULT_SPARK_CONF, **(conf or {})}.items():
+    settings = {**DEFAULT_SPARK_CONF, **(conf or {})}
+    remote = os.environ.get("SPARK_REMOTE", "").strip()
+    if remote:
+        builder = SparkSession.builder.remote(remote).appName(app_name)
+        if not remote.startswith("local"):
+            # A server somewhere else: its static settings (memory, UI) are its own; sending them only warns.
+            settings = {k: v for k, v in settings.items() if k.startswith("spark.sql.")}
+    else:
+        builder = SparkSession.builder.appName(app_name).master(
+            master or os.environ.get("DELTALOG_SPARK_MASTER", "local[2]")
+        )
+    for k, v in settings.items():
         builder = builder.config(k, str(v))
     target = os.environ.get(SPARK_OUTPUT_ENV) or None
-    with _jvm_output_to(target):
+    with warnings.catch_warnings(), _jvm_output_to(target):
+        # remote("local[N]") starts its server with every setting, then pyspark sets them on the new Connect
+        # session too and warns for each static one ("Failed to set spark.ui.enabled"): nothing failed.
+        warnings.filterwarnings("ignore", message="Failed to set spark[.]", category=UserWarning)
         session = builder.getOrCreate()
     if target is not None:
         _pyspark_query_logs_to(target)
-    session.sparkContext.setLogLevel(os.environ.get("DELTALOG_SPARK_LOG_LEVEL", "ERROR"))
+    level = os.environ.get("DELTALOG_SPARK_LOG_LEVEL", "ERROR")
+    if not is_connect(session):
+        session.sparkContext.setLogLevel(level)
+    elif remote.startswith("local"):
+        from pyspark import SparkContext
+
+        server = SparkContext._active_spark_context  # the local Connect server runs in this process's JVM
+        if server is not None:
+            server.setLogLevel(level)
     if os.environ.get("DELTALOG_WARM_WORKERS", "1") != "0":
         warm_python_workers(session)
     return session
@@ -122,39 +155,49 @@ def _let_workers_import_deltalog() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([parent, *paths])
 
 
-#: Spark job group of the job that starts the cleaner's Python workers.
+#: Spark job tag (and, on a classic session, job group) of the job that starts the cleaner's Python workers.
 WARM_JOB_GROUP = "deltalog-warm-workers"
 
 
-def warm_python_workers(session: SparkSession) -> threading.Thread:
+class _WarmUp(threading.Thread):
+    """The warm-up job in its thread; ``workers`` is how many of its tasks ran the cleaner's code (None
+    until it ends, or when it failed)."""
+
+    workers: int | None = None
+
+
+def warm_python_workers(session: SparkSession) -> _WarmUp:
     """Start the cleaner's Python workers in the background, one per core.
 
     A cleaning pass runs deltalog's own code in Spark's Python workers; the first pass in a session
     otherwise waits ~1.5 s for them to start and import numpy and pyarrow (measured on 2 cores). The
     embedded session starts them while the caller does other work (opening the store, appending). The job
-    is tiny and its failure is harmless: the pass would start the workers itself.
+    is tiny (a ``mapInArrow`` over one row a task) and its failure is harmless: the pass would start the
+    workers itself.
     """
 
     def run() -> None:
         try:
-            sc = session.sparkContext
-            n = max(sc.defaultParallelism, 1)
-            sc.setJobGroup(WARM_JOB_GROUP, "deltalog: starting the cleaner's Python workers")
-            sc.parallelize(range(n), n).mapPartitions(_warm_worker).count()
+            n = default_parallelism(session)
+            with job_tag(session, WARM_JOB_GROUP, "deltalog: starting the cleaner's Python workers"):
+                rows = session.range(0, n, numPartitions=n).mapInArrow(_warm_worker, "warmed long").collect()
+            thread.workers = sum(r["warmed"] for r in rows)
         except Exception:  # noqa: BLE001 - a session stopped meanwhile, or no Python workers: the pass starts them
             pass
 
-    thread = threading.Thread(target=run, name="deltalog-warm-workers", daemon=True)
+    thread = _WarmUp(target=run, name="deltalog-warm-workers", daemon=True)
     thread.start()
     return thread
 
 
-def _warm_worker(_rows: object) -> object:
+def _warm_worker(batches: Iterator[Any]) -> Iterator[Any]:
     """Import and run the cleaner's task code once on three keys (numpy, pyarrow, the vectorized hash)."""
     import pyarrow as pa  # this function runs in a Spark worker: everything it imports is for the worker
 
     from deltalog.cleaner import offset_map, recopy  # noqa: F401 - imported for the worker's module cache
     from deltalog.cleaner.key_hash import key_hashes
 
+    for _ in batches:
+        pass
     key_hashes(pa.array([b"a", b"bb", b"a" * 40]))
-    yield 0
+    yield pa.RecordBatch.from_pydict({"warmed": [1]}, schema=pa.schema([pa.field("warmed", pa.int64())]))

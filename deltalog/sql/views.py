@@ -37,14 +37,16 @@ import re
 from collections.abc import Iterable
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from deltalog.errors import InvalidTopicError
 from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, SEGMENT, TIMESTAMP, VALUE
+from deltalog.spark import functions
 from deltalog.sql.encoding import decoded_columns
-from deltalog.sql.reads import read_files, read_snapshot
+from deltalog.sql.reads import read_slices, storage_of
+from deltalog.sql.source import file_slices
+from deltalog.storage import Storage
 
 PARTITION = "partition"
 CURRENT_SUFFIX = "_current"
@@ -78,50 +80,54 @@ def _snapshots(logs: LogManager, topic: str) -> list[tuple[PartitionLog, LogSnap
     return [(log, log.snapshot()) for log in logs.logs(topic)]
 
 
-def _partition_log(spark: SparkSession, log: PartitionLog, snap: LogSnapshot) -> DataFrame:
-    df = read_snapshot(spark, log.uri, snap)
-    return df.select(F.lit(snap.partition).alias(PARTITION), *[F.col(c) for c in LOG_COLUMNS[1:]])
-
-
 def log_frame(logs: LogManager, spark: SparkSession, topic: str, *, decode: bool = True) -> DataFrame:
     """Every record of every partition of ``topic`` (latest snapshots), with a ``partition`` column."""
     config = logs.topic_config(topic)
-    parts = [_partition_log(spark, log, snap) for log, snap in _snapshots(logs, topic)]
-    df = _union(parts)
-    return df.select(*decoded_columns(config, LOG_COLUMNS)) if decode else df
+    slices = [s for log, snap in _snapshots(logs, topic)
+              for s in file_slices(log.uri, snap.partition, snap.files, from_offset=snap.log_start_offset)]
+    df = read_slices(spark, storage_of(logs), slices, LOG_COLUMNS)
+    return df.select(*decoded_columns(spark, config, LOG_COLUMNS)) if decode else df
 
 
 def partition_current_state(spark: SparkSession, log: PartitionLog, snap: LogSnapshot) -> DataFrame:
     """The latest non-tombstone record per key of one partition snapshot, raw (undecoded) columns."""
-    start = snap.log_start_offset
-    first_dirty = max(snap.first_dirty_offset, start)
-    cols = [OFFSET, KEY, VALUE, HEADERS, TIMESTAMP]
-    live = snap.files_from(start)
-    # Clean section: unique keys already. A file of tombstones only cannot contribute (stats: null count).
-    clean_files = [f for f in live if f.min_offset < first_dirty and f.tombstones < f.num_records]
-    tail_files = [f for f in live if f.max_offset >= first_dirty]
-    offset, key, value = F.col(OFFSET), F.col(KEY), F.col(VALUE)
-    clean = read_files(spark, log.uri, clean_files, cols).where(
-        (offset >= start) & (offset < first_dirty) & key.isNotNull() & value.isNotNull()
+    return _current_state(spark, storage_of(log), [(log, snap)])
+
+
+def _current_state(spark: SparkSession, storage: Storage, parts: list[tuple[PartitionLog, LogSnapshot]]) -> DataFrame:
+    """The current state of partition snapshots, raw columns: one read of every clean section and one of every
+    dirty tail, whatever the number of partitions (keys are partition-local, so the tail is keyed by both)."""
+    clean_slices, tail_slices = [], []
+    tail_bytes = 0
+    for log, snap in parts:
+        start = snap.log_start_offset
+        first_dirty = max(snap.first_dirty_offset, start)
+        live = snap.files_from(start)
+        # Clean section: unique keys already. A file of tombstones only cannot contribute (stats: null count).
+        clean_files = [f for f in live if f.min_offset < first_dirty and f.tombstones < f.num_records]
+        tail_files = [f for f in live if f.max_offset >= first_dirty]
+        clean_slices += file_slices(log.uri, snap.partition, clean_files, from_offset=start, to_offset=first_dirty)
+        tail_slices += file_slices(log.uri, snap.partition, tail_files, from_offset=first_dirty)
+        tail_bytes += sum(f.size_bytes for f in tail_files)
+    sf = functions(spark)
+    cols = list(STATE_COLUMNS)
+    key, value = sf.col(KEY), sf.col(VALUE)
+    clean = read_slices(spark, storage, clean_slices, cols).where(key.isNotNull() & value.isNotNull())
+    if not tail_slices:
+        return clean
+    tail = read_slices(spark, storage, tail_slices, cols).where(key.isNotNull())
+    latest = (
+        tail.groupBy(PARTITION, KEY)
+        .agg(sf.max_by(sf.struct(*[sf.col(c) for c in cols]), sf.col(OFFSET)).alias("r"))
+        .select("r.*")
     )
-    if tail_files:
-        tail = read_files(spark, log.uri, tail_files, cols).where((offset >= first_dirty) & key.isNotNull())
-        latest = (
-            tail.groupBy(KEY)
-            .agg(F.max_by(F.struct(*[F.col(c) for c in cols]), offset).alias("r"))
-            .select("r.*")
-        )
-        tail_keys = latest.select(KEY)
-        if sum(f.size_bytes for f in tail_files) <= BROADCAST_TAIL_BYTES:
-            tail_keys = F.broadcast(tail_keys)
-        if clean_files:
-            clean = clean.join(tail_keys, KEY, "left_anti").select(*cols)
-            state = clean.unionByName(latest.where(value.isNotNull()))
-        else:
-            state = latest.where(value.isNotNull())
-    else:
-        state = clean
-    return state.select(F.lit(snap.partition).alias(PARTITION), *[F.col(c) for c in cols])
+    if not clean_slices:
+        return latest.where(value.isNotNull())
+    tail_keys = latest.select(PARTITION, KEY)
+    if tail_bytes <= BROADCAST_TAIL_BYTES:
+        tail_keys = tail_keys.hint("broadcast")
+    clean = clean.join(tail_keys, [PARTITION, KEY], "left_anti").select(*cols)
+    return clean.unionByName(latest.where(value.isNotNull()))
 
 
 def current_state(logs: LogManager, spark: SparkSession, topic: str, *, decode: bool = True) -> DataFrame:
@@ -131,15 +137,8 @@ def current_state(logs: LogManager, spark: SparkSession, topic: str, *, decode: 
     stays correct and cheap at every stage of compaction.
     """
     config = logs.topic_config(topic)
-    df = _union([partition_current_state(spark, log, snap) for log, snap in _snapshots(logs, topic)])
-    return df.select(*decoded_columns(config, STATE_COLUMNS)) if decode else df
-
-
-def _union(parts: list[DataFrame]) -> DataFrame:
-    df = parts[0]
-    for p in parts[1:]:
-        df = df.unionByName(p)
-    return df
+    df = _current_state(spark, storage_of(logs), _snapshots(logs, topic))
+    return df.select(*decoded_columns(spark, config, STATE_COLUMNS)) if decode else df
 
 
 # -- SQL ---------------------------------------------------------------------------------------------------
