@@ -16,7 +16,7 @@ Cleaning goes through the one cleaning loop (:class:`~deltalog.cleaner.log_clean
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from deltalog.cleaner import metrics
@@ -26,7 +26,7 @@ from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.clock import Clock, WallClock
 from deltalog.config import CleanerConfig, TopicConfig
 from deltalog.describe import PartitionState, TopicDescription
-from deltalog.errors import InvalidArgumentError, InvalidConfigError
+from deltalog.errors import InvalidArgumentError, InvalidConfigError, InvalidRecordError, shown
 from deltalog.log import arrow_records
 from deltalog.log.lease import LeaseManager
 from deltalog.log.log_manager import (
@@ -51,15 +51,30 @@ if TYPE_CHECKING:
 __all__ = ["STAGING_DIR", "STATE_DIR", "TOPICS_DIR", "Store", "validate_topic_name"]
 
 
+#: Linux's NAME_MAX and PATH_MAX (a store path may hold a 249-character topic and more beneath it).
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 4096
+
+
 def _store_root(root: object) -> str:
     if not isinstance(root, (str, os.PathLike)):
         raise InvalidArgumentError(f"a store root must be a path (str or os.PathLike), not {type(root).__name__}")
     text = os.fspath(root)
     if not isinstance(text, str) or not text.strip():
         raise InvalidArgumentError(
-            f"a store root must be a non-empty path such as './deltalog-store' or '/data/store', not {text!r}"
+            f"a store root must be a non-empty path such as './deltalog-store' or '/data/store', not {shown(text)}"
         )
-    return os.path.abspath(text)
+    if "\x00" in text:
+        raise InvalidArgumentError(f"a store root cannot contain a NUL character: {shown(text)}")
+    path = os.path.abspath(text)
+    # Checked before anything is created: os.makedirs would create the first directories of a path and then fail.
+    too_long = [part for part in path.split(os.sep) if len(os.fsencode(part)) > MAX_NAME_BYTES]
+    if too_long or len(os.fsencode(path)) >= MAX_PATH_BYTES:
+        what = (f"its component {shown(too_long[0], 40)} is {len(os.fsencode(too_long[0]))} bytes long" if too_long
+                else f"it is {len(os.fsencode(path))} bytes long")
+        raise InvalidArgumentError(f"a store root must be a path the filesystem can hold (names of at most "
+                                   f"{MAX_NAME_BYTES} bytes, {MAX_PATH_BYTES - 1} in all): {what}")
+    return path
 
 
 class Store:
@@ -74,11 +89,17 @@ class Store:
         config: Mapping[str, Any] | None = None,
     ) -> None:
         self.root = _store_root(root)
+        if clock is not None and not callable(getattr(clock, "now_ms", None)):
+            raise InvalidArgumentError(f"clock must be a deltalog Clock (with now_ms()), such as ManualClock(0), "
+                                       f"not {shown(clock)}")
         self.clock: Clock = clock or WallClock()
         self.config = CleanerConfig.from_properties(validate_config_mapping(config, "store config"))
         self._spark = spark
         #: The registry of topics and partition logs every service works on.
-        self.log_manager = LogManager(self.root, self.clock)
+        try:
+            self.log_manager = LogManager(self.root, self.clock)
+        except OSError as e:  # a file where the store should be, a name too long, no permission, ...
+            raise InvalidArgumentError(f"cannot use {self.root} as a store: {e.strerror or e}") from None
 
     def __repr__(self) -> str:
         return f"Store({self.root!r})"
@@ -151,6 +172,11 @@ class Store:
         if isinstance(records, Record):
             records = [records]
         if not arrow_records.is_arrow(records):
+            if isinstance(records, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(records, Iterable):
+                raise InvalidRecordError(
+                    f"records must be a list of deltalog.Record or a pyarrow Table/RecordBatch, not "
+                    f"{type(records).__name__} {shown(records, 60)}"
+                )
             records = list(records)
         return self.log(topic, partition).append(records, self.clock.now_ms())
 
@@ -177,10 +203,12 @@ class Store:
         elif from_offset == "latest":
             from_offset = log.head().log_end_offset
         elif isinstance(from_offset, bool) or not isinstance(from_offset, int):
-            raise InvalidConfigError(f"from_offset must be an int, 'earliest' or 'latest', not {from_offset!r}")
+            raise InvalidConfigError(f"from_offset must be an int, 'earliest' or 'latest', not {shown(from_offset)}")
         if max_records is not None and (isinstance(max_records, bool) or not isinstance(max_records, int)
                                         or max_records < 0):
-            raise InvalidConfigError(f"max_records must be None or an int >= 0, not {max_records!r}")
+            raise InvalidConfigError(f"max_records must be None or an int >= 0, not {shown(max_records)}")
+        if max_records is not None and max_records >= 2**63:  # more than any partition holds; Arrow takes int64
+            max_records = None
         return log.read(from_offset, max_records)
 
     # -- state ----------------------------------------------------------------------------------------
