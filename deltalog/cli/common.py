@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from deltalog.errors import NoStoreError, UsageError
-from deltalog.store import TOPICS_DIR, Store
+from deltalog.store import TOPICS_DIR, Store, _store_root
 
 STORE_ENV = "DELTALOG_STORE"
 DEFAULT_STORE = "./deltalog-store"
@@ -48,14 +48,22 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
 
 
 def store_path(args: argparse.Namespace) -> str:
-    """The ``--store`` given, else ``$DELTALOG_STORE``, else ``./deltalog-store``."""
-    return getattr(args, "store", None) or os.environ.get(STORE_ENV) or DEFAULT_STORE
+    """The ``--store`` given, else ``$DELTALOG_STORE``, else ``./deltalog-store``. An empty ``--store`` (or
+    ``$DELTALOG_STORE``) is an error, not the default: ``--store "$UNSET_VARIABLE"`` must not pick a store."""
+    given = getattr(args, "store", None)
+    if given is None:
+        given = os.environ.get(STORE_ENV)
+        if given is not None and not given.strip():
+            raise UsageError(f"${STORE_ENV} is set but empty; set it to the store's path, or unset it")
+    elif not given.strip():
+        raise UsageError("--store is empty; give the store's path, e.g. --store ./deltalog-store")
+    return given or DEFAULT_STORE
 
 
 def open_store(args: argparse.Namespace, *, create: bool = False) -> Store:
     """The store the command works on. Commands that only read pass ``create=False`` so that a typo in
     ``--store`` is an error rather than a new, empty store."""
-    path = store_path(args)
+    path = _store_root(store_path(args))  # a path no filesystem can hold is refused as such, before any look
     if not create and not os.path.isdir(os.path.join(path, TOPICS_DIR)):
         raise NoStoreError(
             f"no deltalog store at {os.path.abspath(path)}; create a topic first "

@@ -13,6 +13,7 @@ import sys
 
 import deltalog.cli.common as common
 from deltalog.cli.jsonlines import records_from_lines
+from deltalog.errors import InvalidRecordError
 from deltalog.log.partition_log import validate_records
 
 DEFAULT_BATCH_SIZE = 10_000
@@ -54,11 +55,19 @@ def produce(args: argparse.Namespace) -> int:
         raise common.UsageError(f"--batch-size must be >= 1, not {args.batch_size}")
     store = common.open_store(args)
     log = store.log(args.topic, args.partition)  # fail on an unknown topic/partition before reading input
-    if args.file:
-        with open(args.file, encoding="utf-8") as f:
-            records = list(records_from_lines(f, args.file))
-    else:
-        records = list(records_from_lines(sys.stdin, "stdin"))
+    if args.file is not None and (not args.file.strip() or "\x00" in args.file):
+        raise common.UsageError(f"--file {args.file!r} is not a file name; give the path of a file of JSON lines, or "
+                                "leave --file out to read standard input")
+    source = args.file or "stdin"
+    try:
+        if args.file is not None:
+            with open(args.file, encoding="utf-8") as f:
+                records = list(records_from_lines(f, args.file))
+        else:
+            records = list(records_from_lines(sys.stdin, "stdin"))
+    except UnicodeDecodeError as e:
+        raise InvalidRecordError(f"{source} is not UTF-8 text ({e.reason} at byte {e.start} of a read); records "
+                                 "are JSON lines, with binary keys and values as key_b64 / value_b64") from None
     validate_records(records, log.head().config, args.topic)
     offsets: list[int] = []
     for i in range(0, len(records), args.batch_size):

@@ -68,7 +68,9 @@ def sql(args: argparse.Namespace) -> int:
         columns = df.columns
         rows = df.limit(args.max_rows + 1).collect()  # the query's result, not a partition's records
     except PySparkException as e:
-        print(f"deltalog: error: {str(e).splitlines()[0]}", file=sys.stderr)
+        # Spark's parse errors start with an empty line: show the first line that says something.
+        first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        print(f"deltalog: error: {first}", file=sys.stderr)
         return 1
     more = len(rows) > args.max_rows
     rows = rows[: args.max_rows]
