@@ -218,3 +218,24 @@ def test_full_size_concurrency(harness, full_size):
     assert not out.problems, out.problems[:5]
     assert out.job_exit_codes == [0, 0]
 
+
+def test_sigterm_to_the_job_mid_pass_marks_nothing_uncleanable(tmp_path, harness):
+    """Ctrl-C in a terminal, or a service manager's stop, signals the job's whole process group: Spark's JVM
+    then stops its context under the running pass. That pass was interrupted, not failed: its partition must
+    not be marked uncleanable (found by the concurrency run, which stops its jobs that way)."""
+    import os
+    import signal
+
+    from deltalog.reliability.harness import JOB_READY, _wait_exit
+
+    harness._dirty_everything(harness._kill_dir())
+    proc, logfile = harness._start_cleaner("job", "sigterm")
+    assert harness._wait_for(logfile, "cleaning crash-", proc, 600) is not None, logfile.read_text()[-3000:]
+    assert JOB_READY in logfile.read_text()
+    os.killpg(proc.pid, signal.SIGTERM)
+    assert _wait_exit(proc, 300)
+    harness._kill_group(proc)
+    text = logfile.read_text(errors="replace")
+    assert proc.returncode == 0, text[-3000:]
+    assert "cut short because the cleaner is stopping" in text or "Cleaned log" in text, text[-3000:]
+    assert harness.store().log_cleaner().manager.uncleanable_partitions() == set(), text[-3000:]
