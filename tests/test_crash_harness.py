@@ -12,12 +12,19 @@ from __future__ import annotations
 
 import itertools
 import json
+from datetime import datetime, timezone
 
 import pytest
 
 from deltalog import Record, Store
 from deltalog.log import delta
-from deltalog.reliability.harness import CLEANER_BOUNDARIES, CLEANER_ENTRIES, PRODUCER_BOUNDARIES, Harness
+from deltalog.reliability.figures import Run, main, render
+from deltalog.reliability.harness import (
+    CLEANER_ENTRIES,
+    Harness,
+    cleaner_boundary_plan,
+    producer_boundary_plan,
+)
 from deltalog.reliability.model import (
     ID_HEADER,
     Producer,
@@ -170,6 +177,10 @@ def test_killed_producers_lose_nothing(harness):
     assert any(o.where == "at append:after-commit #3" for o in outcomes)
     what, problems = harness.recover_after_producer_kills()
     assert problems == [], problems
+    report = render(Run(datetime.now(timezone.utc), {}, producer_kills=outcomes, producer_recovery=(what, problems),
+                        orphaned_files=harness.orphaned_files()))
+    assert "| producers killed at an append/roll commit boundary | 2 | 2 | 2 |" in report, report
+    assert "**Records lost: 0**" in report and "| boundary | at append:after-commit #3 | 1 | 1 of 1 |" in report
 
 
 def test_killed_cleaner_runs_lose_nothing_and_the_next_pass_completes(harness):
@@ -180,6 +191,9 @@ def test_killed_cleaner_runs_lose_nothing_and_the_next_pass_completes(harness):
     _assert_survived(outcomes[:1], expect_killed=False)
     assert [o.where.split(" (")[0] for o in outcomes[1:]] == ["at clean:after-commit #1", "at clean:before-commit #2"]
     assert all(o.next_pass.startswith(("1 ", "2 ", "3 ", "4 ")) for o in outcomes[1:]), [o.next_pass for o in outcomes]
+    report = render(Run(datetime.now(timezone.utc), {}, cleaner_kills=outcomes))
+    assert "| cleaner runs killed at a cleaning/retention commit boundary | 2 | 2 | 2 |" in report, report
+    assert "| clean:before-commit@2 | cli | 1 | 1 | 1 of 1 |" in report, report
 
 
 @pytest.mark.slow
@@ -188,6 +202,9 @@ def test_producers_and_two_cleaner_jobs_together(harness):
     assert not out.problems, out.problems[:5]
     assert out.records_acked > 0 and sum(out.passes) > 0, out
     assert out.job_exit_codes == [0, 0]
+    report = render(Run(datetime.now(timezone.utc), {}, concurrency=out))
+    assert f"| records acknowledged | {out.records_acked:,} in {out.batches_acked:,} batches |" in report, report
+    assert "| **lost, changed, duplicated, out of order** | **0, 0, 0, 0** |" in report, report
 
 
 @pytest.mark.slow
@@ -195,17 +212,14 @@ def test_full_size_kills(harness, full_size):
     """At least 30 kills of each kind: producers at random moments and at each append/roll commit boundary;
     cleaner runs through each entry point at random moments and at each cleaning/retention commit boundary."""
     producer_random = [harness.producer_kill() for _ in range(FULL_KILLS)]
-    boundaries = itertools.cycle(PRODUCER_BOUNDARIES)
-    producer_boundary = [harness.producer_kill(f"{next(boundaries)}@{1 + i % 5}") for i in range(FULL_KILLS)]
+    producer_boundary = [harness.producer_kill(boundary) for boundary in producer_boundary_plan(FULL_KILLS)]
     _, problems = harness.recover_after_producer_kills()
     assert problems == []
     entries = itertools.cycle(CLEANER_ENTRIES)
     cleaner_random = []
     while sum(o.killed for o in cleaner_random) < FULL_KILLS and len(cleaner_random) < 2 * FULL_KILLS:
         cleaner_random.append(harness.cleaner_kill(next(entries)))
-    combos = itertools.cycle(itertools.product(CLEANER_BOUNDARIES, CLEANER_ENTRIES))
-    cleaner_boundary = [harness.cleaner_kill(entry, point) for point, entry in
-                        (next(combos) for _ in range(FULL_KILLS))]
+    cleaner_boundary = [harness.cleaner_kill(entry, point) for entry, point in cleaner_boundary_plan(FULL_KILLS)]
     _assert_survived(producer_boundary + cleaner_boundary)
     _assert_survived(producer_random + cleaner_random, expect_killed=False)
     assert sum(o.killed for o in producer_random) >= FULL_KILLS * 2 // 3
@@ -239,3 +253,14 @@ def test_sigterm_to_the_job_mid_pass_marks_nothing_uncleanable(tmp_path, harness
     assert proc.returncode == 0, text[-3000:]
     assert "cut short because the cleaner is stopping" in text or "Cleaned log" in text, text[-3000:]
     assert harness.store().log_cleaner().manager.uncleanable_partitions() == set(), text[-3000:]
+
+
+def test_the_figures_command_writes_the_report(tmp_path):
+    """``python -m deltalog.reliability`` end to end on its fastest part (the kills and the concurrency run
+    render through the same code in the tests above)."""
+    out = tmp_path / "RELIABILITY.md"
+    assert main(["--examples", "10", "--skip", "kills", "--skip", "concurrency", "--out", str(out),
+                 "--workdir", str(tmp_path / "work")]) == 0
+    text = out.read_text()
+    assert text.startswith("# Reliability\n") and "`python -m deltalog.reliability --examples 10 --skip kills" in text
+    assert "| command line | 10 |" in text and "## Damage" in text and "**FAILED**" not in text

@@ -50,6 +50,7 @@ from deltalog.reliability.model import (
     verify,
     verify_compacted,
 )
+from deltalog.reliability.model import wall_ms as model_wall_ms
 from deltalog.reliability.worker import READY
 
 #: What the job and ``deltalog cleaner run`` log once their Spark session is up and the first cycle starts.
@@ -87,6 +88,18 @@ CLEANER_ENTRIES = ("cli", "job", "api")
 CLEANER_BOUNDARIES = ("clean:before-commit@1", "clean:after-commit@1", "clean:before-commit@2",
                       "clean:after-commit@2", "retention:before-commit@1", "retention:after-commit@1")
 PRODUCER_BOUNDARIES = ("append:before-commit", "append:after-commit", "roll:before-commit", "roll:after-commit")
+
+
+def cleaner_boundary_plan(kills: int) -> list[tuple[str, str]]:
+    """``kills`` (entry point, boundary) pairs that take every pair in turn, varying both from the first kill on
+    (18 kills cover the 6 boundaries x 3 entry points)."""
+    b, e = len(CLEANER_BOUNDARIES), len(CLEANER_ENTRIES)
+    return [(CLEANER_ENTRIES[(i + i // b) % e], CLEANER_BOUNDARIES[i % b]) for i in range(kills)]
+
+
+def producer_boundary_plan(kills: int) -> list[str]:
+    """``kills`` producer boundaries: each append/roll boundary in turn, at its 1st to 5th occurrence."""
+    return [f"{PRODUCER_BOUNDARIES[i % len(PRODUCER_BOUNDARIES)]}@{1 + i % 5}" for i in range(kills)]
 
 
 def _package_parent() -> str:
@@ -128,6 +141,7 @@ class ConcurrencyOutcome:
     segments_deleted: int
     files_vacuumed: int
     job_exit_codes: list[int | None]
+    drain_seconds: float = 0.0  # after the producers stopped, until both jobs found nothing left to clean
     verification: Verification | None = None
     recovery: Verification | None = None
     problems: list[str] = field(default_factory=list)
@@ -432,6 +446,15 @@ class Harness:
                 problems.append("a producer did not finish")
                 self._kill_group(proc)
         elapsed = time.monotonic() - t0
+        # Let the jobs catch up before stopping them: each must finish a cycle that started after the last append
+        # and found nothing left to clean (a SIGTERM mid-pass is tested on its own).
+        caught_up_after = model_wall_ms()
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and not all(
+                any(c["started_ms"] >= caught_up_after and c["passes"] == 0 for c in _job_cycles(logfile))
+                or _exited(proc) for proc, logfile in started):
+            time.sleep(0.2)
+        drained = time.monotonic() - t0 - elapsed
         for proc, _ in started:
             if not _exited(proc):
                 os.killpg(proc.pid, signal.SIGTERM)  # unreaped: the group is still this job's
@@ -457,7 +480,7 @@ class Harness:
             lost_races=sum(len(c["lost_races"]) for cs in cycles for c in cs),
             segments_deleted=sum(c["segments_deleted"] for cs in cycles for c in cs),
             files_vacuumed=sum(c["files_vacuumed"] for cs in cycles for c in cs),
-            job_exit_codes=codes, problems=problems,
+            job_exit_codes=codes, problems=problems, drain_seconds=drained,
         )
         for cs in cycles:
             for c in cs:
