@@ -342,6 +342,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--skip", action="append", default=[], choices=("hostile", "kills", "concurrency"),
                    help="leave a part out (repeatable)")
     args = p.parse_args(argv)
+    if "hostile" not in args.skip:
+        try:
+            import hypothesis  # noqa: F401 - only checked: the hostile-input part draws its inputs with it
+        except ImportError:
+            p.error("the hostile-input part needs hypothesis: pip install -e '.[dev]' (or --skip hostile)")
     kills = args.kills or (3 if args.quick else 30)
     seconds = args.seconds or (15 if args.quick else 60)
     examples = args.examples or (100 if args.quick else 1000)
