@@ -209,8 +209,9 @@ def render(run: Run) -> str:
         out += ["", "## Kills", "",
                 "A kill is SIGKILL, not an exception: nothing in the process runs after it. A cleaner run is killed "
                 "with its whole process group (the driver, Spark's JVM and its Python workers). Random kills are "
-                "drawn uniformly between the worker's ready line (its Spark session up, or its store open) and the "
-                "end of its cycle as last measured; boundary kills come from `DELTALOG_FAULT_KILL` "
+                "drawn uniformly after the worker's ready line (its Spark session up, or its store open), within a "
+                "span that follows the length of a cycle (it grows by a quarter after each kill, and shrinks to the "
+                "length of a cycle that ended before its kill), so some runs finish first; boundary kills come from `DELTALOG_FAULT_KILL` "
                 "(`deltalog/log/faults.py`), which makes the process SIGKILL itself right before a Delta commit "
                 "(its files written) or right after it (committed, nothing after it done)."]
     if pk:

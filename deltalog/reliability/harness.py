@@ -172,8 +172,8 @@ class Harness:
             **(env or {}),
         }
         self.env.pop(faults.ENV, None)
-        #: Seconds from a cleaner's ready line to the end of its cycle, as last seen per entry point: random
-        #: kills are drawn within it.
+        #: Per entry point, the span after a cleaner's ready line in which its random kill is drawn (see
+        #: :meth:`cleaner_kill`): it tracks the length of a cycle.
         self.windows: dict[str, float] = dict.fromkeys(CLEANER_ENTRIES, 8.0)
         self._round = 0
         self._dirtier: Producer | None = None
@@ -396,8 +396,10 @@ class Harness:
             outcome.seconds = time.monotonic() - ready
             outcome.killed = not _exited(proc)
             self._kill_group(proc)
-            if not outcome.killed:  # the cycle ended first: kills of this entry are drawn within its length
-                self.windows[entry] = max(0.5, outcome.seconds)
+            # The window follows the length of a cycle: it grows while kills land, and a cycle that ends before
+            # its kill sets it to the length just seen; so kills spread over the whole cycle, passes and all.
+            self.windows[entry] = min(self.windows[entry] * 1.25, 300.0) if outcome.killed else max(0.5, outcome.seconds)
+            if not outcome.killed:
                 if proc.returncode != 0:
                     outcome.problems.append(f"the cleaner failed (exit {proc.returncode}): "
                                             f"{logfile.read_text(errors='replace')[-3000:]}")
