@@ -67,6 +67,11 @@ def _store_root(root: object) -> str:
     if "\x00" in text:
         raise InvalidArgumentError(f"a store root cannot contain a NUL character: {shown(text)}")
     path = os.path.abspath(text)
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError as e:  # a lone surrogate that no file name can hold (not one of surrogateescape's)
+        raise InvalidArgumentError(f"a store root must be a path the filesystem can name: {shown(text)} holds "
+                                   f"{shown(e.object[e.start:e.end])} at index {e.start}") from None
     # Checked before anything is created: os.makedirs would create the first directories of a path and then fail.
     too_long = [part for part in path.split(os.sep) if len(os.fsencode(part)) > MAX_NAME_BYTES]
     if too_long or len(os.fsencode(path)) >= MAX_PATH_BYTES:

@@ -74,6 +74,7 @@ REGRESSIONS = [
     _case("create_topic_kw", "new-topic", 1, {"config": {"segment.ms": 10**5000}}, mentions=("bits",)),  # repr fails
     _case("create_topic_kw", "new-topic", 1, {"config": {"x" * 100_000: 1}}, mentions=("unknown",)),  # 100 kB message
     _case("Store", "store\x00", {}, mentions=("NUL",)),  # ValueError: embedded null byte
+    _case("Store", "\ud800", {}, mentions=("can name",)),  # UnicodeEncodeError
     _case("Store", "s" * 300, {}, mentions=("300 bytes",)),  # OSError: File name too long
     _case("Store", "/".join(["d" * 200] * 25), {}, mentions=("bytes long",)),  # created 20 directories, then failed
     _case("Store", "../a-file", {}, mentions=("cannot use",)),  # NotADirectoryError

@@ -692,7 +692,7 @@ def store_path_cases(draw: st.DrawFn) -> Case:
         st.none(), st.integers(), st.floats(), st.binary(max_size=10), st.lists(st.text(max_size=3), max_size=2),
         st.builds(object), st.just(_BytesPath()),
         st.sampled_from(["", " ", "\t\n", "\x00", "store\x00", "a\x00/b", "../a-file", "../a-file/store",
-                         "../binary.bin/x/y"]),
+                         "../binary.bin/x/y", "\ud800", "store/\udbff/x"]),  # lone surrogates no file name holds
         st.integers(256, 2000).map(lambda n: "s" * n),  # one path component longer than NAME_MAX (255 bytes)
         st.integers(4200, 9000).map(lambda n: "/".join(["d" * 200] * (n // 200))),  # longer than PATH_MAX
         st.text(max_size=20).map(lambda s: s + "\x00"),
