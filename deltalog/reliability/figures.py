@@ -223,7 +223,7 @@ def render(run: Run) -> str:
         out += _table(["kill", "where it landed", "kills", "held"],
                       [[how, w, n, _held([k for k in pk if (k.how, k.where) == (how, w)])]
                        for (how, w), n in sorted(where.items())])
-        landed = sum(len(p.landed_batches) for k in pk if k.verification for p in k.verification.partitions)
+        landed = len({b for k in pk if k.verification for p in k.verification.partitions for b in p.landed_batches})
         out += ["", f"In-flight batches found in the log (committed, never acknowledged): {landed}, each whole and where "
                 "no acknowledged batch is. "
                 + (f"After the series, the next cleaning pass: {run.producer_recovery[0]}." if run.producer_recovery
@@ -283,6 +283,8 @@ def render(run: Run) -> str:
                 ["acknowledged records present at the end", f"{v.total('acked_present'):,}"],
                 ["... gone, superseded by a newer record of their key", f"{v.total('superseded'):,}"],
                 ["... gone under a tombstone past delete.retention.ms", f"{v.total('expired_tombstones'):,}"],
+                ["tombstones acknowledged, of which still in the log",
+                 f"{v.total('tombstones_acked'):,}, {v.total('tombstones_present'):,}"],
                 ["... gone by retention", f"{v.total('retained_out'):,}"],
                 ["**lost, changed, duplicated, out of order**",
                  f"**{v.total('lost')}, {v.total('changed')}, {v.total('duplicated')}, {v.total('order')}**"],

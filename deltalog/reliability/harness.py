@@ -72,14 +72,18 @@ KILL_WORKLOAD = Workload({"crash": 3}, keys=30, max_batch=8, tombstones=0.1, rol
 RETAINED_WORKLOAD = Workload({"crash-retained": 1}, keys=10, max_batch=4, tombstones=0.1, rolls=1.0,
                              age_ms={"crash-retained": 120_000})
 
-#: The concurrency scenario's topics: segments roll every 500 ms, tombstones expire after 3 s, retention
-#: deletes after 4 s, and VACUUM removes replaced files after 2 s, all while producers append.
+#: The concurrency scenario's topics: segments roll every 500 ms (and at 3,000 bytes in ``busy-retained``),
+#: tombstones expire after 3 s, retention deletes after 4 s, and VACUUM removes replaced files after 2 s, all
+#: while producers append.
 BUSY_TOPICS = {"busy": 3, "busy-retained": 1}
 BUSY_TOPIC_CONFIGS = {
     "busy": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.ms": "500",
              "delete.retention.ms": "3000", "file.delete.delay.ms": "2000"},
+    # segment.bytes keeps cleaned segments apart: a group merged with a young segment takes its newest timestamp,
+    # and would never age past retention.ms while producers write (Kafka's groupSegmentsBySize does the same).
     "busy-retained": {"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": "0.01", "segment.ms": "500",
-                      "delete.retention.ms": "3000", "retention.ms": "4000", "file.delete.delay.ms": "2000"},
+                      "segment.bytes": "3000", "delete.retention.ms": "3000", "retention.ms": "4000",
+                      "file.delete.delay.ms": "2000"},
 }
 BUSY_WORKLOAD = Workload(BUSY_TOPICS, keys=50, max_batch=10, tombstones=0.15, rolls=0.0, pause_s=0.02)
 
@@ -491,7 +495,9 @@ class Harness:
         problems += out.verification.problems
         out.recovery, _ = self._recover(batches, problems)
         self.log(f"concurrency: {producers} producers x {elapsed:.0f} s, {jobs} jobs: {out.records_acked} records "
-                 f"acknowledged, passes {out.passes}, busy skips {out.busy_skips}, lost races {out.lost_races}; "
+                 f"acknowledged, passes {out.passes}, busy skips {out.busy_skips}, lost races {out.lost_races}, "
+                 f"segments deleted {out.segments_deleted}, files vacuumed {out.files_vacuumed}; "
+                 f"{out.verification.summary()}; "
                  f"{'OK' if not problems else problems[:3]}")
         return out
 

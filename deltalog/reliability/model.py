@@ -208,6 +208,8 @@ class PartitionReport:
     superseded: int = 0  # acknowledged, gone, and a newer record of the key is present
     expired_tombstones: int = 0  # acknowledged, gone under an old enough tombstone
     retained_out: int = 0  # acknowledged, gone by retention (below the log start, older than retention.ms)
+    tombstones_acked: int = 0
+    tombstones_present: int = 0  # acknowledged tombstones still in the log (the others were cleaned away)
     in_flight_landed: int = 0  # records of unacknowledged batches found in the log
     landed_batches: list[str] = field(default_factory=list)  # unacknowledged batches found in the log
     lost: list[str] = field(default_factory=list)  # check C
@@ -346,6 +348,9 @@ def _verify_partition(store: Any, topic: str, partition: int, batches: list[Batc
         for o, r, b in entries:
             if not b.acked:
                 continue
+            if r.value is None:
+                rep.tombstones_acked += 1
+                rep.tombstones_present += r.id in present
             if r.id in present:
                 rep.acked_present += 1
             elif newest_present > o:
