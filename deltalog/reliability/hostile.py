@@ -755,9 +755,12 @@ def _bad_json_lines(draw: st.DrawFn) -> str:
 
 @st.composite
 def cli_cases(draw: st.DrawFn, log_end: Mapping[tuple[str, int], int]) -> Case:
-    """A ``deltalog`` command line with exactly one hostile part (the others valid for the arena's store)."""
+    """A ``deltalog`` command line with one hostile part (the others valid for the arena's store), and now and then
+    a hostile ``--store`` as well. ``mentions`` holds what the error must name: the hostile part's words."""
     store = "store"  # relative to the arena's cwd
-    bad_topic = st.one_of(ILLEGAL_TOPIC_NAMES.filter(lambda n: isinstance(n, str)), MISSING_TOPIC_NAMES)
+    # Words starting with '-' are options to argparse ('-h' is a legal topic name, and prints the help).
+    bad_topic = st.one_of(ILLEGAL_TOPIC_NAMES.filter(lambda n: isinstance(n, str)), MISSING_TOPIC_NAMES).filter(
+        lambda n: not n.startswith("-"))
     bad_store = st.sampled_from(["", "\x00", "store\x00x", "../a-file", "../a-file/s", "s" * 300, "nowhere",
                                  "../nowhere", "/".join(["d" * 200] * 25)])
     bad_partition = st.one_of(st.sampled_from(["x", "1.5", "-1", "2", "99999999999999999999", "", "0x1", "one",
@@ -768,27 +771,34 @@ def cli_cases(draw: st.DrawFn, log_end: Mapping[tuple[str, int], int]) -> Case:
                                     "global-config"]))
     argv: list[str]
     stdin: bytes | str | None = None
-    mentions = ("error",)
+    topic_words, partition_words, config_words = ("topic",), ("partition",), ("config",)
     if command == "create":
         part = draw(st.sampled_from(["topic", "partitions", "config"]))
-        topic = draw(ILLEGAL_TOPIC_NAMES.filter(lambda n: isinstance(n, str))) if part == "topic" else "new-topic"
+        topic = draw(ILLEGAL_TOPIC_NAMES.filter(lambda n: isinstance(n, str) and not n.startswith("-"))
+                     ) if part == "topic" else "new-topic"
         count = draw(st.sampled_from(["0", "-1", "10001", "x", "1.5", ""])) if part == "partitions" else "1"
         config = draw(_bad_cli_config(TOPIC_KEYS)) if part == "config" else "segment.ms=1000"
         argv = ["topics", "create", topic, "-p", count, "--config", config]
+        mentions = {"topic": topic_words, "partitions": ("partitions",), "config": config_words}[part]
     elif command == "alter":
         if draw(st.booleans()):
-            argv = ["topics", "alter", draw(bad_topic), "--config", "segment.ms=1000"]
+            argv, mentions = ["topics", "alter", draw(bad_topic), "--config", "segment.ms=1000"], topic_words
         else:
-            argv = ["topics", "alter", "prices", "--config", draw(_bad_cli_config(TOPIC_KEYS))]
+            argv, mentions = ["topics", "alter", "prices", "--config", draw(_bad_cli_config(TOPIC_KEYS))], config_words
     elif command == "describe":
-        argv = ["topics", "describe", draw(bad_topic)]
+        argv, mentions = ["topics", "describe", draw(bad_topic)], topic_words
     elif command == "delete":
-        argv = ["topics", "delete", draw(bad_topic), "--yes"] if draw(st.booleans()) else ["topics", "delete", "prices"]
+        if draw(st.booleans()):
+            argv, mentions = ["topics", "delete", draw(bad_topic), "--yes"], topic_words
+        else:
+            argv, mentions = ["topics", "delete", "prices"], ("--yes",)
     elif command in ("produce", "produce-file"):
         part = draw(st.sampled_from(["topic", "partition", "input", "input", "input", "binary", "batch-size"]))
         topic = draw(bad_topic) if part == "topic" else "prices"
         partition = draw(bad_partition) if part == "partition" else "0"
         argv = ["produce", topic, "-p", partition]
+        mentions = {"topic": topic_words, "partition": partition_words, "input": ("stdin", "record"),
+                    "binary": ("stdin",), "batch-size": ("batch-size",)}[part]
         good = [json.dumps({"key": f"k{i}", "value": f"v{i}"}) for i in range(draw(st.integers(0, 3)))]
         if part == "batch-size":
             argv += ["--batch-size", draw(st.sampled_from(["0", "-5", "x", "1.5"]))]
@@ -803,13 +813,17 @@ def cli_cases(draw: st.DrawFn, log_end: Mapping[tuple[str, int], int]) -> Case:
                 lines.insert(draw(st.integers(0, len(lines))), _bad_json_lines(draw))
             stdin = "\n".join(lines) + "\n"
         if command == "produce-file":
+            if part in ("input", "binary"):  # the hostile part is the file itself
+                mentions = ("file", "directory", "utf-8")
             argv += ["--file", draw(st.sampled_from(["../nowhere.jsonl", "..", "../binary.bin", "../a-file/x", "",
-                                                     "\x00"]))]
+                                                     "\x00"])) if part in ("input", "binary") else "../a-file"]
             stdin = None
     elif command == "consume":
         part = draw(st.sampled_from(["topic", "partition", "from", "max"]))
         argv = ["consume", draw(bad_topic) if part == "topic" else "prices",
                 "-p", draw(bad_partition) if part == "partition" else "0"]
+        mentions = {"topic": topic_words, "partition": partition_words, "from": ("offset",),
+                    "max": ("max-records",)}[part]
         if part == "from":
             leo = log_end[("prices", 0)]
             argv += ["--from-offset", draw(st.one_of(
@@ -824,20 +838,23 @@ def cli_cases(draw: st.DrawFn, log_end: Mapping[tuple[str, int], int]) -> Case:
                 draw(bad_partition) if part == "partition" else "0",
                 draw(st.one_of(st.sampled_from(["x", "1.5", "-2", str(leo + 1), str(2**70), ""]),
                                st.integers(min_value=leo + 1).map(str))) if part == "offset" else "0"]
+        mentions = {"topic": topic_words, "partition": partition_words, "offset": ("offset",)}[part]
     elif command in ("retention", "vacuum"):
-        argv = ["cleaner", command, draw(bad_topic)]
+        argv, mentions = ["cleaner", command, draw(bad_topic)], topic_words
     elif command == "reset-uncleanable":
         if draw(st.booleans()):
-            argv = ["cleaner", "reset-uncleanable", draw(bad_topic)]
+            argv, mentions = ["cleaner", "reset-uncleanable", draw(bad_topic)], topic_words
         else:
             argv = ["cleaner", "reset-uncleanable", "prices", draw(bad_partition.filter(lambda s: _py_int(s) is None))]
+            mentions = partition_words
     elif command in ("list", "status"):
         argv = ["topics", "list"] if command == "list" else ["status"]
-        store = draw(bad_store)
+        store, mentions = draw(bad_store), ("store",)
     else:  # a bad store-level --config before a command that would otherwise work
-        argv = ["--config", draw(_bad_cli_config(STORE_KEYS)), "topics", "list"]
+        argv, mentions = ["--config", draw(_bad_cli_config(STORE_KEYS)), "topics", "list"], config_words
     if command not in ("list", "status") and draw(st.integers(0, 9)) == 0:
         store = draw(bad_store.filter(lambda s: s not in ("nowhere", "../nowhere") or command != "create"))
+        mentions = (*mentions, "store")  # whichever of the two is found first
     return Case("cli", (["--store", store, *argv],), mentions, stdin=stdin)
 
 
