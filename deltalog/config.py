@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from deltalog.errors import InvalidConfigError
+from deltalog.errors import InvalidConfigError, shown
 from deltalog.log import encoding
 
 LONG_MAX = 9_223_372_036_854_775_807
@@ -29,6 +30,7 @@ OFFSET_MAP_BYTES_PER_ENTRY = 24
 MIN_DEDUPE_BUFFER_PER_THREAD = 1024 * 1024
 
 Parser = Callable[[str, Any], Any]
+_WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -53,20 +55,18 @@ class ConfigKey:
 def _long(lo: int = -LONG_MAX - 1, hi: int = LONG_MAX) -> Parser:
     def parse(name: str, raw: Any) -> int:
         if isinstance(raw, bool):
-            raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: expected a whole number")
+            raise InvalidConfigError(f"Invalid value {shown(raw)} for configuration {name}: expected a whole number")
         if isinstance(raw, float):
             if not raw.is_integer():
-                raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: expected a whole number")
+                raise InvalidConfigError(f"Invalid value {shown(raw)} for configuration {name}: expected a whole number")
             raw = int(raw)
-        try:
-            value = int(str(raw).strip()) if not isinstance(raw, int) else raw
-        except ValueError:
-            raise InvalidConfigError(
-                f"Invalid value {raw!r} for configuration {name}: expected a whole number"
-            ) from None
+        # Kafka's Long.parseLong: ASCII digits with an optional sign (Python's int() also takes "1_000" and "١٢٣")
+        if not isinstance(raw, int) and not _WHOLE_NUMBER.fullmatch(str(raw).strip()):
+            raise InvalidConfigError(f"Invalid value {shown(raw)} for configuration {name}: expected a whole number")
+        value = raw if isinstance(raw, int) else int(str(raw).strip())
         if not lo <= value <= hi:
             raise InvalidConfigError(
-                f"Invalid value {value} for configuration {name}: value must be in [{lo}, {hi}]"
+                f"Invalid value {shown(value)} for configuration {name}: value must be in [{lo}, {hi}]"
             )
         return value
 
@@ -76,16 +76,22 @@ def _long(lo: int = -LONG_MAX - 1, hi: int = LONG_MAX) -> Parser:
 def _double(lo: float, hi: float, *, lo_open: bool = False) -> Parser:
     def parse(name: str, raw: Any) -> float:
         if isinstance(raw, bool):
-            raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: expected a number")
+            raise InvalidConfigError(f"Invalid value {shown(raw)} for configuration {name}: expected a number")
         try:
-            value = float(str(raw).strip()) if not isinstance(raw, (int, float)) else float(raw)
-        except ValueError:
-            raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: expected a number") from None
+            if isinstance(raw, (int, float)):
+                value = float(raw)
+            else:
+                text = str(raw).strip()
+                if not text.isascii() or "_" in text:  # as Java's Double.parseDouble: ASCII, no digit separators
+                    raise ValueError(text)
+                value = float(text)
+        except (ValueError, OverflowError):
+            raise InvalidConfigError(f"Invalid value {shown(raw)} for configuration {name}: expected a number") from None
         too_low = value <= lo if lo_open else value < lo
         if math.isnan(value) or too_low or value > hi:
             bracket = "(" if lo_open else "["
             raise InvalidConfigError(
-                f"Invalid value {value} for configuration {name}: value must be in {bracket}{lo}, {hi}]"
+                f"Invalid value {shown(value)} for configuration {name}: value must be in {bracket}{lo}, {hi}]"
             )
         return value
 
@@ -98,7 +104,7 @@ def _bool(name: str, raw: Any) -> bool:
     text = str(raw).strip().lower()
     if text in ("true", "false"):
         return text == "true"
-    raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: expected true or false")
+    raise InvalidConfigError(f"Invalid value {shown(raw)} for configuration {name}: expected true or false")
 
 
 CLEANUP_POLICIES = ("compact", "delete")
@@ -110,7 +116,7 @@ def _cleanup_policy(name: str, raw: Any) -> tuple[str, ...]:
     bad = [p for p in policies if p not in CLEANUP_POLICIES]
     if not policies or bad:
         raise InvalidConfigError(
-            f"Invalid value {raw!r} for configuration {name}: "
+            f"Invalid value {shown(raw)} for configuration {name}: "
             "expected a comma-separated list of 'compact' and/or 'delete'"
         )
     return policies
@@ -176,7 +182,8 @@ def _build(keys: tuple[ConfigKey, ...], props: Mapping[str, Any], kind: str) -> 
     unknown = sorted(set(props) - set(by_name))
     if unknown:
         raise InvalidConfigError(
-            f"Unknown {kind} config {', '.join(map(repr, unknown))}; allowed: {', '.join(sorted(by_name))}"
+            f"Unknown {kind} config {', '.join(map(shown, unknown[:5]))}{' and more' if len(unknown) > 5 else ''}; "
+            f"allowed: {', '.join(sorted(by_name))}"
         )
     return {by_name[name].attr: by_name[name].parse(name, raw) for name, raw in props.items()}
 
@@ -205,7 +212,7 @@ class _KafkaConfig:
         for k in cls.KEYS:
             if k.name == name:
                 return k
-        raise InvalidConfigError(f"Unknown {cls.KIND} config {name!r}; allowed: {', '.join(k.name for k in cls.KEYS)}")
+        raise InvalidConfigError(f"Unknown {cls.KIND} config {shown(name)}; allowed: {', '.join(k.name for k in cls.KEYS)}")
 
 
 @dataclass(frozen=True)

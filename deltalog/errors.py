@@ -15,6 +15,16 @@ class DeltalogError(Exception):
     """Root of every error deltalog raises on purpose."""
 
 
+def shown(value: object, limit: int = 100) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for error messages: a message that echoes a megabyte of
+    bad input (or a 5,000-digit number, whose repr Python refuses) is not a clear one."""
+    try:
+        text = repr(value)
+    except ValueError:  # int too large to convert to a string
+        return f"<an int of {value.bit_length()} bits>" if isinstance(value, int) else f"<a {type(value).__name__}>"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 class InvalidConfigError(DeltalogError, ValueError):
     """A config key is unknown, or its value is of the wrong type or out of range."""
 

@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from deltalog.errors import InvalidArgumentError, InvalidConfigError, StorageError
+from deltalog.errors import InvalidArgumentError, InvalidConfigError, StorageError, shown
 
 #: URI schemes of object stores (``file`` is a local path).
 OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "az", "abfs", "abfss", "adl", "azure")
@@ -85,13 +85,15 @@ def normalize_root(root: object) -> str:
     if not isinstance(text, str) or not text.strip():
         raise InvalidArgumentError(
             "a store root must be a non-empty path or URI such as './deltalog-store', '/data/store' or "
-            f"'s3://bucket/store', not {text!r}"
+            f"'s3://bucket/store', not {shown(text)}"
         )
     text = text.strip()
     scheme = _scheme(text)
+    if "\x00" in text:
+        raise InvalidArgumentError(f"a store root cannot contain a NUL character: {shown(text)}")
     if scheme in ("", "file"):
         path = urlparse(text).path if scheme == "file" else text
-        return os.path.abspath(os.path.expanduser(path))
+        return _local_root(os.path.abspath(os.path.expanduser(path)), text)
     if scheme not in OBJECT_STORE_SCHEMES:
         raise InvalidArgumentError(
             f"store root {text!r} has the scheme {scheme!r}; a store is a local path or a file://, s3://, "
@@ -102,6 +104,28 @@ def normalize_root(root: object) -> str:
         raise InvalidArgumentError(f"store root {text!r} names no bucket or container")
     _check_segments(parsed.path.strip("/"), text)
     return text.rstrip("/")
+
+
+#: Linux's NAME_MAX and PATH_MAX (a store path may hold a 249-character topic and more beneath it).
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 4096
+
+
+def _local_root(path: str, text: str) -> str:
+    """``path`` if a local filesystem can hold it. Checked before anything is created: ``os.makedirs`` would
+    create the first directories of a path too long and then fail."""
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError as e:  # a lone surrogate that no file name can hold (not one of surrogateescape's)
+        raise InvalidArgumentError(f"a store root must be a path the filesystem can name: {shown(text)} holds "
+                                   f"{shown(e.object[e.start:e.end])} at index {e.start}") from None
+    too_long = [part for part in path.split(os.sep) if len(os.fsencode(part)) > MAX_NAME_BYTES]
+    if too_long or len(os.fsencode(path)) >= MAX_PATH_BYTES:
+        what = (f"its component {shown(too_long[0], 40)} is {len(os.fsencode(too_long[0]))} bytes long" if too_long
+                else f"it is {len(os.fsencode(path))} bytes long")
+        raise InvalidArgumentError(f"a store root must be a path the filesystem can hold (names of at most "
+                                   f"{MAX_NAME_BYTES} bytes, {MAX_PATH_BYTES - 1} in all): {what}")
+    return path
 
 
 def _scheme(text: str) -> str:

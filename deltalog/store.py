@@ -18,7 +18,7 @@ Cleaning goes through the one cleaning loop (:class:`~deltalog.cleaner.log_clean
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from deltalog.cleaner import metrics
@@ -29,7 +29,7 @@ from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.clock import Clock, WallClock
 from deltalog.config import CleanerConfig, TopicConfig
 from deltalog.describe import PartitionState, TopicDescription
-from deltalog.errors import InvalidConfigError
+from deltalog.errors import InvalidArgumentError, InvalidConfigError, InvalidRecordError, shown
 from deltalog.log import arrow_records
 from deltalog.log.lease import LeaseManager
 from deltalog.log.log_manager import (
@@ -76,16 +76,23 @@ class Store:
         config: Mapping[str, Any] | None = None,
         create: bool = True,
     ) -> None:
-        #: The one filesystem layer every data and state file of the store goes through.
+        #: The one filesystem layer every data and state file of the store goes through (it refuses a root no
+        #: filesystem or object store can hold before anything is created).
         self.storage = Storage(uri, storage_options)
         #: The normalized root: an absolute local path, or the URI without a trailing slash.
         self.root = self.storage.root
+        if clock is not None and not callable(getattr(clock, "now_ms", None)):
+            raise InvalidArgumentError(f"clock must be a deltalog Clock (with now_ms()), such as ManualClock(0), "
+                                       f"not {shown(clock)}")
         self.clock: Clock = clock or WallClock()
         self.config = CleanerConfig.from_properties(validate_config_mapping(config, "store config"))
         self._spark = spark
         #: The registry of topics and partition logs every service works on (``create=False``: raises
         #: :class:`~deltalog.errors.NoStoreError` where there is no store).
-        self.log_manager = LogManager(self.storage, self.clock, create=create)
+        try:
+            self.log_manager = LogManager(self.storage, self.clock, create=create)
+        except OSError as e:  # a file where the store should be, no permission, ...
+            raise InvalidArgumentError(f"cannot use {self.root} as a store: {e.strerror or e}") from None
         self._producer: Producer | None = None
 
     def __repr__(self) -> str:
@@ -159,6 +166,11 @@ class Store:
         if isinstance(records, Record):
             records = [records]
         if not arrow_records.is_arrow(records):
+            if isinstance(records, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(records, Iterable):
+                raise InvalidRecordError(
+                    f"records must be a list of deltalog.Record or a pyarrow Table/RecordBatch, not "
+                    f"{type(records).__name__} {shown(records, 60)}"
+                )
             records = list(records)
         return self.log(topic, partition).append(records, self.clock.now_ms())
 
@@ -199,10 +211,12 @@ class Store:
         elif from_offset == "latest":
             from_offset = log.head().log_end_offset
         elif isinstance(from_offset, bool) or not isinstance(from_offset, int):
-            raise InvalidConfigError(f"from_offset must be an int, 'earliest' or 'latest', not {from_offset!r}")
+            raise InvalidConfigError(f"from_offset must be an int, 'earliest' or 'latest', not {shown(from_offset)}")
         if max_records is not None and (isinstance(max_records, bool) or not isinstance(max_records, int)
                                         or max_records < 0):
-            raise InvalidConfigError(f"max_records must be None or an int >= 0, not {max_records!r}")
+            raise InvalidConfigError(f"max_records must be None or an int >= 0, not {shown(max_records)}")
+        if max_records is not None and max_records >= 2**63:  # more than any partition holds; Arrow takes int64
+            max_records = None
         return log.read(from_offset, max_records)
 
     # -- state ----------------------------------------------------------------------------------------

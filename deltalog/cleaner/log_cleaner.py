@@ -63,6 +63,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: What Spark's errors say when its context was stopped under a running job (its JVM's shutdown hook ran).
+_SPARK_STOPPED = ("SparkContext was shut down", "Cannot call methods on a stopped SparkContext")
 #: Upper bound on passes in one run of the loop, so a bug can never spin forever.
 MAX_PASSES = 100_000
 
@@ -94,6 +96,7 @@ class CleaningRound:
     busy: tuple[PartitionId, ...]  # partitions another run held
     uncleanable: tuple[PartitionId, ...]  # skipped: marked uncleanable before this round
     errors: tuple[BaseException, ...] = field(default=(), repr=False, compare=False)
+    interrupted: tuple[PartitionId, ...] = ()  # passes cut short by the cleaner being stopped; not failures
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,7 @@ class LogCleaner:
         errors: list[BaseException] = []
         conflicts: list[PartitionId] = []
         busy: list[PartitionId] = []
+        interrupted: list[PartitionId] = []
         passes = [0]
 
         def fail(ltc: LogToClean, error: BaseException) -> None:
@@ -269,7 +273,14 @@ class LogCleaner:
                         conflicts.append(tp)
                         done_for_now.add(tp)
                 except Exception as e:  # Kafka's tryCleanFilthiestLog: mark uncleanable, carry on
-                    fail(ltc, e)
+                    if self._stopping(e):
+                        log.warning("cleaning %s-%d was cut short because the cleaner is stopping; it is not "
+                                    "marked uncleanable and is cleaned next time: %s", *tp, e)
+                        with lock:
+                            interrupted.append(tp)
+                            done_for_now.add(tp)
+                    else:
+                        fail(ltc, e)
                 else:
                     with lock:
                         if result is None or result.end_offset <= ltc.first_dirty_offset:
@@ -292,7 +303,22 @@ class LogCleaner:
             log.error("the cleaning loop stopped after %d passes with partitions still eligible", MAX_PASSES)
         self._check(cleans, failures, errors)
         return CleaningRound(tuple(cleans), tuple(failures), tuple(conflicts), tuple(busy), tuple(sorted(uncleanable)),
-                             tuple(errors))
+                             tuple(errors), tuple(interrupted))
+
+    def _stopping(self, error: BaseException) -> bool:
+        """Whether a pass failed because the cleaner is being stopped rather than because of its partition.
+
+        SIGTERM or Ctrl-C reaches the job's whole process group: the Python side sets :attr:`stop_event`, and
+        Spark's JVM runs its shutdown hook, which stops the SparkContext under the running pass (Kafka's
+        cleaner likewise ends a pass aborted by shutdown without marking the partition uncleanable)."""
+        if self.stop_event.is_set():
+            return True
+        chain: BaseException | None = error
+        while chain is not None:
+            if any(sign in str(chain) for sign in _SPARK_STOPPED):
+                return True
+            chain = chain.__cause__ or chain.__context__
+        return False
 
     def _check(self, cleans: list[CleanResult], failures: list[PassFailure], errors: list[BaseException]) -> None:
         """``deltalog.check.after.clean``: check every partition the loop cleaned; a broken guarantee marks it
@@ -341,7 +367,8 @@ class LogCleaner:
         except (PartitionBusyError, CommitConflictError):
             raise
         except Exception as e:
-            self.manager.mark_uncleanable(ltc, e, self.clock.now_ms(), self.logs.leases.owner)
+            if not self._stopping(e):
+                self.manager.mark_uncleanable(ltc, e, self.clock.now_ms(), self.logs.leases.owner)
             raise
         if result is not None:
             failures: list[PassFailure] = []

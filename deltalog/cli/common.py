@@ -48,8 +48,17 @@ def add_store_option(parser: argparse.ArgumentParser) -> None:
 
 
 def store_path(args: argparse.Namespace) -> str:
-    """The ``--store`` given, else ``$DELTALOG_STORE``, else ``./deltalog-store`` (a path or a URI)."""
-    return getattr(args, "store", None) or os.environ.get(STORE_ENV) or DEFAULT_STORE
+    """The ``--store`` given, else ``$DELTALOG_STORE``, else ``./deltalog-store`` (a path or a URI). An empty
+    ``--store`` (or ``$DELTALOG_STORE``) is an error, not the default: ``--store "$UNSET_VARIABLE"`` must not pick a
+    store."""
+    given = getattr(args, "store", None)
+    if given is None:
+        given = os.environ.get(STORE_ENV)
+        if given is not None and not given.strip():
+            raise UsageError(f"${STORE_ENV} is set but empty; set it to the store's path or URI, or unset it")
+    elif not given.strip():
+        raise UsageError("--store is empty; give the store's path or URI, e.g. --store ./deltalog-store")
+    return given or DEFAULT_STORE
 
 
 def storage_options(args: argparse.Namespace) -> dict[str, str]:

@@ -19,11 +19,20 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from deltalog.errors import InvalidRecordError
+from deltalog.errors import InvalidRecordError, shown
 from deltalog.log.record import Record
 
 FIELDS = ("key", "key_b64", "value", "value_b64", "headers", "timestamp_ms", "partition", "topic", "offset",
           "delete_horizon_ms")
+
+
+def _utf8(where: str, text: str) -> bytes:
+    """A JSON string as UTF-8; JSON's ``\ud800`` escapes can make strings (lone surrogates) UTF-8 cannot hold."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidRecordError(f"{where} is not valid Unicode text ({e.reason} at index {e.start}); send binary "
+                                 "data base64-encoded (key_b64, value_b64, {\"b64\": ...})") from None
 
 
 def _b64(where: str, text: Any) -> bytes:
@@ -53,17 +62,17 @@ def _bytes_field(obj: dict[str, Any], name: str, where: str, *, required: bool) 
             f"{where}: {name!r} must be a string or null, not {type(value).__name__} "
             f"(JSON-encode structured values into a string)"
         )
-    return None if value is None else value.encode("utf-8")
+    return None if value is None else _utf8(f"{where}: {name!r}", value)
 
 
 def _header_value(where: str, value: Any) -> bytes | None:
     if value is None:
         return None
     if isinstance(value, str):
-        return value.encode("utf-8")
+        return _utf8(where, value)
     if isinstance(value, dict) and set(value) == {"b64"}:
         return _b64(where, value["b64"])
-    raise InvalidRecordError(f"{where} must be a string, null or {{\"b64\": \"...\"}}, not {value!r}")
+    raise InvalidRecordError(f"{where} must be a string, null or {{\"b64\": \"...\"}}, not {shown(value)}")
 
 
 def _headers(where: str, raw: Any) -> tuple[tuple[str, bytes | None], ...]:
@@ -78,8 +87,8 @@ def _headers(where: str, raw: Any) -> tuple[tuple[str, bytes | None], ...]:
     out = []
     for pair in pairs:
         if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not isinstance(pair[0], str):
-            raise InvalidRecordError(f"{where}: a header must be a [name, value] pair with a string name, not {pair!r}")
-        out.append((pair[0], _header_value(f"{where}: header {pair[0]!r}", pair[1])))
+            raise InvalidRecordError(f"{where}: a header must be a [name, value] pair with a string name, not {shown(pair)}")
+        out.append((pair[0], _header_value(f"{where}: header {shown(pair[0], 40)}", pair[1])))
     return tuple(out)
 
 
@@ -91,8 +100,9 @@ def record_from_json(obj: Any, where: str = "record") -> Record:
     if unknown:
         raise InvalidRecordError(f"{where}: unknown field(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(FIELDS)}")
     ts = obj.get("timestamp_ms")
-    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int) or ts < 0):
-        raise InvalidRecordError(f"{where}: 'timestamp_ms' must be a whole number of epoch milliseconds >= 0, not {ts!r}")
+    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int) or not 0 <= ts < 2**63):
+        raise InvalidRecordError(f"{where}: 'timestamp_ms' must be a whole number of epoch milliseconds >= 0 that fits "
+                                 f"in 64 bits, not {shown(ts)}")
     return Record(
         key=_bytes_field(obj, "key", where, required=False),
         value=_bytes_field(obj, "value", where, required=True),
@@ -119,6 +129,8 @@ def entries_from_lines(lines: Iterable[str], source: str = "input") -> Iterator[
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise InvalidRecordError(f"{source} line {n}: not valid JSON ({e.msg} at column {e.colno})") from None
+        except RecursionError:
+            raise InvalidRecordError(f"{source} line {n}: JSON nested too deeply; a record is one flat object") from None
         where = f"{source} line {n}"
         record = record_from_json(obj, where)
         yield n, record, partition_from_json(obj, where)

@@ -86,12 +86,20 @@ def produce(args: argparse.Namespace) -> int:
     count = len(store.partitions(topic))
     if args.partition is not None:
         store.log(topic, args.partition)
+    if args.file is not None and (not args.file.strip() or "\x00" in args.file):
+        raise common.UsageError(f"--file {args.file!r} is not a file name; give the path of a file of records, or "
+                                "leave --file out to read standard input")
     source = args.file or "stdin"
-    if args.file:
-        with open(args.file, encoding="utf-8") as f:
-            lines, records, partitions = _read(f, source, text, args, count)
-    else:
-        lines, records, partitions = _read(sys.stdin, source, text, args, count)
+    try:
+        if args.file is not None:
+            with open(args.file, encoding="utf-8") as f:
+                lines, records, partitions = _read(f, source, text, args, count)
+        else:
+            lines, records, partitions = _read(sys.stdin, source, text, args, count)
+    except UnicodeDecodeError as e:
+        raise InvalidRecordError(f"{source} is not UTF-8 text ({e.reason} at byte {e.start} of a read); records "
+                                 "are JSON lines (binary keys and values as key_b64 / value_b64) or Kafka "
+                                 "console lines") from None
 
     try:
         validate_records(records, store.topic_config(topic), topic)

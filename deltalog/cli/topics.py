@@ -10,6 +10,7 @@ import argparse
 import deltalog.cli.common as common
 from deltalog.cli import output
 from deltalog.config import TopicConfig
+from deltalog.log.log_manager import validate_partition_count, validate_topic_name
 from deltalog.report import config_lines, describe_lines
 
 
@@ -86,6 +87,11 @@ def _add_delete(sub: argparse._SubParsersAction, help_text: str | None) -> None:
 
 
 def create(args: argparse.Namespace) -> int:
+    # Validated before the store is opened: opening creates a new store's directory, which a refused command
+    # must not leave behind.
+    validate_topic_name(args.topic)
+    validate_partition_count(args.topic, args.partitions)
+    TopicConfig.from_properties(dict(args.topic_config))
     store = common.open_store(args, create=True)
     config = store.create_topic(args.topic, partitions=args.partitions, config=dict(args.topic_config))
     if output.wants_json(args):
@@ -110,7 +116,7 @@ def list_(args: argparse.Namespace) -> int:
 
 def describe(args: argparse.Namespace) -> int:
     store = common.open_store(args)
-    names = [args.topic] if args.topic else store.list_topics()
+    names = [args.topic] if args.topic is not None else store.list_topics()  # '' is a bad name, not "every topic"
     descriptions = [store.describe(t) for t in names]
     if output.wants_json(args):
         for d in descriptions:

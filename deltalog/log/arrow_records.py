@@ -60,6 +60,10 @@ def validated(data: ArrowRecords, config: TopicConfig, topic: str, now_ms: int) 
     ``headers`` and ``timestamp_ms`` (null timestamps become ``now_ms``); raises before anything is written."""
     table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
     names = table.column_names
+    repeated = sorted({c for c in names if names.count(c) > 1})
+    if repeated:
+        raise InvalidRecordError(f"an Arrow batch of records has the column(s) {', '.join(repeated)} more than once; "
+                                 f"each of {', '.join(REQUIRED + OPTIONAL)} may appear once")
     missing = [c for c in REQUIRED if c not in names]
     unknown = [c for c in names if c not in REQUIRED + OPTIONAL]
     if missing or unknown:
@@ -150,7 +154,7 @@ def _timestamps(column: pa.ChunkedArray, now_ms: int) -> pa.Array:
         raise InvalidRecordError(f"record {i}: timestamp_ms must be >= 0 and fit in 64 bits, not {ts[i].as_py()}",
                                  index=i)
     if ts.type == pa.uint64() and len(ts) and pc.max(ts).is_valid and pc.max(ts).as_py() >= 2**63:
-        i = _first(pc.greater_equal(ts, 2**63))
+        i = _first(pc.greater_equal(ts, pa.scalar(2**63, pa.uint64())))
         raise InvalidRecordError(f"record {i}: timestamp_ms must be >= 0 and fit in 64 bits, not {ts[i].as_py()}",
                                  index=i)
     return pc.fill_null(ts.cast(pa.int64()), now_ms)

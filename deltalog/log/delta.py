@@ -42,6 +42,7 @@ from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
 from deltalog.errors import CommitConflictError, CorruptLogError
+from deltalog.log import faults
 from deltalog.log.record import (
     DELETE_HORIZON,
     KEY,
@@ -247,10 +248,12 @@ def commit(
         max_commit_retries=retries,
         app_transactions=[Transaction(k, int(v)) for k, v in txns.items()],
     )
+    faults.point(f"{operation}:before-commit")  # inert unless the reliability harness asks (see faults)
     try:
         dt.create_write_transaction(list(actions), mode="append", schema=RECORD_SCHEMA, commit_properties=props)
     except CommitFailedError as e:
         raise CommitConflictError(f"{operation} lost a race with a concurrent commit: {e}") from e
+    faults.point(f"{operation}:after-commit")
 
 
 def retry_on_conflict(what: str, attempts: int, step: Callable[[int], T], *, backoff: bool = True) -> T:

@@ -34,7 +34,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from deltalog.errors import InvalidConfigError
+from deltalog.errors import InvalidConfigError, shown
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType  # only for json encodings: appends of bytes never import pyspark
@@ -51,7 +51,7 @@ def parse_encoding(name: str, raw: Any) -> str:
     value = str(raw).strip().lower()
     if value not in ENCODINGS:
         raise InvalidConfigError(
-            f"Invalid value {raw!r} for configuration {name}: expected one of {', '.join(ENCODINGS)}"
+            f"Invalid value {shown(raw)} for configuration {name}: expected one of {', '.join(ENCODINGS)}"
         )
     return value
 
@@ -63,7 +63,7 @@ def parse_schema_config(name: str, raw: Any) -> str:
         try:
             parse_schema(text)
         except ValueError as e:
-            raise InvalidConfigError(f"Invalid value {text!r} for configuration {name}: {e}") from None
+            raise InvalidConfigError(f"Invalid value {shown(text)} for configuration {name}: {e}") from None
     return text
 
 
@@ -346,6 +346,8 @@ def check_bytes(data: bytes, encoding: str, schema_text: str) -> str | None:
         parsed = json.loads(text, parse_constant=_reject_constant)
     except ValueError as e:
         return f"it is not valid JSON ({e})"
+    except RecursionError:
+        return "it is JSON nested too deeply to check (more levels than Python's recursion limit)"
     problem = _match(parse_schema(schema_text), parsed, "")
     return f"it does not match the declared schema: {problem}" if problem else None
 

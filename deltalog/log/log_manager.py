@@ -55,6 +55,7 @@ from deltalog.errors import (
     StorageError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
+    shown,
 )
 from deltalog.log.lease import LeaseManager, owner_is_dead
 from deltalog.log.partition_log import PartitionLog, config_to_table_properties
@@ -83,7 +84,7 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 def validate_topic_name(name: object) -> str:
     """Kafka's topic name rules (``Topic.validate``), which also keep every path inside the store."""
     if not isinstance(name, str) or not name:
-        raise InvalidTopicError(f"Topic name {name!r} is illegal: it must be a non-empty string")
+        raise InvalidTopicError(f"Topic name {shown(name, 60)} is illegal: it must be a non-empty string")
     if name in (".", ".."):
         raise InvalidTopicError(f"Topic name {name!r} is illegal: it cannot be '.' or '..'")
     if len(name) > MAX_TOPIC_NAME_LENGTH:
@@ -92,7 +93,7 @@ def validate_topic_name(name: object) -> str:
         )
     if not _LEGAL_TOPIC.fullmatch(name):  # fullmatch: ``$`` alone would let a trailing newline through
         raise InvalidTopicError(
-            f"Topic name {name!r} is illegal: it contains a character other than ASCII alphanumerics, "
+            f"Topic name {shown(name, 300)} is illegal: it contains a character other than ASCII alphanumerics, "
             "'.', '_' and '-'"
         )
     return name
@@ -101,7 +102,7 @@ def validate_topic_name(name: object) -> str:
 def validate_partition_count(topic: str, partitions: object) -> int:
     if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
         raise InvalidConfigError(
-            f"Invalid number of partitions {partitions!r} for topic {topic!r}: must be an integer in [1, {MAX_PARTITIONS}]"
+            f"Invalid number of partitions {shown(partitions)} for topic {topic!r}: must be an integer in [1, {MAX_PARTITIONS}]"
         )
     return partitions
 
@@ -117,7 +118,7 @@ def validate_config_mapping(config: object, what: str = "config") -> dict[str, A
         )
     bad = [k for k in config if not isinstance(k, str)]
     if bad:
-        raise InvalidConfigError(f"{what} keys must be strings such as 'cleanup.policy', not {bad[0]!r}")
+        raise InvalidConfigError(f"{what} keys must be strings such as 'cleanup.policy', not {shown(bad[0])}")
     return dict(config)
 
 
@@ -411,18 +412,21 @@ class LogManager:
 
     def log(self, topic: str, partition: int) -> PartitionLog:
         """The :class:`PartitionLog` of one partition; raises if the topic or partition does not exist."""
-        key = (topic, partition)
-        # Type first: True == 1 and hashes alike, so a cache hit would take True for partition 1.
-        cached = None if not _is_partition_number(partition) else self._logs.get(key)
+        # Types first: True == 1 and hashes alike, so a cache hit would take True for partition 1; and a topic
+        # given as a list is not hashable.
+        known = isinstance(topic, str) and _is_partition_number(partition)
+        cached = self._logs.get((topic, partition)) if known else None
         if cached is not None:
             return cached
         parts = self.partitions(topic)
         if not _is_partition_number(partition) or partition not in parts:
+            kind = "" if _is_partition_number(partition) else f" (a partition is an int, not a {type(partition).__name__})"
             raise UnknownTopicOrPartitionError(
-                f"Partition {partition!r} of topic {topic!r} does not exist; partitions are 0..{len(parts) - 1}"
+                f"Partition {shown(partition, 40)} of topic {topic!r} does not exist{kind}; partitions are "
+                f"0..{len(parts) - 1}"
             )
         log = PartitionLog(self.storage, self._partition_uri(topic, partition), topic, partition)
-        self._logs[key] = log
+        self._logs[(topic, partition)] = log
         return log
 
     def logs(self, topic: str | None = None) -> list[PartitionLog]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from deltalog.errors import InvalidRecordError
+from deltalog.errors import InvalidRecordError, shown
 
 Header = tuple[str, bytes]
 HeadersLike = Sequence[tuple[str, Any]] | Mapping[str, Any] | None
@@ -64,7 +64,13 @@ def _as_bytes(what: str, v: Any) -> bytes | None:
     if isinstance(v, (bytes, bytearray, memoryview)):
         return bytes(v)
     if isinstance(v, str):
-        return v.encode("utf-8")
+        try:
+            return v.encode("utf-8")
+        except UnicodeEncodeError as e:  # a lone surrogate, e.g. from a JSON "\ud800" escape
+            raise InvalidRecordError(
+                f"record {what} is a str that cannot be stored as UTF-8 ({e.reason} at index {e.start}); "
+                "give bytes, or a str of valid Unicode text"
+            ) from None
     raise InvalidRecordError(f"record {what} must be bytes, str (stored as UTF-8) or None, not {type(v).__name__}")
 
 
@@ -102,7 +108,7 @@ def _normalize_headers(headers: HeadersLike) -> Headers:
     if isinstance(headers, (str, bytes, bytearray, memoryview)) or not isinstance(headers, (Mapping, Iterable)):
         raise InvalidRecordError(
             f"record headers must be a mapping of str to bytes, or a sequence of (str, bytes) pairs, not "
-            f"{type(headers).__name__} {headers!r:.60}"
+            f"{type(headers).__name__} {shown(headers, 60)}"
         )
     items = headers.items() if isinstance(headers, Mapping) else headers
     out = []
@@ -110,10 +116,11 @@ def _normalize_headers(headers: HeadersLike) -> Headers:
         try:
             name, value = item
         except (TypeError, ValueError):
-            raise InvalidRecordError(f"a header must be a (str, bytes) pair, not {item!r}") from None
+            raise InvalidRecordError(f"a header must be a (str, bytes) pair, not {shown(item)}") from None
         if not isinstance(name, str):
             raise InvalidRecordError(f"a header name must be a str, not {type(name).__name__}")
-        out.append((name, _as_bytes(f"header {name!r}", value)))
+        _as_bytes(f"header name {shown(name, 40)}", name)  # the name is stored as UTF-8 too
+        out.append((name, _as_bytes(f"header {shown(name, 40)}", value)))
     return Headers(out)
 
 
@@ -136,10 +143,13 @@ class Record:
         object.__setattr__(self, "key", _as_bytes("key", self.key))
         object.__setattr__(self, "value", _as_bytes("value", self.value))
         object.__setattr__(self, "headers", _normalize_headers(self.headers))
-        if self.timestamp_ms is not None and (isinstance(self.timestamp_ms, bool) or not isinstance(self.timestamp_ms, int)):
-            raise InvalidRecordError(f"timestamp_ms must be an int (epoch milliseconds), not {self.timestamp_ms!r}")
-        if self.timestamp_ms is not None and not 0 <= self.timestamp_ms < 2**63:
-            raise InvalidRecordError(f"timestamp_ms must be >= 0 and fit in 64 bits, not {self.timestamp_ms}")
+        for name in ("timestamp_ms", "offset", "delete_horizon_ms"):  # the last two are set by the log on reads
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                raise InvalidRecordError(f"{name} must be an int{' (epoch milliseconds)' if name != 'offset' else ''}"
+                                         f" or None, not {shown(v)}")
+            if v is not None and not 0 <= v < 2**63:
+                raise InvalidRecordError(f"{name} must be >= 0 and fit in 64 bits, not {shown(v)}")
 
     @property
     def is_tombstone(self) -> bool:
