@@ -21,6 +21,9 @@ SLOW_EXAMPLES = 600
 
 IDS = [c.name.replace(" ", "-") for c in CATEGORIES]
 
+#: The default run draws the same cases every time (see the test); the slow run draws fresh ones.
+QUICK_SEED = 20261123
+
 
 @pytest.fixture
 def arena(tmp_path) -> Arena:
@@ -29,7 +32,9 @@ def arena(tmp_path) -> Arena:
 
 @pytest.mark.parametrize("category", CATEGORIES, ids=IDS)
 def test_hostile_inputs_are_refused_and_change_nothing(arena, category):
-    tally = run_category(category, arena, max_examples=QUICK_EXAMPLES)
+    # A fixed seed: the default suite (CI) must not fail on the day hypothesis happens to draw a new case; the
+    # slow run below draws fresh cases every time.
+    tally = run_category(category, arena, max_examples=QUICK_EXAMPLES, seed=QUICK_SEED)
     assert tally.tried >= QUICK_EXAMPLES // 2, tally  # hypothesis may stop early only on a small space
 
 
