@@ -37,6 +37,8 @@ from deltalog.reliability.model import (
 
 FULL_KILLS = 30
 FULL_SECONDS = 60
+#: The full-size runs take about half an hour on 2 idle cores (pytest's default limit is 15 minutes).
+FULL_TIMEOUT_S = 5400
 
 
 @pytest.fixture
@@ -208,6 +210,7 @@ def test_producers_and_two_cleaner_jobs_together(harness):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(FULL_TIMEOUT_S)
 def test_full_size_kills(harness, full_size):
     """At least 30 kills of each kind: producers at random moments and at each append/roll commit boundary;
     cleaner runs through each entry point at random moments and at each cleaning/retention commit boundary."""
@@ -227,6 +230,7 @@ def test_full_size_kills(harness, full_size):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(FULL_TIMEOUT_S)
 def test_full_size_concurrency(harness, full_size):
     out = harness.concurrency(FULL_SECONDS, producers=3, jobs=2)
     assert not out.problems, out.problems[:5]

@@ -827,7 +827,8 @@ def cli_cases(draw: st.DrawFn, log_end: Mapping[tuple[str, int], int]) -> Case:
         if part == "from":
             leo = log_end[("prices", 0)]
             argv += ["--from-offset", draw(st.one_of(
-                st.sampled_from(["x", "first", "EARLIEST", "1.5", "", "-1", str(leo + 1), str(2**70)]),
+                # not "EARLIEST": Kafka's console consumer lower-cases --offset, and so does deltalog's
+                st.sampled_from(["x", "first", "1.5", "", "-1", str(leo + 1), str(2**70)]),
                 st.integers(min_value=leo + 1).map(str), st.integers(max_value=-1).map(str)))]
         if part == "max":
             argv += ["--max-records", draw(st.sampled_from(["-1", "x", "1.5", "", "-99999999999999999999"]))]
