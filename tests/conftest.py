@@ -187,3 +187,14 @@ def pytest_terminal_summary(terminalreporter):
     if SERVICE_STARTUPS:
         started = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in SERVICE_STARTUPS)
         terminalreporter.write_line(f"services started: {started}")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The full-size reliability runs (``full_size``: about half an hour) run only when the slow suite is asked
+    for by name (``-m slow``); a plain ``python -m pytest`` leaves them out (deselected, not skipped)."""
+    if "slow" in (config.getoption("markexpr") or ""):
+        return
+    kept = [item for item in items if item.get_closest_marker("full_size") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept

@@ -41,13 +41,6 @@ FULL_SECONDS = 60
 FULL_TIMEOUT_S = 5400
 
 
-@pytest.fixture
-def full_size(request):
-    """Skip unless the slow suite was asked for by name (``-m slow``): the plain run must stay short."""
-    if "slow" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("full-size reliability run: select it with -m slow (about half an hour)")
-
-
 @pytest.fixture(params=["local"])
 def harness(request, tmp_path, spark):
     """A harness on a fresh store. The store location is the parameter: a local directory today; the
@@ -211,7 +204,8 @@ def test_producers_and_two_cleaner_jobs_together(harness):
 
 @pytest.mark.slow
 @pytest.mark.timeout(FULL_TIMEOUT_S)
-def test_full_size_kills(harness, full_size):
+@pytest.mark.full_size
+def test_full_size_kills(harness):
     """At least 30 kills of each kind: producers at random moments and at each append/roll commit boundary;
     cleaner runs through each entry point at random moments and at each cleaning/retention commit boundary."""
     producer_random = [harness.producer_kill() for _ in range(FULL_KILLS)]
@@ -231,7 +225,8 @@ def test_full_size_kills(harness, full_size):
 
 @pytest.mark.slow
 @pytest.mark.timeout(FULL_TIMEOUT_S)
-def test_full_size_concurrency(harness, full_size):
+@pytest.mark.full_size
+def test_full_size_concurrency(harness):
     out = harness.concurrency(FULL_SECONDS, producers=3, jobs=2)
     assert not out.problems, out.problems[:5]
     assert out.job_exit_codes == [0, 0]
