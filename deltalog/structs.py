@@ -40,4 +40,26 @@ class ConsumerGroupMetadata(NamedTuple):
     group_instance_id: str | None = None
 
 
-__all__ = ["ConsumerGroupMetadata", "OffsetAndMetadata", "TopicPartition"]
+class ConsumerRecord(NamedTuple):
+    """One record as a consumer hands it out, with kafka-python's field names and order. ``timestamp`` is the
+    record's timestamp in epoch ms (``timestamp_type`` 0: CreateTime, the producer's or the append's clock);
+    ``headers`` are ``(str, bytes)`` pairs; ``key`` and ``value`` are bytes (None: absent / a tombstone) unless the
+    consumer was given deserializers. deltalog keeps no CRC or serialized sizes per record: ``checksum`` is None and
+    the sizes are the byte lengths (-1 for None), as kafka-python reports them."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: object
+    value: object
+    headers: list[tuple[str, bytes]]
+    checksum: int | None
+    serialized_key_size: int
+    serialized_value_size: int
+    serialized_header_size: int
+
+
+__all__ = ["ConsumerGroupMetadata", "ConsumerRecord", "OffsetAndMetadata", "TopicPartition"]
