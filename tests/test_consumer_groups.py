@@ -255,18 +255,6 @@ def test_consumer_validation_errors(store):
         store.consumer("t", group_id="g").commit({TP0: OffsetAndMetadata(-5)})
 
 
-def test_a_consumer_reads_across_offsets_compaction_removed(spark_store):
-    store = spark_store
-    store.create_topic("t", 1, config={"cleanup.policy": "compact", "segment.bytes": "14"})
-    for i in range(6):
-        store.append("t", 0, [Record(key=b"same" if i < 5 else b"other", value=f"v{i}".encode())])
-    store.roll("t", 0)
-    store.clean("t")
-    c = store.consumer("t", group_id="g", auto_offset_reset="earliest", consumer_timeout_ms=200)
-    assert [r.offset for r in c] == [4, 5]
-    assert c.position(TP0) == 6
-
-
 # -- cleaning __consumer_offsets -------------------------------------------------------------------------------
 
 
@@ -276,6 +264,10 @@ def test_the_cleaner_keeps_consumer_offsets_small_and_committed_offsets_survive(
     store = Store(tmp_path / "s", clock=clock, spark=spark,
                   config={"offsets.topic.num.partitions": 1, "offsets.topic.segment.bytes": 14})
     _fill(store, 40)
+    # A compacted user topic cleaned by the same pass: a consumer reads on across the offsets compaction removed.
+    store.create_topic("c", 1, config={"cleanup.policy": "compact", "segment.bytes": "14"})
+    for i in range(6):
+        store.append("c", 0, [Record(key=b"same" if i < 5 else b"other", value=f"v{i}".encode())])
     for i in range(20):
         store.alter_consumer_group_offsets("g", {TP0: i, TP1: 2 * i})
         store.alter_consumer_group_offsets("h", {TP0: 1})
@@ -293,6 +285,12 @@ def test_the_cleaner_keeps_consumer_offsets_small_and_committed_offsets_survive(
     assert fresh.list_consumer_group_offsets("h") == {TP0: OffsetAndMetadata(1)}
     assert fresh.list_consumer_groups() == ["g", "h"]
     assert store.list_consumer_group_offsets("g")[TP1].offset == 38  # the replay kept across the clean
+
+    c = store.consumer("c", group_id="g", auto_offset_reset="earliest", consumer_timeout_ms=200)
+    assert [r.offset for r in c] == [4, 5]  # offsets 0-3 ("same", superseded) were cleaned away
+    assert c.position(TopicPartition("c", 0)) == 6
+    c.close()
+    assert store.list_consumer_group_offsets("g")[TopicPartition("c", 0)] == OffsetAndMetadata(6)
 
 
 # -- the CLI, as real subprocesses -----------------------------------------------------------------------------
