@@ -145,8 +145,13 @@ class Store:
         return self.log_manager.partitions(topic)
 
     def delete_topic(self, topic: str) -> None:
-        """Remove a topic and all its data (Kafka's DeleteTopics), and the cleaner's state about it. Irreversible."""
+        """Remove a topic and all its data (Kafka's DeleteTopics), the cleaner's state about it and every consumer
+        group's committed offsets of it. Irreversible."""
         self.log_manager.delete_topic(topic)
+        if not is_internal_topic(topic):
+            self.offsets_topic.delete_topic_offsets(topic, self.clock.now_ms())  # as Kafka's coordinator does
+        else:
+            self._offsets = None  # its partition count and replays were of the topic just deleted
         UncleanablePartitions(self.storage).forget_topic(topic)
         metrics.forget_topic(self.log_manager, topic)
 

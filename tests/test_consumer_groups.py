@@ -124,6 +124,18 @@ def test_delete_group_and_offsets(store):
     assert Store(store.root).list_consumer_groups() == []
 
 
+def test_deleting_a_topic_removes_its_committed_offsets(store):
+    _fill(store)
+    store.create_topic("u", 1)
+    store.alter_consumer_group_offsets("g", {TP0: 1, TopicPartition("u", 0): 0})
+    store.alter_consumer_group_offsets("h", {TP1: 2})
+    store.delete_topic("t")
+    assert store.list_consumer_group_offsets("g") == {TopicPartition("u", 0): OffsetAndMetadata(0)}
+    assert Store(store.root).list_consumer_groups() == ["g"]  # h had offsets of t only
+    store.create_topic("t", 2)  # made again: no group inherits the old topic's offsets
+    assert store.consumer("t", group_id="g", auto_offset_reset="earliest").position(TP0) == 0
+
+
 @pytest.mark.parametrize("bad", ["", None, 5, b"g"])
 def test_bad_group_ids_are_refused(store, bad):
     _fill(store)
@@ -318,6 +330,7 @@ def test_cli_consume_group_resumes_and_consumer_groups_describe_reset_delete(tmp
 
     p = _cli(root, "consumer-groups", "--list")
     assert (p.returncode, p.stdout) == (0, "g\n")
+    assert _cli(root, "topics", "list", "--exclude-internal").stdout == "t\n"  # as kafka-topics --exclude-internal
     p = _cli(root, "consumer-groups", "--describe", "--group", "g")
     lines = [line.split() for line in p.stdout.strip().splitlines()]
     assert lines[0] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",

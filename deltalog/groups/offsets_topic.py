@@ -367,6 +367,27 @@ class OffsetsTopic:
         self._append(batch, now_ms)
         return batch
 
+    def delete_topic_offsets(self, topic: str, now_ms: int) -> int:
+        """Remove every group's committed offsets of ``topic`` (tombstones), as Kafka's coordinator does when a
+        topic is deleted, so a topic made again under the name does not inherit them. Returns how many went."""
+        n = self.num_partitions()
+        if n is None:
+            return 0
+        removed = 0
+        with self._lock:
+            for p in range(n):
+                keys = sorted((k for k in self._refresh(p).entries if k.topic == topic),
+                              key=lambda k: (k.group, k.partition))
+                if not keys:
+                    continue
+                records = pa.table({
+                    KEY: pa.array([encode_key(k.group, k.topic, k.partition) for k in keys], pa.binary()),
+                    VALUE: pa.array([None] * len(keys), pa.binary()),
+                    TIMESTAMP: pa.array([now_ms] * len(keys), pa.int64())})
+                self.logs.log(OFFSETS_TOPIC, p).append(records, now_ms)
+                removed += len(keys)
+        return removed
+
     def _append(self, batch: OffsetCommitBatch, now_ms: int) -> None:
         self.logs.log(batch.topic, batch.partition).append(batch.records, now_ms)
 

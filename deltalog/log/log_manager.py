@@ -76,9 +76,10 @@ TOPIC_OPERATION_TIMEOUT_MS = 10 * 60 * 1000
 TOPIC_CREATING = "creating"
 TOPIC_READY = "ready"
 TOPIC_DELETING = "deleting"
-#: The internal topics (Kafka's ``Topic.INTERNAL_TOPICS``): deltalog's own state, made on first use. Listings for
-#: users leave them out unless asked (Kafka's AdminClient ``listInternal=false``); the cleaner, retention and VACUUM
-#: treat them as any other topic, which is how ``__consumer_offsets`` stays small.
+#: The internal topics (Kafka's ``Topic.INTERNAL_TOPICS``): deltalog's own state, made on first use, never by a
+#: user's create_topic. They are listed as other topics (``deltalog topics list --exclude-internal`` leaves them
+#: out, as Kafka's kafka-topics does); the cleaner, retention and VACUUM treat them as any other topic, which is how
+#: ``__consumer_offsets`` stays small.
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
 INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME})
