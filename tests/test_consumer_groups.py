@@ -112,6 +112,29 @@ def test_commits_land_in_consumer_offsets_and_a_new_store_reads_them(tmp_path, s
     assert (rows["t", 1].current_offset, rows["t", 1].log_end_offset, rows["t", 1].lag) == (1, 5, 4)
 
 
+def test_concurrent_first_commits_create_consumer_offsets_once(store):
+    """Several processes' first commits race to create __consumer_offsets: one creates it, the others wait for it."""
+    import threading
+
+    _fill(store)
+    errors: list[BaseException] = []
+
+    def commit(i: int) -> None:
+        try:
+            Store(store.root).alter_consumer_group_offsets(f"g{i}", {TP0: i})
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=commit, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert Store(store.root).list_consumer_groups() == ["g0", "g1", "g2", "g3"]
+    assert len(store.partitions(OFFSETS_TOPIC)) == 10
+
+
 def test_delete_group_and_offsets(store):
     _fill(store)
     store.alter_consumer_group_offsets("g", {TP0: 1, TP1: 2})
