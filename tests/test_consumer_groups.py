@@ -378,6 +378,27 @@ def test_cli_consume_group_resumes_and_consumer_groups_describe_reset_delete(tmp
     assert Store(root).list_consumer_groups() == []
 
 
+def test_cli_consume_group_follow_commits_what_it_printed_on_ctrl_c(tmp_path):
+    import signal
+
+    root = tmp_path / "s"
+    _fill(Store(root), 6)
+    exe = shutil.which("deltalog") or os.path.join(os.path.dirname(sys.executable), "deltalog")
+    env = {**os.environ, "DELTALOG_STORE": str(root)}
+    proc = subprocess.Popen([exe, "consume", "t", "--group", "f", "--follow", "--poll-interval-ms", "100"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        lines = [proc.stdout.readline() for _ in range(6)]
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert sorted(json.loads(x)["value"] for x in lines) == [f"v{i}" for i in range(6)]
+    assert Store(root).list_consumer_group_offsets("f") == {TP0: OffsetAndMetadata(3), TP1: OffsetAndMetadata(3)}
+
+
 def test_cli_consumer_groups_errors(tmp_path):
     root = tmp_path / "s"
     _fill(Store(root), 2)

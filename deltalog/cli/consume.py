@@ -170,11 +170,11 @@ def consume(args: argparse.Namespace) -> int:
         code = 143 if stop_signal is not None and stop_signal.fired else 130
         if committer is not None:
             sys.stdout.flush()
-            committer.commit(consumer.positions)
+            committer.commit(consumer.printed)
     else:
         if committer is not None:
             sys.stdout.flush()  # what is committed must have reached the reader
-            committer.commit(consumer.positions)
+            committer.commit(consumer.printed)
     finally:
         if stop_signal is not None:
             stop_signal.restore()
@@ -238,6 +238,9 @@ class _Consumer:
         self.store = store
         self.topic = topic
         self.positions = positions
+        #: The positions past what was written (behind ``positions`` while a page is being written): what a group
+        #: commits, so Ctrl-C in the middle of a page delivers its rest again rather than never.
+        self.printed = dict(positions)
         self.follow = follow
         self.page_size = page_size
         # Without --follow, each partition is read up to its log end as it was at the start.
@@ -262,13 +265,14 @@ class _Consumer:
                     self.count += len(records)  # first: with unbuffered output a reader may act on them at once
                     write(p, records)
                     progressed = True
+                self.printed[p] = self.positions[p]
             if not self.follow:
                 if all(self.positions[p] >= self.ends[p] for p in self.positions):
                     return self.count
                 continue
             sys.stdout.flush()
             if self.committer is not None:
-                self.committer.maybe_commit(self.positions)
+                self.committer.maybe_commit(self.printed)
             if progressed:
                 idle_since = time.monotonic()
             elif timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= timeout_ms:
