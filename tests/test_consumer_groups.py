@@ -214,7 +214,11 @@ def test_subscribe_poll_commit_and_resume_where_the_group_left_off(store):
     assert c2.position(TP0) == c2.position(TP1) == 5
     c2.close()  # auto commit: positions committed
     assert store.list_consumer_group_offsets("g") == {TP0: OffsetAndMetadata(5), TP1: OffsetAndMetadata(5)}
-    assert list(store.consumer("t", group_id="g", consumer_timeout_ms=100)) == []
+    idle = store.consumer("t", group_id="g", consumer_timeout_ms=100)
+    assert list(idle) == []
+    leo = store.log(OFFSETS_TOPIC, partition_for("g", 10)).head().log_end_offset
+    idle.close()  # the positions are the committed offsets: nothing to commit, no Delta commit
+    assert store.log(OFFSETS_TOPIC, partition_for("g", 10)).head().log_end_offset == leo
 
 
 def test_auto_commit_is_at_least_once(store):

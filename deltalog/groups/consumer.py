@@ -317,6 +317,8 @@ class Consumer:
             found = self._offsets.committed(self.config["group_id"], [tp])
             committed = found[tp].offset if tp in found else None
         head = self._logs.log(tp.topic, tp.partition).head()
+        if committed is not None:
+            self._last_committed[tp] = committed  # auto commit skips it until the position moves
         if committed is not None and head.log_start_offset <= committed <= head.log_end_offset:
             self._set_position(tp, state, committed)
         else:
