@@ -377,6 +377,9 @@ def test_cli_consume_group_resumes_and_consumer_groups_describe_reset_delete(tmp
     p = _cli(root, "consume", "t", "--group", "g")
     assert sorted(json.loads(x)["value"] for x in p.stdout.splitlines()) == ["v3", "v5", "v6"]
 
+    p = _cli(root, "consumer-groups", "--delete-offsets", "--group", "g", "--topic", "t:1")
+    assert p.returncode == 0 and p.stdout.split() == ["TOPIC", "PARTITION", "STATUS", "t", "1", "Successful"], p.stderr
+    assert list(Store(root).list_consumer_group_offsets("g")) == [TP0]
     p = _cli(root, "consumer-groups", "--delete", "--group", "g")
     assert p.returncode == 0 and "Deletion of requested consumer groups ('g') was successful." in p.stdout
     assert Store(root).list_consumer_groups() == []
