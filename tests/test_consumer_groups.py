@@ -10,6 +10,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -396,6 +397,9 @@ def test_cli_consume_group_follow_commits_what_it_printed_on_ctrl_c(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         lines = [proc.stdout.readline() for _ in range(6)]
+        # Let the loop get past the page it wrote (a Ctrl-C in the middle of a page is committed before the page,
+        # so its records come again: at least once) and wait for new records.
+        time.sleep(1.5)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
