@@ -15,10 +15,14 @@ from deltalog.errors import (
     CommitConflictError,
     CorruptLogError,
     DeltalogError,
+    GroupIdNotFoundError,
+    IllegalStateError,
     InvalidArgumentError,
     InvalidConfigError,
     InvalidRecordError,
     InvalidTopicError,
+    NoOffsetForPartitionError,
+    OffsetMetadataTooLargeError,
     OffsetOutOfRangeError,
     PartitionBusyError,
     PartitionUncleanableError,
@@ -28,6 +32,7 @@ from deltalog.errors import (
     UnknownTopicOrPartitionError,
 )
 from deltalog.log.record import Record
+from deltalog.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
     from deltalog.log.producer import ProduceResult, RecordMetadata
@@ -56,13 +61,19 @@ __all__ = [
     "CleaningFailedError",
     "Clock",
     "CommitConflictError",
+    "ConsumerRecord",
     "CorruptLogError",
     "DeltalogError",
+    "GroupIdNotFoundError",
+    "IllegalStateError",
     "InvalidArgumentError",
     "InvalidConfigError",
     "InvalidRecordError",
     "InvalidTopicError",
     "ManualClock",
+    "NoOffsetForPartitionError",
+    "OffsetAndMetadata",
+    "OffsetMetadataTooLargeError",
     "OffsetOutOfRangeError",
     "PartitionBusyError",
     "PartitionUncleanableError",
@@ -75,6 +86,7 @@ __all__ = [
     "StoreConfig",
     "TopicConfig",
     "TopicExistsError",
+    "TopicPartition",
     "UnknownTopicOrPartitionError",
     "WallClock",
     "__version__",

@@ -29,6 +29,12 @@ OFFSET_MAP_BYTES_PER_ENTRY = 24
 #: Kafka's broker refuses ``log.cleaner.dedupe.buffer.size / log.cleaner.threads <= 1 MiB`` (KafkaConfig.validateValues).
 MIN_DEDUPE_BUFFER_PER_THREAD = 1024 * 1024
 
+#: deltalog's default for ``offsets.topic.num.partitions`` (Kafka's is 50): see README, "Consumer groups".
+OFFSETS_TOPIC_NUM_PARTITIONS = 10
+#: deltalog's default for ``offsets.topic.segment.bytes`` (Kafka's is 100 MiB of record batches; deltalog counts
+#: Parquet file bytes, about 2 KB per commit): see README, "Consumer groups".
+OFFSETS_TOPIC_SEGMENT_BYTES = 1_048_576
+
 Parser = Callable[[str, Any], Any]
 _WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
 
@@ -174,6 +180,17 @@ STORE_KEYS: tuple[ConfigKey, ...] = (
               "Throttle on the bytes a cleaning pass reads and writes per second."),
     ConfigKey("deltalog.check.after.clean", "check_after_clean", _bool, False,
               "Run the data-quality checks (store.check) on every partition a clean() pass touched."),
+    # Consumer groups (deltalog.groups): the internal topic __consumer_offsets, made on first use.
+    ConfigKey("offsets.topic.num.partitions", "offsets_topic_num_partitions", _long(1, 1000),
+              OFFSETS_TOPIC_NUM_PARTITIONS,
+              "Partitions of __consumer_offsets when it is created (a group's offsets live in partition "
+              "abs(hash(group)) % this); later changes do not move it."),
+    ConfigKey("offsets.topic.segment.bytes", "offsets_topic_segment_bytes", _long(14, INT_MAX),
+              OFFSETS_TOPIC_SEGMENT_BYTES,
+              "segment.bytes of __consumer_offsets when it is created: its segments roll, and become cleanable, "
+              "at this size."),
+    ConfigKey("offset.metadata.max.bytes", "offset_metadata_max_bytes", _long(0, INT_MAX), 4096,
+              "The longest metadata string (UTF-8 bytes) an offset commit may carry."),
 )
 
 
@@ -275,6 +292,9 @@ class CleanerConfig(_KafkaConfig):
     backoff_ms: int = 15_000
     io_max_bytes_per_second: float = float("inf")
     check_after_clean: bool = False
+    offsets_topic_num_partitions: int = OFFSETS_TOPIC_NUM_PARTITIONS
+    offsets_topic_segment_bytes: int = OFFSETS_TOPIC_SEGMENT_BYTES
+    offset_metadata_max_bytes: int = 4096
 
     def __post_init__(self) -> None:
         # Kafka's KafkaConfig.validateValues: strictly more than 1 MiB per thread (its message says "at least").

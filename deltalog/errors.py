@@ -82,6 +82,25 @@ class OffsetOutOfRangeError(DeltalogError, IndexError):
         self.log_end_offset = log_end_offset
 
 
+class IllegalStateError(DeltalogError):
+    """A call that the object's state does not allow (Kafka's ``IllegalStateException``): seeking a partition a
+    consumer is not assigned, using a consumer after ``close()``, mixing ``subscribe`` and ``assign``."""
+
+
+class GroupIdNotFoundError(DeltalogError, LookupError):
+    """The consumer group has no committed offsets in the store (Kafka's GROUP_ID_NOT_FOUND: "The group id does
+    not exist.")."""
+
+
+class OffsetMetadataTooLargeError(InvalidArgumentError):
+    """An offset commit whose metadata string is longer than ``offset.metadata.max.bytes`` (UTF-8 bytes)."""
+
+
+class NoOffsetForPartitionError(DeltalogError):
+    """A consumer with ``auto_offset_reset="none"`` found no committed offset (or an out-of-range one) for a
+    partition it must read: it will not guess where to start."""
+
+
 class CorruptLogError(DeltalogError):
     """A data file of a partition cannot be read, or the table is not a deltalog partition."""
 

@@ -65,7 +65,10 @@ KAFKA_CONFIG_NAMES = frozenset({
     "max.compaction.lag.ms", "delete.retention.ms", "retention.ms", "retention.bytes", "file.delete.delay.ms",
     "max.message.bytes", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
     "log.cleaner.io.buffer.load.factor", "log.cleaner.backoff.ms", "log.cleaner.io.max.bytes.per.second",
+    "offset.metadata.max.bytes",
 })
+#: Kafka's names whose deltalog default differs from Kafka's, with Kafka's default (the README says why).
+KAFKA_NAMES_OTHER_DEFAULT = {"offsets.topic.num.partitions": "50", "offsets.topic.segment.bytes": "104857600"}
 
 
 def config_markdown(keys: Sequence[ConfigKey]) -> str:
@@ -74,6 +77,8 @@ def config_markdown(keys: Sequence[ConfigKey]) -> str:
     rows = ["| Key | Default | Kafka | What it does |", "| --- | --- | --- | --- |"]
     for k in keys:
         kafka = "same name and default" if k.name in KAFKA_CONFIG_NAMES else "deltalog only"
+        if k.name in KAFKA_NAMES_OTHER_DEFAULT:
+            kafka = f"same name, Kafka's default `{KAFKA_NAMES_OTHER_DEFAULT[k.name]}`"
         default = k.render(k.default)
         rows.append(f"| `{k.name}` | {f'`{default}`' if default else '(empty)'} | {kafka} | {k.doc} |")
     return "\n".join(rows)

@@ -29,13 +29,17 @@ from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.clock import Clock, WallClock
 from deltalog.config import CleanerConfig, TopicConfig
 from deltalog.describe import PartitionState, TopicDescription
-from deltalog.errors import InvalidArgumentError, InvalidConfigError, InvalidRecordError, shown
+from deltalog.errors import InvalidArgumentError, InvalidConfigError, InvalidRecordError, InvalidTopicError, shown
+from deltalog.groups import admin as group_admin
+from deltalog.groups.consumer import Consumer
+from deltalog.groups.offsets_topic import OffsetsTopic
 from deltalog.log import arrow_records
 from deltalog.log.lease import LeaseManager
 from deltalog.log.log_manager import (
     STATE_DIR,
     TOPICS_DIR,
     LogManager,
+    is_internal_topic,
     validate_config_mapping,
     validate_topic_name,
 )
@@ -45,6 +49,7 @@ from deltalog.log.record import Record
 from deltalog.log.retention import DeleteRecordsResult, RetentionResult, apply_retention, delete_records
 from deltalog.log.vacuum import VacuumResult, vacuum_store
 from deltalog.storage import Storage
+from deltalog.structs import OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -94,6 +99,7 @@ class Store:
         except OSError as e:  # a file where the store should be, no permission, ...
             raise InvalidArgumentError(f"cannot use {self.root} as a store: {e.strerror or e}") from None
         self._producer: Producer | None = None
+        self._offsets: OffsetsTopic | None = None
 
     def __repr__(self) -> str:
         return f"Store({self.root!r})"
@@ -118,8 +124,14 @@ class Store:
     def create_topic(self, topic: str, partitions: int = 1, *, config: Mapping[str, Any] | None = None) -> TopicConfig:
         """Create a topic of ``partitions`` empty partition tables with the given Kafka topic configs.
 
-        A failure leaves no half-created topic and two concurrent creators cannot both succeed.
+        A failure leaves no half-created topic and two concurrent creators cannot both succeed. deltalog's internal
+        topics (``__consumer_offsets``, ``__transaction_state``) are made by deltalog on first use, with the format
+        and configs it reads them with, so a user cannot create them (other names starting with ``__`` are legal,
+        as in Kafka).
         """
+        if isinstance(topic, str) and is_internal_topic(topic):
+            raise InvalidTopicError(f"Creation of internal topic {topic} is prohibited: deltalog creates it on first "
+                                    "use (committing a consumer group's offsets makes __consumer_offsets)")
         return self.log_manager.create_topic(topic, partitions, config)
 
     def list_topics(self) -> list[str]:
@@ -133,8 +145,13 @@ class Store:
         return self.log_manager.partitions(topic)
 
     def delete_topic(self, topic: str) -> None:
-        """Remove a topic and all its data (Kafka's DeleteTopics), and the cleaner's state about it. Irreversible."""
+        """Remove a topic and all its data (Kafka's DeleteTopics), the cleaner's state about it and every consumer
+        group's committed offsets of it. Irreversible."""
         self.log_manager.delete_topic(topic)
+        if not is_internal_topic(topic):
+            self.offsets_topic.delete_topic_offsets(topic, self.clock.now_ms())  # as Kafka's coordinator does
+        else:
+            self._offsets = None  # its partition count and replays were of the topic just deleted
         UncleanablePartitions(self.storage).forget_topic(topic)
         metrics.forget_topic(self.log_manager, topic)
 
@@ -218,6 +235,50 @@ class Store:
         if max_records is not None and max_records >= 2**63:  # more than any partition holds; Arrow takes int64
             max_records = None
         return log.read(from_offset, max_records)
+
+    # -- consumer groups ------------------------------------------------------------------------------
+
+    @property
+    def offsets_topic(self) -> OffsetsTopic:
+        """The store's committed offsets (``__consumer_offsets``, created on the first commit); one per store
+        object, which keeps each partition's replay (see :mod:`deltalog.groups.offsets_topic`)."""
+        if self._offsets is None:
+            self._offsets = OffsetsTopic(self.log_manager, self.config)
+        return self._offsets
+
+    def consumer(self, *topics: str, **configs: Any) -> Consumer:
+        """A consumer with Kafka's names (kafka-python's ``KafkaConsumer(*topics, group_id=..., ...)``; configs also
+        by Kafka's dotted names): ``subscribe``/``assign``, ``poll``/iteration, ``commit``, ``committed``,
+        ``position``, ``seek``, ``close``. See :mod:`deltalog.groups.consumer` for what differs from Kafka's."""
+        return Consumer(self.log_manager, self.offsets_topic, self.clock, *topics, **configs)
+
+    def list_consumer_groups(self) -> list[str]:
+        """The ids of the groups with committed offsets, sorted."""
+        return group_admin.list_groups(self.offsets_topic)
+
+    def list_consumer_group_offsets(self, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's committed offsets; :class:`~deltalog.errors.GroupIdNotFoundError` if it has none."""
+        return group_admin.group_offsets(self.offsets_topic, group_id)
+
+    def describe_consumer_group(self, group_id: str) -> list[group_admin.PartitionOffsets]:
+        """Per committed partition: offset, log end offset and lag (``kafka-consumer-groups --describe``)."""
+        return group_admin.describe_group(self.log_manager, self.offsets_topic, group_id)
+
+    def alter_consumer_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
+                                     ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Commit ``offsets`` for the group (Kafka's AdminClient ``alterConsumerGroupOffsets``)."""
+        return group_admin.alter_offsets(self.offsets_topic, group_id, offsets, self.clock.now_ms())
+
+    def delete_consumer_groups(self, group_ids: Iterable[str]) -> None:
+        """Remove every committed offset of each group (Kafka's ``deleteConsumerGroups``)."""
+        if isinstance(group_ids, str):
+            group_ids = [group_ids]
+        for g in group_ids:
+            group_admin.delete_group(self.offsets_topic, g, self.clock.now_ms())
+
+    def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """Remove the group's committed offsets of ``partitions`` (Kafka's ``deleteConsumerGroupOffsets``)."""
+        return group_admin.delete_offsets(self.offsets_topic, group_id, partitions, self.clock.now_ms())
 
     # -- state ----------------------------------------------------------------------------------------
 

@@ -63,7 +63,8 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
         "alter": ["alter", "extra2", "--config", "segment.ms=6000"],
         "topics delete": ["topics", "delete", "extra2", "--yes"],
         "produce": ["produce", "extra"],
-        "consume": ["consume", "extra"],
+        "consume": ["consume", "extra", "--group", "g"],
+        "consumer-groups": ["consumer-groups", "--describe", "--group", "g"],
         "sql": ["sql", "SELECT key, count(*) AS n FROM t GROUP BY key ORDER BY key"],
         "clean": ["clean", "t", "-p", "0", "--force"],
         "check": ["check", "t"],
@@ -93,6 +94,8 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
     assert [o["topic"] for o in shapes["list"]] == ["extra", "extra2", "t"]
     assert [(o["partition"], o["offset"], o["line"]) for o in shapes["produce"]] == [(1, 0, 1), (0, 0, 2)]
     assert [(o["partition"], o["key"]) for o in shapes["consume"]] == [(0, "lime"), (1, "grape")]
+    assert [(o["partition"], o["current_offset"], o["lag"]) for o in shapes["consumer-groups"]] == [(0, 1, 0),
+                                                                                                   (1, 1, 0)]
     assert shapes["sql"] == [{"key": "a", "n": 3}, {"key": "b", "n": 3}]
     assert shapes["clean"][0]["topic"] == "t" and shapes["topics delete"] == [{"topic": "extra2", "deleted": True}]
     assert shapes["check"][0]["success"] is True and "ok" in shapes["doctor"][0]

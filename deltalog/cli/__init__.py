@@ -17,7 +17,20 @@ import sys
 from collections.abc import Sequence
 
 from deltalog import __version__
-from deltalog.cli import check, clean, cleaner, common, consume, demo, doctor, output, produce, sql, topics
+from deltalog.cli import (
+    check,
+    clean,
+    cleaner,
+    common,
+    consume,
+    consumer_groups,
+    demo,
+    doctor,
+    output,
+    produce,
+    sql,
+    topics,
+)
 from deltalog.errors import DeltalogError
 
 #: The command groups, in the order ``deltalog --help`` lists them.
@@ -25,6 +38,7 @@ COMMAND_MODULES = [
     topics,
     produce,
     consume,
+    consumer_groups,
     demo,
     doctor,
     sql,

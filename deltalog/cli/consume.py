@@ -5,8 +5,13 @@ default; ``--from-beginning`` says so explicitly) or from ``--offset latest|N``,
 end as it was when the command started; with ``--follow`` it keeps polling for new records until
 interrupted (Ctrl-C: exit 130, as Kafka's tool), ``--max-messages`` have been printed, or nothing arrived for
 ``--timeout-ms``. Unlike Kafka's tool, which starts at the end of the log unless ``--from-beginning``, it
-starts at the log start: it has no consumer group to remember a position (``--group`` will come with consumer
-groups; its committed offsets will be the start positions, see :func:`start_positions`).
+starts at the log start.
+
+With ``--group G`` it reads as a member of consumer group G: each partition starts at the group's committed
+offset (partitions without one, or with one no longer in the log, start where ``--offset earliest|latest`` says,
+the log start by default), and what was printed is committed when the command ends (also on Ctrl-C), and every
+``auto.commit.interval.ms`` (5 s) while ``--follow`` runs: Kafka's console consumer with auto commit. The next
+``consume --group G`` prints what came after. As Kafka's tool, ``--group`` does not go with ``--partition``.
 
 Records print as JSON lines (``--output json``, the default, which ``deltalog produce`` reads back) or as
 Kafka's ``DefaultMessageFormatter`` prints them (``--output text``, the default with any ``--property``:
@@ -27,10 +32,15 @@ from deltalog.cli import console, output
 from deltalog.cli.jsonlines import record_to_json
 from deltalog.cli.kafka_text import FORMATTER_DEFAULTS, MessageFormatter
 from deltalog.errors import OffsetOutOfRangeError
+from deltalog.groups.offsets_topic import validate_group_id
 from deltalog.log.record import Record
+from deltalog.store import Store
+from deltalog.structs import OffsetAndMetadata, TopicPartition
 
 PAGE_SIZE = 10_000
 DEFAULT_POLL_INTERVAL_MS = 500
+#: Kafka's ``auto.commit.interval.ms``: how often ``--group --follow`` commits what it printed.
+AUTO_COMMIT_INTERVAL_MS = 5_000
 
 
 def _offset(text: str) -> int | str:
@@ -73,7 +83,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="where to start: 'earliest' (the log start, the default), 'latest' (the log end) or an offset "
                    "(with -p, or on a topic of one partition)")
     p.add_argument("--from-beginning", action="store_true",
-                   help="start at the log start (the default here: there is no consumer group position to resume)")
+                   help="start at the log start (the default here; with --group: for partitions the group has no "
+                   "committed offset for)")
+    p.add_argument("--group", metavar="GROUP", default=None,
+                   help="read as consumer group GROUP: resume at its committed offsets, and commit what was printed")
     p.add_argument("--max-messages", "--max-records", dest="max_messages", type=_non_negative, default=None,
                    metavar="N", help="stop after N records")
     p.add_argument("--follow", action="store_true",
@@ -91,11 +104,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=consume)
 
 
-def start_positions(store: object, topic: str, partitions: list[int], offset: int | str | None) -> dict[int, int]:
-    """Where each partition's read starts. (A consumer group's committed offsets will take precedence here,
-    with these as the reset policy for partitions it has none for.)"""
+def start_positions(store: Store, topic: str, partitions: list[int], offset: int | str | None,
+                    group: str | None = None) -> dict[int, int]:
+    """Where each partition's read starts: the group's committed offset when it has one in the log, else
+    ``offset`` (an offset, ``"earliest"``/None: the log start, ``"latest"``: the log end)."""
     positions: dict[int, int] = {}
+    committed = {} if group is None else store.offsets_topic.committed(group, [TopicPartition(topic, p)
+                                                                              for p in partitions])
     for p in partitions:
+        om = committed.get(TopicPartition(topic, p))
+        if om is not None:
+            head = store.log(topic, p).head()
+            if head.log_start_offset <= om.offset <= head.log_end_offset:
+                positions[p] = om.offset
+                continue
+            print(f"deltalog: {topic}-{p}: group {group!r} committed offset {om.offset}, no longer in the log "
+                  f"[{head.log_start_offset}, {head.log_end_offset}]; starting at the "
+                  f"{'log end' if offset == 'latest' else 'log start'}", file=sys.stderr)
         if isinstance(offset, int):
             store.read(topic, p, offset, max_records=0)  # type: ignore[attr-defined]  # raises if out of range
             positions[p] = offset
@@ -114,6 +139,10 @@ def consume(args: argparse.Namespace) -> int:
         raise common.UsageError("--property sets Kafka's text format; it does not apply to --output json "
                                 "(JSON lines carry every field)")
     formatter = MessageFormatter(args.properties) if text else None
+    if args.group is not None and args.partition is not None:
+        raise common.UsageError("Options group and partition cannot be specified together.")
+    if args.group is not None:
+        validate_group_id(args.group)
     store = common.open_store(args)
     if args.partition is not None:
         store.log(topic, args.partition)  # raises for a partition that does not exist
@@ -124,9 +153,11 @@ def consume(args: argparse.Namespace) -> int:
         raise common.UsageError(
             f"The partition is required when offset is specified. (topic {topic!r} has {len(partitions)} "
             "partitions: add -p N, or use --offset earliest|latest)")
-    positions = start_positions(store, topic, partitions, args.offset)
+    positions = start_positions(store, topic, partitions, args.offset, args.group)
     write = _writer(topic, formatter)
-    consumer = _Consumer(store, topic, positions, follow=args.follow, page_size=max(args.page_size, 1))
+    committer = None if args.group is None else _GroupCommitter(store, args.group, topic, partitions)
+    consumer = _Consumer(store, topic, positions, follow=args.follow, page_size=max(args.page_size, 1),
+                         committer=committer)
 
     count = 0
     code = 0
@@ -137,6 +168,13 @@ def consume(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) ends --follow: the records so far were printed
         count = consumer.count
         code = 143 if stop_signal is not None and stop_signal.fired else 130
+        if committer is not None:
+            sys.stdout.flush()
+            committer.commit(consumer.printed)
+    else:
+        if committer is not None:
+            sys.stdout.flush()  # what is committed must have reached the reader
+            committer.commit(consumer.printed)
     finally:
         if stop_signal is not None:
             stop_signal.restore()
@@ -162,13 +200,47 @@ def _writer(topic: str, formatter: MessageFormatter | None) -> Callable[[int, li
     return write_text
 
 
-class _Consumer:
-    """A position per partition, read a page from each in turn (Kafka's fetch, without a group)."""
+class _GroupCommitter:
+    """Commits the console consumer's positions for its group, as Kafka's auto commit does (every position, also of
+    partitions it read nothing from, so a group that started at the log end resumes there), skipping those the group
+    has committed already (each commit is a Delta commit): every ``interval_ms`` while following and at the end."""
 
-    def __init__(self, store: object, topic: str, positions: dict[int, int], *, follow: bool, page_size: int) -> None:
+    def __init__(self, store: Store, group: str, topic: str, partitions: list[int],
+                 interval_ms: int = AUTO_COMMIT_INTERVAL_MS) -> None:
+        self.store = store
+        self.group = group
+        self.topic = topic
+        found = store.offsets_topic.committed(group, [TopicPartition(topic, p) for p in partitions])
+        self.committed = {tp.partition: om.offset for tp, om in found.items()}
+        self.interval_s = interval_ms / 1000
+        self.last = time.monotonic()
+
+    def maybe_commit(self, positions: dict[int, int]) -> None:
+        if time.monotonic() - self.last >= self.interval_s:
+            sys.stdout.flush()  # what is committed must have reached the reader
+            self.commit(positions)
+
+    def commit(self, positions: dict[int, int]) -> None:
+        self.last = time.monotonic()
+        moved = {TopicPartition(self.topic, p): OffsetAndMetadata(o) for p, o in positions.items()
+                 if o != self.committed.get(p)}
+        if moved:
+            self.store.offsets_topic.commit(self.group, moved, self.store.clock.now_ms())
+            self.committed.update((tp.partition, om.offset) for tp, om in moved.items())
+
+
+class _Consumer:
+    """A position per partition, read a page from each in turn (Kafka's fetch; a group's commits by ``committer``)."""
+
+    def __init__(self, store: object, topic: str, positions: dict[int, int], *, follow: bool, page_size: int,
+                 committer: _GroupCommitter | None = None) -> None:
+        self.committer = committer
         self.store = store
         self.topic = topic
         self.positions = positions
+        #: The positions past what was written (behind ``positions`` while a page is being written): what a group
+        #: commits, so Ctrl-C in the middle of a page delivers its rest again rather than never.
+        self.printed = dict(positions)
         self.follow = follow
         self.page_size = page_size
         # Without --follow, each partition is read up to its log end as it was at the start.
@@ -193,11 +265,14 @@ class _Consumer:
                     self.count += len(records)  # first: with unbuffered output a reader may act on them at once
                     write(p, records)
                     progressed = True
+                self.printed[p] = self.positions[p]
             if not self.follow:
                 if all(self.positions[p] >= self.ends[p] for p in self.positions):
                     return self.count
                 continue
             sys.stdout.flush()
+            if self.committer is not None:
+                self.committer.maybe_commit(self.printed)
             if progressed:
                 idle_since = time.monotonic()
             elif timeout_ms is not None and (time.monotonic() - idle_since) * 1000 >= timeout_ms:

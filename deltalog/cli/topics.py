@@ -10,7 +10,7 @@ import argparse
 import deltalog.cli.common as common
 from deltalog.cli import output
 from deltalog.config import TopicConfig
-from deltalog.log.log_manager import validate_partition_count, validate_topic_name
+from deltalog.log.log_manager import is_internal_topic, validate_partition_count, validate_topic_name
 from deltalog.report import config_lines, describe_lines
 
 
@@ -48,6 +48,8 @@ def _add_create(sub: argparse._SubParsersAction, help_text: str | None) -> None:
 
 def _add_list(sub: argparse._SubParsersAction, help_text: str | None) -> None:
     p = sub.add_parser("list", help=help_text or "list topics")
+    p.add_argument("--exclude-internal", action="store_true",
+                   help="leave out deltalog's internal topics (__consumer_offsets), as Kafka's kafka-topics does")
     output.add_output_option(p, text="one topic name per line", json_help="one object per topic: topic, partitions")
     common.add_store_option(p)
     p.set_defaults(func=list_)
@@ -105,6 +107,8 @@ def create(args: argparse.Namespace) -> int:
 def list_(args: argparse.Namespace) -> int:
     store = common.open_store(args)
     names = store.list_topics()
+    if args.exclude_internal:
+        names = [t for t in names if not is_internal_topic(t)]
     if output.wants_json(args):
         for t in names:
             output.emit({"topic": t, "partitions": len(store.partitions(t))})

@@ -76,6 +76,13 @@ TOPIC_OPERATION_TIMEOUT_MS = 10 * 60 * 1000
 TOPIC_CREATING = "creating"
 TOPIC_READY = "ready"
 TOPIC_DELETING = "deleting"
+#: The internal topics (Kafka's ``Topic.INTERNAL_TOPICS``): deltalog's own state, made on first use, never by a
+#: user's create_topic. They are listed as other topics (``deltalog topics list --exclude-internal`` leaves them
+#: out, as Kafka's kafka-topics does); the cleaner, retention and VACUUM treat them as any other topic, which is how
+#: ``__consumer_offsets`` stays small.
+GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
+INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME})
 MAX_TOPIC_NAME_LENGTH = 249
 MAX_PARTITIONS = 10_000
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -97,6 +104,11 @@ def validate_topic_name(name: object) -> str:
             "'.', '_' and '-'"
         )
     return name
+
+
+def is_internal_topic(name: str) -> bool:
+    """Kafka's ``Topic.isInternal``: one of deltalog's own topics."""
+    return name in INTERNAL_TOPICS
 
 
 def validate_partition_count(topic: str, partitions: object) -> int:
