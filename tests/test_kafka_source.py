@@ -1,0 +1,151 @@
+"""``format("deltalog")``: Spark's Kafka source and sink on a deltalog store (deltalog/sql/kafka_source.py),
+on a classic session and on Spark Connect, on a local store and on S3, compared with ``store.read``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import deltalog.spark
+from deltalog import Record, Store
+from deltalog.log.partitioner import partition_for_key
+
+KAFKA_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+
+
+@pytest.fixture(params=["classic", "connect"])
+def any_spark(request):
+    """The classic test session, then a Spark Connect session (a server JVM of its own)."""
+    session = request.getfixturevalue("spark" if request.param == "classic" else "connect_spark")
+    deltalog.spark.register(session)
+    return session
+
+
+@pytest.fixture
+def classic(spark):
+    deltalog.spark.register(spark)
+    return spark
+
+
+def _options(store: Store) -> dict[str, str]:
+    return {"store": store.root, **{f"storage.{k.lower()}": v for k, v in store.storage.options.items()}}
+
+
+def _reader(spark, store: Store, **options):
+    r = spark.read.format("deltalog").options(**_options(store))
+    return r.options(**{k: (json.dumps(v) if isinstance(v, dict) else str(v)) for k, v in options.items()})
+
+
+def _rows(df) -> list[tuple]:
+    return sorted((r["topic"], r["partition"], r["offset"], r["key"], r["value"]) for r in df.collect())
+
+
+def _expected(store: Store, topic: str) -> list[tuple]:
+    return sorted((topic, p, r.offset, r.key, r.value)
+                  for p in store.partitions(topic) for r in store.read(topic, p, "earliest"))
+
+
+def _fill(store: Store, topic: str = "fruit", partitions: int = 2, n: int = 12, **config) -> None:
+    store.create_topic(topic, partitions, config={"cleanup.policy": "compact", **config})
+    store.produce(topic, [Record(key=f"k{i % 5}".encode(), value=f"v{i}".encode(),
+                                 headers=[("h", b"x")] if i % 3 == 0 else None) for i in range(n)])
+
+
+# --- batch read -------------------------------------------------------------------------------------------
+
+
+def test_batch_read_has_kafkas_schema_and_agrees_with_store_read(any_spark, store_location, clock):
+    uri, options = store_location
+    store = Store(uri, storage_options=options, clock=clock)
+    _fill(store)
+    df = _reader(any_spark, store, subscribe="fruit").load()
+    assert df.columns == KAFKA_COLUMNS
+    assert [f.dataType.simpleString() for f in df.schema.fields] == [
+        "binary", "binary", "string", "int", "bigint", "timestamp", "int"]
+    assert _rows(df) == _expected(store, "fruit")
+    row = df.where("offset = 0").orderBy("partition").first()
+    assert row["timestampType"] == 0
+    assert int(row["timestamp"].timestamp() * 1000) == clock.now_ms()  # naive, in the session's time zone
+
+
+def test_headers_only_with_include_headers_and_null_when_a_record_has_none(classic, store):
+    _fill(store, n=4)
+    df = _reader(classic, store, subscribe="fruit", includeHeaders="true").load()
+    assert df.columns == [*KAFKA_COLUMNS, "headers"]
+    got = {r["value"]: r["headers"] for r in df.collect()}
+    assert got[b"v0"] == [("h", b"x")] and got[b"v3"] == [("h", b"x")]
+    assert got[b"v1"] is None
+
+
+def test_one_task_per_topic_partition_and_offsets_per_partition_json(classic, store):
+    _fill(store, partitions=3, n=30)
+    df = _reader(classic, store, subscribe="fruit").load()
+    assert df.rdd.getNumPartitions() == 3
+    ranges = _reader(classic, store, subscribe="fruit",
+                     startingOffsets={"fruit": {"0": 1, "1": -2, "2": 2}},
+                     endingOffsets={"fruit": {"0": 3, "1": -1, "2": 2}}).load()
+    got = {(r["partition"], r["offset"]) for r in ranges.collect()}
+    ends = {p: store.log("fruit", p).head().log_end_offset for p in range(3)}
+    assert got == {(0, 1), (0, 2)} | {(1, o) for o in range(ends[1])}
+
+
+def test_assign_and_subscribe_pattern_choose_topic_partitions(classic, store):
+    _fill(store, "a.one", partitions=2, n=6)
+    _fill(store, "a.two", partitions=1, n=3)
+    _fill(store, "b", partitions=1, n=3)
+    pattern = _reader(classic, store, subscribePattern=r"a\..*").load()
+    assert {r["topic"] for r in pattern.collect()} == {"a.one", "a.two"}
+    assigned = _reader(classic, store, assign={"a.one": [1], "b": [0]}).load()
+    assert {(r["topic"], r["partition"]) for r in assigned.collect()} == {("a.one", 1), ("b", 0)}
+
+
+def test_filters_on_partition_and_offset_prune_the_plan(classic, store):
+    _fill(store, partitions=3, n=30)
+    df = _reader(classic, store, subscribe="fruit").load().where("partition = 1 AND offset >= 2 AND offset < 5")
+    assert df.rdd.getNumPartitions() == 1
+    assert sorted((r["partition"], r["offset"]) for r in df.collect()) == [(1, 2), (1, 3), (1, 4)]
+    fresh = _reader(classic, store, subscribe="fruit").load().where("partition IN (0, 2)")
+    assert fresh.rdd.getNumPartitions() == 2
+    assert {r["partition"] for r in fresh.collect()} == {0, 2}
+
+
+def test_bad_options_are_refused_with_what_is_allowed(classic, store):
+    _fill(store, n=2)
+    with pytest.raises(Exception, match="one of the options subscribe, subscribePattern, assign"):
+        _reader(classic, store).load().collect()
+    with pytest.raises(Exception, match="can't be latest"):
+        _reader(classic, store, subscribe="fruit", startingOffsets="latest").load().collect()
+    with pytest.raises(Exception, match="must list every assigned partition"):
+        _reader(classic, store, subscribe="fruit", startingOffsets={"fruit": {"0": 0}}).load().collect()
+
+
+def test_batch_read_below_the_log_start_follows_fail_on_data_loss(classic, store):
+    _fill(store, partitions=1, n=10, **{"cleanup.policy": "delete"})
+    store.delete_records("fruit", 0, 4)
+    start = {"fruit": {"0": 1}}
+    with pytest.raises(Exception, match=r"offsets \[1, 4\) of fruit-0 are below its log start offset 4"):
+        _reader(classic, store, subscribe="fruit", startingOffsets=start).load().collect()
+    df = _reader(classic, store, subscribe="fruit", startingOffsets=start, failOnDataLoss="false").load()
+    assert sorted(r["offset"] for r in df.collect()) == list(range(4, 10))
+
+
+# --- current state ----------------------------------------------------------------------------------------
+
+
+def test_current_state_mode_is_the_latest_value_per_key_without_tombstones(any_spark, spark, tmp_path, clock):
+    store = Store(tmp_path / "store", clock=clock, spark=spark)
+    store.create_topic("prices", 2, config={"cleanup.policy": "compact"})
+    store.produce("prices", [Record(key=f"k{i % 6}".encode(), value=f"v{i}".encode()) for i in range(30)])
+    store.produce("prices", [Record(key=b"k1", value=None), Record(key=b"k2", value=b"new")])
+    expected = {(r["partition"], r["key"], r["value"]) for r in store.current_state("prices").collect()}
+
+    def current():
+        df = _reader(any_spark, store, subscribe="prices", mode="current").load()
+        return {(r["partition"], r["key"], r["value"]) for r in df.collect()}
+
+    assert current() == expected
+    assert {k for _, k, _ in expected} == {b"k0", b"k2", b"k3", b"k4", b"k5"}
+    assert (partition_for_key(b"k2", 2), b"k2", b"new") in expected
+    store.clean("prices")  # after a cleaning pass: same state, now read from the clean section
+    assert current() == expected
