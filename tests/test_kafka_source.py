@@ -149,3 +149,63 @@ def test_current_state_mode_is_the_latest_value_per_key_without_tombstones(any_s
     assert (partition_for_key(b"k2", 2), b"k2", b"new") in expected
     store.clean("prices")  # after a cleaning pass: same state, now read from the clean section
     assert current() == expected
+
+
+# --- batch write ------------------------------------------------------------------------------------------
+
+
+def _writer(df, store: Store, **options):
+    return df.write.format("deltalog").mode("append").options(**_options(store)).options(**options)
+
+
+def test_batch_write_partitions_by_kafkas_partitioner_one_commit_per_partition(any_spark, store_location, clock):
+    uri, options = store_location
+    store = Store(uri, storage_options=options, clock=clock)
+    store.create_topic("fruit", 3, config={"cleanup.policy": "compact"})
+    keys = ["grape", "mango", "kiwi", "lime", "apple", "banana", "cherry"]
+    df = any_spark.createDataFrame([(k, f"price-{i}") for i, k in enumerate(keys)], "key string, value string")
+    versions = {p: store.log("fruit", p).snapshot().version for p in range(3)}
+    _writer(df.repartition(2), store, topic="fruit").save()
+    got = {r.key: (p, r.value) for p in range(3) for r in store.read("fruit", p, "earliest")}
+    assert got == {k.encode(): (partition_for_key(k.encode(), 3), f"price-{i}".encode()) for i, k in enumerate(keys)}
+    assert got[b"grape"][0] == 0 and got[b"mango"][0] == 2  # Kafka's mask, not abs (notes A4)
+    for p in range(3):  # two tasks, one Delta commit per partition
+        if any(v[0] == p for v in got.values()):
+            assert store.log("fruit", p).snapshot().version == versions[p] + 1
+    assert not store.storage.list_files(store.storage.location("_deltalog", "sink"))  # staged files removed
+
+
+def test_batch_write_takes_partition_topic_and_headers_columns(classic, store):
+    store.create_topic("a", 2, config={"cleanup.policy": "compact"})
+    store.create_topic("b", 1, config={"cleanup.policy": "delete"})
+    df = classic.createDataFrame(
+        [("a", 1, b"k1", b"v1", [("h", b"1")]), ("a", None, b"grape", b"v2", None), ("b", None, None, b"v3", None)],
+        "topic string, partition int, key binary, value binary, headers array<struct<key string, value binary>>")
+    _writer(df, store).save()
+    assert [(r.key, r.value, list(r.headers)) for r in store.read("a", 1, "earliest")] == [
+        (b"k1", b"v1", [("h", b"1")]), (b"grape", b"v2", [])]
+    assert [(r.key, r.value) for r in store.read("b", 0, "earliest")] == [(None, b"v3")]
+
+
+def test_batch_write_refuses_keyless_records_on_a_compacted_topic_and_bad_columns(classic, store):
+    store.create_topic("fruit", 2, config={"cleanup.policy": "compact"})
+    keyless = classic.createDataFrame([(None, "v")], "key string, value string")
+    with pytest.raises(Exception, match="has no key; topic 'fruit' is compacted"):
+        _writer(keyless, store, topic="fruit").save()
+    with pytest.raises(Exception, match="Required attribute 'value' not found"):
+        _writer(classic.createDataFrame([("k",)], "key string"), store, topic="fruit").save()
+    with pytest.raises(Exception, match="topic option required"):
+        _writer(classic.createDataFrame([("k", "v")], "key string, value string"), store).save()
+    assert all(not store.read("fruit", p, "earliest") for p in range(2))
+    with pytest.raises(Exception, match="Save mode overwrite not allowed"):
+        _writer(classic.createDataFrame([("k", "v")], "key string, value string"), store,
+                topic="fruit").mode("overwrite").save()
+
+
+def test_written_records_read_back_through_the_source(any_spark, store):
+    store.create_topic("t", 2, config={"cleanup.policy": "compact"})
+    df = any_spark.range(40).selectExpr("CAST(id % 7 AS STRING) AS key", "CAST(id AS STRING) AS value")
+    _writer(df, store, topic="t").save()
+    back = _reader(any_spark, store, subscribe="t").load()
+    assert _rows(back) == _expected(store, "t")
+    assert sorted(r["value"] for r in back.collect()) == sorted(str(i).encode() for i in range(40))
