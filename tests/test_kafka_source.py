@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import clean_with_small_map
 
 import deltalog.spark
 from deltalog import Record, Store
@@ -209,3 +210,82 @@ def test_written_records_read_back_through_the_source(any_spark, store):
     back = _reader(any_spark, store, subscribe="t").load()
     assert _rows(back) == _expected(store, "t")
     assert sorted(r["value"] for r in back.collect()) == sorted(str(i).encode() for i in range(40))
+
+
+# --- streaming read ---------------------------------------------------------------------------------------
+
+
+def _stream(spark, store: Store, **options):
+    r = spark.readStream.format("deltalog").options(**_options(store))
+    return r.options(**{k: (json.dumps(v) if isinstance(v, dict) else str(v)) for k, v in options.items()})
+
+
+def _run_to_parquet(df, tmp_path, name="sink"):
+    """Run ``df`` with trigger(availableNow) into a Parquet sink (exactly once through its own log); returns how
+    many micro-batches the query's checkpoint has committed so far (``recentProgress`` is empty over Connect)."""
+    q = (df.writeStream.format("parquet").option("path", str(tmp_path / name))
+         .option("checkpointLocation", str(tmp_path / f"{name}-checkpoint")).trigger(availableNow=True).start())
+    q.awaitTermination()
+    assert q.exception() is None
+    commits = tmp_path / f"{name}-checkpoint" / "commits"
+    return len([f for f in commits.iterdir() if f.name.isdigit()]) if commits.exists() else 0
+
+
+def _sink(spark, tmp_path, name="sink") -> list[tuple]:
+    df = spark.read.parquet(str(tmp_path / name))
+    return sorted((r["topic"], r["partition"], r["offset"], r["key"], r["value"]) for r in df.collect())
+
+
+@pytest.mark.slow
+def test_stream_reads_in_bounded_batches_and_restarts_across_a_cleaning_pass(any_spark, tmp_path, clock):
+    store = Store(tmp_path / "store", clock=clock, spark=None)
+    store.create_topic("fruit", 2, config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
+    store.produce("fruit", [Record(key=f"k{i % 4}".encode(), value=f"a{i}".encode()) for i in range(20)])
+    first = _expected(store, "fruit")
+    df = _stream(any_spark, store, subscribe="fruit", startingOffsets="earliest", maxOffsetsPerTrigger=6).load()
+    assert _run_to_parquet(df, tmp_path) == 4  # 20 offsets, at most 6 a batch
+    assert _sink(any_spark, tmp_path) == first
+
+    store.produce("fruit", [Record(key=f"k{i % 4}".encode(), value=f"b{i}".encode()) for i in range(12)])
+    store.roll("fruit", 0), store.roll("fruit", 1)
+    clean_with_small_map(store, 100, "fruit")  # removes superseded records, old and new
+    ends = {p: store.log("fruit", p).head().log_end_offset for p in range(2)}
+    done = {(t, p, o) for t, p, o, _, _ in first}
+    _run_to_parquet(df, tmp_path)  # restarted from its checkpoint
+    got = _sink(any_spark, tmp_path)
+    assert len({(t, p, o) for t, p, o, _, _ in got}) == len(got)  # nothing twice
+    new = [r for r in got if (r[0], r[1], r[2]) not in done]
+    assert new == [r for r in _expected(store, "fruit") if (r[0], r[1], r[2]) not in done]
+    assert {r[4] for r in new} <= {f"b{i}".encode() for i in range(12)} and len(new) < 12  # compacted away
+    assert {(p, max(o for _, q, o, _, _ in got if q == p) + 1) for p in range(2)} <= {(p, ends[p]) for p in range(2)}
+
+
+@pytest.mark.slow
+def test_stream_after_retention_follows_fail_on_data_loss(any_spark, tmp_path, clock):
+    store = Store(tmp_path / "store", clock=clock)
+    store.create_topic("events", 1, config={"cleanup.policy": "delete"})
+    store.produce("events", [Record(key=None, value=f"{i}".encode()) for i in range(5)])
+    df = _stream(any_spark, store, subscribe="events", startingOffsets="earliest").load()
+    lax = _stream(any_spark, store, subscribe="events", startingOffsets="earliest", failOnDataLoss="false").load()
+    _run_to_parquet(df, tmp_path, "strict")
+    _run_to_parquet(lax, tmp_path, "lax")
+    store.produce("events", [Record(key=None, value=f"{i}".encode()) for i in range(5, 10)])
+    store.delete_records("events", 0, 8)  # offsets 5..7 go before the streams read them
+    q = (df.writeStream.format("parquet").option("path", str(tmp_path / "strict"))
+         .option("checkpointLocation", str(tmp_path / "strict-checkpoint")).trigger(availableNow=True).start())
+    with pytest.raises(Exception, match=r"offsets \[5, 8\) of events-0: they are below its log start offset 8"):
+        q.awaitTermination()
+    _run_to_parquet(lax, tmp_path, "lax")
+    assert [r[2] for r in _sink(any_spark, tmp_path, "lax")] == [0, 1, 2, 3, 4, 8, 9]
+
+
+def test_stream_starts_at_latest_by_default_and_at_given_offsets(classic, tmp_path, clock):
+    store = Store(tmp_path / "store", clock=clock)
+    _fill(store, partitions=2, n=10)
+    latest = _stream(classic, store, subscribe="fruit").load()
+    _run_to_parquet(latest, tmp_path, "latest")
+    assert _sink(classic, tmp_path, "latest") == []
+    given = _stream(classic, store, subscribe="fruit", startingOffsets={"fruit": {"0": 2, "1": -1}}).load()
+    _run_to_parquet(given, tmp_path, "given")
+    ends = store.log("fruit", 0).head().log_end_offset
+    assert [(r[1], r[2]) for r in _sink(classic, tmp_path, "given")] == [(0, o) for o in range(2, ends)]

@@ -54,6 +54,7 @@ from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceReader,
     DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
     EqualTo,
     Filter,
     GreaterThan,
@@ -64,6 +65,7 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
     WriterCommitMessage,
 )
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -526,6 +528,142 @@ class DeltalogBatchReader(DataSourceReader):
             yield from _cast_batches(rows, self.schema)
 
 
+# -- streaming read --------------------------------------------------------------------------------------
+
+
+TopicPartition = tuple[str, int]
+
+
+def offsets_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """Kafka's source offset, ``{"topic": {"0": next offset, ...}}``, built in one fixed order (Spark compares
+    offsets by their JSON text)."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, p), o in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(p)] = int(o)
+    return out
+
+
+def parse_offsets(offset: Mapping[str, Mapping[str, int]] | None) -> dict[TopicPartition, int]:
+    return {(t, int(p)): int(o) for t, parts in (offset or {}).items() for p, o in parts.items()}
+
+
+def rate_limit(limit: int, begin: Mapping[TopicPartition, int],
+               end: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+    """Kafka's ``KafkaMicroBatchStream.rateLimit``: ``limit`` offsets shared by the partitions in proportion to
+    what each has to read (a share below one offset rounds up, others down)."""
+    sizes = {tp: e - begin.get(tp, e) for tp, e in end.items()}
+    total = sum(v for v in sizes.values() if v > 0)
+    if total <= limit:
+        return dict(end)
+    out = {}
+    for tp, e in end.items():
+        size = sizes[tp]
+        if size <= 0:
+            out[tp] = e
+            continue
+        share = limit * (size / total)
+        out[tp] = min(e, begin[tp] + int(np.ceil(share) if share < 1 else np.floor(share)))
+    return out
+
+
+class DeltalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("deltalog")``: offsets are each partition's next offset to read; a micro-batch
+    ``[start, end)`` is planned on the partition's current Delta version when Spark asks for it (also when it
+    replays the batch after a restart), so a cleaning pass between batches only makes removed records absent.
+    Runs in one long-lived process on the driver side; its tasks get everything through their partitions."""
+
+    def __init__(self, opts: Options, schema: StructType) -> None:
+        if opts.ending is not None:
+            raise InvalidArgumentError("endingOffsets is not valid in streaming queries")
+        if opts.mode != "log":
+            raise InvalidArgumentError("mode=current is a batch read; a stream reads the log")
+        opts.require_strategy()
+        self.opts = opts
+        self.schema = schema
+        self._store: _Store | None = None
+        self._available_now: dict[TopicPartition, int] | None = None
+        self._latest: dict[TopicPartition, int] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"opts": self.opts, "schema": self.schema, "_store": None, "_available_now": None, "_latest": None}
+
+    def _logs(self) -> _Store:
+        if self._store is None:
+            self._store = _Store(self.opts)
+        return self._store
+
+    def _log_ends(self) -> dict[TopicPartition, tuple[int, int]]:
+        store = self._logs()
+        out = {}
+        for topic, p in store.topic_partitions(self.opts):
+            head = store.logs.log(topic, p).head()
+            out[(topic, p)] = (head.log_start_offset, head.log_end_offset)
+        return out
+
+    def initialOffset(self) -> dict:  # noqa: N802 - pyspark's names
+        offsets = {}
+        for (topic, p), (start, end) in self._log_ends().items():
+            spec = _resolve(self.opts.starting, "latest", topic, p, "startingOffsets")
+            offsets[(topic, p)] = start if spec == EARLIEST else end if spec == LATEST else spec
+        return offsets_json(offsets)
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
+        n = self.opts.max_offsets_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
+        self._available_now = {tp: end for tp, (_, end) in self._log_ends().items()}
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # noqa: N802
+        begin = parse_offsets(start)
+        ends = self._log_ends()
+        latest = {}
+        for tp, (log_start, log_end) in ends.items():
+            first = begin.setdefault(tp, log_start)  # a partition that appeared since: from its start
+            end = log_end
+            if self._available_now is not None:
+                end = min(end, self._available_now.get(tp, first))
+            latest[tp] = max(end, first)
+        self._latest = latest
+        if isinstance(limit, ReadMaxRows):
+            latest = rate_limit(limit.max_rows, begin, latest)
+        return offsets_json(latest)
+
+    def reportLatestOffset(self) -> dict | None:  # noqa: N802
+        return None if self._latest is None else offsets_json(self._latest)
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        begin, until = parse_offsets(start), parse_offsets(end)
+        store = self._logs()
+        tasks: list[InputPartition] = []
+        for (topic, p), e in sorted(until.items()):
+            log = store.logs.log(topic, p)
+            snap = log.snapshot()
+            s = begin.get((topic, p), snap.log_start_offset)
+            if e <= s:
+                continue
+            if s < snap.log_start_offset:
+                _data_loss(self.opts, f"could not read records in offsets [{s}, {min(e, snap.log_start_offset)}) of "
+                                      f"{topic}-{p}: they are below its log start offset {snap.log_start_offset}")
+                s = snap.log_start_offset
+                if e <= s:
+                    continue
+            slices = file_slices(log.uri, p, snap.files, from_offset=s, to_offset=e)
+            tasks += [InputPartition(_Range(topic, p, [x.to_list() for x in g])) for g in plan_tasks(slices, 1)]
+        return tasks
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        r = partition.value
+        if r is None:
+            return
+        for table in _read_range(self.opts.storage(), r, False):
+            yield from _cast_batches(_to_kafka_rows(table, r.topic, r.partition, self.opts.include_headers),
+                                     self.schema)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: the log keeps records for other readers (Kafka's source commits nothing either)."""
+
+
 # -- writes ------------------------------------------------------------------------------------------------
 
 
@@ -698,6 +836,9 @@ class DeltalogDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return DeltalogBatchReader(Options(self.options), schema)
+
+    def streamReader(self, schema: StructType) -> DeltalogStreamReader:  # noqa: N802
+        return DeltalogStreamReader(Options(self.options), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DeltalogBatchWriter:
         if overwrite:
