@@ -289,3 +289,43 @@ def test_stream_starts_at_latest_by_default_and_at_given_offsets(classic, tmp_pa
     _run_to_parquet(given, tmp_path, "given")
     ends = store.log("fruit", 0).head().log_end_offset
     assert [(r[1], r[2]) for r in _sink(classic, tmp_path, "given")] == [(0, o) for o in range(2, ends)]
+
+
+# --- streaming write --------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_stream_write_is_exactly_once_when_a_micro_batch_is_replayed(any_spark, store_location, clock, tmp_path):
+    uri, options = store_location
+    store = Store(uri, storage_options=options, clock=clock)
+    store.create_topic("in", 2, config={"cleanup.policy": "compact"})
+    store.create_topic("out", 3, config={"cleanup.policy": "compact"})
+    produced = [(f"k{i}".encode(), f"v{i}".encode()) for i in range(16)]
+    store.produce("in", [Record(key=k, value=v) for k, v in produced])
+    checkpoint = tmp_path / "checkpoint"
+
+    def run():
+        df = _stream(any_spark, store, subscribe="in", startingOffsets="earliest", maxOffsetsPerTrigger=10).load()
+        q = (df.select("key", "value").writeStream.format("deltalog").options(**_options(store))
+             .option("topic", "out").option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        q.awaitTermination()
+
+    run()
+    batches = sorted(int(f.name) for f in (checkpoint / "commits").iterdir() if f.name.isdigit())
+    assert batches == [0, 1]
+    for name in ("1", ".1.crc"):  # as if the query died after the sink's commit, before Spark's
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+    run()  # replays batch 1 with the same batch id
+    assert (checkpoint / "commits" / "1").exists()
+    out = [(r.key, r.value, p) for p in range(3) for r in store.read("out", p, "earliest")]
+    assert sorted((k, v) for k, v, _ in out) == sorted(produced)  # every record once
+    assert all(p == partition_for_key(k, 3) for k, _, p in out)
+    assert not store.storage.list_files(store.storage.location("_deltalog", "sink"))
+
+
+def test_stream_write_needs_a_checkpoint_or_transactional_id(classic, store):
+    from deltalog.sql.kafka_source import Options, sink_app_id
+
+    with pytest.raises(Exception, match="needs option\\('checkpointLocation'"):
+        sink_app_id(Options({"store": store.root}))
+    assert sink_app_id(Options({"store": store.root, "transactional.id": "t1"})) == "deltalog.sink.t1"
