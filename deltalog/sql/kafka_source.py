@@ -143,10 +143,11 @@ class Options:
 
     def __init__(self, options: Mapping[str, str]) -> None:
         opts = {k.lower(): v for k, v in options.items()}
-        self.root = opts.get("store") or opts.get("path")
-        if not self.root:
+        root = opts.get("store") or opts.get("path")
+        if not root:
             raise InvalidArgumentError(
                 "format('deltalog') needs the store: option('store', <uri>) or load(<uri>) / save(<uri>)")
+        self.root: str = root
         self.storage_options = {k[len(STORAGE_OPTION_PREFIX):]: v for k, v in opts.items()
                                 if k.startswith(STORAGE_OPTION_PREFIX)}
         strategies = [k for k in ("subscribe", "subscribepattern", "assign") if opts.get(k) is not None]
@@ -433,7 +434,7 @@ def _range_of(f: Filter) -> tuple[int | None, int | None, set[int] | None]:
     """[lo, hi) and/or the exact values an integer comparison allows (all None: not an integer comparison)."""
     value = getattr(f, "value", None)
     if isinstance(f, In):
-        if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        if value is not None and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             return None, None, set(value)
         return None, None, None
     if not isinstance(value, int) or isinstance(value, bool):
@@ -506,8 +507,9 @@ class DeltalogBatchReader(DataSourceReader):
                         f"endingOffsets {end} of {topic}-{partition} is past its log end offset {snap.log_end_offset}",
                         log_start_offset=snap.log_start_offset, log_end_offset=snap.log_end_offset)
             b = self.bounds
-            start = max(start, b.offset_lo) if b.offset_lo is not None else start
-            end = min(end, b.offset_hi) if b.offset_hi is not None else end
+            if opts.mode == "log":  # the current state of a key depends on all its records: no offset pruning
+                start = max(start, b.offset_lo) if b.offset_lo is not None else start
+                end = min(end, b.offset_hi) if b.offset_hi is not None else end
             if end <= start:
                 continue
             clean_upto = max(snap.first_dirty_offset, snap.log_start_offset) if opts.mode == "current" else None
