@@ -180,7 +180,8 @@ class PartitionLog:
 
     # -- appends --------------------------------------------------------------------------------------
 
-    def append(self, records: Sequence[Record] | pa.Table | pa.RecordBatch, now_ms: int) -> list[int]:
+    def append(self, records: Sequence[Record] | pa.Table | pa.RecordBatch, now_ms: int, *,
+               app_transaction: tuple[str, int] | None = None) -> list[int]:
         """Append records as one batch and return their offsets.
 
         ``records`` are :class:`Record` s, or a ``pyarrow.Table``/``RecordBatch`` of them (see
@@ -197,7 +198,11 @@ class PartitionLog:
         validated: list[pa.Table] = []
 
         def attempt(i: int) -> list[int]:
-            head = self.head()
+            head = self.head()  # brings the table to the latest version
+            if app_transaction is not None:
+                done = delta.txn_version(self.table(refresh=False), app_transaction[0])
+                if done is not None and done >= app_transaction[1]:
+                    return []
             if not validated:  # once, on the first attempt: nothing is written before every record passed
                 validated.append(arrow_records.validated(arrow, head.config, self.topic, now_ms))
             base, opened, rolled = head.segment_for_append(now_ms)
@@ -212,6 +217,8 @@ class PartitionLog:
             }
             if opened is not None:
                 txns[delta.TXN_ACTIVE_SEGMENT_OPENED] = opened
+            if app_transaction is not None:
+                txns[app_transaction[0]] = app_transaction[1]
             read_version = self.table(refresh=False).version()
             try:
                 delta.commit(

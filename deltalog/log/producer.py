@@ -153,42 +153,12 @@ class Producer:
         :meth:`Store.append <deltalog.store.Store.append>` takes plus an optional integer ``partition`` column.
         ``partition`` sends every record to that partition. Errors name the record by its input position.
         """
-        table = _as_table(records)
-        explicit = None
-        if PARTITION in table.column_names:
-            if partition is not None:
-                raise InvalidArgumentError(
-                    "give the partition either as partition= or as a 'partition' column of the batch, not both")
-            explicit = _partition_column(table.column(PARTITION))
-            table = table.drop_columns([PARTITION])
-        partitions = self.logs.partitions(topic)  # raises for an unknown topic
-        count = len(partitions)
-        if partition is not None:
-            self.logs.log(topic, partition)  # raises for a partition that does not exist, with the valid range
-        n = table.num_rows
+        rows, targets = self.route(topic, records, now_ms, partition=partition)
+        n = rows.num_rows
         if not n:
             empty = np.zeros(0, np.int64)
             return ProduceResult(topic, empty, empty, empty)
-        config = self.logs.log(topic, partitions[0]).head().config
-        rows = arrow_records.validated(table, config, topic, now_ms)  # before anything is written
-
-        if partition is not None:
-            targets = np.full(n, partition, dtype=np.int32)
-        else:
-            targets = partitions_for_keys(rows.column(KEY), count)
-            if explicit is not None:
-                given = explicit >= 0
-                bad = given & (explicit >= count)
-                if bad.any():
-                    i = int(np.argmax(bad))
-                    raise UnknownTopicOrPartitionError(
-                        f"record {i}: partition {int(explicit[i])} of topic {topic!r} does not exist; "
-                        f"partitions are 0..{count - 1}")
-                targets = np.where(given, explicit, targets).astype(np.int32)
-            keyless = np.flatnonzero(targets < 0)
-            if len(keyless):
-                targets[keyless] = self._sticky_partitions(topic, count, _record_sizes(rows, keyless))
-
+        count = int(targets.max()) + 1  # partitions the call touches are below this
         offsets = np.empty(n, dtype=np.int64)
         order = np.argsort(targets, kind="stable")
         bounds = np.searchsorted(targets[order], np.arange(count + 1), side="left")
@@ -209,6 +179,47 @@ class Producer:
                     done.result()
         timestamps = rows.column(TIMESTAMP).to_numpy()
         return ProduceResult(topic, targets, offsets, timestamps)
+
+    def route(self, topic: str, records: Sequence[Record] | Record | pa.Table | pa.RecordBatch, now_ms: int, *,
+              partition: int | None = None) -> tuple[pa.Table, np.ndarray]:
+        """The records validated for ``topic`` (columns key, value, headers, timestamp_ms) and the partition each
+        goes to, without appending them: what :meth:`send` appends, and what a Spark sink's tasks stage."""
+        table = _as_table(records)
+        explicit = None
+        if PARTITION in table.column_names:
+            if partition is not None:
+                raise InvalidArgumentError(
+                    "give the partition either as partition= or as a 'partition' column of the batch, not both")
+            explicit = _partition_column(table.column(PARTITION))
+            table = table.drop_columns([PARTITION])
+        partitions = self.logs.partitions(topic)  # raises for an unknown topic
+        count = len(partitions)
+        if partition is not None:
+            self.logs.log(topic, partition)  # raises for a partition that does not exist, with the valid range
+        n = table.num_rows
+        if not n:
+            return table, np.zeros(0, np.int32)
+        config = self.logs.log(topic, partitions[0]).head().config
+        rows = arrow_records.validated(table, config, topic, now_ms)  # before anything is written
+
+        if partition is not None:
+            targets = np.full(n, partition, dtype=np.int32)
+        else:
+            targets = partitions_for_keys(rows.column(KEY), count)
+            if explicit is not None:
+                given = explicit >= 0
+                bad = given & (explicit >= count)
+                if bad.any():
+                    i = int(np.argmax(bad))
+                    raise UnknownTopicOrPartitionError(
+                        f"record {i}: partition {int(explicit[i])} of topic {topic!r} does not exist; "
+                        f"partitions are 0..{count - 1}")
+                targets = np.where(given, explicit, targets).astype(np.int32)
+            keyless = np.flatnonzero(targets < 0)
+            if len(keyless):
+                targets[keyless] = self._sticky_partitions(topic, count, _record_sizes(rows, keyless))
+
+        return rows, targets
 
     def _sticky_partitions(self, topic: str, count: int, sizes: np.ndarray) -> np.ndarray:
         """Partitions for keyless records of ``sizes`` bytes, in order: each partition takes
