@@ -26,12 +26,14 @@ there: exactly once, where Kafka's sink is at least once.
 the latest record of every key, tombstoned keys left out (the ``<topic>_current`` view of
 :mod:`deltalog.sql.views`, computed per partition in its task).
 
-Filter pushdown: ``topic``, ``partition`` and ``offset`` comparisons prune the topic partitions and offset
-ranges a batch read plans (Spark still applies every filter to the rows). Python data sources get filters only
-with ``spark.sql.python.filterPushdown.enabled``, which :func:`deltalog.spark.register` turns on. pyspark 4.3
-caches the read a DataFrame planned with pushed filters and reuses it for later actions of the *same*
-DataFrame that push none (``df.where("partition = 0").count()`` then ``df.count()`` counts partition 0 only),
-so load a fresh DataFrame for an unfiltered query, or set option ``pushFilters`` to ``false``.
+Filter pushdown (opt in with option ``pushFilters`` = ``true``): ``topic``, ``partition`` and ``offset``
+comparisons then prune the topic partitions and offset ranges a batch read plans (Spark still applies every
+filter to the rows). It is off by default because pyspark 4.3 remembers the read a DataFrame planned with pushed
+filters and reuses it for later actions of the *same* DataFrame that push none: ``df.where("partition = 0")
+.count()`` then ``df.count()`` counts partition 0 only (measured; Spark's ``PythonScanBuilder`` keeps the
+pushed-down reader on the data source instance). Wrong counts without an error are worse than a full plan.
+Python data sources get filters only with ``spark.sql.python.filterPushdown.enabled``, which
+:func:`deltalog.spark.register` turns on.
 """
 
 from __future__ import annotations
@@ -179,7 +181,7 @@ class Options:
         self.ending = _parse_offsets("endingOffsets", opts.get("endingoffsets"))
         self.fail_on_data_loss = _bool(opts, "failondataloss", True)
         self.include_headers = _bool(opts, "includeheaders", False)
-        self.push_filters = _bool(opts, "pushfilters", True)
+        self.push_filters = _bool(opts, "pushfilters", False)
         self.mode = (opts.get("mode") or "log").strip().lower()
         if self.mode not in ("log", "current"):
             raise InvalidArgumentError(f"option 'mode' must be 'log' (every record) or 'current' (the latest "
