@@ -30,7 +30,7 @@ def kernel(tmp_path_factory):
     km.shutdown_kernel(now=True)
 
 
-@pytest.mark.parametrize("name", ["quickstart.ipynb", "fruit_prices_walkthrough.ipynb", "data_quality.ipynb"])
+@pytest.mark.parametrize("name", ["quickstart.ipynb", "fruit_prices_walkthrough.ipynb", "data_quality.ipynb", "streaming.ipynb"])
 def test_notebook_runs_top_to_bottom(name, kernel):
     import nbclient
     import nbformat
