@@ -60,7 +60,7 @@ from deltalog.cleaner.recopy import RecopyChunk, RecopyCounts, RecopyParams, Ret
 from deltalog.cleaner.task_plan import plan_runs
 from deltalog.config import CleanerConfig
 from deltalog.errors import CleaningFailedError, CommitConflictError, DeltalogError
-from deltalog.log import delta
+from deltalog.log import damage, delta
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import DELETE_HORIZON, KEY, OFFSET
 from deltalog.log.segment import Segment
@@ -356,6 +356,9 @@ def _failure(snap: LogSnapshot, phase: str, error: Exception) -> Exception:
     own errors pass through unchanged)."""
     if isinstance(error, DeltalogError):
         return error
+    corrupt = damage.worker_error(error)  # a task's CorruptLogError names the damaged file: keep its type and words
+    if corrupt is not None:
+        return corrupt
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     # A task's Python error reaches the driver as text ending in the worker's traceback: its last
     # "SomeError: message" line says what went wrong (deltalog's workers name the file they could not read).
