@@ -109,9 +109,12 @@ class LogCleanerManager:
             log.info("cleaning %s-%d failed after its topic was deleted; not marking it uncleanable: %s",
                      snap.topic, snap.partition, error)
             return None
-        log.error("Unexpected exception thrown when cleaning log %s-%d (log start %d, log end %d). "
-                  "Marking its partition (%s-%d) as uncleanable", snap.topic, snap.partition,
-                  snap.log_start_offset, snap.log_end_offset, snap.topic, snap.partition, exc_info=error)
+        # A damaged file is named by its error, which is all there is to say: no stack (Spark's would be pages).
+        damaged = isinstance(error, CorruptLogError)
+        log.error("%s when cleaning log %s-%d (log start %d, log end %d). Marking its partition (%s-%d) as "
+                  "uncleanable%s", "Damage found" if damaged else "Unexpected exception thrown", snap.topic,
+                  snap.partition, snap.log_start_offset, snap.log_end_offset, snap.topic, snap.partition,
+                  f": {error}" if damaged else "", exc_info=None if damaged else error)
         return self.uncleanable.mark(
             snap.topic, snap.partition, error, now_ms, owner=owner, topic_id=snap.topic_id,
             first_dirty_offset=ltc.first_dirty_offset, first_uncleanable_offset=ltc.first_uncleanable_offset,

@@ -41,7 +41,7 @@ DELTA_LOG_DIR = "_delta_log"
 LAST_CHECKPOINT = "_last_checkpoint"
 #: What to do about a damaged file, whatever it is: the one fix that never loses data.
 RESTORE = "restore it from a backup"
-DOCTOR = "'deltalog doctor --no-spark' lists every damaged file of the store"
+DOCTOR = "run 'deltalog doctor --no-spark' to list every damaged file of the store"
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.\d{10}\.\d{10})?\.parquet$")
@@ -63,7 +63,7 @@ class Damage:
         return f"{self.topic}-{self.partition}"
 
     def message(self) -> str:
-        return f"partition {self.partition_name} is damaged: {self.file} {self.problem}; {self.fix}"
+        return f"partition {self.partition_name} is damaged: {self.file} {self.problem}; {self.fix}; {DOCTOR}"
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -116,7 +116,7 @@ def log_damage(storage: Storage, table_uri: str) -> list[Damage]:
         hint = _hint_version(storage, join(log_dir, LAST_CHECKPOINT))
         if hint is None:
             damage(LAST_CHECKPOINT, "is not a valid checkpoint hint (not JSON with a version)",
-                   f"delete it: readers then find the newest checkpoint themselves")
+                   "delete it: readers then find the newest checkpoint themselves")
         elif hint not in checkpoints:
             damage(LAST_CHECKPOINT, f"points at the checkpoint of version {hint}, which is missing "
                    f"({hint:020d}.checkpoint.parquet)",
@@ -201,7 +201,7 @@ def data_damage(storage: Storage, table_uri: str, files: Sequence[DataFile], *, 
             problem = _data_footer_problem(storage, location, f.num_records)
         if problem is not None:
             out.append(Damage(topic, partition, location, problem,
-                              f"{RESTORE} (offsets {f.min_offset}..{f.max_offset} are in it); {DOCTOR}"))
+                              f"{RESTORE} (offsets {f.min_offset}..{f.max_offset} are in it)"))
     return out
 
 
@@ -279,7 +279,7 @@ def data_file_error(location: str, error: BaseException) -> CorruptLogError:
     else:
         first = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
         problem = f"cannot be read as Parquet (truncated or overwritten: {first})"
-    return CorruptLogError(Damage(topic, partition, location, problem, f"{RESTORE}; {DOCTOR}").message())
+    return CorruptLogError(Damage(topic, partition, location, problem, RESTORE).message())
 
 
 def raise_data_damage(storage: Storage, table_uri: str, files: Sequence[DataFile], *, footers: bool = False) -> None:
