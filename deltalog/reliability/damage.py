@@ -49,10 +49,18 @@ ENTRIES = {
     "clean": "store.clean()",
     "cleaner run": "deltalog cleaner run --once",
     "check": "store.check(topic, partitions=[0])",
-    "deltalog check": "deltalog check",
+    "deltalog check": "deltalog check --partition 0",
     "sql": "store.sql(...).collect()",
     "deltalog sql": "deltalog sql",
     "doctor": "deltalog doctor --no-spark",
+}
+#: (kind, entry) pairs that cannot hold by design, and why: same-size garbage is seen only by reading a data
+#: file's footer, which describe (the Delta log and one listing per partition) and the SQL API (a lazy DataFrame,
+#: whose Spark tasks then fail with pyspark's error; ``deltalog sql`` names the file) do not do on the driver.
+BLIND_SPOTS = {
+    ("data_overwritten", "describe"): "reads the Delta log and one listing, no data file",
+    ("data_overwritten", "topics describe"): "reads the Delta log and one listing, no data file",
+    ("data_overwritten", "sql"): "a lazy DataFrame: its tasks raise pyspark's PythonException, the file named inside",
 }
 #: Entry points that run Spark jobs.
 SPARK_ENTRIES = ("clean", "cleaner run", "check", "deltalog check", "sql", "deltalog sql")
@@ -226,7 +234,7 @@ def _try(damaged: DamagedStore, entry: str, store: Any) -> tuple[bool, str]:
         "consume": [*cli, "consume", TOPIC, "--partition", str(DAMAGED_PARTITION), "--from-beginning"],
         "topics describe": [*cli, "topics", "describe", TOPIC],
         "cleaner run": [*cli, "cleaner", "run", "--once", "--no-vacuum"],
-        "deltalog check": [*cli, "check", TOPIC, "--cleans", "none"],
+        "deltalog check": [*cli, "check", TOPIC, "--partition", str(DAMAGED_PARTITION), "--cleans", "none"],
         "deltalog sql": [*cli, "sql", f"SELECT count(*) FROM {TOPIC}_current"],
         "doctor": [*cli, "doctor", "--no-spark"],
     }[entry]
