@@ -59,7 +59,7 @@ from deltalog.cleaner.offset_map import OffsetMap, build_offset_map
 from deltalog.cleaner.recopy import RecopyChunk, RecopyCounts, RecopyParams, RetainRule, read_batches, recopy_partition
 from deltalog.cleaner.task_plan import plan_runs
 from deltalog.config import CleanerConfig
-from deltalog.errors import CleaningFailedError, CommitConflictError, DeltalogError
+from deltalog.errors import CleaningFailedError, CommitConflictError, CorruptLogError, DeltalogError
 from deltalog.log import damage, delta
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import DELETE_HORIZON, KEY, OFFSET
@@ -358,7 +358,8 @@ def _failure(snap: LogSnapshot, phase: str, error: Exception) -> Exception:
         return error
     corrupt = damage.worker_error(error)  # a task's CorruptLogError names the damaged file: keep its type and words
     if corrupt is not None:
-        return corrupt
+        return CorruptLogError(f"cleaning {snap.topic}-{snap.partition} failed in {phase}: {corrupt}; "
+                               "nothing was committed")
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     # A task's Python error reaches the driver as text ending in the worker's traceback: its last
     # "SomeError: message" line says what went wrong (deltalog's workers name the file they could not read).

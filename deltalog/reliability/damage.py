@@ -167,7 +167,7 @@ def _judge_error(damaged: DamagedStore, error: BaseException) -> tuple[bool, str
         return False, f"raw {type(error).__module__}.{type(error).__name__}: {' '.join(text.split())[:300]}"
     if not names_damage(text, damaged):
         return False, f"{type(error).__name__} without the partition or the file: {text[:300]}"
-    return True, f"{type(error).__name__}: {text[:300]}"
+    return True, f"{type(error).__name__}: {text[:700]}"
 
 
 def _judge_cli(damaged: DamagedStore, code: int, out: str, err: str, *, in_stdout: bool = False) -> tuple[bool, str]:
@@ -240,6 +240,51 @@ def _try(damaged: DamagedStore, entry: str, store: Any) -> tuple[bool, str]:
     }[entry]
     code, out, err = _cli(argv)
     return _judge_cli(damaged, code, out, err, in_stdout=entry in ("deltalog check", "doctor"))
+
+
+@dataclass(frozen=True)
+class OrphanOutcome:
+    """An uncommitted data file (what an append killed before its commit leaves): what doctor and VACUUM made of it."""
+
+    doctor_warned: int  # orphans counted by doctor's WARN
+    kept_inside_delay: bool  # VACUUM at once left it
+    removed_after_delay: bool  # VACUUM past the delay removed it, and only it
+    doctor_after: str  # doctor's partitions status afterwards
+    records_intact: bool  # the committed records read as before
+
+    @property
+    def held(self) -> bool:
+        return (self.doctor_warned == 1 and self.kept_inside_delay and self.removed_after_delay
+                and self.doctor_after == "OK" and self.records_intact)
+
+
+def orphan_round_trip(root: str) -> OrphanOutcome:
+    """Write a data file the way an append does and never commit it, then run doctor, VACUUM inside the delay
+    and VACUUM past it (the store's manual clock moved 61 s: ``file.delete.delay.ms`` 1 s, orphans at least 60 s)."""
+    from deltalog.clock import ManualClock
+    from deltalog.doctor import WARN, check_store_damage
+    from deltalog.log import arrow_records, delta
+    from deltalog.store import Store
+
+    clock = ManualClock(int(time.time() * 1000))
+    store = Store(root, clock=clock)
+    store.create_topic("orphans", 1, config={"cleanup.policy": "compact", "file.delete.delay.ms": "1000"})
+    store.append("orphans", 0, [Record(key=b"k", value=b"v")])
+    plog = store.log("orphans", 0)
+    import pyarrow as pa
+
+    batch = arrow_records.validated(pa.table({"key": [b"k"], "value": [b"w"]}), plog.head().config, "orphans",
+                                    clock.now_ms())
+    orphan = delta.write_data_file(store.storage, plog.uri, arrow_records.with_log_columns(batch, range(1, 2), 0),
+                                   clock.now_ms())
+    warned = [c for c in check_store_damage(store.root) if c.status == WARN]
+    count = int(warned[0].detail.split(" ", 1)[0]) if warned else 0
+    kept = store.vacuum(dry_run=False)[0].files == ()
+    clock.advance(61_000)
+    removed = store.vacuum(dry_run=False)[0].files == (orphan.path,)
+    after = check_store_damage(store.root)
+    return OrphanOutcome(count, kept, removed, "/".join(c.status for c in after),
+                         [r.value for r in store.read("orphans", 0)] == [b"v"])
 
 
 def measure(workdir: str, spark: Any, log: Callable[[str], None] = print) -> list[Outcome]:

@@ -66,6 +66,7 @@ class Run:
     concurrency: ConcurrencyOutcome | None = None
     orphaned_files: int | None = None
     damage: list[Any] = field(default_factory=list)  # deltalog.reliability.damage.Outcome
+    orphan_round_trip: Any = None  # deltalog.reliability.damage.OrphanOutcome
     seconds: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -82,6 +83,8 @@ class Run:
         out += [f"hostile input, {h.category}: {h.failure}" for h in self.hostile if h.failure]
         out += [f"damage {o.kind} at {o.entry}: {o.detail}" for o in self.damage
                 if not o.held and (o.kind, o.entry) not in BLIND_SPOTS]
+        if self.orphan_round_trip is not None and not self.orphan_round_trip.held:
+            out.append(f"orphaned file: {self.orphan_round_trip}")
         return out
 
 
@@ -107,11 +110,13 @@ def run_hostile(examples: int, log: Any) -> list[HostileFigure]:
 
 def run_damage(workdir: Path, run: Run, log: Any) -> None:
     """Every kind of damage at every entry point, on a local Spark session of this process."""
-    from deltalog.reliability.damage import measure
+    from deltalog.reliability.damage import measure, orphan_round_trip
     from deltalog.sql.session import local_session
 
     started = time.monotonic()
     run.damage = measure(str(workdir / "damage"), local_session(), log)
+    run.orphan_round_trip = orphan_round_trip(str(workdir / "orphans"))
+    log(f"orphaned file: {run.orphan_round_trip}")
     run.seconds["damage"] = time.monotonic() - started
 
 
@@ -326,7 +331,7 @@ def render(run: Run) -> str:
                         "**FAILED**" if h.failure else "all refused, nothing changed", h.what] for h in run.hostile],
                       "lrlll")
     if run.damage:
-        out += _damage_section(run.damage)
+        out += _damage_section(run.damage, run.orphan_round_trip)
     out += ["", "## How the store is checked", "",
             "Every producer writes, before each append, the batch it is about to send (each record with a unique "
             "id, also carried as a header) and, after the append returns, the offsets it was told, each as one "
@@ -348,7 +353,7 @@ def render(run: Run) -> str:
     return "\n".join(out) + "\n"
 
 
-def _damage_section(outcomes: Sequence[Any]) -> list[str]:
+def _damage_section(outcomes: Sequence[Any], orphans: Any) -> list[str]:
     kinds = list(dict.fromkeys(o.kind for o in outcomes))
     entries = list(dict.fromkeys(o.entry for o in outcomes))
     by = {(o.kind, o.entry): o for o in outcomes}
@@ -367,7 +372,8 @@ def _damage_section(outcomes: Sequence[Any]) -> list[str]:
            "(the CLI: `deltalog: error: ...` and exit 1 without a traceback; `deltalog check`: a failed check; "
            "`doctor`: a FAIL row, exit 1) that names the partition and the damaged file and says what to do; for "
            "`store.clean()` also that the healthy partition was cleaned before the error was raised.", ""]
-    out += _table(["entry point", *kinds], [[f"`{ENTRIES.get(e, e)}`", *[cell(k, e) for k in kinds]] for e in entries])
+    out += _table(["entry point", *kinds], [[f"`{ENTRIES.get(e, e)}`", *[cell(k, e) for k in kinds]] for e in entries],
+                  "l" * (len(kinds) + 1))
     out += ["", "Kinds: " + "; ".join(f"`{k}`: {KINDS[k]}" for k in kinds) + "."]
     blind = [(k, e) for (k, e) in BLIND_SPOTS if (k, e) in by and not by[k, e].held]
     if blind:
@@ -381,8 +387,16 @@ def _damage_section(outcomes: Sequence[Any]) -> list[str]:
         out += ["", f"For example, `store.read` on `commit_missing`: {example.detail}"]
     out += ["", "A damaged partition is marked uncleanable by the cleaner (the job's cycle goes on with the others, "
             "then `deltalog cleaner run` exits 1 naming it); `deltalog cleaner reset-uncleanable` clears the mark once "
-            "it is repaired. Orphaned data files (killed writers) are a doctor WARN, and VACUUM removes them after "
-            "`file.delete.delay.ms` (at least 60 s), as `tests/test_damage.py` shows."]
+            "it is repaired."]
+    if orphans is not None:
+        out += ["", "Orphaned data files (an append killed between writing its file and committing it leaves one): a "
+                "file written that way and never committed was "
+                f"{'counted by doctor as 1 orphan (WARN)' if orphans.doctor_warned == 1 else f'counted as {orphans.doctor_warned} orphan(s) by doctor'}; "
+                f"VACUUM inside the delay {'kept it' if orphans.kept_inside_delay else '**removed it**'}; VACUUM once "
+                f"`file.delete.delay.ms` and the 60 s orphan minimum had passed on the store's clock "
+                f"{'removed it, and nothing else' if orphans.removed_after_delay else '**did not remove it (alone)**'}; "
+                f"doctor afterwards: {orphans.doctor_after}; the committed records "
+                f"{'read as before' if orphans.records_intact else '**changed**'}."]
     return out
 
 
