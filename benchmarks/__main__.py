@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3, help="rounds; each measured thing runs once a round")
     p.add_argument("--cores", type=int, default=None, help="Spark local[N] and DuckDB threads (default: all)")
     p.add_argument("--driver-memory", default=None, help="spark.driver.memory (default: the embedded session's)")
+    p.add_argument("--no-connect", action="store_true",
+                   help="skip the pass through Spark Connect (which starts a Connect server JVM beside the session)")
     p.add_argument("--work-dir", default=None, help="where the tables go (default: a temporary directory)")
     p.add_argument("--out-dir", default=os.path.join(REPO, "docs"), help="where benchmarks.md/.png are written")
     p.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -35,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from benchmarks import machine, report
     from benchmarks.runner import Bench
-    from deltalog.sql.session import local_session
+    from deltalog.sql.session import DEFAULT_SPARK_CONF, local_session
 
     info = machine.describe()
     cores = args.cores or int(info["cores"])
@@ -45,12 +47,23 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(work, exist_ok=True)
     w = PRESETS[args.preset]
     started = time.monotonic()
+    server = None
     try:
-        timings = Bench(w, work, spark, cores).run(args.repeats)
+        connect = None
+        if not args.no_connect:
+            from deltalog.testing.services import ConnectServer
+
+            # A server JVM with the classic session's cores and settings, so the two passes differ by the session only.
+            server = ConnectServer(os.path.join(work, "connect-server"), master=f"local[{cores}]",
+                                   conf={k: str(v) for k, v in {**DEFAULT_SPARK_CONF, **conf}.items()}).start()
+            connect = server.session()
+        timings = Bench(w, work, spark, cores, connect=connect).run(args.repeats)
     except BenchmarkFailure as e:
         print(f"BENCHMARK FAILED: {e}", file=sys.stderr)
         return 1
     finally:
+        if server is not None:
+            server.stop()
         if not args.keep and args.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
     info["cores"] = cores

@@ -27,7 +27,11 @@ from deltalog.cleaner.offset_map import OffsetMap, build_offset_map
 from deltalog.clock import ManualClock
 from deltalog.log.record import HEADERS, KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE, table_to_records
 from deltalog.sql.reads import SPARK_SCHEMA_DDL
+from deltalog.sql.session import warm_python_workers
 from deltalog.store import Store
+
+#: The pass with the store's Spark jobs on a Spark Connect session.
+CONNECT_PASS = "deltalog clean pass, Spark Connect"
 
 
 @dataclass
@@ -47,10 +51,13 @@ class Timings:
 class Bench:
     """One workload, generated once into ``work_dir/pristine``, and the cases run against it."""
 
-    def __init__(self, w: wl.Workload, work_dir: str, spark: Any, cores: int, log: Callable[[str], None] = print):
+    def __init__(self, w: wl.Workload, work_dir: str, spark: Any, cores: int, log: Callable[[str], None] = print,
+                 connect: Any = None):
         self.w = w
         self.dir = work_dir
         self.spark = spark
+        #: A Spark Connect session (to a server with as many cores), for the same pass through Connect.
+        self.connect = connect
         self.cores = cores
         self.log = log
         self.t = Timings()
@@ -66,8 +73,8 @@ class Bench:
         shutil.rmtree(p, ignore_errors=True)
         return p
 
-    def store(self, root: str, now_ms: int = wl.NOW_MS) -> Store:
-        return Store(root, spark=self.spark, clock=ManualClock(now_ms))
+    def store(self, root: str, now_ms: int = wl.NOW_MS, spark: Any = None) -> Store:
+        return Store(root, spark=spark or self.spark, clock=ManualClock(now_ms))
 
     def setup(self) -> None:
         started = time.monotonic()
@@ -101,13 +108,18 @@ class Bench:
 
     # -- the cases (each: prepare untimed, run timed, check untimed) --------------------------------------
 
-    def clean_pass(self, rnd: int) -> None:
+    def clean_pass(self, rnd: int, *, connect: bool = False) -> None:
         root = self.fresh("clean")
         shutil.copytree(self.pristine, root)
         # Each round's pass runs at its own "now" (a millisecond apart: no horizon passes in between), as
         # every real pass does; a rerun at the same now found its Spark code already compiled for exactly
         # those values, which no cleaner in production ever does.
-        store = self.store(root, wl.NOW_MS + 1 + rnd)
+        session = self.connect if connect else self.spark
+        store = self.store(root, wl.NOW_MS + 1 + rnd, session)
+        # Spark stops a Python worker idle for a minute: the classic session's are kept busy by the other
+        # cases, the Connect server's were not (its passes then paid for new workers: map 7-11 s against
+        # 2-3 s). A cleaner running passes back to back keeps them; start them untimed, on either session.
+        warm_python_workers(session).join()
         holder: dict[str, Any] = {}
 
         def run() -> None:
@@ -118,9 +130,14 @@ class Bench:
             if result is None or result.end_offset != self.gen.log_end_offset:
                 raise BenchmarkFailure(f"the pass did not clean the whole dirty section: {result}")
             check_survivors(store.log(wl.TOPIC, 0), self.expected)
-            self.t.figures.setdefault("clean", []).append(result.as_dict())
+            self.t.figures.setdefault("clean connect" if connect else "clean", []).append(result.as_dict())
 
-        self._time("deltalog clean pass", run, check)
+        self._time(CONNECT_PASS if connect else "deltalog clean pass", run, check)
+
+    def clean_pass_connect(self, rnd: int) -> None:
+        """The same pass with the store's Spark jobs on the Spark Connect session (same files, same checks)."""
+        if self.connect is not None:
+            self.clean_pass(rnd, connect=True)
 
     def row_number_dedupe(self, rnd: int) -> None:
         from pyspark.sql import Window
@@ -323,10 +340,12 @@ class Bench:
         """Run every Spark case once on the tiny preset, untimed: the first Spark job of a JVM pays for class
         loading and JIT compilation (a cleaning pass took 4x longer cold than warm here), which is not what
         any of the comparisons is about."""
-        tiny = Bench(wl.PRESETS["tiny"], self.path("warm-up"), self.spark, self.cores, log=lambda _: None)
+        tiny = Bench(wl.PRESETS["tiny"], self.path("warm-up"), self.spark, self.cores, log=lambda _: None,
+                     connect=self.connect)
         os.makedirs(tiny.dir, exist_ok=True)
         tiny.setup()
-        for case in (tiny.clean_pass, tiny.row_number_dedupe, tiny.read_rewrite, tiny.map_build, tiny.current_state_reads):
+        for case in (tiny.clean_pass, tiny.clean_pass_connect, tiny.row_number_dedupe, tiny.read_rewrite,
+                     tiny.map_build, tiny.current_state_reads):
             case(0)
         shutil.rmtree(tiny.dir, ignore_errors=True)
 
@@ -337,6 +356,7 @@ class Bench:
         for rnd in range(repeats):
             self.log(f"round {rnd + 1}/{repeats}")
             self.clean_pass(rnd)
+            self.clean_pass_connect(rnd)
             self.row_number_dedupe(rnd)
             self.read_rewrite(rnd)
             self.duckdb_dedupe(rnd)

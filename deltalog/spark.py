@@ -2,8 +2,8 @@
 
 Databricks serverless, standard (shared) access mode clusters and Databricks Connect run Spark Connect,
 which has no ``sparkContext``, no RDDs and no broadcast variables. deltalog's Spark jobs therefore use
-DataFrames, ``mapInArrow`` and Python data sources, which both kinds run alike (the cleaner's two passes are
-the exception still: they use RDDs, so a pass needs a classic session). The few things that still differ
+DataFrames, ``mapInArrow`` and Python data sources, which both kinds run alike (the cleaner's two passes
+too: :mod:`deltalog.cleaner.tasks`). The few things that still differ
 (building columns, job tags and groups, default parallelism) are answered here, below every package that
 starts Spark jobs.
 """

@@ -138,9 +138,13 @@ _EMBEDDED = textwrap.dedent("""
     store = Store(root)
     store.create_topic("t", config={"cleanup.policy": "compact", "key.encoding": "string", "value.encoding": "string"})
     store.append("t", 0, [Record(key="a", value="1"), Record(key="a", value="2"), Record(key="b", value="3")])
+    store.roll("t", 0)
+    store.append("t", 0, [Record(key="c", value="4")])
+    [cleaned] = store.clean("t")  # both passes on the embedded Connect session
     spark_check, session = check_spark()
     workers = check_spark_workers(session)
     print(json.dumps({"connect": is_connect(store.spark), "same": session is store.spark,
+                      "cleaned": [cleaned.records_read, cleaned.records_written],
                       "spark": [spark_check.status, spark_check.detail], "workers": workers.status}))
     sys.exit(main(["--store", root, "sql", "--json", "SELECT key, value FROM t_current ORDER BY key"]))
 """)
@@ -155,5 +159,7 @@ def test_the_embedded_session_is_a_connect_session_under_spark_remote(tmp_path):
     lines = done.stdout.splitlines()
     facts = json.loads(lines[0])
     assert facts["connect"] and facts["same"] and facts["workers"] == "OK", facts
+    assert facts["cleaned"] == [3, 2]
     assert facts["spark"][0] == "OK" and "Spark Connect session (local[2])" in facts["spark"][1]
-    assert [json.loads(line) for line in lines[1:]] == [{"key": "a", "value": "2"}, {"key": "b", "value": "3"}]
+    assert [json.loads(line) for line in lines[1:]] == [{"key": "a", "value": "2"}, {"key": "b", "value": "3"},
+                                                        {"key": "c", "value": "4"}]

@@ -22,11 +22,14 @@ TOPIC = "prices"
 
 
 @pytest.fixture
-def s3_spark_store(s3_server, s3_store_uri, spark, monkeypatch) -> Store:
+def s3_spark_store(s3_server, s3_store_uri, spark, monkeypatch, request) -> Store:
+    """A store on S3 whose Spark jobs run on the classic session, or (``indirect`` param "connect") on the Spark
+    Connect session, whose server's Python workers get nothing of the test's environment either."""
     for name in s3_server.env:  # the options alone must do
         monkeypatch.delenv(name, raising=False)
+    session = request.getfixturevalue("connect_spark") if getattr(request, "param", "classic") == "connect" else spark
     return Store(s3_store_uri, storage_options=s3_server.storage_options, clock=ManualClock(1_700_000_000_000),
-                 spark=spark)
+                 spark=session)
 
 
 def _fill(store: Store, rounds: int = 3, keys: int = 20) -> None:
@@ -46,13 +49,16 @@ def _latest(store: Store) -> dict[bytes, bytes | None]:
     return out
 
 
+@pytest.mark.parametrize("s3_spark_store", ["classic", "connect"], indirect=True)
 def test_a_cleaning_cycle_on_s3_keeps_the_latest_record_per_key(s3_spark_store):
     store = s3_spark_store
     _fill(store)
     expected = _latest(store)
     before = store.describe(TOPIC)[0]
 
-    cycle = store.log_cleaner(vacuum=True).run_cycle()  # retention, passes, VACUUM, metrics: all on S3
+    statuses = []
+    cycle = store.log_cleaner(vacuum=True, progress=statuses.append).run_cycle()  # retention, passes, VACUUM,
+    assert (statuses[0].state, statuses[-1].state) == ("started", "finished")  # metrics: all on S3
     [result] = cycle.cleans
     assert result.records_read == 60 and result.records_written == 20
     assert _latest(store) == expected
@@ -84,6 +90,19 @@ def test_a_cleaning_cycle_on_s3_keeps_the_latest_record_per_key(s3_spark_store):
     data = {k[len(table) + 1:] for k in (store.storage.key(f.location) for f in store.storage.list_files(
         store.log(TOPIC, 0).uri)) if "/_delta_log/" not in k}
     assert data == live
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("s3_spark_store", ["classic", "connect"], indirect=True)
+def test_the_checks_pass_on_a_cleaned_s3_store(s3_spark_store):
+    """The data-quality suites read the cleaned partition from S3 through the store's session, either kind."""
+    store = s3_spark_store
+    _fill(store)
+    [result] = store.clean(TOPIC)
+    assert result.records_written == 20
+    checked = store.check(TOPIC)
+    assert checked.success, checked.summary()
+    assert checked.suites
 
 
 def test_two_cleaners_planned_on_one_s3_snapshot_cannot_both_commit(s3_spark_store):

@@ -56,14 +56,25 @@ import numpy as np
 
 from deltalog.cleaner.log_to_clean import LogToClean
 from deltalog.cleaner.offset_map import OffsetMap, build_offset_map
-from deltalog.cleaner.recopy import RecopyChunk, RecopyCounts, RecopyParams, RetainRule, read_batches, recopy_partition
+from deltalog.cleaner.recopy import (
+    TASKS_DIR,
+    RecopyChunk,
+    RecopyCounts,
+    RecopyParams,
+    RetainRule,
+    read_batches,
+    recopy_chunk,
+    save_keys,
+)
 from deltalog.cleaner.task_plan import plan_runs
+from deltalog.cleaner.tasks import INLINE_PAYLOAD_BYTES, run_tasks
 from deltalog.config import CleanerConfig
 from deltalog.errors import CleaningFailedError, CommitConflictError, CorruptLogError, DeltalogError
 from deltalog.log import damage, delta
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import DELETE_HORIZON, KEY, OFFSET
 from deltalog.log.segment import Segment
+from deltalog.spark import default_parallelism
 from deltalog.storage import Storage, join
 
 if TYPE_CHECKING:
@@ -281,26 +292,29 @@ class Cleaner:
         files = [f for group in groups for s in group for f in s.files if f.max_offset >= params.log_start]
         if not files:
             return [], RecopyCounts()
-        sc = self.spark.sparkContext
-        runs = plan_runs(params.storage, params.table_uri, files, sc.defaultParallelism)
+        runs = plan_runs(params.storage, params.table_uri, files, default_parallelism(self.spark))
         chunks = [
             RecopyChunk(tuple((piece, name_of[piece.path]) for piece in run),
                         offset_map.latest.slice(run[0].min_offset, run[-1].max_offset + 1),
                         needs_keys=run[0].min_offset < params.first_dirty)
             for run in runs
         ]
-        # The map's hashes ride with the task when at most two tasks need them (one copy each, ~10 ms on
-        # the small benchmark preset), else go out as one broadcast (~30 ms to set up, then one copy a worker).
+        # The map's hashes ride with the task when at most two tasks need them and they are small (one copy
+        # each, ~10 ms on the small benchmark preset); else the driver writes them once to the pass's
+        # directory and the tasks that need them read them (Spark Connect has no broadcast variables, and a
+        # task's closure is shipped with every task).
+        work_dir = join(params.table_uri, params.out_dir, TASKS_DIR)
         needing = sum(c.needs_keys for c in chunks)
-        keys = sc.broadcast(offset_map.keys) if needing > 2 else None
-        if keys is None:
+        if needing > 2 or needing * offset_map.keys.nbytes > INLINE_PAYLOAD_BYTES:
+            params = dataclasses.replace(params, keys_location=join(work_dir, "keys.npz"))
+            save_keys(params.storage, params.keys_location, offset_map.keys)
+        else:
             chunks = [dataclasses.replace(c, keys=offset_map.keys) if c.needs_keys else c for c in chunks]
         try:
-            task = partial(recopy_partition, dataclasses.replace(params, keys=keys))
-            outputs = sc.parallelize(chunks, len(chunks)).mapPartitions(task).collect()
+            outputs = run_tasks(self.spark, partial(recopy_chunk, params), chunks, storage=params.storage,
+                                work_dir=work_dir)
         finally:
-            if keys is not None:
-                keys.unpersist()
+            _remove_tree(params.storage, work_dir)
         counts = RecopyCounts()
         new_files: list[tuple[str, int]] = []  # (path relative to the table, size in bytes)
         for out in outputs:

@@ -25,9 +25,8 @@ already mapped; both make progress on every pass, and a map of one entry still c
 
 from __future__ import annotations
 
-import io
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -40,8 +39,10 @@ import pyarrow.parquet as pq
 from deltalog.cleaner.key_hash import key_hashes
 from deltalog.cleaner.offset_bitmap import OffsetBitmap
 from deltalog.cleaner.task_plan import FileSlice, plan_runs
+from deltalog.cleaner.tasks import load_arrays, run_tasks, save_arrays
 from deltalog.log import damage
 from deltalog.log.record import KEY, OFFSET
+from deltalog.spark import default_parallelism
 from deltalog.storage import Storage, join
 
 if TYPE_CHECKING:
@@ -171,50 +172,45 @@ def _run(spark: SparkSession, task: _MapTask, files: Sequence[DataFile]) -> list
     wanted = [f for f in files if f.max_offset >= task.start and f.min_offset < task.stop]
     if not wanted:
         return []
-    sc = spark.sparkContext
-    runs = [tuple(run) for run in plan_runs(task.storage, task.table_uri, wanted, sc.defaultParallelism)]
+    runs = [tuple(run) for run in plan_runs(task.storage, task.table_uri, wanted, default_parallelism(spark))]
     try:
-        spilled = sc.parallelize(runs, len(runs)).mapPartitions(partial(_map_partition, task)).collect()
+        spilled = run_tasks(spark, partial(_map_run, task), runs, storage=task.storage, work_dir=task.spill_dir)
         return [_load(task.storage, path) for path in spilled]
     finally:
         task.storage.delete_tree(task.spill_dir)
 
 
 def _load(storage: Storage, path: str) -> Partial:
-    with np.load(io.BytesIO(storage.read_bytes(path))) as f:
-        return f["hi"], f["lo"], f["latest"], (f["first"] if "first" in f.files else None)
+    arrays = load_arrays(storage, path)
+    return arrays["hi"], arrays["lo"], arrays["latest"], arrays.get("first")
 
 
-def _map_partition(task: _MapTask, runs: Iterable[tuple[FileSlice, ...]]) -> Iterator[str]:
-    """A Spark task of pass 1: the partial map of each run of file slices it was given."""
-    for run in runs:
-        his, los, offsets = [], [], []
-        for piece in run:
-            full_path = join(task.table_uri, piece.path)
-            try:
-                with task.storage.open_input(full_path) as f:
-                    source = pq.ParquetFile(f)
-                    table = (source.read(columns=[KEY, OFFSET]) if piece.row_groups is None
-                             else source.read_row_groups(piece.row_groups, columns=[KEY, OFFSET]))
-            except (OSError, pa.ArrowException) as e:
-                raise damage.data_file_error(full_path, e) from None
-            column = table.column(OFFSET)
-            keep = pc.and_(pc.and_(pc.greater_equal(column, task.start), pc.less(column, task.stop)),
-                           pc.is_valid(table.column(KEY)))
-            if pc.all(keep).as_py() is not True:
-                table = table.filter(keep)
-            hi, lo = key_hashes(table.column(KEY))
-            his.append(hi)
-            los.append(lo)
-            offsets.append(table.column(OFFSET).to_numpy())
-        hi, lo, latest, first = _reduce(np.concatenate(his), np.concatenate(los), np.concatenate(offsets),
-                                        task.with_first)
-        path = join(task.spill_dir, f"map-{os.urandom(8).hex()}.npz")
-        arrays = {"hi": hi, "lo": lo, "latest": latest, **({} if first is None else {"first": first})}
-        buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
-        task.storage.write_bytes(path, buffer.getvalue())
-        yield path
+def _map_run(task: _MapTask, run: tuple[FileSlice, ...]) -> str:
+    """A Spark task of pass 1: the partial map of one run of file slices, left in the spill directory."""
+    his, los, offsets = [], [], []
+    for piece in run:
+        full_path = join(task.table_uri, piece.path)
+        try:
+            with task.storage.open_input(full_path) as f:
+                source = pq.ParquetFile(f)
+                table = (source.read(columns=[KEY, OFFSET]) if piece.row_groups is None
+                         else source.read_row_groups(piece.row_groups, columns=[KEY, OFFSET]))
+        except (OSError, pa.ArrowException) as e:
+            raise damage.data_file_error(full_path, e) from None
+        column = table.column(OFFSET)
+        keep = pc.and_(pc.and_(pc.greater_equal(column, task.start), pc.less(column, task.stop)),
+                       pc.is_valid(table.column(KEY)))
+        if pc.all(keep).as_py() is not True:
+            table = table.filter(keep)
+        hi, lo = key_hashes(table.column(KEY))
+        his.append(hi)
+        los.append(lo)
+        offsets.append(table.column(OFFSET).to_numpy())
+    hi, lo, latest, first = _reduce(np.concatenate(his), np.concatenate(los), np.concatenate(offsets),
+                                    task.with_first)
+    path = join(task.spill_dir, f"map-{os.urandom(8).hex()}.npz")
+    save_arrays(task.storage, path, hi=hi, lo=lo, latest=latest, **({} if first is None else {"first": first}))
+    return path
 
 
 def _reduce(hi: np.ndarray, lo: np.ndarray, offsets: np.ndarray, with_first: bool,

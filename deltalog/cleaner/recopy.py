@@ -14,7 +14,8 @@ over whole Arrow batches, for a record at or above the log start:
 
 Each task is one :class:`RecopyChunk`: consecutive files in offset order, each tagged with the name of
 the new segment its survivors go to, and the slice of the latest-offset bitmap that covers them; the map's
-hashes go only to tasks with clean files (with the task, or as a Spark broadcast when many need them).
+hashes go only to tasks with clean files (with the task, or written once to the pass's directory when
+many need them or they are big).
 The task streams the files batch by batch with pyarrow (vectorized: no Python per record), filters with
 numpy, and writes the survivors of each segment group as Parquet files into the pass's directory,
 flushing a row group every :data:`ROW_GROUP_ROWS` survivors, so its memory stays bounded whatever the file
@@ -27,9 +28,8 @@ carries, so executors never need the driver's disk).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +40,7 @@ from deltalog.cleaner.key_hash import key_hashes
 from deltalog.cleaner.offset_bitmap import OffsetBitmap
 from deltalog.cleaner.offset_map import MapKeys
 from deltalog.cleaner.task_plan import FileSlice
+from deltalog.cleaner.tasks import load_arrays, save_arrays
 from deltalog.errors import CorruptLogError
 from deltalog.log import damage
 from deltalog.log.record import (
@@ -56,6 +57,8 @@ from deltalog.storage import ParquetSink, Storage, join
 
 #: Records read per Arrow batch.
 BATCH_ROWS = 65_536
+#: Directory (inside a pass's directory) of what the driver leaves for the pass's tasks while they run.
+TASKS_DIR = "_tasks"
 #: Survivors buffered before a row group is written: row groups of ~1 M records, as Spark and pyarrow
 #: write by default.
 ROW_GROUP_ROWS = 1_048_576
@@ -99,8 +102,8 @@ class RetainRule:
 
 @dataclass(frozen=True)
 class RecopyParams:
-    """What every task of one pass shares. ``keys`` is a Spark broadcast of the map's hashes, when tasks do not
-    carry them themselves."""
+    """What every task of one pass shares. ``keys_location`` is where the driver left the map's hashes, when
+    tasks do not carry them themselves."""
 
     storage: Storage  # the store's files, opened from the executor (it pickles as its root and options)
     table_uri: str
@@ -110,7 +113,7 @@ class RecopyParams:
     end: int  # exclusive end of the mapped range
     now: int
     horizon: int  # the delete horizon stamped on tombstones this pass keeps for the first time
-    keys: Any = None
+    keys_location: str | None = None
 
     def rule(self, latest: OffsetBitmap, keys: MapKeys | None) -> RetainRule:
         """The pass's ``shouldRetainRecord``, over the latest offsets and hashes given."""
@@ -124,7 +127,7 @@ class RecopyChunk:
     files: tuple[tuple[FileSlice, int], ...]
     latest: OffsetBitmap
     needs_keys: bool  # whether any of its records lies in the clean section
-    keys: MapKeys | None = None  # the map's hashes, when they ride with the task rather than as a broadcast
+    keys: MapKeys | None = None  # the map's hashes, when they ride with the task rather than through storage
 
 
 @dataclass
@@ -151,17 +154,12 @@ class RecopyOutput:
     sizes: list[int] = field(default_factory=list)
 
 
-def recopy_partition(params: RecopyParams, chunks: Iterable[RecopyChunk]) -> Iterator[RecopyOutput]:
-    """The body of a Spark task (``mapPartitions``): recopy each chunk it was given."""
-    for chunk in chunks:
-        yield recopy_chunk(params, chunk)
-
-
 def recopy_chunk(params: RecopyParams, chunk: RecopyChunk) -> RecopyOutput:
+    """The body of a Spark task of pass 2: recopy one chunk."""
     out = RecopyOutput()
     keys = None
     if chunk.needs_keys:
-        keys = chunk.keys if chunk.keys is not None else params.keys.value
+        keys = chunk.keys if chunk.keys is not None else load_keys(params.storage, params.keys_location)
     rule = params.rule(chunk.latest, keys)
     writer = _SegmentWriter(params)
     try:
@@ -177,6 +175,18 @@ def recopy_chunk(params: RecopyParams, chunk: RecopyChunk) -> RecopyOutput:
         writer.abort()
         raise
     return out
+
+
+def save_keys(storage: Storage, location: str, keys: MapKeys) -> None:
+    """Leave the map's hashes in the pass's directory, once, for the tasks that test clean records."""
+    save_arrays(storage, location, hi=keys.hi, lo=keys.lo, shared_hi=np.array(keys.shared_hi))
+
+
+def load_keys(storage: Storage, location: str | None) -> MapKeys:
+    if location is None:
+        raise CorruptLogError("the map's hashes are needed to clean records of the clean section")
+    arrays = load_arrays(storage, location)
+    return MapKeys(arrays["hi"], arrays["lo"], bool(arrays["shared_hi"]))
 
 
 def read_batches(storage: Storage, path: str, columns: list[str] | None = None, batch_rows: int = BATCH_ROWS,
