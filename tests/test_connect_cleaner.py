@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from conftest import map_slots_for
 
-from deltalog import CleaningFailedError, ManualClock, Record, Store
+from deltalog import CorruptLogError, ManualClock, Record, Store
 from deltalog.cleaner import cleaner as cleaner_module
 from deltalog.cleaner import tasks
 from deltalog.cleaner.cleaner import CLEANED_DIR_PREFIX
@@ -136,7 +136,7 @@ def _damage_column(data: bytes, column: str) -> bytes:
 
 @pytest.mark.parametrize("phase", ["pass 1", "pass 2"])
 def test_a_corrupt_file_fails_a_pass_on_connect_naming_the_file(tmp_path, connect_spark, phase):
-    """A task's CorruptLogError reaches the caller as a CleaningFailedError naming the phase and the file, from a
+    """A task's CorruptLogError reaches the caller as a CorruptLogError naming the phase and the file, from a
     Connect session's exception as from a classic one's. Pass 1 reads a damaged footer; pass 2 is the first to
     read a damaged value column (pass 1 reads keys and offsets only)."""
     store = _store(str(tmp_path / "s"), None, connect_spark)
@@ -150,8 +150,8 @@ def test_a_corrupt_file_fails_a_pass_on_connect_naming_the_file(tmp_path, connec
     data = store.storage.read_bytes(f"{log.uri}/{victim}")
     damaged = data[:-12] + b"\0" * 12 if phase == "pass 1" else _damage_column(data, "value")
     store.storage.write_bytes(f"{log.uri}/{victim}", damaged)
-    with pytest.raises(CleaningFailedError, match=rf"cleaning {TOPIC}-0 failed in {phase}.*cannot read the data "
-                                                  rf"file .*{victim}.*nothing was committed"):
+    with pytest.raises(CorruptLogError, match=rf"cleaning {TOPIC}-0 failed in {phase}.*{TOPIC}-0 is damaged: "
+                                              rf".*{victim} cannot be read as Parquet.*nothing was committed"):
         store.clean_partition(TOPIC, 0, force=True)
     after = log.snapshot()
     assert after.version == before.version and after.files == before.files
