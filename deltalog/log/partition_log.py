@@ -24,9 +24,9 @@ from deltalog.errors import (
 )
 from deltalog.log import arrow_records, delta
 from deltalog.log.delta import DataFile
+from deltalog.log.producer_state import ProducerBatch, check_batch
 from deltalog.log.record import OFFSET, RECORD_SCHEMA, Record, table_to_records
 from deltalog.log.segment import Segment, build_segments
-from deltalog.log.producer_state import ProducerBatch, check_batch
 from deltalog.storage import Storage, join
 
 #: How many times an append retries after losing the race for the log end offset to another producer.
