@@ -2,12 +2,13 @@
 
 Three pieces of state, each changed only by compare-and-swap so that several processes can share a store:
 
-* **Producer ids** come from one store-wide counter, ``producers/producer_ids.json``, advanced by a conditional
-  put (create, then compare-and-swap on its etag; Kafka's ``ProducerIdManager`` hands out blocks from ZooKeeper
-  or the controller the same way). Ids are never reused.
-* **Transactional ids** map to (producer id, epoch) in ``producers/transactional_ids/<sha256 of the id>.json``.
-  ``init_transactions()`` bumps the epoch by a compare-and-swap, so of two processes starting with one
-  transactional id exactly one holds the newest epoch; the older epoch is fenced.
+* **Producer ids** come from one store-wide counter, ``_deltalog/producers/producer_ids.json``, advanced by a
+  conditional put (create, then compare-and-swap on its etag; Kafka's ``ProducerIdManager`` hands out blocks
+  from ZooKeeper or the controller the same way). Ids are never reused.
+* **Transactional ids** map to (producer id, epoch) in
+  ``_deltalog/producers/transactional_ids/<sha256 of the id>.json``. ``init_transactions()`` bumps the epoch
+  by a compare-and-swap, so of two processes starting with one transactional id exactly one holds the newest
+  epoch; the older epoch is fenced.
 * **Per partition**, the producer's position lives in the partition's Delta log as app-transaction ids
   committed *with* the batch, so the state and the data are one atomic commit:
 
@@ -17,7 +18,7 @@ Three pieces of state, each changed only by compare-and-swap so that several pro
   ``deltalog.producer.<pid>``          ``(epoch << 32) | next sequence``
   ``deltalog.producer.<pid>.base``     the last batch's base offset
   ``deltalog.producer.<pid>.seq``      the last batch's base sequence
-  ``deltalog.producer.<pid>.digest``   a 64-bit digest of the last batch (transactional producers)
+  ``deltalog.producer.<pid>.digest``   a 64-bit digest of the last batch's keys, values, headers
   ===================================  =======================================================
 
   delta-rs refuses the second of two concurrent commits carrying one app id, and every append also carries
@@ -50,8 +51,8 @@ MAX_EPOCH = 32_766
 #: Sequences are Kafka's int32 per (producer, partition).
 MAX_SEQUENCE = 2**31 - 1
 CAS_ATTEMPTS = 100
-PRODUCER_IDS = "producers/producer_ids.json"
-TRANSACTIONAL_IDS = "producers/transactional_ids"
+PRODUCER_IDS = ("_deltalog", "producers", "producer_ids.json")
+TRANSACTIONAL_IDS = ("_deltalog", "producers", "transactional_ids")
 
 
 def app_id(producer_id: int, field: str = "") -> str:
@@ -66,8 +67,9 @@ class ProducerBatch:
     producer_epoch: int
     base_sequence: int
     transactional: bool = False
-    #: 64-bit digest of the batch's keys, values and headers (0: not computed); lets a new epoch recognise
-    #: the retry of the previous epoch's unacknowledged last batch (see :meth:`ProducerStateEntry.check`).
+    #: 64-bit digest of the batch's keys, values and headers (0: not computed): a retry must carry the same
+    #: records, and a new epoch recognises the re-send of the previous epoch's last batch by it
+    #: (see :meth:`ProducerStateEntry.check`).
     digest: int = 0
 
     def txns(self, base_offset: int, n: int) -> dict[str, int]:
@@ -173,7 +175,7 @@ def batch_digest(rows: pa.Table) -> int:
 
 def allocate_producer_id(storage: Storage) -> int:
     """A producer id no other producer of the store ever got (compare-and-swap on one counter file)."""
-    location = storage.location(PRODUCER_IDS)
+    location = storage.location(*PRODUCER_IDS)
     for _ in range(CAS_ATTEMPTS):
         current = storage.read_versioned(location)
         if current is None:
@@ -190,7 +192,7 @@ def allocate_producer_id(storage: Storage) -> int:
 
 def _transactional_location(storage: Storage, transactional_id: str) -> str:
     name = hashlib.sha256(transactional_id.encode()).hexdigest()
-    return storage.location(TRANSACTIONAL_IDS, f"{name}.json")
+    return storage.location(*TRANSACTIONAL_IDS, f"{name}.json")
 
 
 def init_producer_id(storage: Storage, transactional_id: str) -> tuple[int, int]:
