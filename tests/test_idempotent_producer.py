@@ -282,3 +282,20 @@ def test_producer_state_survives_cleaning_and_a_checkpoint(spark_store):
     with pytest.raises(InvalidProducerEpochError):
         store.log("t", 0).append(recs(("z", "1")), store.clock.now_ms(), producer=ProducerBatch(p.producer_id, 0, 8))
     assert q.send("t", recs(("c", "1")))[0].offset == 10
+
+
+def test_a_batch_and_its_retries_racing_on_one_partition_land_once(store):
+    """Four writers commit the same batch at once (separate Store objects, so separate Delta snapshots): delta-rs
+    refuses all but one commit carrying the producer's app id, and the losers find the batch there."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    store.create_topic("t", 1, config={"cleanup.policy": "compact"})
+    store.append("t", 0, recs(("x", "0")))
+    batch = ProducerBatch(9, 0, 0, digest=5)
+    logs = [Store(store.root, clock=store.clock).log("t", 0) for _ in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda log: log.append(recs(("a", "1"), ("b", "2")), store.clock.now_ms(),
+                                                   producer=batch), logs))
+    assert got == [[1, 2]] * 4
+    assert leo(store, "t") == 3
+    assert DeltaTable(store.log("t", 0).uri).version() == 2  # create, the plain append, one batch commit
