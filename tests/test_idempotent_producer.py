@@ -165,6 +165,14 @@ def test_a_new_epoch_recognises_the_resend_of_the_previous_epochs_last_batch(sto
     assert leo(store, "t") == 3
     assert new.send("t", recs(("d", "1")))[0].offset == 3  # and it goes on from there
     assert new.sequence("t", 0) == 3
+    # epochs that died before sending anything in between change nothing
+    for _ in range(2):
+        store.producer(transactional_id="app").init_transactions()
+    latest = store.producer(transactional_id="app")
+    latest.init_transactions()
+    assert latest.producer_epoch == 4
+    assert latest.send("t", recs(("d", "1")))[0].offset == 3
+    assert leo(store, "t") == 4
     # a different first batch of a new epoch is new data
     newer = store.producer(transactional_id="app")
     newer.init_transactions()

@@ -11,7 +11,7 @@ batch) in its Delta log, committed with the batch (:mod:`deltalog.log.producer_s
   with the offsets it got the first time and is not appended twice;
 * with a ``transactional_id``, :meth:`init_transactions` bumps the id's epoch: an older producer with that id is
   fenced (:class:`~deltalog.errors.ProducerFencedError` on its next send), and the new producer's first batch
-  to a partition, if it has the same records (keys, values, headers) as the last batch the previous epoch
+  to a partition, if it has the same records (keys, values, headers) as the last batch an older epoch
   committed there, is recognised as the re-send of that batch (its acknowledgement was lost with the old
   process) and acknowledged with the original offsets. That is what "retried by a new process" means here.
 

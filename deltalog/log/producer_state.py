@@ -68,7 +68,7 @@ class ProducerBatch:
     base_sequence: int
     transactional: bool = False
     #: 64-bit digest of the batch's keys, values and headers (0: not computed): a retry must carry the same
-    #: records, and a new epoch recognises the re-send of the previous epoch's last batch by it
+    #: records, and a new epoch recognises the re-send of an older epoch's last batch by it
     #: (see :meth:`ProducerStateEntry.check`).
     digest: int = 0
 
@@ -114,9 +114,11 @@ class ProducerStateEntry:
             raise error(f"Epoch of producer {batch.producer_id} in {where} is {batch.producer_epoch}, which is smaller "
                         f"than the last seen epoch {self.producer_epoch}: a newer producer with this id took over")
         if batch.producer_epoch > self.producer_epoch:
-            if (batch.producer_epoch == self.producer_epoch + 1 and batch.base_sequence == 0 and batch.digest
-                    and batch.digest == self.digest and n == self.next_sequence - self.base_sequence):
-                return self.last_batch_offsets  # the new epoch re-sends the previous epoch's last batch
+            if (batch.base_sequence == 0 and batch.digest and batch.digest == self.digest
+                    and n == self.next_sequence - self.base_sequence):
+                # a newer epoch re-sends the last batch an older one committed here (epochs between may have
+                # died before sending anything)
+                return self.last_batch_offsets
             if batch.base_sequence != 0:
                 raise OutOfOrderSequenceError(
                     f"Invalid sequence number for new epoch of producer {batch.producer_id} in {where}: "
@@ -139,7 +141,7 @@ class ProducerStateEntry:
 
 def check_batch(version_of, batch: ProducerBatch, n: int, where: str) -> tuple[range | None, bool]:
     """:meth:`ProducerStateEntry.check` against the partition's entry, and whether the entry must move to the
-    batch's (newer) epoch although nothing is appended: the new epoch re-sent the previous epoch's last batch,
+    batch's (newer) epoch although nothing is appended: the new epoch re-sent an older epoch's last batch,
     and its next batch follows it at sequence ``n``. A producer the partition has never seen must start at
     sequence 0 (Kafka: out of order for a first batch)."""
     if batch.base_sequence + n > MAX_SEQUENCE:
