@@ -318,3 +318,22 @@ def test_the_readme_example_runs(tmp_path):
     namespace: dict = {}
     exec(compile(code, "README.md (Idempotent producer)", "exec"), namespace)
     assert namespace["again"].producer_epoch == 1
+
+
+def test_on_s3_producer_ids_epochs_and_retries_work_the_same(s3_server, s3_store_uri, monkeypatch):
+    """The compare-and-swap of producer ids and epochs is a conditional put on an object store too (moto)."""
+    for name, value in s3_server.env.items():
+        monkeypatch.setenv(name, value)
+    store = Store(s3_store_uri)
+    store.create_topic("t", 1, config={"cleanup.policy": "compact"})
+    old = store.producer(transactional_id="app")
+    old.init_transactions()
+    sent = old.send("t", recs(("a", "1"), ("b", "1")))
+    new = Store(s3_store_uri).producer(transactional_id="app")
+    new.init_transactions()
+    assert (new.producer_id, new.producer_epoch) == (old.producer_id, 1)
+    assert new.send("t", recs(("a", "1"), ("b", "1"))).offsets.tolist() == sent.offsets.tolist() == [0, 1]
+    with pytest.raises(ProducerFencedError):
+        old.send("t", recs(("c", "1")))
+    assert store.producer().producer_id is None  # a plain idempotent producer gets its id at the first send
+    assert leo(store, "t") == 2
