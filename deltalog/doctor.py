@@ -1,7 +1,10 @@
-"""``deltalog doctor``: is this machine ready to run deltalog, and if not, what to fix.
+"""``deltalog doctor``: is this machine ready to run deltalog, is its store intact, and if not, what to fix.
 
 Each check returns a :class:`Check` (OK, WARN, FAIL, or INFO for facts that need no action); the
-command prints them as a table and exits non-zero when any check FAILs. The Spark check really starts
+command prints them as a table and exits non-zero when any check FAILs. The store's partitions are walked
+without Spark (:func:`scan_store`, through :class:`~deltalog.storage.Storage`, so on object stores too): each
+damaged Delta log or data file is one FAIL naming the partition, the file and the fix
+(:mod:`deltalog.log.damage`), and orphaned data files left by killed writers one WARN. The Spark check really starts
 the embedded local session and runs a tiny job, because a JVM that is found but cannot start (wrong
 Java, no memory, a broken ``JAVA_HOME``) is the usual first-run failure.
 """
@@ -20,10 +23,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from importlib import metadata
 
-from deltalog.errors import DeltalogError, StorageError
-from deltalog.log.log_manager import STATE_DIR, is_store
+from deltalog.clock import WallClock
+from deltalog.errors import CorruptLogError, DeltalogError, StorageError
+from deltalog.log import damage
+from deltalog.log.damage import Damage
+from deltalog.log.log_manager import STATE_DIR, LogManager, is_store
+from deltalog.log.partition_log import PartitionLog
 from deltalog.spark import is_connect
 from deltalog.storage import Storage
+from deltalog.storage import join as storage_join
 from deltalog.text import format_table
 
 OK, WARN, FAIL, INFO = "OK", "WARN", "FAIL", "INFO"
@@ -268,6 +276,75 @@ def _check_local_store(target: str) -> Check:
     return Check("store", OK, f"{target} {state}, writable")
 
 
+@dataclass(frozen=True)
+class StoreScan:
+    """What :func:`scan_store` found: every damaged file, and the orphans (relative paths) of each partition."""
+
+    partitions: int
+    damages: tuple[Damage, ...]
+    orphans: tuple[tuple[str, int, tuple[str, ...]], ...]  # (topic, partition, paths) with at least one
+
+    @property
+    def orphan_count(self) -> int:
+        return sum(len(paths) for _t, _p, paths in self.orphans)
+
+
+def scan_partition(plog: PartitionLog) -> tuple[list[Damage], list[str]]:
+    """One partition's damages (its Delta log first; its data files once the log reads) and orphans."""
+    from deltalog.log.vacuum import removal_times  # VACUUM's own view of what commits removed
+
+    found = damage.log_damage(plog.storage, plog.uri)
+    if found:
+        return found, []  # without a readable log there is no list of data files to check
+    try:
+        snap = plog.snapshot()
+    except CorruptLogError as e:  # delta-rs refuses a log the walk found nothing wrong with
+        return [Damage(plog.topic, plog.partition, storage_join(plog.uri, damage.DELTA_LOG_DIR),
+                       f"cannot be read: {e}", damage.RESTORE)], []
+    found = damage.data_damage(plog.storage, plog.uri, snap.files, footers=True)
+    removed = removal_times(plog.storage, plog.uri)
+    return found, damage.orphans(plog.storage, plog.uri, [f.path for f in snap.files], list(removed))
+
+
+def scan_store(storage: Storage) -> StoreScan:
+    """Walk every partition of the store at ``storage`` (no Spark): Delta logs, data files, orphans."""
+    logs = LogManager(storage, WallClock(), create=False)
+    damages: list[Damage] = []
+    orphans: list[tuple[str, int, tuple[str, ...]]] = []
+    n = 0
+    for plog in logs.logs():
+        n += 1
+        found, lost = scan_partition(plog)
+        damages += found
+        if lost:
+            orphans.append((plog.topic, plog.partition, tuple(lost)))
+    return StoreScan(n, tuple(damages), tuple(orphans))
+
+
+def check_store_damage(path: str, storage_options: Mapping[str, str] | None = None) -> list[Check]:
+    """One FAIL per damaged file (partition, file, what is wrong, what to do), a WARN for orphaned data files,
+    or one OK: every partition's Delta log and data files are intact."""
+    try:
+        storage = Storage(path, storage_options)
+        if not is_store(storage):
+            return [Check("partitions", INFO, f"{storage.root} holds no store yet: no partitions to check")]
+        scan = scan_store(storage)
+    except Exception as e:  # the store check above already says why the store cannot be reached
+        return [Check("partitions", FAIL, f"cannot walk the store's partitions: {' '.join(str(e).split())[:300]}",
+                      "see the store row above")]
+    checks = [Check(f"damage {d.partition_name}", FAIL, f"{d.file} {d.problem}", d.fix) for d in scan.damages]
+    if scan.orphans:
+        where = ", ".join(f"{t}-{p} ({len(paths)})" for t, p, paths in scan.orphans)
+        checks.append(Check("orphans", WARN, f"{scan.orphan_count} orphaned data file(s) that no commit references "
+                            f"(left by writers killed before their commit): {where}",
+                            "nothing to restore: VACUUM ('deltalog cleaner vacuum --apply', or each cleaner cycle) "
+                            "removes them once older than file.delete.delay.ms (and at least 60 s)"))
+    if not scan.damages:
+        checks.insert(0, Check("partitions", OK, f"{scan.partitions} partition(s): every Delta log and data file "
+                               "reads, every data file has the size its commit records"))
+    return checks
+
+
 def run_checks(store_path: str, *, spark: bool = True, storage_options: Mapping[str, str] | None = None
                ) -> list[Check]:
     """Every check, in the order a newcomer should fix them."""
@@ -286,6 +363,7 @@ def run_checks(store_path: str, *, spark: bool = True, storage_options: Mapping[
     checks.append(check_package("great-expectations"))
     checks.append(check_delta_spark_jars(session))
     checks.append(check_store_writable(store_path, storage_options))
+    checks += check_store_damage(store_path, storage_options)
     return checks
 
 

@@ -33,7 +33,7 @@ from deltalog.errors import InvalidArgumentError, InvalidConfigError, InvalidRec
 from deltalog.groups import admin as group_admin
 from deltalog.groups.consumer import Consumer
 from deltalog.groups.offsets_topic import OffsetsTopic
-from deltalog.log import arrow_records
+from deltalog.log import arrow_records, damage
 from deltalog.log.idempotent_producer import KafkaProducer
 from deltalog.log.lease import LeaseManager
 from deltalog.log.log_manager import (
@@ -290,12 +290,16 @@ class Store:
     # -- state ----------------------------------------------------------------------------------------
 
     def describe(self, topic: str) -> TopicDescription:
-        """Per partition: log start/end offsets, segments with sizes, clean/dirty bytes, dirty ratio."""
+        """Per partition: log start/end offsets, segments with sizes, clean/dirty bytes, dirty ratio.
+
+        A damaged partition (its Delta log, or a data file missing or of another size than its commit says)
+        raises :class:`~deltalog.errors.CorruptLogError` naming the partition and the file."""
         now = self.clock.now_ms()
         marks = UncleanablePartitions(self.storage)
         states: list[PartitionState] = []
         for log in self.log_manager.logs(topic):
-            snap = log.snapshot()
+            snap = log.snapshot()  # a damaged Delta log raises CorruptLogError naming the file
+            damage.raise_data_damage(log.storage, log.uri, snap.files)  # one listing: missing or resized files
             mark = marks.get(snap.topic, snap.partition, snap.topic_id)
             reason = None if mark is None else f"{mark.error_type}: {mark.message}"
             states.append(PartitionState.of(snap, now, uncleanable_reason=reason))

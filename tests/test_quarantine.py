@@ -9,9 +9,11 @@ import pytest
 
 from deltalog import InvalidConfigError, Record, Store
 from deltalog.cleaner.cleaner_manager import LogCleanerManager
+from deltalog.cleaner.log_to_clean import LogToClean
 from deltalog.cleaner.metrics import collect, format_table
 from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.cli import main as cli
+from deltalog.errors import CorruptLogError
 
 
 def dirty(store, topic, partition):
@@ -73,7 +75,10 @@ def test_a_corrupt_or_missing_file_quarantines_only_its_partition(tmp_path, spar
     assert store.clean() == []  # store.clean() skips them too
     metrics = collect(store.log_manager)
     assert metrics.uncleanable_partitions_count == 2
-    assert metrics.uncleanable_bytes == sum(store.describe("t")[p].dirty_bytes for p in (0, 1)) > 0
+    assert metrics.uncleanable_bytes == sum(LogToClean.of(store.log("t", p).snapshot(), clock.now_ms()).cleanable_bytes
+                                            for p in (0, 1)) > 0
+    with pytest.raises(CorruptLogError, match=r"partition t-0 is damaged: .*\.parquet is 190 bytes"):
+        store.describe("t")  # describe names the damage (a listing: the file's size is not its commit's)
     table = format_table(metrics)
     assert table.count("UNCLEANABLE") == 2
 

@@ -59,8 +59,8 @@ from deltalog.cleaner.offset_map import OffsetMap, build_offset_map
 from deltalog.cleaner.recopy import RecopyChunk, RecopyCounts, RecopyParams, RetainRule, read_batches, recopy_partition
 from deltalog.cleaner.task_plan import plan_runs
 from deltalog.config import CleanerConfig
-from deltalog.errors import CleaningFailedError, CommitConflictError, DeltalogError
-from deltalog.log import delta
+from deltalog.errors import CleaningFailedError, CommitConflictError, CorruptLogError, DeltalogError
+from deltalog.log import damage, delta
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import DELETE_HORIZON, KEY, OFFSET
 from deltalog.log.segment import Segment
@@ -356,6 +356,10 @@ def _failure(snap: LogSnapshot, phase: str, error: Exception) -> Exception:
     own errors pass through unchanged)."""
     if isinstance(error, DeltalogError):
         return error
+    corrupt = damage.worker_error(error)  # a task's CorruptLogError names the damaged file: keep its type and words
+    if corrupt is not None:
+        return CorruptLogError(f"cleaning {snap.topic}-{snap.partition} failed in {phase}: {corrupt}; "
+                               "nothing was committed")
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     # A task's Python error reaches the driver as text ending in the worker's traceback: its last
     # "SomeError: message" line says what went wrong (deltalog's workers name the file they could not read).

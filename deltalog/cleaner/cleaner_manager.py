@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from deltalog.cleaner.log_to_clean import LogToClean
 from deltalog.cleaner.uncleanable import PartitionId, UncleanableMark, UncleanablePartitions
-from deltalog.errors import UnknownTopicOrPartitionError
+from deltalog.errors import CorruptLogError, UnknownTopicOrPartitionError
 from deltalog.log.log_manager import LogManager
+from deltalog.log.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +42,13 @@ class LogCleanerManager:
     # -- selection -------------------------------------------------------------------------------------
 
     def logs_to_clean(self, now_ms: int, topics: Iterable[str] | None = None,
-                      exclude: Iterable[PartitionId] = ()) -> list[LogToClean]:
-        """Eligible partitions that are neither uncleanable nor excluded, filthiest first."""
+                      exclude: Iterable[PartitionId] = (),
+                      on_damage: Callable[[PartitionLog, CorruptLogError], None] | None = None) -> list[LogToClean]:
+        """Eligible partitions that are neither uncleanable nor excluded, filthiest first.
+
+        A partition whose Delta log cannot be read is left out and given to ``on_damage`` (the loop marks it
+        uncleanable), so one damaged partition never stops the others being ranked; without ``on_damage`` its
+        :class:`CorruptLogError` propagates."""
         skip = set(exclude)
         names = list(topics) if topics is not None else self.logs.list_topics()
         candidates = []
@@ -54,7 +60,13 @@ class LogCleanerManager:
             for plog in plogs:
                 if (plog.topic, plog.partition) in skip:
                     continue
-                snap = plog.snapshot()
+                try:
+                    snap = plog.snapshot()
+                except CorruptLogError as e:
+                    if on_damage is None:
+                        raise
+                    on_damage(plog, e)
+                    continue
                 if not snap.config.compact:
                     continue
                 if self.uncleanable.get(snap.topic, snap.partition, snap.topic_id) is not None:
@@ -65,10 +77,12 @@ class LogCleanerManager:
         return sorted(candidates, reverse=True)
 
     def grab_filthiest(self, now_ms: int, topics: Iterable[str] | None = None,
-                       exclude: Iterable[PartitionId] = ()) -> LogToClean | None:
+                       exclude: Iterable[PartitionId] = (),
+                       on_damage: Callable[[PartitionLog, CorruptLogError], None] | None = None
+                       ) -> LogToClean | None:
         """The eligible partition with the highest cleanable ratio, now marked in progress; None if none."""
         with self._lock:
-            ranked = self.logs_to_clean(now_ms, topics, set(exclude) | self._in_progress)
+            ranked = self.logs_to_clean(now_ms, topics, set(exclude) | self._in_progress, on_damage)
             if not ranked:
                 return None
             chosen = ranked[0]
@@ -95,13 +109,30 @@ class LogCleanerManager:
             log.info("cleaning %s-%d failed after its topic was deleted; not marking it uncleanable: %s",
                      snap.topic, snap.partition, error)
             return None
-        log.error("Unexpected exception thrown when cleaning log %s-%d (log start %d, log end %d). "
-                  "Marking its partition (%s-%d) as uncleanable", snap.topic, snap.partition,
-                  snap.log_start_offset, snap.log_end_offset, snap.topic, snap.partition, exc_info=error)
+        # A damaged file is named by its error, which is all there is to say: no stack (Spark's would be pages).
+        damaged = isinstance(error, CorruptLogError)
+        log.error("%s when cleaning log %s-%d (log start %d, log end %d). Marking its partition (%s-%d) as "
+                  "uncleanable%s", "Damage found" if damaged else "Unexpected exception thrown", snap.topic,
+                  snap.partition, snap.log_start_offset, snap.log_end_offset, snap.topic, snap.partition,
+                  f": {error}" if damaged else "", exc_info=None if damaged else error)
         return self.uncleanable.mark(
             snap.topic, snap.partition, error, now_ms, owner=owner, topic_id=snap.topic_id,
             first_dirty_offset=ltc.first_dirty_offset, first_uncleanable_offset=ltc.first_uncleanable_offset,
         )
+
+    def mark_damaged(self, plog: PartitionLog, error: CorruptLogError, now_ms: int, owner: str
+                     ) -> UncleanableMark | None:
+        """``markPartitionUncleanable`` for a partition whose Delta log cannot be read at all (no snapshot, so
+        no offsets to record); not when its topic was deleted meanwhile."""
+        try:
+            topic_id = self.logs.topic_id(plog.topic)
+        except UnknownTopicOrPartitionError:
+            return None
+        if plog.partition not in self.logs.partitions(plog.topic):
+            return None
+        log.error("The Delta log of %s-%d cannot be read. Marking its partition as uncleanable: %s",
+                  plog.topic, plog.partition, error)
+        return self.uncleanable.mark(plog.topic, plog.partition, error, now_ms, owner=owner, topic_id=topic_id)
 
     def uncleanable_partitions(self) -> set[PartitionId]:
         """The partitions of existing topics that are marked uncleanable."""

@@ -49,12 +49,14 @@ from deltalog.errors import (
     CheckFailedError,
     CleaningFailedError,
     CommitConflictError,
+    CorruptLogError,
     DeltalogError,
     InvalidConfigError,
     PartitionBusyError,
     PartitionUncleanableError,
 )
 from deltalog.log.log_manager import LogManager
+from deltalog.log.partition_log import PartitionLog
 from deltalog.log.retention import RetentionResult, apply_retention, delete_old_segments
 from deltalog.log.vacuum import VacuumResult, vacuum_store
 
@@ -250,6 +252,19 @@ class LogCleaner:
                     failures.append(PassFailure(snap.topic, snap.partition, mark.error_type, mark.message))
                     errors.append(error)
 
+        def damaged(plog: PartitionLog, error: CorruptLogError) -> None:
+            """A partition whose Delta log cannot be read: marked uncleanable, the others still cleaned."""
+            tp = (plog.topic, plog.partition)
+            with lock:
+                if tp in done_for_now:
+                    return
+                done_for_now.add(tp)
+            mark = self.manager.mark_damaged(plog, error, self.clock.now_ms(), self.logs.leases.owner)
+            if mark is not None:
+                with lock:
+                    failures.append(PassFailure(plog.topic, plog.partition, mark.error_type, mark.message))
+                    errors.append(error)
+
         def worker() -> None:
             while not self.stop_event.is_set():
                 with lock:
@@ -257,7 +272,7 @@ class LogCleaner:
                         return
                     passes[0] += 1
                     exclude = done_for_now | uncleanable
-                ltc = self.manager.grab_filthiest(self.clock.now_ms(), wanted, exclude=exclude)
+                ltc = self.manager.grab_filthiest(self.clock.now_ms(), wanted, exclude=exclude, on_damage=damaged)
                 if ltc is None:
                     return
                 tp = (ltc.snapshot.topic, ltc.snapshot.partition)

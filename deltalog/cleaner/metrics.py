@@ -27,6 +27,7 @@ from deltalake import CommitProperties, write_deltalake
 from deltalog.cleaner.cleaner import CleanResult
 from deltalog.cleaner.cleaner_manager import LogCleanerManager
 from deltalog.cleaner.log_to_clean import LogToClean
+from deltalog.errors import CorruptLogError
 from deltalog.log.log_manager import LogManager
 from deltalog.text import format_table as text_table
 
@@ -147,6 +148,12 @@ def partition_metrics(logs: LogManager, manager: LogCleanerManager, topic: str, 
     return m, ltc.cleanable_bytes
 
 
+def _damaged_metrics(topic: str, partition: int, error: CorruptLogError) -> PartitionMetrics:
+    """The row of a partition whose Delta log cannot be read: no sizes or offsets, uncleanable with the reason."""
+    return PartitionMetrics(topic, partition, "", 0, 0, 0, 0, 0, 0.0, 0, True, f"CorruptLogError: {error}",
+                            None, None, None, None, None)
+
+
 def collect(logs: LogManager, now_ms: int | None = None) -> StoreMetrics:
     """Every partition's metrics and the store-wide ones, from snapshots and the cleaner's records."""
     now = logs.clock.now_ms() if now_ms is None else now_ms
@@ -154,7 +161,10 @@ def collect(logs: LogManager, now_ms: int | None = None) -> StoreMetrics:
     parts: list[PartitionMetrics] = []
     uncleanable_bytes = 0
     for plog in logs.logs():
-        m, cleanable = partition_metrics(logs, manager, plog.topic, plog.partition, now)
+        try:
+            m, cleanable = partition_metrics(logs, manager, plog.topic, plog.partition, now)
+        except CorruptLogError as e:  # a damaged Delta log: no figures, but counted as uncleanable
+            m, cleanable = _damaged_metrics(plog.topic, plog.partition, e), 0
         parts.append(m)
         if m.uncleanable:
             uncleanable_bytes += cleanable

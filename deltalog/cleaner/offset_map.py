@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 from deltalog.cleaner.key_hash import key_hashes
 from deltalog.cleaner.offset_bitmap import OffsetBitmap
 from deltalog.cleaner.task_plan import FileSlice, plan_runs
-from deltalog.errors import CorruptLogError
+from deltalog.log import damage
 from deltalog.log.record import KEY, OFFSET
 from deltalog.storage import Storage, join
 
@@ -197,7 +197,7 @@ def _map_partition(task: _MapTask, runs: Iterable[tuple[FileSlice, ...]]) -> Ite
                     table = (source.read(columns=[KEY, OFFSET]) if piece.row_groups is None
                              else source.read_row_groups(piece.row_groups, columns=[KEY, OFFSET]))
             except (OSError, pa.ArrowException) as e:
-                raise CorruptLogError(f"cannot read the data file {full_path}: {e}") from None
+                raise damage.data_file_error(full_path, e) from None
             column = table.column(OFFSET)
             keep = pc.and_(pc.and_(pc.greater_equal(column, task.start), pc.less(column, task.stop)),
                            pc.is_valid(table.column(KEY)))

@@ -41,6 +41,7 @@ from deltalog.cleaner.offset_bitmap import OffsetBitmap
 from deltalog.cleaner.offset_map import MapKeys
 from deltalog.cleaner.task_plan import FileSlice
 from deltalog.errors import CorruptLogError
+from deltalog.log import damage
 from deltalog.log.record import (
     DELETE_HORIZON,
     KEY,
@@ -191,7 +192,7 @@ def read_batches(storage: Storage, path: str, columns: list[str] | None = None, 
                 schema = RECORD_SCHEMA if columns is None else pa.schema([RECORD_SCHEMA.field(c) for c in columns])
                 yield table if table.schema == schema else table.select(schema.names).cast(schema)
     except (OSError, pa.ArrowException) as e:
-        raise CorruptLogError(f"cannot read the data file {path}: {e}") from None
+        raise damage.data_file_error(path, e) from None
 
 
 def _filter(table: pa.Table, rule: RetainRule, new_horizon: int, segment: int, counts: RecopyCounts) -> pa.Table | None:

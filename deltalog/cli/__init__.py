@@ -32,6 +32,7 @@ from deltalog.cli import (
     topics,
 )
 from deltalog.errors import DeltalogError
+from deltalog.log import damage
 
 #: The command groups, in the order ``deltalog --help`` lists them.
 COMMAND_MODULES = [
@@ -94,7 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:
         if not output.is_spark_error(e):
             raise
-        print(f"deltalog: error: {output.spark_error_message(e)}", file=sys.stderr)
+        corrupt = damage.worker_error(e)  # a Spark task found a damaged file: its own words, not the stack
+        print(f"deltalog: error: {corrupt if corrupt is not None else output.spark_error_message(e)}", file=sys.stderr)
         return 1
 
 

@@ -10,6 +10,7 @@ import argparse
 
 import deltalog.cli.common as common
 from deltalog.cli import output
+from deltalog.errors import UnknownTopicOrPartitionError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,6 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "and the uncleaned tail did not change. Exit code 1 when any expectation fails.",
     )
     p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("-p", "--partition", type=int, action="append", metavar="N", dest="partitions",
+                   help="check only this partition (repeatable; default: every partition)")
     p.add_argument("--cleans", choices=("last", "all", "none"), default="last",
                    help="which clean commits to check across (default: the last of each partition)")
     p.add_argument("--data-docs", action="store_true",
@@ -33,7 +36,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def check(args: argparse.Namespace) -> int:
     store = common.open_store(args)
-    result = store.check(args.topic, cleans=args.cleans, data_docs=args.data_docs)
+    if args.partitions is not None:
+        known = store.partitions(args.topic)  # raises for an unknown topic
+        unknown = sorted(set(args.partitions) - set(known))
+        if unknown:
+            raise UnknownTopicOrPartitionError(f"topic {args.topic!r} has no partition {unknown[0]}; its partitions "
+                                               f"are {known}")
+    result = store.check(args.topic, partitions=args.partitions, cleans=args.cleans, data_docs=args.data_docs)
     if output.wants_json(args):
         output.emit(result.as_dict())
     else:

@@ -118,7 +118,10 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     json_lines = output.wants_json(args)
 
+    last: list[CycleResult] = []
+
     def show(cycle: CycleResult) -> None:
+        last[:] = [cycle]
         if json_lines:
             output.emit(cycle_json(cycle))
         else:
@@ -126,6 +129,13 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
 
     run_job(config, on_cycle=show)
+    if last and last[0].failures:
+        # The cycle went on with the other partitions; a scheduler still has to see that one needs a human.
+        failed = "; ".join(f"{f.topic}-{f.partition} ({f.error_type}: {f.message[:1500]})" for f in last[0].failures)
+        print(f"deltalog: error: the last cycle marked {len(last[0].failures)} partition(s) uncleanable: {failed}. "
+              "The other partitions were cleaned; repair the failed ones, then clear their marks with "
+              "'deltalog cleaner reset-uncleanable TOPIC PARTITION'", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -13,8 +13,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "doctor", help="check Java, Spark, delta-rs and package versions, and say what to fix",
         description="Check that this machine can run deltalog: Python, Java 17+, a local Spark session "
-        "(started for real, about 10 s), delta-rs, package versions and whether the store is writable. "
-        "Exits 1 if any check FAILs.",
+        "(started for real, about 10 s), delta-rs, package versions, whether the store is writable, and every "
+        "partition of the store (without Spark): its Delta log (no gap in the commit files, the checkpoint hint "
+        "names a readable checkpoint) and its data files (present, of the size their commit records, with a "
+        "readable Parquet footer); orphaned data files are a warning. Exits 1 if any check FAILs.",
     )
     p.add_argument("--no-spark", action="store_true", help="skip starting a Spark session")
     output.add_output_option(p, text="one line per check, and what to fix",

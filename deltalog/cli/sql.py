@@ -14,6 +14,7 @@ from typing import Any
 import deltalog.cli.common as common
 from deltalog.cli import output
 from deltalog.errors import QueryError
+from deltalog.log import damage
 from deltalog.text import format_table
 
 DEFAULT_MAX_ROWS = 1000
@@ -69,6 +70,9 @@ def sql(args: argparse.Namespace) -> int:
     except Exception as e:
         if not output.is_spark_error(e):
             raise
+        corrupt = damage.worker_error(e)  # a task found a damaged data file: its error names it, without the stack
+        if corrupt is not None:
+            raise corrupt from None
         raise QueryError(output.spark_error_message(e) + _views_hint(store, e)) from None
     more = len(rows) > args.max_rows
     rows = rows[: args.max_rows]

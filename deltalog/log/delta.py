@@ -42,7 +42,7 @@ from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
 from deltalog.errors import CommitConflictError, CorruptLogError
-from deltalog.log import faults
+from deltalog.log import damage, faults
 from deltalog.log.record import (
     DELETE_HORIZON,
     KEY,
@@ -126,7 +126,8 @@ def open_table(storage: Storage, uri: str) -> DeltaTable:
     """The Delta table at ``uri`` (a location of ``storage``), opened with the store's storage options."""
     storage.key(uri)
     try:
-        return DeltaTable(uri, storage_options=storage.delta_options)
+        with damage.reading_log(storage, uri):
+            return DeltaTable(uri, storage_options=storage.delta_options)
     except TableNotFoundError as e:
         raise CorruptLogError(f"no Delta table at {uri}: {e}") from None
 

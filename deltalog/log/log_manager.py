@@ -49,6 +49,7 @@ import deltalog
 from deltalog.clock import Clock
 from deltalog.config import TopicConfig
 from deltalog.errors import (
+    CorruptLogError,
     InvalidConfigError,
     InvalidTopicError,
     NoStoreError,
@@ -465,8 +466,9 @@ class LogManager:
             except Exception as e:
                 if not keep_going:
                     raise
-                log.error("%s of %s-%d failed; it is tried again next cycle", purpose, plog.topic, plog.partition,
-                          exc_info=e)
+                damaged = isinstance(e, CorruptLogError)  # its message names the file: a stack would add nothing
+                log.error("%s of %s-%d failed; it is tried again next cycle%s", purpose, plog.topic, plog.partition,
+                          f": {e}" if damaged else "", exc_info=None if damaged else e)
             finally:
                 lease.release()
         return out

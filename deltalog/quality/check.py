@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 import great_expectations as gx
 from great_expectations.data_context.types.base import ProgressBarsConfig
 
-from deltalog.errors import CheckFailedError, InvalidConfigError
+from deltalog.errors import CheckFailedError, CorruptLogError, InvalidConfigError
+from deltalog.log import damage
 from deltalog.log.log_manager import LogManager
 from deltalog.quality.frames import (
     CleanCommit,
@@ -241,15 +242,24 @@ def check_topic(
     notes: list[str] = []
     for p in wanted:
         log = logs.log(topic, p)
-        snap = log.snapshot()
+        try:
+            snap = log.snapshot()
+            damage.raise_data_damage(log.storage, log.uri, snap.files, footers=True)
+        except CorruptLogError as e:  # damaged: one failed expectation naming the file, and on to the next partition
+            suites.append(_damaged_suite(topic, p, log, e))
+            continue
         history = clean_commits(log)
         last = history[0] if history else None
         outcomes = runner.run(f"{topic}-{p}.partition-v{snap.version}", partition_guarantees(snap, last),
                               partition_frame(spark, log, snap))
         suites.append(SuiteOutcome(topic, p, "partition", snap.version, outcomes))
         for commit in _cleans_to_check(history, cleans, p):
-            before = log.snapshot(commit.before_version)
-            after = log.snapshot(commit.version)
+            try:
+                before = log.snapshot(commit.before_version)
+                after = log.snapshot(commit.version)
+            except CorruptLogError as e:  # an older version's commit files are damaged
+                notes.append(f"partition {p}: clean at version {commit.version} not checked: {e}")
+                continue
             if not files_present(log, before):
                 notes.append(f"partition {p}: clean at version {commit.version} not checked: files of version "
                              f"{commit.before_version} were already removed by VACUUM")
@@ -272,6 +282,21 @@ def check_topic(
     if not result.success:
         logger.warning("%s", result.summary())
     return result
+
+
+#: The expectation a damaged partition fails instead of its suites (see :mod:`deltalog.log.damage`).
+READABLE = "partition_files_readable"
+
+
+def _damaged_suite(topic: str, partition: int, log: Any, error: CorruptLogError) -> SuiteOutcome:
+    """A damaged partition's suite: one failed expectation whose error names the damaged file(s)."""
+    try:
+        version = log.table(refresh=False).version()
+    except CorruptLogError:  # no version can be read at all
+        version = -1
+    outcome = ExpectationOutcome(READABLE, "the Delta log and every data file of the current version can be read",
+                                 False, 0, (), str(error))
+    return SuiteOutcome(topic, partition, "partition", version, (outcome,))
 
 
 def _cleans_to_check(history: list[CleanCommit], cleans: str | Mapping[int, Sequence[int]],

@@ -1,4 +1,5 @@
-"""``python -m deltalog.reliability``: run the hostile-input suite and the crash harness, and write the figures.
+"""``python -m deltalog.reliability``: run the hostile-input suite, the crash harness and the damage matrix, and
+write the figures.
 
 One command anyone can run from a checkout with the ``dev`` extra installed::
 
@@ -7,8 +8,9 @@ One command anyone can run from a checkout with the ``dev`` extra installed::
     python -m deltalog.reliability --out /tmp/r.md    # write somewhere else than docs/RELIABILITY.md
 
 It prints a line per step and writes a Markdown report: what was tried, where each kill landed, what the
-model found (records lost, offsets changed or duplicated), what the concurrency run did, and how many hostile
-inputs each category tried. The exit code is 0 when everything held, 1 otherwise (the report says what broke).
+model found (records lost, offsets changed or duplicated), what the concurrency run did, how many hostile
+inputs each category tried, and which entry points named each kind of damage. The exit code is 0 when
+everything held, 1 otherwise (the report says what broke).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from deltalog.reliability.damage import BLIND_SPOTS, ENTRIES, KINDS
+from deltalog.reliability.damage import TOPIC as DAMAGE_TOPIC
 from deltalog.reliability.harness import (
     CLEANER_ENTRIES,
     ConcurrencyOutcome,
@@ -61,6 +65,8 @@ class Run:
     producer_recovery: tuple[str, list[str]] | None = None
     concurrency: ConcurrencyOutcome | None = None
     orphaned_files: int | None = None
+    damage: list[Any] = field(default_factory=list)  # deltalog.reliability.damage.Outcome
+    orphan_round_trip: Any = None  # deltalog.reliability.damage.OrphanOutcome
     seconds: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -75,6 +81,10 @@ class Run:
         if self.concurrency:
             out += [f"concurrency: {p}" for p in self.concurrency.problems]
         out += [f"hostile input, {h.category}: {h.failure}" for h in self.hostile if h.failure]
+        out += [f"damage {o.kind} at {o.entry}: {o.detail}" for o in self.damage
+                if not o.held and (o.kind, o.entry) not in BLIND_SPOTS]
+        if self.orphan_round_trip is not None and not self.orphan_round_trip.held:
+            out.append(f"orphaned file: {self.orphan_round_trip}")
         return out
 
 
@@ -96,6 +106,18 @@ def run_hostile(examples: int, log: Any) -> list[HostileFigure]:
         log(f"hostile input, {category.name}: {fig.tried} tried, {fig.errors}{'; FAILED ' + failure if failure else ''}")
         figures.append(fig)
     return figures
+
+
+def run_damage(workdir: Path, run: Run, log: Any) -> None:
+    """Every kind of damage at every entry point, on a local Spark session of this process."""
+    from deltalog.reliability.damage import measure, orphan_round_trip
+    from deltalog.sql.session import local_session
+
+    started = time.monotonic()
+    run.damage = measure(str(workdir / "damage"), local_session(), log)
+    run.orphan_round_trip = orphan_round_trip(str(workdir / "orphans"))
+    log(f"orphaned file: {run.orphan_round_trip}")
+    run.seconds["damage"] = time.monotonic() - started
 
 
 def run_kills(harness: Harness, kills: int, run: Run) -> None:
@@ -200,7 +222,13 @@ def render(run: Run) -> str:
         out.append(f"- Hostile input: {sum(h.tried for h in run.hostile):,} inputs in {len(run.hostile)} categories, "
                    f"{sum(1 for h in run.hostile if not h.failure)} of {len(run.hostile)} categories refused every "
                    "one cleanly with the store's files unchanged.")
-    out.append("- Damage: not measured yet (below).")
+    if run.damage:
+        held = sum(o.held for o in run.damage)
+        blind = sum(1 for o in run.damage if not o.held and (o.kind, o.entry) in BLIND_SPOTS)
+        out.append(f"- Damage: {len({o.kind for o in run.damage})} kinds x {len({o.entry for o in run.damage})} entry "
+                   f"points: {held} of {len(run.damage)} answered with a deltalog error naming the partition and the "
+                   f"file; {blind} known blind spot(s) (below); "
+                   f"{len(run.damage) - held - blind} other failure(s).")
     problems = run.problems
     if problems:
         out += ["", "**What broke:**", ""] + [f"- {p[:600]}" for p in problems[:30]]
@@ -302,10 +330,8 @@ def render(run: Run) -> str:
                       [[h.category, f"{h.tried:,}", ", ".join(f"{k} {n}" for k, n in sorted(h.errors.items())),
                         "**FAILED**" if h.failure else "all refused, nothing changed", h.what] for h in run.hostile],
                       "lrlll")
-    out += ["", "## Damage", "",
-            "Not measured yet: damaged Delta logs and data files (a data file deleted, truncated or overwritten; a "
-            "commit file missing; a dangling checkpoint hint; a corrupt checkpoint) at every entry point, and "
-            "`deltalog doctor` walking the logs, come with the damage part of issue 14."]
+    if run.damage:
+        out += _damage_section(run.damage, run.orphan_round_trip)
     out += ["", "## How the store is checked", "",
             "Every producer writes, before each append, the batch it is about to send (each record with a unique "
             "id, also carried as a header) and, after the append returns, the offsets it was told, each as one "
@@ -327,6 +353,53 @@ def render(run: Run) -> str:
     return "\n".join(out) + "\n"
 
 
+def _damage_section(outcomes: Sequence[Any], orphans: Any) -> list[str]:
+    kinds = list(dict.fromkeys(o.kind for o in outcomes))
+    entries = list(dict.fromkeys(o.entry for o in outcomes))
+    by = {(o.kind, o.entry): o for o in outcomes}
+
+    def cell(kind: str, entry: str) -> str:
+        o = by.get((kind, entry))
+        if o is None:
+            return "-"
+        return "held" if o.held else ("not held (blind spot)" if (kind, entry) in BLIND_SPOTS else "**NOT HELD**")
+
+    out = ["", "## Damage", "",
+           "`deltalog/reliability/damage.py` (also `tests/test_damage.py`) builds, for each kind of damage, a store "
+           f"whose topic `{DAMAGE_TOPIC}` has two compacted partitions of 220 records with a checkpoint at version 8; "
+           "partition 0 is damaged through the store's Storage, partition 1 stays healthy. Each entry point is then "
+           "tried for real: the API, or the `deltalog` command in the same process. *Held* means a `DeltalogError` "
+           "(the CLI: `deltalog: error: ...` and exit 1 without a traceback; `deltalog check`: a failed check; "
+           "`doctor`: a FAIL row, exit 1) that names the partition and the damaged file and says what to do; for "
+           "`store.clean()` also that the healthy partition was cleaned before the error was raised.", ""]
+    out += _table(["entry point", *kinds], [[f"`{ENTRIES.get(e, e)}`", *[cell(k, e) for k in kinds]] for e in entries],
+                  "l" * (len(kinds) + 1))
+    out += ["", "Kinds: " + "; ".join(f"`{k}`: {KINDS[k]}" for k in kinds) + "."]
+    blind = [(k, e) for (k, e) in BLIND_SPOTS if (k, e) in by and not by[k, e].held]
+    if blind:
+        out += ["", "Blind spots (by design): " + "; ".join(f"{e} on `{k}`: {BLIND_SPOTS[k, e]}" for k, e in blind)
+                + ". `deltalog doctor`, reads, the cleaner and checks read the footers and name the file."]
+    failed = [o for o in outcomes if not o.held and (o.kind, o.entry) not in BLIND_SPOTS]
+    if failed:
+        out += ["", "**Not held:**", ""] + [f"- {o.kind} at {o.entry}: {o.detail[:400]}" for o in failed]
+    example = next((o for o in outcomes if o.held and o.entry == "read" and o.kind == "commit_missing"), None)
+    if example:
+        out += ["", f"For example, `store.read` on `commit_missing`: {example.detail}"]
+    out += ["", "A damaged partition is marked uncleanable by the cleaner (the job's cycle goes on with the others, "
+            "then `deltalog cleaner run` exits 1 naming it); `deltalog cleaner reset-uncleanable` clears the mark once "
+            "it is repaired."]
+    if orphans is not None:
+        out += ["", "Orphaned data files (an append killed between writing its file and committing it leaves one): a "
+                "file written that way and never committed was "
+                f"{'counted by doctor as 1 orphan (WARN)' if orphans.doctor_warned == 1 else f'counted as {orphans.doctor_warned} orphan(s) by doctor'}; "
+                f"VACUUM inside the delay {'kept it' if orphans.kept_inside_delay else '**removed it**'}; VACUUM once "
+                f"`file.delete.delay.ms` and the 60 s orphan minimum had passed on the store's clock "
+                f"{'removed it, and nothing else' if orphans.removed_after_delay else '**did not remove it (alone)**'}; "
+                f"doctor afterwards: {orphans.doctor_after}; the committed records "
+                f"{'read as before' if orphans.records_intact else '**changed**'}."]
+    return out
+
+
 # -- the command ------------------------------------------------------------------------------------------
 
 
@@ -342,7 +415,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "directory under --workdir)")
     p.add_argument("--workdir", help="where side files and logs go (default: a new temporary directory, kept)")
     p.add_argument("--seed", type=int, default=14)
-    p.add_argument("--skip", action="append", default=[], choices=("hostile", "kills", "concurrency"),
+    p.add_argument("--skip", action="append", default=[], choices=("hostile", "kills", "concurrency", "damage"),
                    help="leave a part out (repeatable)")
     args = p.parse_args(argv)
     if "hostile" not in args.skip:
@@ -374,6 +447,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         started = time.monotonic()
         run.concurrency = harness.concurrency(seconds, producers=args.producers, jobs=2)
         run.seconds["concurrency"] = time.monotonic() - started
+    if "damage" not in args.skip:
+        run_damage(workdir, run, log)
     Path(args.out).write_text(render(run))
     log(f"wrote {args.out}: {'everything held' if not run.problems else f'{len(run.problems)} problem(s)'}")
     return 0 if not run.problems else 1

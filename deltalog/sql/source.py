@@ -59,6 +59,7 @@ from pyspark.sql.types import (
 )
 
 from deltalog.errors import InvalidArgumentError
+from deltalog.log import damage
 from deltalog.log.delta import DataFile
 from deltalog.log.record import OFFSET, RECORD_SCHEMA
 from deltalog.storage import Storage, join
@@ -184,7 +185,16 @@ def plan_tasks(slices: Sequence[FileSlice], parallelism: int) -> list[list[FileS
 def read_slice(storage: Storage, s: FileSlice, columns: Sequence[str], *, keep_null_offsets: bool = False,
                batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     """The wanted rows of one slice as record batches of ``columns`` (types as the file has them; a column
-    the file lacks is null), in file order. Row groups whose offset stats lie outside the range are skipped."""
+    the file lacks is null), in file order. Row groups whose offset stats lie outside the range are skipped.
+    A file that cannot be read raises :class:`~deltalog.errors.CorruptLogError` naming it and its partition."""
+    try:
+        yield from _read_slice(storage, s, columns, keep_null_offsets=keep_null_offsets, batch_rows=batch_rows)
+    except (OSError, pa.ArrowException) as e:
+        raise damage.data_file_error(s.location, e) from None
+
+
+def _read_slice(storage: Storage, s: FileSlice, columns: Sequence[str], *, keep_null_offsets: bool,
+                batch_rows: int) -> Iterator[pa.RecordBatch]:
     pf = storage.parquet_file(s.location)
     names = pf.schema_arrow.names
     record_cols = [c for c in columns if c in RECORD_SCHEMA.names]
@@ -342,8 +352,9 @@ def _listed_slices(path: str, version: str | None, from_offset: str | None,
 
     from deltalog.log.delta import PROP_PARTITION, TXN_LOG_START_OFFSET, data_files
 
-    dt = DeltaTable(path, version=None if version is None else int(version),
-                    storage_options=dict(storage_options) or None)
+    with damage.reading_log(Storage(path, dict(storage_options) or None), path):
+        dt = DeltaTable(path, version=None if version is None else int(version),
+                        storage_options=dict(storage_options) or None)
     start = max(dt.transaction_version(TXN_LOG_START_OFFSET) or 0, int(from_offset or 0))
     partition = int(dt.metadata().configuration.get(PROP_PARTITION, "0"))
     return file_slices(path, partition, data_files(dt), from_offset=start)

@@ -39,6 +39,7 @@ from collections.abc import Iterable
 from pyspark.sql import DataFrame, SparkSession
 
 from deltalog.errors import InvalidTopicError
+from deltalog.log import damage
 from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, SEGMENT, TIMESTAMP, VALUE
@@ -77,7 +78,14 @@ def view_names(topics: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
 
 
 def _snapshots(logs: LogManager, topic: str) -> list[tuple[PartitionLog, LogSnapshot]]:
-    return [(log, log.snapshot()) for log in logs.logs(topic)]
+    """The latest snapshot of every partition; a damaged partition (its log, or a data file missing or resized:
+    one listing each) raises :class:`~deltalog.errors.CorruptLogError` here, before Spark runs anything."""
+    out = []
+    for log in logs.logs(topic):
+        snap = log.snapshot()
+        damage.raise_data_damage(log.storage, log.uri, snap.files)
+        out.append((log, snap))
+    return out
 
 
 def log_frame(logs: LogManager, spark: SparkSession, topic: str, *, decode: bool = True) -> DataFrame:
