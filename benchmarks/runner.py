@@ -263,6 +263,35 @@ class Bench:
         self._time("delta-rs write_deltalake", run_delta,
                    lambda: self._table_rows(uri, n))
         self.t.figures["append_records"] = n
+        self.produces(arrow, n)
+
+    def produces(self, arrow: list[pa.Table], n: int) -> None:
+        """The same Arrow batches produced to 3 partitions (Kafka's partitioner on the keys): the idempotent
+        producer (sequence checks and producer state committed with each batch) vs plain ``store.produce``,
+        alternating, each into a fresh store."""
+        plain = self.store(self.fresh("produce-plain"))
+        plain.create_topic("produce", 3, config={"cleanup.policy": "compact"})
+        idem = self.store(self.fresh("produce-idempotent"))
+        idem.create_topic("produce", 3, config={"cleanup.policy": "compact"})
+        producer = idem.producer(enable_idempotence=True)
+
+        def run_plain() -> None:
+            for b in arrow:
+                plain.produce("produce", b)
+
+        def run_idempotent() -> None:
+            for b in arrow:
+                producer.send("produce", b)
+
+        def check(store: Store) -> Callable[[], None]:
+            def rows() -> None:
+                got = sum(store.log("produce", p).head().log_end_offset for p in range(3))
+                if got != n:
+                    raise BenchmarkFailure(f"produce left {got} records in 3 partitions, expected {n}")
+            return rows
+
+        self._time("store.produce, 3 partitions", run_plain, check(plain))
+        self._time("idempotent producer.send, 3 partitions", run_idempotent, check(idem))
 
     def current_state_reads(self, rnd: int) -> None:
         compacted = self.path("compacted")

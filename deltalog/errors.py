@@ -70,6 +70,21 @@ class CommitConflictError(DeltalogError):
     """
 
 
+class InvalidProducerEpochError(DeltalogError):
+    """A batch from a producer epoch older than the one the partition (or the transactional id) has seen: a newer
+    producer with the same id took over (Kafka's ``InvalidProducerEpochException``). Do not retry."""
+
+
+class ProducerFencedError(InvalidProducerEpochError):
+    """A transactional producer whose epoch was bumped by a newer ``init_transactions()`` of the same
+    ``transactional_id`` (Kafka's ``ProducerFencedException``): this producer must be closed."""
+
+
+class OutOfOrderSequenceError(DeltalogError):
+    """A batch whose sequence number is neither the next one nor the last batch's (a retry) for its producer in
+    that partition (Kafka's ``OutOfOrderSequenceException``): a batch between was lost or never sent."""
+
+
 class OffsetOutOfRangeError(DeltalogError, IndexError):
     """A read below the log start offset (Kafka's OFFSET_OUT_OF_RANGE).
 

@@ -34,6 +34,7 @@ from deltalog.groups import admin as group_admin
 from deltalog.groups.consumer import Consumer
 from deltalog.groups.offsets_topic import OffsetsTopic
 from deltalog.log import arrow_records, damage
+from deltalog.log.idempotent_producer import KafkaProducer
 from deltalog.log.lease import LeaseManager
 from deltalog.log.log_manager import (
     STATE_DIR,
@@ -204,6 +205,12 @@ class Store:
         if self._producer is None:
             self._producer = Producer(self.log_manager)
         return self._producer.send(topic, records, self.clock.now_ms(), partition=partition)
+
+    def producer(self, **configs: Any) -> KafkaProducer:
+        """Kafka's producer with its configs (``enable_idempotence`` (default True), ``transactional_id``, ``acks``,
+        ``retries``, ...; also by Kafka's dotted names): ``init_transactions``, ``send``/``produce``, ``flush``,
+        ``close``. An idempotent producer's retried batch lands once; see :mod:`deltalog.log.idempotent_producer`."""
+        return KafkaProducer(self.log_manager, **configs)
 
     def roll(self, topic: str, partition: int) -> int:
         """Close the active segment now; returns the base offset of the new active segment."""

@@ -24,6 +24,7 @@ from deltalog.errors import (
 )
 from deltalog.log import arrow_records, damage, delta
 from deltalog.log.delta import DataFile
+from deltalog.log.producer_state import ProducerBatch, check_batch
 from deltalog.log.record import OFFSET, RECORD_SCHEMA, Record, table_to_records
 from deltalog.log.segment import Segment, build_segments
 from deltalog.storage import Storage, join
@@ -185,7 +186,7 @@ class PartitionLog:
     # -- appends --------------------------------------------------------------------------------------
 
     def append(self, records: Sequence[Record] | pa.Table | pa.RecordBatch, now_ms: int, *,
-               app_transaction: tuple[str, int] | None = None) -> list[int]:
+               app_transaction: tuple[str, int] | None = None, producer: ProducerBatch | None = None) -> list[int]:
         """Append records as one batch and return their offsets.
 
         ``records`` are :class:`Record` s, or a ``pyarrow.Table``/``RecordBatch`` of them (see
@@ -194,6 +195,11 @@ class PartitionLog:
         concurrent producer that commits first makes this commit fail (both carry the log-end app id),
         and the batch is rewritten with fresh offsets and tried again. Nothing is written before every
         record has passed validation.
+
+        ``producer`` makes the append idempotent (:mod:`deltalog.log.producer_state`): the batch's sequence is
+        checked against the producer's state in the version the commit is based on, a retry of the producer's
+        last batch returns that batch's original offsets without writing, and the new state is committed with
+        the batch.
         """
         arrow = records if arrow_records.is_arrow(records) else arrow_records.from_records(records)
         n = arrow.num_rows
@@ -207,6 +213,14 @@ class PartitionLog:
                 done = delta.txn_version(self.table(refresh=False), app_transaction[0])
                 if done is not None and done >= app_transaction[1]:
                     return []
+            if producer is not None:
+                dt = self.table(refresh=False)
+                original, adopt = check_batch(dt.transaction_version, producer, n, f"{self.topic}-{self.partition}")
+                if adopt:  # a new epoch re-sent the old epoch's last batch: the state moves on, nothing is written
+                    delta.commit(dt, [], txns=producer.txns(original.start, n), operation="producer_state",
+                                 metadata={"producer_id": producer.producer_id})
+                if original is not None:
+                    return list(original)
             if not validated:  # once, on the first attempt: nothing is written before every record passed
                 validated.append(arrow_records.validated(arrow, head.config, self.topic, now_ms))
             base, opened, rolled = head.segment_for_append(now_ms)
@@ -223,6 +237,8 @@ class PartitionLog:
                 txns[delta.TXN_ACTIVE_SEGMENT_OPENED] = opened
             if app_transaction is not None:
                 txns[app_transaction[0]] = app_transaction[1]
+            if producer is not None:
+                txns.update(producer.txns(leo, n))
             read_version = self.table(refresh=False).version()
             try:
                 delta.commit(

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import random
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
@@ -40,6 +40,7 @@ from deltalog.log.record import HEADERS, KEY, TIMESTAMP, VALUE, Record
 
 if TYPE_CHECKING:
     from deltalog.log.log_manager import LogManager
+    from deltalog.log.producer_state import ProducerBatch
 
 __all__ = ["PARTITION", "STICKY_BATCH_BYTES", "ProduceResult", "Producer", "RecordMetadata"]
 
@@ -145,15 +146,23 @@ class Producer:
         self._sticky: dict[str, tuple[int, int]] = {}  # topic -> (partition, bytes sent there in this batch)
 
     def send(self, topic: str, records: Sequence[Record] | Record | pa.Table | pa.RecordBatch, now_ms: int, *,
-             partition: int | None = None) -> ProduceResult:
+             partition: int | None = None,
+             batches: Callable[[int, pa.Table], ProducerBatch] | None = None) -> ProduceResult:
         """Append ``records`` to ``topic``, each to its partition (see the module docstring); returns where each
         went, in input order.
 
         ``records`` are :class:`Record` s, or a ``pyarrow.Table``/``RecordBatch`` with the columns
         :meth:`Store.append <deltalog.store.Store.append>` takes plus an optional integer ``partition`` column.
         ``partition`` sends every record to that partition. Errors name the record by its input position.
+        ``batches(partition, rows)`` gives the idempotent producer's batch (producer id, epoch, sequence) for the
+        records going to a partition (see :mod:`deltalog.log.idempotent_producer`).
         """
         rows, targets = self.route(topic, records, now_ms, partition=partition)
+        return self.send_routed(topic, rows, targets, now_ms, batches=batches)
+
+    def send_routed(self, topic: str, rows: pa.Table, targets: np.ndarray, now_ms: int, *,
+                    batches: Callable[[int, pa.Table], ProducerBatch] | None = None) -> ProduceResult:
+        """Append what :meth:`route` returned, one append per partition (a retry sends the same routing again)."""
         n = rows.num_rows
         if not n:
             empty = np.zeros(0, np.int64)
@@ -168,7 +177,8 @@ class Producer:
         def append(group: tuple[int, np.ndarray]) -> None:
             p, idx = group
             batch = rows if len(idx) == n else rows.take(pa.array(idx))
-            first = logs[p].append(batch, now_ms)[0]
+            idempotent = None if batches is None else batches(p, batch)
+            first = logs[p].append(batch, now_ms, producer=idempotent)[0]
             offsets[idx] = np.arange(first, first + len(idx), dtype=np.int64)
 
         if len(groups) == 1:

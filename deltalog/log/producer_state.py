@@ -1,0 +1,229 @@
+"""Producer ids, epochs and sequences: what makes a retried batch land once (Kafka's idempotent producer, KIP-98).
+
+Three pieces of state, each changed only by compare-and-swap so that several processes can share a store:
+
+* **Producer ids** come from one store-wide counter, ``_deltalog/producers/producer_ids.json``, advanced by a
+  conditional put (create, then compare-and-swap on its etag; Kafka's ``ProducerIdManager`` hands out blocks
+  from ZooKeeper or the controller the same way). Ids are never reused.
+* **Transactional ids** map to (producer id, epoch) in
+  ``_deltalog/producers/transactional_ids/<sha256 of the id>.json``. ``init_transactions()`` bumps the epoch
+  by a compare-and-swap, so of two processes starting with one transactional id exactly one holds the newest
+  epoch; the older epoch is fenced.
+* **Per partition**, the producer's position lives in the partition's Delta log as app-transaction ids
+  committed *with* the batch, so the state and the data are one atomic commit:
+
+  ===================================  =======================================================
+  app id                               version holds
+  ===================================  =======================================================
+  ``deltalog.producer.<pid>``          ``(epoch << 32) | next sequence``
+  ``deltalog.producer.<pid>.base``     the last batch's base offset
+  ``deltalog.producer.<pid>.seq``      the last batch's base sequence
+  ``deltalog.producer.<pid>.digest``   a 64-bit digest of the last batch's keys, values, headers
+  ===================================  =======================================================
+
+  delta-rs refuses the second of two concurrent commits carrying one app id, and every append also carries
+  the log-end-offset id, so a producer's batches to a partition are serialized and checked against the state
+  of the version they commit on. Delta keeps app-transaction ids in every later snapshot and checkpoint (no
+  ``delta.setTransactionRetentionDuration`` is set on partition tables), so cleaning, retention and
+  checkpoints leave them alone.
+
+Only the last batch per producer and partition is remembered (Kafka keeps five): a producer here has one
+batch in flight per partition (``send`` returns when it is committed), so only that one can be retried.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from deltalog.errors import (
+    CommitConflictError,
+    InvalidProducerEpochError,
+    OutOfOrderSequenceError,
+    ProducerFencedError,
+)
+from deltalog.storage import Storage
+
+#: Kafka's producer epochs are shorts; a transactional id whose epoch reaches this gets a new producer id.
+MAX_EPOCH = 32_766
+#: Sequences are Kafka's int32 per (producer, partition).
+MAX_SEQUENCE = 2**31 - 1
+CAS_ATTEMPTS = 100
+PRODUCER_IDS = ("_deltalog", "producers", "producer_ids.json")
+TRANSACTIONAL_IDS = ("_deltalog", "producers", "transactional_ids")
+
+
+def app_id(producer_id: int, field: str = "") -> str:
+    return f"deltalog.producer.{producer_id}{'.' + field if field else ''}"
+
+
+@dataclass(frozen=True)
+class ProducerBatch:
+    """One batch as the idempotent producer sends it to one partition."""
+
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    transactional: bool = False
+    #: 64-bit digest of the batch's keys, values and headers (0: not computed): a retry must carry the same
+    #: records, and a new epoch recognises the re-send of an older epoch's last batch by it
+    #: (see :meth:`ProducerStateEntry.check`).
+    digest: int = 0
+
+    def txns(self, base_offset: int, n: int) -> dict[str, int]:
+        """The app-transaction ids the batch's commit carries."""
+        pid = self.producer_id
+        out = {app_id(pid): (self.producer_epoch << 32) | (self.base_sequence + n), app_id(pid, "base"): base_offset,
+               app_id(pid, "seq"): self.base_sequence}
+        if self.digest:
+            out[app_id(pid, "digest")] = self.digest
+        return out
+
+
+@dataclass(frozen=True)
+class ProducerStateEntry:
+    """What a partition remembers of one producer (Kafka's ``ProducerStateEntry``, one batch deep)."""
+
+    producer_id: int
+    producer_epoch: int
+    next_sequence: int
+    base_sequence: int
+    base_offset: int
+    digest: int
+
+    @property
+    def last_batch_offsets(self) -> range:
+        return range(self.base_offset, self.base_offset + self.next_sequence - self.base_sequence)
+
+    @classmethod
+    def read(cls, version_of, producer_id: int) -> ProducerStateEntry | None:
+        """The entry from a snapshot's app-transaction versions (``version_of(app_id) -> int | None``)."""
+        packed = version_of(app_id(producer_id))
+        if packed is None:
+            return None
+        return cls(producer_id, packed >> 32, packed & 0xFFFFFFFF, version_of(app_id(producer_id, "seq")) or 0,
+                   version_of(app_id(producer_id, "base")) or 0, version_of(app_id(producer_id, "digest")) or 0)
+
+    def check(self, batch: ProducerBatch, n: int, where: str) -> range | None:
+        """None when ``batch`` (``n`` records) is the next one to append; its original offsets when it is a retry
+        of the last batch; raises when it is fenced or out of order (Kafka's ``ProducerAppendInfo`` checks)."""
+        if batch.producer_epoch < self.producer_epoch:
+            error = ProducerFencedError if batch.transactional else InvalidProducerEpochError
+            raise error(f"Epoch of producer {batch.producer_id} in {where} is {batch.producer_epoch}, which is smaller "
+                        f"than the last seen epoch {self.producer_epoch}: a newer producer with this id took over")
+        if batch.producer_epoch > self.producer_epoch:
+            if (batch.base_sequence == 0 and batch.digest and batch.digest == self.digest
+                    and n == self.next_sequence - self.base_sequence):
+                # a newer epoch re-sends the last batch an older one committed here (epochs between may have
+                # died before sending anything)
+                return self.last_batch_offsets
+            if batch.base_sequence != 0:
+                raise OutOfOrderSequenceError(
+                    f"Invalid sequence number for new epoch of producer {batch.producer_id} in {where}: "
+                    f"{batch.producer_epoch} (request epoch), {batch.base_sequence} (seq. number); a new epoch "
+                    f"starts at sequence 0")
+            return None
+        if batch.base_sequence == self.base_sequence and n == self.next_sequence - self.base_sequence:
+            if batch.digest and self.digest and batch.digest != self.digest:
+                raise OutOfOrderSequenceError(
+                    f"producer {batch.producer_id} in {where} sent sequence {batch.base_sequence} again with other "
+                    f"records than the batch committed at offsets {self.base_offset}..{self.last_batch_offsets[-1]}")
+            return self.last_batch_offsets
+        if batch.base_sequence != self.next_sequence:
+            raise OutOfOrderSequenceError(
+                f"Out of order sequence number for producer {batch.producer_id} at offset {self.base_offset} in "
+                f"{where}: {batch.base_sequence} (incoming seq. number), {self.next_sequence - 1} (current end "
+                f"sequence number); only the last batch (sequence {self.base_sequence}) can be retried")
+        return None
+
+
+def check_batch(version_of, batch: ProducerBatch, n: int, where: str) -> tuple[range | None, bool]:
+    """:meth:`ProducerStateEntry.check` against the partition's entry, and whether the entry must move to the
+    batch's (newer) epoch although nothing is appended: the new epoch re-sent an older epoch's last batch,
+    and its next batch follows it at sequence ``n``. A producer the partition has never seen must start at
+    sequence 0 (Kafka: out of order for a first batch)."""
+    if batch.base_sequence + n > MAX_SEQUENCE:
+        raise OutOfOrderSequenceError(f"producer {batch.producer_id} ran out of sequence numbers in {where} "
+                                      f"(at most {MAX_SEQUENCE} records per epoch and partition); call "
+                                      "init_transactions() or use a new producer")
+    entry = ProducerStateEntry.read(version_of, batch.producer_id)
+    if entry is None:
+        if batch.base_sequence != 0:
+            raise OutOfOrderSequenceError(
+                f"Out of order sequence number for producer {batch.producer_id} in {where}: "
+                f"{batch.base_sequence} (incoming seq. number); {where} has no state for this producer, so its "
+                f"first batch must have sequence 0")
+        return None, False
+    original = entry.check(batch, n, where)
+    return original, original is not None and batch.producer_epoch > entry.producer_epoch
+
+
+def batch_digest(rows: pa.Table) -> int:
+    """A non-zero signed 64-bit digest of the batch's keys, values and headers (not timestamps: a null timestamp
+    is filled with the time of each attempt), from their Arrow IPC bytes."""
+    h = hashlib.blake2b(digest_size=8)
+    sink = pa.BufferOutputStream()
+    cols = rows.select([c for c in ("key", "value", "headers") if c in rows.column_names])
+    with pa.ipc.new_stream(sink, cols.schema) as writer:
+        writer.write_table(cols)
+    h.update(sink.getvalue())
+    value = int.from_bytes(h.digest(), "big", signed=True)
+    return value or 1
+
+
+# -- store-wide: producer ids and transactional ids ---------------------------------------------------
+
+def allocate_producer_id(storage: Storage) -> int:
+    """A producer id no other producer of the store ever got (compare-and-swap on one counter file)."""
+    location = storage.location(*PRODUCER_IDS)
+    for _ in range(CAS_ATTEMPTS):
+        current = storage.read_versioned(location)
+        if current is None:
+            if storage.create_json(location, {"next_producer_id": 1}) is not None:
+                return 0
+            continue
+        import json  # the counter is one small JSON document
+
+        nxt = int(json.loads(current.data)["next_producer_id"])
+        if storage.replace_json(location, {"next_producer_id": nxt + 1}, current.etag) is not None:
+            return nxt
+    raise CommitConflictError(f"allocating a producer id lost the race for {location} {CAS_ATTEMPTS} times")
+
+
+def _transactional_location(storage: Storage, transactional_id: str) -> str:
+    name = hashlib.sha256(transactional_id.encode()).hexdigest()
+    return storage.location(*TRANSACTIONAL_IDS, f"{name}.json")
+
+
+def init_producer_id(storage: Storage, transactional_id: str) -> tuple[int, int]:
+    """(producer id, epoch) for ``transactional_id`` with the epoch bumped: the previous holder is fenced (Kafka's
+    InitProducerId). The first call for an id allocates a producer id at epoch 0; an exhausted epoch moves to a
+    new producer id."""
+    import json  # one small JSON document per transactional id
+
+    location = _transactional_location(storage, transactional_id)
+    for _ in range(CAS_ATTEMPTS):
+        current = storage.read_versioned(location)
+        if current is None:
+            pid = allocate_producer_id(storage)
+            doc = {"transactional_id": transactional_id, "producer_id": pid, "producer_epoch": 0}
+            if storage.create_json(location, doc) is not None:
+                return pid, 0
+            continue
+        doc = json.loads(current.data)
+        pid, epoch = int(doc["producer_id"]), int(doc["producer_epoch"]) + 1
+        if epoch > MAX_EPOCH:
+            pid, epoch = allocate_producer_id(storage), 0
+        new = {"transactional_id": transactional_id, "producer_id": pid, "producer_epoch": epoch,
+               "previous_producer_id": int(doc["producer_id"])}
+        if storage.replace_json(location, new, current.etag) is not None:
+            return pid, epoch
+    raise CommitConflictError(f"init_transactions for {transactional_id!r} lost the race {CAS_ATTEMPTS} times")
+
+
+def current_producer_id(storage: Storage, transactional_id: str) -> tuple[int, int] | None:
+    """(producer id, epoch) the transactional id holds now; None if it was never initialised."""
+    doc = storage.read_json(_transactional_location(storage, transactional_id))
+    return None if doc is None else (int(doc["producer_id"]), int(doc["producer_epoch"]))
