@@ -62,6 +62,9 @@ def test_a_cleaning_cycle_on_s3_keeps_the_latest_record_per_key(s3_spark_store):
     [result] = cycle.cleans
     assert result.records_read == 60 and result.records_written == 20
     assert _latest(store) == expected
+    # SQL over the current state reads the S3 store through the session (the deltalog_files data source).
+    rows = store.sql(f"SELECT CAST(key AS STRING) AS k, CAST(value AS STRING) AS v FROM {TOPIC}_current").collect()
+    assert {r.k: r.v for r in rows} == {k.decode(): v.decode() for k, v in expected.items() if v is not None}
     records = store.read(TOPIC, 0, "earliest")
     offsets = [r.offset for r in records]
     assert offsets == sorted(offsets) and offsets[-1] == before.log_end_offset - 1  # offsets never change
@@ -135,8 +138,21 @@ for r in range(3):
 store.append("prices", 0, [Record(key=b"active", value=b"1")])
 [result] = store.clean("prices")
 master = store.spark.sparkContext.master
+current = {r.k: r.v for r in store.sql(
+    "SELECT CAST(key AS STRING) AS k, CAST(value AS STRING) AS v FROM prices_current").collect()}
+checked = store.check("prices")
+latest = sorted({r.key.decode(): r.value.decode() for r in store.read("prices", 0)}.items())
+# Retention (retention.ms on the store's clock) deletes the cleaned segment; VACUUM then removes its files.
+store.alter_topic_config("prices", {"cleanup.policy": "compact,delete", "retention.ms": "1000",
+                                     "file.delete.delay.ms": "0"})
+store.clock.advance(10_000)
+store.roll("prices", 0)
+deleted = store.delete_old_segments("prices")
+vacuumed = store.vacuum("prices", dry_run=False)
 print(json.dumps({"master": master, "read": result.records_read, "written": result.records_written,
-                  "latest": sorted({r.key.decode(): r.value.decode() for r in store.read("prices", 0)}.items())}),
+                  "latest": latest, "current": sorted(current.items()), "checked": checked.success,
+                  "log_start": store.log("prices", 0).head().log_start_offset, "deleted": repr(deleted),
+                  "vacuumed": sum(v.files_deleted for v in vacuumed)}),
       flush=True)
 store.spark.stop()  # a driver left running at exit was once seen to abort ("terminate called ...")
 """
@@ -153,3 +169,7 @@ def test_a_cleaning_pass_on_the_standalone_cluster_over_s3(spark_cluster, s3_ser
     assert report["master"] == spark_cluster.master_url
     assert (report["read"], report["written"]) == (60, 20)
     assert dict(report["latest"]) == {**{f"k{k}": "r2" for k in range(20)}, "active": "1"}
+    assert dict(report["current"]) == dict(report["latest"])  # SQL over the current state, run by the executors
+    assert report["checked"] is True  # the Great Expectations suites, on the cluster
+    assert report["log_start"] == 61, report  # retention deleted every closed segment
+    assert report["vacuumed"] >= 1, report
