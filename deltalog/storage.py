@@ -188,7 +188,12 @@ class Storage:
         return hash(self.root)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"root": self.root, "options": self.options}
+        # What a Spark task gets: the options, plus the driver's standard cloud variables (AWS_ENDPOINT_URL,
+        # AWS_ACCESS_KEY_ID, ...) that the options do not set. Executors of a real cluster do not share the
+        # driver's environment (measured on the standalone cluster: without this, a store the driver reached
+        # through AWS_* variables alone made every task fall back to the instance metadata service), and the
+        # variables are how each cloud's users are told to configure their clients.
+        return {"root": self.root, "options": {**cloud_environment(self.root, self.options), **self.options}}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.root = state["root"]
@@ -696,6 +701,27 @@ def _remove_quietly(path: str) -> None:
         os.remove(path)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         pass
+
+
+#: The standard environment variables of each cloud that object_store reads, by URI scheme.
+_CLOUD_VARIABLES = {
+    "s3": ("AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+           "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ALLOW_HTTP", "AWS_VIRTUAL_HOSTED_STYLE_REQUEST"),
+    "az": ("AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_KEY",
+           "AZURE_STORAGE_ENDPOINT", "AZURE_STORAGE_USE_EMULATOR", "AZURE_STORAGE_CLIENT_ID",
+           "AZURE_STORAGE_CLIENT_SECRET", "AZURE_STORAGE_TENANT_ID", "AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET",
+           "AZURE_TENANT_ID", "AZURE_ALLOW_HTTP"),
+    "gs": ("GOOGLE_SERVICE_ACCOUNT", "GOOGLE_SERVICE_ACCOUNT_KEY", "GOOGLE_BUCKET"),
+}
+_CLOUD_VARIABLES["abfss"] = _CLOUD_VARIABLES["abfs"] = _CLOUD_VARIABLES["az"]
+
+
+def cloud_environment(root: str, options: Mapping[str, str]) -> dict[str, str]:
+    """The standard variables of ``root``'s cloud set in this process and not already given (in any case) in
+    ``options``, as storage options."""
+    given = {k.lower() for k in options}
+    return {name.lower(): os.environ[name] for name in _CLOUD_VARIABLES.get(_scheme(root), ())
+            if os.environ.get(name) and name.lower() not in given}
 
 
 def _check_options(options: Mapping[str, Any] | None) -> dict[str, str]:

@@ -9,6 +9,7 @@ its Parquet output all go to S3. Two cleaners planned on one snapshot race for o
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -173,3 +174,24 @@ def test_a_cleaning_pass_on_the_standalone_cluster_over_s3(spark_cluster, s3_ser
     assert report["checked"] is True  # the Great Expectations suites, on the cluster
     assert report["log_start"] == 61, report  # retention deleted every closed segment
     assert report["vacuumed"] >= 1, report
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["connect", "cluster"])
+def test_the_demo_on_s3_through_connect_and_on_the_cluster(where, s3_server, s3_store_uri, tmp_path, request):
+    """``deltalog demo`` end to end (seed 000's walkthrough, its two cleans) on a store on S3, its Spark jobs on
+    a Spark Connect session (``SPARK_REMOTE``) or on the standalone cluster whose executors see no driver file."""
+    if where == "cluster":
+        env = request.getfixturevalue("spark_cluster").env()
+    else:
+        env = {**os.environ, "SPARK_REMOTE": "local[2]", "PYSPARK_PYTHON": sys.executable}
+    env = {**env, **s3_server.env}  # the standard AWS_* variables: the demo's --store is all it is told
+    done = subprocess.run([sys.executable, "-m", "deltalog", "demo", "--store", s3_store_uri, "--output", "json"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-4000:])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["store"] == s3_store_uri.rstrip("/") and result["offsets"] == list(range(9))
+    [final] = result["final"]["partitions"]
+    # seed 000's end state: four records left of nine, offsets unchanged, the log clean up to the active segment
+    assert (final["log_end_offset"], final["num_records"], final["first_dirty_offset"]) == (9, 4, 8), final
+    assert not list(tmp_path.glob("s3*")), "the demo made a local directory instead of using S3"

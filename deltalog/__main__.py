@@ -1,0 +1,6 @@
+"""``python -m deltalog``: the ``deltalog`` command, for environments where the console script is not on PATH
+(a notebook's kernel, a cluster's Python)."""
+
+from deltalog.cli import main
+
+raise SystemExit(main())
