@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3, help="rounds; each measured thing runs once a round")
     p.add_argument("--cores", type=int, default=None, help="Spark local[N] and DuckDB threads (default: all)")
     p.add_argument("--driver-memory", default=None, help="spark.driver.memory (default: the embedded session's)")
+    p.add_argument("--no-s3", action="store_true",
+                   help="skip the pass on a store on the local S3 server (moto, from the dev extras)")
     p.add_argument("--no-connect", action="store_true",
                    help="skip the pass through Spark Connect (which starts a Connect server JVM beside the session)")
     p.add_argument("--work-dir", default=None, help="where the tables go (default: a temporary directory)")
@@ -48,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     w = PRESETS[args.preset]
     started = time.monotonic()
     server = None
+    s3 = None
     try:
         connect = None
         if not args.no_connect:
@@ -57,13 +60,20 @@ def main(argv: list[str] | None = None) -> int:
             server = ConnectServer(os.path.join(work, "connect-server"), master=f"local[{cores}]",
                                    conf={k: str(v) for k, v in {**DEFAULT_SPARK_CONF, **conf}.items()}).start()
             connect = server.session()
-        timings = Bench(w, work, spark, cores, connect=connect).run(args.repeats)
+        s3 = None
+        if not args.no_s3:
+            from deltalog.testing.services import S3Server
+
+            s3 = S3Server(os.path.join(work, "s3-server")).start()
+        timings = Bench(w, work, spark, cores, connect=connect, s3=s3).run(args.repeats)
     except BenchmarkFailure as e:
         print(f"BENCHMARK FAILED: {e}", file=sys.stderr)
         return 1
     finally:
         if server is not None:
             server.stop()
+        if s3 is not None:
+            s3.stop()
         if not args.keep and args.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
     info["cores"] = cores

@@ -6,7 +6,7 @@ import datetime as dt
 import os
 from typing import Any
 
-from benchmarks.runner import CONNECT_PASS, Timings
+from benchmarks.runner import CONNECT_PASS, S3_PASS, Timings
 from benchmarks.workload import Workload
 
 PASS = "deltalog clean pass"
@@ -20,6 +20,7 @@ TIME_COMPARISONS = [
     ("7. read current state: compacted vs uncompacted", "read current state, compacted",
      "read current state, uncompacted", None),
     ("8. pass on Spark Connect vs the same pass on the classic session", CONNECT_PASS, PASS, 1.2),
+    ("9. pass on a store on the local S3 server (moto) vs the same pass on a local disk", S3_PASS, PASS, None),
 ]
 
 
@@ -35,7 +36,7 @@ def ratios(t: Timings) -> dict[str, Any]:
     """The figures the targets are about, as data."""
     out: dict[str, Any] = {}
     for label, ours, theirs, target in TIME_COMPARISONS:
-        if ours not in t.seconds:  # a run without that case (--no-connect)
+        if ours not in t.seconds:  # a run without that case (--no-connect, --no-s3)
             continue
         r = t.median(ours) / t.median(theirs)
         out[label] = {"ours": t.median(ours), "theirs": t.median(theirs), "ratio": r, "target": target,

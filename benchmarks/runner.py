@@ -28,10 +28,13 @@ from deltalog.clock import ManualClock
 from deltalog.log.record import HEADERS, KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE, table_to_records
 from deltalog.sql.reads import SPARK_SCHEMA_DDL
 from deltalog.sql.session import warm_python_workers
+from deltalog.storage import Storage
 from deltalog.store import Store
 
 #: The pass with the store's Spark jobs on a Spark Connect session.
 CONNECT_PASS = "deltalog clean pass, Spark Connect"
+#: The pass on a copy of the store on the local S3 server (moto), the classic session.
+S3_PASS = "deltalog clean pass, store on S3 (moto)"
 
 
 @dataclass
@@ -52,12 +55,15 @@ class Bench:
     """One workload, generated once into ``work_dir/pristine``, and the cases run against it."""
 
     def __init__(self, w: wl.Workload, work_dir: str, spark: Any, cores: int, log: Callable[[str], None] = print,
-                 connect: Any = None):
+                 connect: Any = None, s3: Any = None):
         self.w = w
         self.dir = work_dir
         self.spark = spark
         #: A Spark Connect session (to a server with as many cores), for the same pass through Connect.
         self.connect = connect
+        #: A started ``deltalog.testing.services.S3Server`` (moto), for the same pass on a store on S3.
+        self.s3 = s3
+        self._s3_bucket: str | None = None
         self.cores = cores
         self.log = log
         self.t = Timings()
@@ -353,6 +359,36 @@ class Bench:
         if rows != expected:
             raise BenchmarkFailure(f"{out_dir} holds {rows} rows, expected {expected}")
 
+    def clean_pass_s3(self, rnd: int) -> None:
+        """The same pass on a copy of the uncleaned store uploaded to the local S3 server: every read and write
+        of both passes, the spill files and the commit go over HTTP to moto instead of to the local disk."""
+        if self.s3 is None:
+            return
+        if self._s3_bucket is None:
+            self._s3_bucket = self.s3.create_bucket("deltalog-bench")
+        uri = f"{self._s3_bucket}/clean-{rnd}-{os.urandom(4).hex()}"
+        target = Storage(uri, self.s3.storage_options)
+        for folder, _, names in os.walk(self.pristine):  # untimed: the upload of the uncleaned store
+            for name in names:
+                local = os.path.join(folder, name)
+                target.write_bytes(target.location(*os.path.relpath(local, self.pristine).split(os.sep)),
+                                   open(local, "rb").read())
+        store = Store(uri, storage_options=self.s3.storage_options, spark=self.spark,
+                      clock=ManualClock(wl.NOW_MS + 1 + rnd))
+        holder: dict[str, Any] = {}
+
+        def run() -> None:
+            holder["result"] = store.clean_partition(wl.TOPIC, 0, force=True)
+
+        def check() -> None:
+            result = holder["result"]
+            if result is None or result.end_offset != self.gen.log_end_offset:
+                raise BenchmarkFailure(f"the pass on S3 did not clean the whole dirty section: {result}")
+            check_survivors(store.log(wl.TOPIC, 0), self.expected)
+            self.t.figures.setdefault("clean s3", []).append(result.as_dict())
+
+        self._time(S3_PASS, run, check)
+
     @staticmethod
     def _log_rows(store: Store, expected: int) -> None:
         head = store.log("append", 0).head()
@@ -386,6 +422,7 @@ class Bench:
             self.log(f"round {rnd + 1}/{repeats}")
             self.clean_pass(rnd)
             self.clean_pass_connect(rnd)
+            self.clean_pass_s3(rnd)
             self.row_number_dedupe(rnd)
             self.read_rewrite(rnd)
             self.duckdb_dedupe(rnd)
