@@ -41,12 +41,15 @@ FULL_SECONDS = 60
 FULL_TIMEOUT_S = 5400
 
 
-@pytest.fixture(params=["local"])
+@pytest.fixture(params=["local", "s3"])
 def harness(request, tmp_path, spark):
-    """A harness on a fresh store. The store location is the parameter: a local directory today; the
-    object-storage issue adds the moto S3 server here (its location, storage options and environment)."""
-    location = str(tmp_path / "store")
-    return Harness(location, tmp_path / "work", spark=spark, seed=14, log=print)
+    """A harness on a fresh store: a local directory, or a prefix on the moto S3 server (its location, storage
+    options, and the standard AWS variables for every producer and cleaner process it starts)."""
+    if request.param == "s3":
+        s3 = request.getfixturevalue("s3_server")
+        return Harness(request.getfixturevalue("s3_store_uri"), tmp_path / "work", spark=spark,
+                       storage_options=s3.storage_options, env=s3.env, seed=14, log=print)
+    return Harness(str(tmp_path / "store"), tmp_path / "work", spark=spark, seed=14, log=print)
 
 
 # -- the model catches what it should (a checker that cannot fail is no checker) -------------------------------
@@ -205,6 +208,7 @@ def test_producers_and_two_cleaner_jobs_together(harness):
 @pytest.mark.slow
 @pytest.mark.timeout(FULL_TIMEOUT_S)
 @pytest.mark.full_size
+@pytest.mark.parametrize("harness", ["local"], indirect=True)  # full size: local only
 def test_full_size_kills(harness):
     """At least 30 kills of each kind: producers at random moments and at each append/roll commit boundary;
     cleaner runs through each entry point at random moments and at each cleaning/retention commit boundary."""
@@ -226,12 +230,14 @@ def test_full_size_kills(harness):
 @pytest.mark.slow
 @pytest.mark.timeout(FULL_TIMEOUT_S)
 @pytest.mark.full_size
+@pytest.mark.parametrize("harness", ["local"], indirect=True)  # full size: local only
 def test_full_size_concurrency(harness):
     out = harness.concurrency(FULL_SECONDS, producers=3, jobs=2)
     assert not out.problems, out.problems[:5]
     assert out.job_exit_codes == [0, 0]
 
 
+@pytest.mark.parametrize("harness", ["local"], indirect=True)
 def test_sigterm_to_the_job_mid_pass_marks_nothing_uncleanable(tmp_path, harness):
     """Ctrl-C in a terminal, or a service manager's stop, signals the job's whole process group: Spark's JVM
     then stops its context under the running pass. That pass was interrupted, not failed: its partition must
