@@ -35,6 +35,12 @@ from deltalog.store import Store
 CONNECT_PASS = "deltalog clean pass, Spark Connect"
 #: The pass on a copy of the store on the local S3 server (moto), the classic session.
 S3_PASS = "deltalog clean pass, store on S3 (moto)"
+#: format("deltalog") and its baselines (issue 13).
+SOURCE_READ = 'spark.read.format("deltalog") of the partition'
+PARQUET_READ = "spark.read.parquet of the same files"
+SOURCE_WRITE = 'df.write.format("deltalog") of Arrow data'
+SOURCE_APPEND = "store.append of the same batches"
+SOURCE_STREAM = 'spark.readStream.format("deltalog"), earliest to end'
 
 
 @dataclass
@@ -299,6 +305,65 @@ class Bench:
         self._time("store.produce, 3 partitions", run_plain, check(plain))
         self._time("idempotent producer.send, 3 partitions", run_idempotent, check(idem))
 
+    def kafka_source(self, rnd: int) -> None:
+        """``format("deltalog")`` (issue 13) beside its baselines, on the same partition: a batch read of the
+        whole log vs ``spark.read.parquet`` of the same files (both to Spark's ``noop`` sink, every column
+        read), a batch write of Arrow data vs ``store.append`` of the same batches, and a streaming read from
+        the earliest offset to the end (``availableNow``, ``noop`` sink) for its records/s."""
+        import deltalog.spark
+
+        deltalog.spark.register(self.spark)
+
+        def source() -> Any:
+            return (self.spark.read.format("deltalog").option("store", self.pristine)
+                    .option("subscribe", wl.TOPIC).load())
+
+        self._time(SOURCE_READ, lambda: source().write.format("noop").mode("overwrite").save(),
+                   lambda: self._rows(source(), self.gen.total_records))
+        def parquet() -> Any:
+            return self.spark.read.parquet(*self.paths)
+
+        self._time(PARQUET_READ, lambda: parquet().write.format("noop").mode("overwrite").save(),
+                   lambda: self._rows(parquet(), self.gen.total_records))
+
+        batches = [b.select([KEY, VALUE]) for b in wl.append_batches(self.w)]
+        rows = sum(b.num_rows for b in batches)
+        df = self.spark.createDataFrame(pa.concat_tables(batches).to_pandas()).cache()  # untimed: the input
+        df.count()
+        sink = self.store(self.fresh("source-write"))
+        sink.create_topic("written", 1, config={"cleanup.policy": "compact"})
+        appended = self.store(self.fresh("source-append"))
+        appended.create_topic("written", 1, config={"cleanup.policy": "compact"})
+        self._time(SOURCE_WRITE, lambda: df.write.format("deltalog").option("store", sink.root)
+                   .option("topic", "written").mode("append").save(),
+                   lambda: self._written(sink, rows))
+        self._time(SOURCE_APPEND, lambda: [appended.append("written", 0, b) for b in batches],
+                   lambda: self._written(appended, rows))
+        df.unpersist()
+
+        checkpoint = self.fresh("source-stream-checkpoint")
+
+        def stream() -> None:
+            q = (self.spark.readStream.format("deltalog").option("store", self.pristine)
+                 .option("subscribe", wl.TOPIC).option("startingOffsets", "earliest").load()
+                 .writeStream.format("noop").option("checkpointLocation", checkpoint)
+                 .trigger(availableNow=True).start())
+            q.awaitTermination()
+
+        self._time(SOURCE_STREAM, stream, lambda: None)
+        self.t.figures["stream_records"] = self.gen.total_records
+
+    def _rows(self, df: Any, expected: int) -> None:
+        got = df.count()
+        if got != expected:
+            raise BenchmarkFailure(f"the read returned {got} records, expected {expected}")
+
+    @staticmethod
+    def _written(store: Store, expected: int) -> None:
+        end = store.log("written", 0).head().log_end_offset
+        if end % expected:
+            raise BenchmarkFailure(f"the write left the log end at {end}, not a multiple of {expected}")
+
     def current_state_reads(self, rnd: int) -> None:
         compacted = self.path("compacted")
         if not os.path.exists(compacted):
@@ -430,6 +495,7 @@ class Bench:
             self.map_build(rnd)
             self.appends(rnd)
             self.current_state_reads(rnd)
+            self.kafka_source(rnd)
         from benchmarks.memory import measure_map_memory
 
         self.t.figures["map_memory"] = measure_map_memory(self)
