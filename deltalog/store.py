@@ -299,9 +299,7 @@ class Store:
         states: list[PartitionState] = []
         for log in self.log_manager.logs(topic):
             snap = log.snapshot()  # a damaged Delta log raises CorruptLogError naming the file
-            # One listing (missing or resized files) and, on a local disk, every footer (a file overwritten at
-            # its size); on an object store a footer is a request per file, which describe leaves to doctor.
-            damage.raise_data_damage(log.storage, log.uri, snap.files, footers=log.storage.local)
+            damage.raise_data_damage(log.storage, log.uri, snap.files)  # one listing: missing or resized files
             mark = marks.get(snap.topic, snap.partition, snap.topic_id)
             reason = None if mark is None else f"{mark.error_type}: {mark.message}"
             states.append(PartitionState.of(snap, now, uncleanable_reason=reason))

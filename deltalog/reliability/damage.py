@@ -58,6 +58,8 @@ ENTRIES = {
 #: file's footer, which describe (the Delta log and one listing per partition) and the SQL API (a lazy DataFrame,
 #: whose Spark tasks then fail with pyspark's error; ``deltalog sql`` names the file) do not do on the driver.
 BLIND_SPOTS = {
+    ("data_overwritten", "describe"): "reads the Delta log and one listing, no data file",
+    ("data_overwritten", "topics describe"): "reads the Delta log and one listing, no data file",
     ("data_overwritten", "sql"): "a lazy DataFrame: its tasks raise pyspark's PythonException, the file named inside",
 }
 #: Entry points that run Spark jobs.
