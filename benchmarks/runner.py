@@ -132,6 +132,12 @@ class Bench:
         # cases, the Connect server's were not (its passes then paid for new workers: map 7-11 s against
         # 2-3 s). A cleaner running passes back to back keeps them; start them untimed, on either session.
         warm_python_workers(session).join()
+        self._time_pass(store, CONNECT_PASS if connect else "deltalog clean pass",
+                        "clean connect" if connect else "clean")
+
+    def _time_pass(self, store: Store, name: str, figures: str) -> None:
+        """Time one forced pass over the partition; check it cleaned the whole dirty section and left exactly
+        the latest record per key (untimed), and keep its figures under ``figures``."""
         holder: dict[str, Any] = {}
 
         def run() -> None:
@@ -140,11 +146,11 @@ class Bench:
         def check() -> None:
             result = holder["result"]
             if result is None or result.end_offset != self.gen.log_end_offset:
-                raise BenchmarkFailure(f"the pass did not clean the whole dirty section: {result}")
+                raise BenchmarkFailure(f"{name} did not clean the whole dirty section: {result}")
             check_survivors(store.log(wl.TOPIC, 0), self.expected)
-            self.t.figures.setdefault("clean connect" if connect else "clean", []).append(result.as_dict())
+            self.t.figures.setdefault(figures, []).append(result.as_dict())
 
-        self._time(CONNECT_PASS if connect else "deltalog clean pass", run, check)
+        self._time(name, run, check)
 
     def clean_pass_connect(self, rnd: int) -> None:
         """The same pass with the store's Spark jobs on the Spark Connect session (same files, same checks)."""
@@ -436,23 +442,12 @@ class Bench:
         for folder, _, names in os.walk(self.pristine):  # untimed: the upload of the uncleaned store
             for name in names:
                 local = os.path.join(folder, name)
-                target.write_bytes(target.location(*os.path.relpath(local, self.pristine).split(os.sep)),
-                                   open(local, "rb").read())
+                with open(local, "rb") as f:
+                    target.write_bytes(target.location(*os.path.relpath(local, self.pristine).split(os.sep)),
+                                       f.read())
         store = Store(uri, storage_options=self.s3.storage_options, spark=self.spark,
                       clock=ManualClock(wl.NOW_MS + 1 + rnd))
-        holder: dict[str, Any] = {}
-
-        def run() -> None:
-            holder["result"] = store.clean_partition(wl.TOPIC, 0, force=True)
-
-        def check() -> None:
-            result = holder["result"]
-            if result is None or result.end_offset != self.gen.log_end_offset:
-                raise BenchmarkFailure(f"the pass on S3 did not clean the whole dirty section: {result}")
-            check_survivors(store.log(wl.TOPIC, 0), self.expected)
-            self.t.figures.setdefault("clean s3", []).append(result.as_dict())
-
-        self._time(S3_PASS, run, check)
+        self._time_pass(store, S3_PASS, "clean s3")
 
     @staticmethod
     def _log_rows(store: Store, expected: int) -> None:
