@@ -51,6 +51,7 @@ from deltalog.log.record import (
     RECORD_SCHEMA,
     SEGMENT,
     VALUE,
+    conform,
     new_file_name,
 )
 from deltalog.storage import ParquetSink, Storage, join
@@ -197,10 +198,15 @@ def read_batches(storage: Storage, path: str, columns: list[str] | None = None, 
     try:
         with storage.open_input(path) as f:
             source = pq.ParquetFile(f)
-            for batch in source.iter_batches(batch_size=batch_rows, columns=columns, row_groups=row_groups):
+            if columns is not None:  # a plain file lacks the producer columns: read what it has, the rest is null
+                present = set(source.schema_arrow.names)
+                wanted = [c for c in columns if c in present]
+            else:
+                wanted = None
+            for batch in source.iter_batches(batch_size=batch_rows, columns=wanted, row_groups=row_groups):
                 table = pa.Table.from_batches([batch])
                 schema = RECORD_SCHEMA if columns is None else pa.schema([RECORD_SCHEMA.field(c) for c in columns])
-                yield table if table.schema == schema else table.select(schema.names).cast(schema)
+                yield conform(table, schema)
     except (OSError, pa.ArrowException) as e:
         raise damage.data_file_error(path, e) from None
 

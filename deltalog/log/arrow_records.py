@@ -21,7 +21,18 @@ import pyarrow.compute as pc
 from deltalog.config import TopicConfig
 from deltalog.errors import InvalidRecordError, RecordTooLargeError
 from deltalog.log.encoding import check_bytes
-from deltalog.log.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, RECORD_SCHEMA, SEGMENT, TIMESTAMP, VALUE, Record
+from deltalog.log.record import (
+    BASE_SCHEMA,
+    DELETE_HORIZON,
+    HEADERS,
+    KEY,
+    OFFSET,
+    RECORD_SCHEMA,
+    SEGMENT,
+    TIMESTAMP,
+    VALUE,
+    Record,
+)
 
 ArrowRecords = pa.Table | pa.RecordBatch
 
@@ -119,7 +130,8 @@ def _no_headers(n: int) -> pa.Array:
 
 
 def with_log_columns(rows: pa.Table, offsets: Iterable[int], segment: int) -> pa.Table:
-    """The rows of :func:`validated` in the partition table's schema, with their offsets and segment."""
+    """The rows of :func:`validated` in the columns a plain append writes (:data:`BASE_SCHEMA`), with their
+    offsets and segment."""
     n = rows.num_rows
     first = offsets[0] if isinstance(offsets, range) and n else 0
     return pa.table(
@@ -133,7 +145,7 @@ def with_log_columns(rows: pa.Table, offsets: Iterable[int], segment: int) -> pa
             SEGMENT: pa.array(np.full(n, segment, dtype=np.int64)),
             DELETE_HORIZON: pa.nulls(n, pa.int64()),
         },
-        schema=RECORD_SCHEMA,
+        schema=BASE_SCHEMA,
     )
 
 

@@ -44,15 +44,19 @@ from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Tra
 from deltalog.errors import CommitConflictError, CorruptLogError
 from deltalog.log import damage, faults
 from deltalog.log.record import (
+    CONTROL,
     DELETE_HORIZON,
     KEY,
     NULL_COUNT_COLUMNS,
     OFFSET,
     PARQUET_WRITE_OPTIONS,
+    PRODUCER_FIELDS,
+    PRODUCER_ID,
     RECORD_SCHEMA,
     SEGMENT,
     STATS_COLUMNS,
     TIMESTAMP,
+    TXN_FIRST_OFFSET,
     VALUE,
     new_file_name,
 )
@@ -98,14 +102,27 @@ class DataFile:
     tombstones: int
     max_delete_horizon_ms: int | None
     modification_time: int
+    #: Rows written by an idempotent or transactional producer (0 for a plain file, or one from before
+    #: producers existed: its stats have no producer columns), and transaction markers among them.
+    producer_rows: int = 0
+    control_rows: int = 0
+    #: Min/max of the producer columns: a one-row marker file is known from these alone.
+    min_producer_id: int | None = None
+    max_producer_id: int | None = None
+    min_control: str | None = None
+    max_control: str | None = None
+    min_txn_first_offset: int | None = None
 
     @classmethod
     def from_add_row(cls, row: Mapping[str, Any]) -> DataFile:
         try:
+            n = int(row["num_records"])
+            no_pid = row.get(f"null_count.{PRODUCER_ID}")
+            no_control = row.get(f"null_count.{CONTROL}")
             return cls(
                 path=row["path"],
                 size_bytes=int(row["size_bytes"]),
-                num_records=int(row["num_records"]),
+                num_records=n,
                 min_offset=int(row[f"min.{OFFSET}"]),
                 max_offset=int(row[f"max.{OFFSET}"]),
                 segment=int(row[f"min.{SEGMENT}"]),
@@ -115,6 +132,13 @@ class DataFile:
                 tombstones=int(row.get(f"null_count.{VALUE}") or 0),
                 max_delete_horizon_ms=row.get(f"max.{DELETE_HORIZON}"),
                 modification_time=int(row.get("modification_time") or 0),
+                producer_rows=0 if no_pid is None else n - int(no_pid),
+                control_rows=0 if no_control is None else n - int(no_control),
+                min_producer_id=row.get(f"min.{PRODUCER_ID}"),
+                max_producer_id=row.get(f"max.{PRODUCER_ID}"),
+                min_control=row.get(f"min.{CONTROL}"),
+                max_control=row.get(f"max.{CONTROL}"),
+                min_txn_first_offset=row.get(f"min.{TXN_FIRST_OFFSET}"),
             )
         except (KeyError, TypeError) as e:
             raise CorruptLogError(
@@ -150,6 +174,30 @@ def txn_version(dt: DeltaTable, app_id: str) -> int | None:
     return dt.transaction_version(app_id)
 
 
+def has_producer_columns(dt: DeltaTable) -> bool:
+    """Whether the table's schema has the producer columns (tables created before transactions existed do not)."""
+    names = {f.name for f in dt.schema().fields}
+    return all(f.name in names for f in PRODUCER_FIELDS)
+
+
+def add_producer_columns(dt: DeltaTable) -> None:
+    """Upgrade a table made before transactions existed: add the producer columns to its schema (one metadata
+    commit; its files keep their columns and read the new ones as null). A concurrent upgrade, or any commit that
+    races it, makes this raise :class:`CommitConflictError`; the caller looks again."""
+    from deltalake.schema import Field, PrimitiveType
+
+    types = {"int64": "long", "int32": "integer", "bool": "boolean", "string": "string"}
+    names = {f.name for f in dt.schema().fields}
+    missing = [Field(f.name, PrimitiveType(types[str(f.type)]), nullable=True) for f in PRODUCER_FIELDS
+               if f.name not in names]
+    if not missing:
+        return
+    try:
+        dt.alter.add_columns(missing)
+    except CommitFailedError as e:
+        raise CommitConflictError(f"adding the producer columns lost a race with a concurrent commit: {e}") from e
+
+
 def data_files(dt: DeltaTable) -> list[DataFile]:
     """The live files of the snapshot, in offset order."""
     actions = pa.table(dt.get_add_actions(flatten=True))
@@ -161,12 +209,15 @@ def data_files(dt: DeltaTable) -> list[DataFile]:
 def _stats_from_table(table: pa.Table) -> dict[str, Any]:
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}
+    names = set(table.column_names)
     for col in STATS_COLUMNS:
+        if col not in names:
+            continue  # a plain file has no producer columns: no stats, read as all null
         mm = pc.min_max(table.column(col))
         if mm["min"].is_valid:
             mins[col] = mm["min"].as_py()
             maxs[col] = mm["max"].as_py()
-    nulls = {col: table.column(col).null_count for col in NULL_COUNT_COLUMNS}
+    nulls = {col: table.column(col).null_count for col in NULL_COUNT_COLUMNS if col in names}
     return {"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
 
 
@@ -185,12 +236,13 @@ def stats_from_parquet_footer(storage: Storage, path: str) -> dict[str, Any]:
         for j in range(group.num_columns):
             column = group.column(j)
             name = column.path_in_schema  # leaf path: nested headers columns are "headers.list.element.key"
-            if name not in NULL_COUNT_COLUMNS:
+            if name not in NULL_COUNT_COLUMNS and name not in STATS_COLUMNS:
                 continue
             st = column.statistics
             if st is None:
                 raise CorruptLogError(f"{path} has no statistics for column {name}")
-            nulls[name] = nulls.get(name, 0) + (st.null_count or 0)
+            if name in NULL_COUNT_COLUMNS:
+                nulls[name] = nulls.get(name, 0) + (st.null_count or 0)
             if name in STATS_COLUMNS and st.has_min_max:
                 mins[name] = st.min if name not in mins else min(mins[name], st.min)
                 maxs[name] = st.max if name not in maxs else max(maxs[name], st.max)

@@ -3,7 +3,25 @@
 One row is one record: ``offset`` (assigned at append, never null, never changed), ``key``, ``value``
 (null: tombstone), ``headers`` (ordered ``(str, bytes)`` pairs, as Kafka's), ``timestamp_ms``, the base
 offset of the ``segment`` it belongs to, and ``delete_horizon_ms``, stamped by the cleaner on a tombstone
-the first time it is cleaned (KIP-534's delete horizon, kept as a column instead of a batch header).
+(or a transaction marker) the first time it is cleaned (KIP-534's delete horizon, kept as a column instead of a
+batch header).
+
+Rows written by an idempotent or transactional producer also carry what Kafka's record batch header holds
+(:data:`PRODUCER_FIELDS`, null on plain records): ``producer_id``, ``producer_epoch``, the record's own
+``sequence`` (the batch's base sequence plus its index), ``is_transactional``. Two kinds of rows are not
+records an application ever sees (Kafka's consumers never return them, in either isolation level):
+
+* a **transaction marker** (Kafka's control batch, one row and one offset): ``control`` is ``"COMMIT"`` or
+  ``"ABORT"``, key and value are null, and ``txn_first_offset`` holds the first offset of its transaction in
+  this partition, so the aborted ranges of a partition are known from its ABORT markers alone (Kafka keeps
+  them in a transaction index beside each segment);
+* a **retained empty batch** (Kafka's ``RETAIN_EMPTY``): ``empty_batch`` is true; the cleaner left it where
+  the last record of a producer's last batch was, with that record's producer id, epoch and sequence, so the
+  producer's sequence survives cleaning.
+
+Plain appends write only :data:`BASE_SCHEMA`'s columns (their files are what they were before transactions
+existed); the table's schema, and every reader, has all of :data:`RECORD_SCHEMA`, whose extra columns read as
+null from a file that lacks them (:func:`conform`).
 """
 
 from __future__ import annotations
@@ -27,10 +45,23 @@ HEADERS = "headers"
 TIMESTAMP = "timestamp_ms"
 SEGMENT = "segment"
 DELETE_HORIZON = "delete_horizon_ms"
+PRODUCER_ID = "producer_id"
+PRODUCER_EPOCH = "producer_epoch"
+SEQUENCE = "sequence"
+IS_TRANSACTIONAL = "is_transactional"
+CONTROL = "control"
+TXN_FIRST_OFFSET = "txn_first_offset"
+EMPTY_BATCH = "empty_batch"
+
+#: ``control`` of a transaction marker (Kafka's ``ControlRecordType``).
+COMMIT = "COMMIT"
+ABORT = "ABORT"
+CONTROL_TYPES = (ABORT, COMMIT)
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
 
-RECORD_SCHEMA = pa.schema(
+#: The columns of every row: what a plain append writes.
+BASE_SCHEMA = pa.schema(
     [
         pa.field(OFFSET, pa.int64(), nullable=False),
         pa.field(KEY, pa.binary()),
@@ -41,6 +72,19 @@ RECORD_SCHEMA = pa.schema(
         pa.field(DELETE_HORIZON, pa.int64()),
     ]
 )
+#: The batch header of Kafka's idempotent and transactional producers, per row (null on plain records).
+PRODUCER_FIELDS = (
+    pa.field(PRODUCER_ID, pa.int64()),
+    pa.field(PRODUCER_EPOCH, pa.int32()),
+    pa.field(SEQUENCE, pa.int32()),
+    pa.field(IS_TRANSACTIONAL, pa.bool_()),
+    pa.field(CONTROL, pa.string()),
+    pa.field(TXN_FIRST_OFFSET, pa.int64()),
+    pa.field(EMPTY_BATCH, pa.bool_()),
+)
+#: The partition table's schema: every column a reader gets.
+RECORD_SCHEMA = pa.schema([*BASE_SCHEMA, *PRODUCER_FIELDS])
+PRODUCER_COLUMNS = tuple(f.name for f in PRODUCER_FIELDS)
 
 #: How every data file is written (appends and the cleaner alike): snappy like Spark's default, statistics on,
 #: and no dictionary encoding: keys and values are mostly distinct within a file, where pyarrow's dictionary
@@ -52,10 +96,26 @@ def new_file_name(segment: int, first_offset: int) -> str:
     return f"{segment:020d}-{first_offset:020d}-{os.urandom(6).hex()}.parquet"
 
 
-#: Columns whose min/max deltalog puts in the Delta file stats, so plans never scan data.
-STATS_COLUMNS = (OFFSET, TIMESTAMP, SEGMENT, DELETE_HORIZON)
-#: Columns whose null counts go in the stats: null keys are keyless records, null values tombstones.
-NULL_COUNT_COLUMNS = (OFFSET, KEY, VALUE, TIMESTAMP, SEGMENT, DELETE_HORIZON)
+#: Columns whose min/max deltalog puts in the Delta file stats, so plans never scan data (a one-row marker file
+#: is known from its stats alone: its producer, its control type and its transaction's first offset).
+STATS_COLUMNS = (OFFSET, TIMESTAMP, SEGMENT, DELETE_HORIZON, PRODUCER_ID, CONTROL, TXN_FIRST_OFFSET)
+#: Columns whose null counts go in the stats: null keys are keyless records, null values tombstones, non-null
+#: producer ids rows of producers, non-null controls transaction markers (so plain files are known as such).
+NULL_COUNT_COLUMNS = (OFFSET, KEY, VALUE, TIMESTAMP, SEGMENT, DELETE_HORIZON, PRODUCER_ID, CONTROL)
+
+
+def conform(table: pa.Table, schema: pa.Schema = RECORD_SCHEMA) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns, in order: a column the file did not have (a plain file has
+    no producer columns) is all null."""
+    if table.schema.equals(schema):
+        return table
+    n = table.num_rows
+    names = set(table.column_names)
+    columns = [table.column(f.name) if f.name in names else pa.nulls(n, f.type) for f in schema]
+    try:
+        return pa.Table.from_arrays(columns, schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.Table.from_arrays([c.cast(f.type) for c, f in zip(columns, schema, strict=True)], schema=schema)
 
 
 def _as_bytes(what: str, v: Any) -> bytes | None:
