@@ -6,10 +6,8 @@ aborted transactions. Both leave out control records (transaction markers), whic
 
 Every consumer read goes through :func:`fetch`: the :class:`~deltalog.groups.consumer.Consumer`'s ``poll``, and the
 replay of ``__consumer_offsets`` that committed offsets are read from (always ``read_committed``, so an offset
-committed inside a transaction is visible only once the transaction commits). Until transactions exist a log holds
-only plain appends: no markers, no aborted records, and the last stable offset is the log end offset, so the two
-levels read the same rows. :func:`last_stable_offset` and :func:`visible_records` are where the transactional
-producer's isolation filter plugs in (see their docstrings).
+committed inside a transaction is visible only once the transaction commits). The two
+levels read the same rows only when the log has no transactions (see :mod:`deltalog.log.transactions`).
 """
 
 from __future__ import annotations
@@ -17,14 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from deltalog.errors import InvalidConfigError, OffsetOutOfRangeError
-from deltalog.log.partition_log import LogHead, PartitionLog
+from deltalog.log import transactions
+from deltalog.log.partition_log import PartitionLog
 from deltalog.log.record import OFFSET, RECORD_SCHEMA
+from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
 
-READ_UNCOMMITTED = "read_uncommitted"
-READ_COMMITTED = "read_committed"
 ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
 
 
@@ -48,52 +45,37 @@ class Fetch:
     last_stable_offset: int
 
 
-def last_stable_offset(log: PartitionLog, head: LogHead) -> int:
-    """The first offset of the earliest open transaction, else the log end offset.
-
-    Transactions seam: until the transactional producer lands there are no open transactions, so it is the log end
-    offset; that producer's LSO (kept in the Delta log or found from the dirty tail) replaces this body.
-    """
-    return head.log_end_offset
-
-
-def visible_records(log: PartitionLog, table: pa.Table, isolation_level: str) -> pa.Table:
-    """The rows of ``table`` (consecutive rows of ``log`` below the fetch bound) that an application may see.
-
-    Transactions seam: plain appends hold only data records, all visible at both levels, so every row is kept.
-    The transactional producer's Arrow-level filter (deltalog/log/) goes here: control rows dropped at both levels,
-    rows of aborted transactions dropped under ``read_committed``.
-    """
-    return table
-
-
 def fetch(log: PartitionLog, position: int, max_records: int | None, isolation_level: str) -> Fetch:
     """At most ``max_records`` visible records of ``log`` from ``position``, and the position to fetch from next.
 
     The bound is the high watermark (``read_uncommitted``) or the last stable offset (``read_committed``); records
     appended past it meanwhile wait for the next fetch. A position below the log start offset or past the log end
     raises :class:`~deltalog.errors.OffsetOutOfRangeError` (the consumer's ``auto_offset_reset`` decides what then).
-    Offsets that compaction removed are skipped: the next position follows the last record returned, or is the
-    bound when the fetch reached it.
+    Offsets that compaction removed are skipped, and so are markers and (``read_committed``) aborted records: the
+    next position follows the last row read, or is the bound when the fetch reached it.
     """
-    head = log.head()
-    high_watermark = head.log_end_offset
-    stable = last_stable_offset(log, head)
-    bound = high_watermark if isolation_level == READ_UNCOMMITTED else stable
-    if position < head.log_start_offset or position > high_watermark:
-        raise OffsetOutOfRangeError(
-            f"offset {position} is out of range for {log.topic}-{log.partition}: readable offsets are "
-            f"[{head.log_start_offset}, {high_watermark}] (log start to log end)",
-            log_start_offset=head.log_start_offset, log_end_offset=high_watermark)
-    if position >= bound or max_records == 0:
-        return Fetch(RECORD_SCHEMA.empty_table(), position, head.log_start_offset, high_watermark, stable)
-    table = log.read_table(position, max_records)
-    read = table.num_rows
-    if read and table.column(OFFSET)[read - 1].as_py() >= bound:
-        table = table.filter(pc.less(table.column(OFFSET), bound))
-    if max_records is not None and read >= max_records and table.num_rows == read:
-        next_offset = table.column(OFFSET)[read - 1].as_py() + 1  # a full page: more may follow below the bound
+    if max_records == 0:
+        head = log.head()
+        check_position(log, position, head.log_start_offset, head.log_end_offset)
+        return Fetch(RECORD_SCHEMA.empty_table(), position, head.log_start_offset, head.log_end_offset,
+                     log.txn_index().last_stable_offset)
+    snap, index, rows = log.read_rows(position, max_records, isolation_level)
+    high_watermark, stable = snap.log_end_offset, index.last_stable_offset
+    bound = index.upper_offset(isolation_level)
+    read = rows.num_rows
+    if position >= bound:
+        next_offset = position
+    elif max_records is not None and read >= max_records:
+        next_offset = rows.column(OFFSET)[read - 1].as_py() + 1  # a full page: more may follow below the bound
     else:
         next_offset = bound  # everything below the bound was read
-    return Fetch(visible_records(log, table, isolation_level), next_offset, head.log_start_offset, high_watermark,
-                 stable)
+    aborted = index.aborted_between(position, bound) if isolation_level == READ_COMMITTED else ()
+    return Fetch(transactions.visible(rows, aborted), next_offset, snap.log_start_offset, high_watermark, stable)
+
+
+def check_position(log: PartitionLog, position: int, log_start_offset: int, log_end_offset: int) -> None:
+    if position < log_start_offset or position > log_end_offset:
+        raise OffsetOutOfRangeError(
+            f"offset {position} is out of range for {log.topic}-{log.partition}: readable offsets are "
+            f"[{log_start_offset}, {log_end_offset}] (log start to log end)",
+            log_start_offset=log_start_offset, log_end_offset=log_end_offset)

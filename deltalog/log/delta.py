@@ -102,8 +102,9 @@ class DataFile:
     tombstones: int
     max_delete_horizon_ms: int | None
     modification_time: int
-    #: Rows written by an idempotent or transactional producer (0 for a plain file, or one from before
-    #: producers existed: its stats have no producer columns), and transaction markers among them.
+    #: Rows written inside a transaction (0 for a plain file, or one from before transactions existed: its
+    #: stats have no producer columns), and transaction markers among them (not counted as keyless records
+    #: or tombstones above).
     producer_rows: int = 0
     control_rows: int = 0
     #: Min/max of the producer columns: a one-row marker file is known from these alone.
@@ -119,6 +120,7 @@ class DataFile:
             n = int(row["num_records"])
             no_pid = row.get(f"null_count.{PRODUCER_ID}")
             no_control = row.get(f"null_count.{CONTROL}")
+            controls = 0 if no_control is None else n - int(no_control)  # markers: null key and value
             return cls(
                 path=row["path"],
                 size_bytes=int(row["size_bytes"]),
@@ -128,12 +130,12 @@ class DataFile:
                 segment=int(row[f"min.{SEGMENT}"]),
                 min_timestamp_ms=row.get(f"min.{TIMESTAMP}"),
                 max_timestamp_ms=row.get(f"max.{TIMESTAMP}"),
-                keyless=int(row.get(f"null_count.{KEY}") or 0),
-                tombstones=int(row.get(f"null_count.{VALUE}") or 0),
+                keyless=int(row.get(f"null_count.{KEY}") or 0) - controls,
+                tombstones=int(row.get(f"null_count.{VALUE}") or 0) - controls,
                 max_delete_horizon_ms=row.get(f"max.{DELETE_HORIZON}"),
                 modification_time=int(row.get("modification_time") or 0),
                 producer_rows=0 if no_pid is None else n - int(no_pid),
-                control_rows=0 if no_control is None else n - int(no_control),
+                control_rows=controls,
                 min_producer_id=row.get(f"min.{PRODUCER_ID}"),
                 max_producer_id=row.get(f"max.{PRODUCER_ID}"),
                 min_control=row.get(f"min.{CONTROL}"),

@@ -15,12 +15,25 @@ batch) in its Delta log, committed with the batch (:mod:`deltalog.log.producer_s
   committed there, is recognised as the re-send of that batch (its acknowledgement was lost with the old
   process) and acknowledged with the original offsets. That is what "retried by a new process" means here.
 
+**Transactions** (Kafka's names): ``init_transactions()``, then ``begin_transaction()``, ``send(...)`` any
+number of times to any topics and partitions, and ``commit_transaction()`` or ``abort_transaction()``;
+``send_offsets_to_transaction(offsets, group_id)`` commits a consumer group's offsets inside the transaction.
+A send inside a transaction appends its records at once (``read_uncommitted`` readers see them), each carrying
+the producer's id and epoch; the commit or abort is Kafka's two-phase protocol
+(:mod:`deltalog.log.transaction_coordinator`): ``read_committed`` readers see all of the transaction's records
+or none. A transaction left open by a dead process is aborted by the next ``init_transactions()`` of its id
+or, after ``transaction_timeout_ms``, by the cleaner's cycle. Deliberate difference: a producer with a
+``transactional_id`` may still ``send`` outside a transaction (Kafka refuses); such sends are idempotent, not
+transactional, and they are what the re-send recognition above applies to (a batch inside a transaction is
+never taken for an older epoch's: that epoch's transaction was aborted).
+
 A :meth:`send` returns once every partition it touched has committed (one Delta commit per partition), so
 :meth:`flush` has nothing to wait for; it exists for Kafka's shape.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -35,6 +48,7 @@ from deltalog.errors import (
     shown,
 )
 from deltalog.log import producer_state
+from deltalog.log.transaction_coordinator import TransactionCoordinator
 from deltalog.log.producer import Producer, ProduceResult
 from deltalog.log.producer_state import ProducerBatch, batch_digest
 
@@ -99,6 +113,10 @@ class KafkaProducer:
         self.producer_epoch: int | None = None
         self._sequences: dict[tuple[str, int], int] = {}  # (topic, partition) -> next sequence, as acknowledged
         self._closed = False
+        self._coordinator = TransactionCoordinator(logs)
+        #: The partitions the current transaction has added (None: no transaction begun).
+        self._txn_partitions: set[tuple[str, int]] | None = None
+        self._txn_failed: BaseException | None = None
 
     @property
     def idempotent(self) -> bool:
@@ -117,9 +135,63 @@ class KafkaProducer:
         if self.transactional_id is None:
             raise IllegalStateError("Transactional method invoked on a non-transactional producer: set "
                                     "transactional_id to use init_transactions()")
-        self.producer_id, self.producer_epoch = producer_state.init_producer_id(self.logs.storage,
-                                                                                self.transactional_id)
+        self.producer_id, self.producer_epoch = self._coordinator.init_producer_id(
+            self.transactional_id, self.config["transaction_timeout_ms"], self.logs.clock.now_ms())
         self._sequences.clear()
+        self._txn_partitions = None
+        self._txn_failed = None
+
+    # -- transactions (Kafka's names) ----------------------------------------------------------------------
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: every record sent until :meth:`commit_transaction` or :meth:`abort_transaction`
+        becomes visible to ``read_committed`` readers together with the others, or never."""
+        self._check_transactional("begin_transaction")
+        if self._txn_partitions is not None:
+            raise IllegalStateError("TransactionalId " + repr(self.transactional_id) + ": Invalid transition "
+                                    "attempted from state IN_TRANSACTION to state IN_TRANSACTION (a transaction "
+                                    "is already in progress: commit or abort it first)")
+        self._txn_partitions = set()
+        self._txn_failed = None
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._txn_partitions is not None
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Commit the current transaction: decide, write a COMMIT marker into each of its partitions, complete
+        (Kafka's two-phase commit). Raises if a send of the transaction failed: abort it then."""
+        self._check_in_transaction("commit_transaction")
+        if self._txn_failed is not None:
+            raise IllegalStateError(f"Cannot commit transaction: a send of it failed ({self._txn_failed}); call "
+                                    "abort_transaction()")
+        if self._txn_partitions:
+            self._coordinator.end_transaction(self.transactional_id, self.producer_id, self.producer_epoch, True,
+                                              self.logs.clock.now_ms())
+        self._txn_partitions = None
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the current transaction: its records stay in the log (``read_uncommitted`` readers saw them)
+        but ``read_committed`` readers never return them, and the cleaner drops them on its next pass."""
+        self._check_in_transaction("abort_transaction")
+        if self._txn_partitions:
+            self._coordinator.end_transaction(self.transactional_id, self.producer_id, self.producer_epoch, False,
+                                              self.logs.clock.now_ms())
+        self._txn_partitions = None
+        self._txn_failed = None
+
+    def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], consumer_group_id: Any) -> None:
+        """Commit ``offsets`` (``{TopicPartition: OffsetAndMetadata or offset}``) for a consumer group as part of
+        the current transaction (read-process-write exactly once): they become the group's committed offsets if
+        and only if the transaction commits. ``consumer_group_id`` is the group id or a consumer's
+        ``group_metadata()``."""
+        from deltalog.groups.offsets_topic import OffsetsTopic  # groups sit above log/: imported where used
+
+        self._check_in_transaction("send_offsets_to_transaction")
+        group_id = getattr(consumer_group_id, "group_id", consumer_group_id)
+        batch = OffsetsTopic(self.logs).commit_batch(group_id, offsets, self.logs.clock.now_ms())
+        if batch.records.num_rows:
+            self.send(batch.topic, batch.records, partition=batch.partition)
 
     def send(self, topic: str, records: Sequence[Record] | Record | pa.Table | pa.RecordBatch, *,
              partition: int | None = None) -> ProduceResult:
@@ -141,16 +213,21 @@ class KafkaProducer:
         def batch_for(p: int, rows: pa.Table) -> ProducerBatch:
             sent[p] = rows.num_rows
             return ProducerBatch(self.producer_id, self.producer_epoch, self._sequences.get((topic, p), 0),
-                                 transactional=self.transactional_id is not None, digest=batch_digest(rows))
+                                 transactional=self.transactional_id is not None, digest=batch_digest(rows),
+                                 in_transaction=self._txn_partitions is not None)
 
         rows, targets = self._router.route(topic, records, now_ms, partition=partition)  # once: retries keep it
+        if self._txn_partitions is not None:
+            self._add_partitions(topic, targets, now_ms)
         attempt = 0
         while True:
             try:
                 result = self._router.send_routed(topic, rows, targets, now_ms, batches=batch_for)
                 break
-            except (StorageError, OSError):  # the commit may or may not have happened: retry the same batches
+            except (StorageError, OSError) as e:  # the commit may or may not have happened: retry the same batches
                 if attempt >= self.config["retries"]:
+                    if self._txn_partitions is not None:
+                        self._txn_failed = e
                     raise
                 attempt += 1
                 time.sleep(self.config["retry_backoff_ms"] / 1000)
@@ -166,11 +243,46 @@ class KafkaProducer:
         self._check_open("flush")
 
     def close(self, timeout: float | None = None) -> None:
+        """Close the producer; a transaction still in progress is aborted (as Kafka's ``close`` does)."""
+        if self._txn_partitions and not self._closed:
+            try:
+                self.abort_transaction()
+            except ProducerFencedError:
+                pass  # a newer producer took the id over: it aborts what this one left
         self._closed = True
 
     def sequence(self, topic: str, partition: int) -> int:
         """The sequence number the next batch to ``topic``-``partition`` will carry."""
         return self._sequences.get((topic, partition), 0)
+
+    def _add_partitions(self, topic: str, targets: Any, now_ms: int) -> None:
+        """Tell the coordinator which partitions the transaction is about to write (before writing them)."""
+        import numpy as np  # targets is the router's array of partition numbers
+
+        assert self._txn_partitions is not None
+        new = [(topic, int(p)) for p in np.unique(np.asarray(targets)) if (topic, int(p)) not in self._txn_partitions]
+        if new:
+            try:
+                self._coordinator.add_partitions(self.transactional_id, self.producer_id, self.producer_epoch, new,
+                                                 now_ms)
+            except ProducerFencedError:
+                self._txn_failed = sys.exc_info()[1]
+                raise
+            self._txn_partitions.update(new)
+
+    def _check_transactional(self, what: str) -> None:
+        self._check_open(what)
+        if self.transactional_id is None:
+            raise IllegalStateError(f"Transactional method invoked on a non-transactional producer: set "
+                                    f"transactional_id to use {what}()")
+        if self.producer_id is None:
+            raise IllegalStateError(f"Cannot call {what}() before init_transactions()")
+
+    def _check_in_transaction(self, what: str) -> None:
+        self._check_transactional(what)
+        if self._txn_partitions is None:
+            raise IllegalStateError(f"Cannot call {what}() when no transaction is in progress: call "
+                                    "begin_transaction() first")
 
     def _check_open(self, what: str) -> None:
         if self._closed:

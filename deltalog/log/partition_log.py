@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
@@ -22,9 +23,9 @@ from deltalog.errors import (
     CorruptLogError,
     OffsetOutOfRangeError,
 )
-from deltalog.log import arrow_records, damage, delta
+from deltalog.log import arrow_records, damage, delta, transactions
 from deltalog.log.delta import DataFile
-from deltalog.log.producer_state import ProducerBatch, check_batch
+from deltalog.log.producer_state import ProducerBatch, ProducerStateEntry, check_batch
 from deltalog.log.record import OFFSET, RECORD_SCHEMA, Record, table_to_records
 from deltalog.log.segment import Segment, build_segments
 from deltalog.storage import Storage, join
@@ -226,7 +227,11 @@ class PartitionLog:
             base, opened, rolled = head.segment_for_append(now_ms)
             leo = head.log_end_offset
             offsets = range(leo, leo + n)
-            add = delta.write_data_file(self.storage, self.uri, arrow_records.with_log_columns(validated[0], offsets, base), now_ms)
+            rows = arrow_records.with_log_columns(validated[0], offsets, base)
+            if producer is not None and producer.in_transaction:
+                self._ensure_producer_columns()
+                rows = transactions.with_producer(rows, producer.producer_id, producer.producer_epoch)
+            add = delta.write_data_file(self.storage, self.uri, rows, now_ms)
             active_bytes = add.size + (0 if rolled or head.active_segment_empty else head.active_segment_bytes)
             txns = {
                 delta.TXN_LOG_END_OFFSET: leo + n,
@@ -256,6 +261,62 @@ class PartitionLog:
 
         return delta.retry_on_conflict(f"append to {self.topic}-{self.partition} (the race for the log end offset)",
                                        APPEND_MAX_ATTEMPTS, attempt)
+
+    def _ensure_producer_columns(self) -> None:
+        """Give a table made before transactions existed the producer columns (one metadata commit, once), so
+        that its Delta stats carry them: the transaction index is read from those stats."""
+        dt = self.table(refresh=False)
+        if not delta.has_producer_columns(dt):
+            delta.add_producer_columns(dt)  # a lost race raises CommitConflictError: the append plans again
+            self._next_head = None
+
+    def txn_index(self, snap: LogSnapshot | None = None) -> transactions.TxnIndex:
+        """The partition's ongoing and aborted transactions and its last stable offset (see
+        :mod:`deltalog.log.transactions`), from the snapshot's file stats."""
+        snap = snap if snap is not None else self.snapshot()
+        return transactions.txn_index(self.storage, self.uri, snap.files, snap.first_dirty_offset,
+                                      snap.log_end_offset)
+
+    def write_marker(self, producer_id: int, producer_epoch: int, control: str, now_ms: int) -> int | None:
+        """End the producer's ongoing transaction in this partition with a COMMIT or ABORT marker (Kafka's
+        WriteTxnMarkers) and return the marker's offset; None when the producer has no ongoing transaction here
+        (its marker is already written, or it never wrote here), so completing a transaction twice is safe.
+
+        A marker written at a newer epoch than the producer's state here (a transaction aborted by a new
+        ``init_transactions`` or by its timeout) moves the state to that epoch: a zombie with the old epoch
+        is fenced by this partition from then on."""
+        def attempt(i: int) -> int | None:
+            head = self.head()
+            dt = self.table(refresh=False)
+            snap = snapshot_of(dt, self.topic, self.partition)
+            first = self.txn_index(snap).ongoing.get(producer_id)
+            if first is None:
+                return None
+            self._ensure_producer_columns()
+            dt = self.table(refresh=False)
+            base, opened, rolled = head.segment_for_append(now_ms)
+            leo = head.log_end_offset
+            add = delta.write_data_file(self.storage, self.uri, transactions.marker_row(
+                leo, base, producer_id, producer_epoch, control, first, now_ms), now_ms)
+            active_bytes = add.size + (0 if rolled or head.active_segment_empty else head.active_segment_bytes)
+            txns = {delta.TXN_LOG_END_OFFSET: leo + 1, delta.TXN_ACTIVE_SEGMENT: base,
+                    delta.TXN_ACTIVE_SEGMENT_BYTES: active_bytes}
+            if opened is not None:
+                txns[delta.TXN_ACTIVE_SEGMENT_OPENED] = opened
+            entry = ProducerStateEntry.read(dt.transaction_version, producer_id)
+            if entry is None or entry.producer_epoch < producer_epoch:  # a new epoch starts at sequence 0
+                txns.update(ProducerBatch(producer_id, producer_epoch, 0).txns(leo, 0))
+            try:
+                delta.commit(dt, [add], txns=txns, operation="txn_marker",
+                             metadata={"control": control, "producer_id": producer_id})
+            except CommitConflictError:
+                delta.delete_quietly(self.storage, self.uri, [add.path])
+                raise
+            self._next_head = None
+            return leo
+
+        return delta.retry_on_conflict(f"{control} marker in {self.topic}-{self.partition}", APPEND_MAX_ATTEMPTS,
+                                       attempt)
 
     def head(self) -> LogHead:
         """The head of the log at the latest version, read from the Delta log alone (O(1) in files).
@@ -291,21 +352,37 @@ class PartitionLog:
 
     # -- reads ----------------------------------------------------------------------------------------
 
-    def read(self, from_offset: int, max_records: int | None = None) -> list[Record]:
+    def read(self, from_offset: int, max_records: int | None = None, *,
+             isolation_level: str = transactions.READ_UNCOMMITTED) -> list[Record]:
         """Records with offset >= ``from_offset`` in offset order (Kafka's fetch).
 
         An offset that compaction removed is a valid position: the read continues at the next record
         that exists (seed 004). Offsets below the log start, or past the log end, are out of range.
+        ``read_committed`` stops below the last stable offset and leaves out aborted transactions' records;
+        ``read_uncommitted`` (Kafka's consumer default) reads to the log end. Markers are never returned.
         """
-        return table_to_records(self.read_table(from_offset, max_records))
+        return table_to_records(self.read_table(from_offset, max_records, isolation_level=isolation_level))
 
-    def read_table(self, from_offset: int, max_records: int | None = None) -> pa.Table:
+    def read_table(self, from_offset: int, max_records: int | None = None, *,
+                   isolation_level: str = transactions.READ_UNCOMMITTED) -> pa.Table:
         """Like :meth:`read`, as an Arrow table in the partition schema."""
+        level = transactions.isolation_level(isolation_level, transactions.READ_UNCOMMITTED)
+        snap, index, rows = self.read_rows(from_offset, max_records, level)
+        aborted = index.aborted_between(from_offset, None) if level == transactions.READ_COMMITTED else ()
+        return transactions.visible(rows, aborted)
+
+    def read_rows(self, from_offset: int, max_records: int | None, isolation_level: str
+                  ) -> tuple[LogSnapshot, transactions.TxnIndex, pa.Table]:
+        """The snapshot read, its transaction index and at most ``max_records`` rows from ``from_offset`` up to
+        the bound of ``isolation_level`` (the last stable offset or the log end), markers and aborted records
+        included: what a fetch pages through (see :func:`deltalog.log.transactions.visible`)."""
         for attempt in range(3):
             snap = self.snapshot()
             check_offset_in_range(snap, from_offset)
             start = max(from_offset, snap.log_start_offset)
-            files = snap.files_from(start)
+            index = self.txn_index(snap)
+            upper = index.upper_offset(isolation_level)
+            files = [f for f in snap.files_from(start) if f.min_offset < upper]
             # Rows below ``start`` in the first file are at most ``start - min_offset`` (offsets are unique).
             skip = max(0, start - files[0].min_offset) if files else 0
             chosen: list[DataFile] = []
@@ -325,9 +402,11 @@ class PartitionLog:
             except CorruptLogError:  # name the damaged file(s), not only pyarrow's words
                 damage.raise_data_damage(self.storage, self.uri, chosen, footers=True)
                 raise
+            if upper < snap.log_end_offset and table.num_rows:
+                table = table.filter(pc.less(table.column(OFFSET), upper))
             if max_records is not None:
                 table = table.slice(0, max_records)
-            return table
+            return snap, index, table
         raise AssertionError("unreachable")
 
 

@@ -5,10 +5,10 @@ Three pieces of state, each changed only by compare-and-swap so that several pro
 * **Producer ids** come from one store-wide counter, ``_deltalog/producers/producer_ids.json``, advanced by a
   conditional put (create, then compare-and-swap on its etag; Kafka's ``ProducerIdManager`` hands out blocks
   from ZooKeeper or the controller the same way). Ids are never reused.
-* **Transactional ids** map to (producer id, epoch) in
-  ``_deltalog/producers/transactional_ids/<sha256 of the id>.json``. ``init_transactions()`` bumps the epoch
-  by a compare-and-swap, so of two processes starting with one transactional id exactly one holds the newest
-  epoch; the older epoch is fenced.
+* **Transactional ids** map to (producer id, epoch) and their transaction's state in
+  ``_deltalog/producers/transactional_ids/<sha256 of the id>.json`` (:mod:`deltalog.log.transaction_coordinator`).
+  ``init_transactions()`` bumps the epoch by a compare-and-swap, so of two processes starting with one
+  transactional id exactly one holds the newest epoch; the older epoch is fenced.
 * **Per partition**, the producer's position lives in the partition's Delta log as app-transaction ids
   committed *with* the batch, so the state and the data are one atomic commit:
 
@@ -67,6 +67,10 @@ class ProducerBatch:
     producer_epoch: int
     base_sequence: int
     transactional: bool = False
+    #: Sent between ``begin_transaction`` and its commit or abort: its rows carry the producer id and epoch, and
+    #: it is never taken for the re-send of an older epoch's batch (that batch's transaction was aborted when
+    #: the new epoch began).
+    in_transaction: bool = False
     #: 64-bit digest of the batch's keys, values and headers (0: not computed): a retry must carry the same
     #: records, and a new epoch recognises the re-send of an older epoch's last batch by it
     #: (see :meth:`ProducerStateEntry.check`).
@@ -114,7 +118,7 @@ class ProducerStateEntry:
             raise error(f"Epoch of producer {batch.producer_id} in {where} is {batch.producer_epoch}, which is smaller "
                         f"than the last seen epoch {self.producer_epoch}: a newer producer with this id took over")
         if batch.producer_epoch > self.producer_epoch:
-            if (batch.base_sequence == 0 and batch.digest and batch.digest == self.digest
+            if (not batch.in_transaction and batch.base_sequence == 0 and batch.digest and batch.digest == self.digest
                     and n == self.next_sequence - self.base_sequence):
                 # a newer epoch re-sends the last batch an older one committed here (epochs between may have
                 # died before sending anything)
@@ -192,38 +196,13 @@ def allocate_producer_id(storage: Storage) -> int:
     raise CommitConflictError(f"allocating a producer id lost the race for {location} {CAS_ATTEMPTS} times")
 
 
-def _transactional_location(storage: Storage, transactional_id: str) -> str:
+def transactional_location(storage: Storage, transactional_id: str) -> str:
+    """Where a transactional id's document lives (see :mod:`deltalog.log.transaction_coordinator`)."""
     name = hashlib.sha256(transactional_id.encode()).hexdigest()
     return storage.location(*TRANSACTIONAL_IDS, f"{name}.json")
 
 
-def init_producer_id(storage: Storage, transactional_id: str) -> tuple[int, int]:
-    """(producer id, epoch) for ``transactional_id`` with the epoch bumped: the previous holder is fenced (Kafka's
-    InitProducerId). The first call for an id allocates a producer id at epoch 0; an exhausted epoch moves to a
-    new producer id."""
-    import json  # one small JSON document per transactional id
-
-    location = _transactional_location(storage, transactional_id)
-    for _ in range(CAS_ATTEMPTS):
-        current = storage.read_versioned(location)
-        if current is None:
-            pid = allocate_producer_id(storage)
-            doc = {"transactional_id": transactional_id, "producer_id": pid, "producer_epoch": 0}
-            if storage.create_json(location, doc) is not None:
-                return pid, 0
-            continue
-        doc = json.loads(current.data)
-        pid, epoch = int(doc["producer_id"]), int(doc["producer_epoch"]) + 1
-        if epoch > MAX_EPOCH:
-            pid, epoch = allocate_producer_id(storage), 0
-        new = {"transactional_id": transactional_id, "producer_id": pid, "producer_epoch": epoch,
-               "previous_producer_id": int(doc["producer_id"])}
-        if storage.replace_json(location, new, current.etag) is not None:
-            return pid, epoch
-    raise CommitConflictError(f"init_transactions for {transactional_id!r} lost the race {CAS_ATTEMPTS} times")
-
-
 def current_producer_id(storage: Storage, transactional_id: str) -> tuple[int, int] | None:
     """(producer id, epoch) the transactional id holds now; None if it was never initialised."""
-    doc = storage.read_json(_transactional_location(storage, transactional_id))
+    doc = storage.read_json(transactional_location(storage, transactional_id))
     return None if doc is None else (int(doc["producer_id"]), int(doc["producer_epoch"]))

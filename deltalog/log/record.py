@@ -6,18 +6,13 @@ offset of the ``segment`` it belongs to, and ``delete_horizon_ms``, stamped by t
 (or a transaction marker) the first time it is cleaned (KIP-534's delete horizon, kept as a column instead of a
 batch header).
 
-Rows written by an idempotent or transactional producer also carry what Kafka's record batch header holds
-(:data:`PRODUCER_FIELDS`, null on plain records): ``producer_id``, ``producer_epoch``, the record's own
-``sequence`` (the batch's base sequence plus its index), ``is_transactional``. Two kinds of rows are not
-records an application ever sees (Kafka's consumers never return them, in either isolation level):
-
-* a **transaction marker** (Kafka's control batch, one row and one offset): ``control`` is ``"COMMIT"`` or
-  ``"ABORT"``, key and value are null, and ``txn_first_offset`` holds the first offset of its transaction in
-  this partition, so the aborted ranges of a partition are known from its ABORT markers alone (Kafka keeps
-  them in a transaction index beside each segment);
-* a **retained empty batch** (Kafka's ``RETAIN_EMPTY``): ``empty_batch`` is true; the cleaner left it where
-  the last record of a producer's last batch was, with that record's producer id, epoch and sequence, so the
-  producer's sequence survives cleaning.
+Rows written inside a transaction also carry what Kafka's record batch header holds for it
+(:data:`PRODUCER_FIELDS`, null on every other row): ``producer_id`` and ``producer_epoch``. A **transaction
+marker** (Kafka's control batch: one row, one offset) has ``control`` ``"COMMIT"`` or ``"ABORT"``, a null key
+and value, its producer's id and epoch, and ``txn_first_offset``: the first offset of its transaction in this
+partition, so the aborted ranges of a partition are known from its ABORT markers alone (Kafka keeps them in a
+transaction index beside each segment). Markers are never returned to applications, in either isolation level
+(:mod:`deltalog.log.transactions`).
 
 Plain appends write only :data:`BASE_SCHEMA`'s columns (their files are what they were before transactions
 existed); the table's schema, and every reader, has all of :data:`RECORD_SCHEMA`, whose extra columns read as
@@ -47,11 +42,8 @@ SEGMENT = "segment"
 DELETE_HORIZON = "delete_horizon_ms"
 PRODUCER_ID = "producer_id"
 PRODUCER_EPOCH = "producer_epoch"
-SEQUENCE = "sequence"
-IS_TRANSACTIONAL = "is_transactional"
 CONTROL = "control"
 TXN_FIRST_OFFSET = "txn_first_offset"
-EMPTY_BATCH = "empty_batch"
 
 #: ``control`` of a transaction marker (Kafka's ``ControlRecordType``).
 COMMIT = "COMMIT"
@@ -72,15 +64,12 @@ BASE_SCHEMA = pa.schema(
         pa.field(DELETE_HORIZON, pa.int64()),
     ]
 )
-#: The batch header of Kafka's idempotent and transactional producers, per row (null on plain records).
+#: The transactional part of Kafka's batch header, per row (null on rows written outside a transaction).
 PRODUCER_FIELDS = (
     pa.field(PRODUCER_ID, pa.int64()),
     pa.field(PRODUCER_EPOCH, pa.int32()),
-    pa.field(SEQUENCE, pa.int32()),
-    pa.field(IS_TRANSACTIONAL, pa.bool_()),
     pa.field(CONTROL, pa.string()),
     pa.field(TXN_FIRST_OFFSET, pa.int64()),
-    pa.field(EMPTY_BATCH, pa.bool_()),
 )
 #: The partition table's schema: every column a reader gets.
 RECORD_SCHEMA = pa.schema([*BASE_SCHEMA, *PRODUCER_FIELDS])

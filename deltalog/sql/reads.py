@@ -28,7 +28,7 @@ from deltalog.storage import Storage
 SPARK_SCHEMA_DDL = (
     "offset BIGINT, key BINARY, value BINARY, headers ARRAY<STRUCT<key: STRING, value: BINARY>>, "
     "timestamp_ms BIGINT, segment BIGINT, delete_horizon_ms BIGINT, producer_id BIGINT, producer_epoch INT, "
-    "sequence INT, is_transactional BOOLEAN, control STRING, txn_first_offset BIGINT, empty_batch BOOLEAN"
+    "control STRING, txn_first_offset BIGINT"
 )
 
 

@@ -1,0 +1,277 @@
+"""Kafka's transaction coordinator, without a broker: each transactional id's state in one JSON document changed
+by compare-and-swap, and the two-phase commit driven by whoever holds the id (or finds it abandoned).
+
+The document (``_deltalog/producers/transactional_ids/<sha256 of the id>.json``, the one that already maps the
+id to its producer id and epoch) holds Kafka's ``TransactionMetadata``: the state (``Empty``, ``Ongoing``,
+``PrepareCommit``, ``PrepareAbort``, ``CompleteCommit``, ``CompleteAbort``), the partitions the transaction
+wrote to, when it started and its ``transaction.timeout.ms``. Every change is a conditional put on the
+document's etag, so the id's epoch and its transaction's state change together, and of two processes sharing
+a transactional id exactly one wins each step (the other is fenced).
+
+A commit is Kafka's: the producer's records are already appended (each with its producer id and epoch); the
+state moves ``Ongoing -> PrepareCommit`` (the decision, durable), a COMMIT marker is written into every
+partition of the transaction (:meth:`~deltalog.log.partition_log.PartitionLog.write_marker`, idempotent), and the
+state moves to ``CompleteCommit``. Abort alike. A process that dies anywhere in between leaves a state that the
+next ``init_transactions`` of the id, or :meth:`TransactionCoordinator.abort_timed_out_transactions` (run by
+the cleaner's cycle, as Kafka's coordinator runs it on a timer), finishes: a ``Prepare*`` state is completed as
+decided, an ``Ongoing`` one older than its timeout is aborted with the epoch bumped (the old producer is fenced).
+
+Deliberate difference: Kafka keeps this state in the compacted topic ``__transaction_state``; here it is one
+small document per transactional id, which gives the same compare-and-swap without a coordinator process.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from deltalog.errors import CommitConflictError, IllegalStateError, ProducerFencedError
+from deltalog.log import producer_state
+from deltalog.log.record import ABORT, COMMIT
+
+if TYPE_CHECKING:
+    from deltalog.log.log_manager import LogManager
+
+EMPTY = "Empty"
+ONGOING = "Ongoing"
+PREPARE_COMMIT = "PrepareCommit"
+PREPARE_ABORT = "PrepareAbort"
+COMPLETE_COMMIT = "CompleteCommit"
+COMPLETE_ABORT = "CompleteAbort"
+#: States in which the transactional id has no transaction in progress.
+IDLE = (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
+
+#: Kafka's default ``transaction.timeout.ms`` and the broker's ``transaction.max.timeout.ms``.
+DEFAULT_TIMEOUT_MS = 60_000
+MAX_TIMEOUT_MS = 900_000
+
+
+@dataclass(frozen=True)
+class TransactionMetadata:
+    """One transactional id's document (Kafka's ``TransactionMetadata``)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: str = EMPTY
+    partitions: tuple[tuple[str, int], ...] = ()
+    txn_start_ms: int | None = None
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+    last_update_ms: int = 0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, data: bytes) -> TransactionMetadata:
+        doc = json.loads(data)
+        known = {"transactional_id", "producer_id", "producer_epoch", "state", "partitions", "txn_start_ms",
+                 "timeout_ms", "last_update_ms"}
+        return cls(str(doc["transactional_id"]), int(doc["producer_id"]), int(doc["producer_epoch"]),
+                   str(doc.get("state") or EMPTY), tuple((str(t), int(p)) for t, p in doc.get("partitions") or ()),
+                   doc.get("txn_start_ms"), int(doc.get("timeout_ms") or DEFAULT_TIMEOUT_MS),
+                   int(doc.get("last_update_ms") or 0), {k: v for k, v in doc.items() if k not in known})
+
+    def payload(self) -> dict[str, Any]:
+        return {**self.extra, "transactional_id": self.transactional_id, "producer_id": self.producer_id,
+                "producer_epoch": self.producer_epoch, "state": self.state,
+                "partitions": [list(p) for p in self.partitions], "txn_start_ms": self.txn_start_ms,
+                "timeout_ms": self.timeout_ms, "last_update_ms": self.last_update_ms}
+
+    def timed_out(self, now_ms: int) -> bool:
+        return self.state == ONGOING and self.txn_start_ms is not None and now_ms > self.txn_start_ms + self.timeout_ms
+
+
+class TransactionCoordinator:
+    """The coordinator's operations over one store (Kafka's InitProducerId, AddPartitionsToTxn, EndTxn, and the
+    timeout sweep)."""
+
+    def __init__(self, logs: LogManager) -> None:
+        self.logs = logs
+        self.storage = logs.storage
+
+    # -- the document ------------------------------------------------------------------------------------
+
+    def _location(self, transactional_id: str) -> str:
+        return producer_state.transactional_location(self.storage, transactional_id)
+
+    def describe(self, transactional_id: str) -> TransactionMetadata | None:
+        data = self.storage.read_versioned(self._location(transactional_id))
+        return None if data is None else TransactionMetadata.parse(data.data)
+
+    def list_transactions(self) -> list[TransactionMetadata]:
+        """Every transactional id of the store (Kafka's ``kafka-transactions.sh --list``)."""
+        out = []
+        for info in self.storage.list_files(self.storage.location(*producer_state.TRANSACTIONAL_IDS)):
+            if info.location.endswith(".json"):
+                data = self.storage.read_versioned(info.location)
+                if data is not None:
+                    out.append(TransactionMetadata.parse(data.data))
+        return sorted(out, key=lambda m: m.transactional_id)
+
+    def _update(self, transactional_id: str,
+                step: Callable[[TransactionMetadata | None], TransactionMetadata | None]) -> TransactionMetadata | None:
+        """Apply ``step`` to the id's current document by compare-and-swap until it wins; ``step`` returns the
+        new document, or None to leave it as it is (it may raise to refuse)."""
+        location = self._location(transactional_id)
+        for _ in range(producer_state.CAS_ATTEMPTS):
+            current = self.storage.read_versioned(location)
+            meta = None if current is None else TransactionMetadata.parse(current.data)
+            new = step(meta)
+            if new is None:
+                return meta
+            if current is None:
+                won = self.storage.create_json(location, new.payload())
+            else:
+                won = self.storage.replace_json(location, new.payload(), current.etag)
+            if won is not None:
+                return new
+        raise CommitConflictError(f"the transaction state of {transactional_id!r} lost the race "
+                                  f"{producer_state.CAS_ATTEMPTS} times")
+
+    # -- Kafka's requests --------------------------------------------------------------------------------
+
+    def init_producer_id(self, transactional_id: str, timeout_ms: int, now_ms: int) -> tuple[int, int]:
+        """(producer id, epoch) for ``transactional_id`` with the epoch bumped, after finishing whatever an older
+        holder left: an ongoing transaction is aborted, a prepared one completed as it was decided (Kafka's
+        InitProducerId). Every older producer with the id is fenced."""
+        check_timeout(timeout_ms)
+
+        def bump(meta: TransactionMetadata | None) -> TransactionMetadata:
+            if meta is None:
+                return TransactionMetadata(transactional_id, producer_state.allocate_producer_id(self.storage), 0,
+                                           timeout_ms=timeout_ms, last_update_ms=now_ms)
+            pid, epoch = meta.producer_id, meta.producer_epoch + 1
+            if epoch > producer_state.MAX_EPOCH:
+                pid, epoch = producer_state.allocate_producer_id(self.storage), 0
+            state = meta.state
+            if state == ONGOING:
+                state = PREPARE_ABORT  # the old holder's transaction cannot commit any more
+            return replace(meta, producer_id=pid, producer_epoch=epoch, state=state, timeout_ms=timeout_ms,
+                           last_update_ms=now_ms,
+                           extra={**meta.extra, "previous_producer_id": meta.producer_id})
+
+        meta = self._update(transactional_id, bump)
+        assert meta is not None
+        if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            meta = self._complete(meta, now_ms, markers_pid=self._markers_pid(meta))
+        return meta.producer_id, meta.producer_epoch
+
+    @staticmethod
+    def _markers_pid(meta: TransactionMetadata) -> int:
+        """The producer id the pending transaction's records carry (an exhausted epoch moved to a new id)."""
+        return int(meta.extra.get("previous_producer_id", meta.producer_id))
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: Iterable[tuple[str, int]], now_ms: int) -> None:
+        """Record that the current transaction writes to ``partitions`` (Kafka's AddPartitionsToTxn), before
+        anything is written there, so that a commit, an abort or a recovery marks every one of them. The first
+        call of a transaction starts it (state ``Ongoing``, its timeout running from now)."""
+        wanted = tuple(partitions)
+
+        def add(meta: TransactionMetadata | None) -> TransactionMetadata | None:
+            meta = self._check_holder(meta, transactional_id, producer_id, producer_epoch)
+            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                raise IllegalStateError(f"transaction of {transactional_id!r} is {meta.state}: it is being "
+                                        "completed; wait for commit_transaction/abort_transaction to return")
+            if meta.state == ONGOING:
+                new = tuple(p for p in wanted if p not in meta.partitions)
+                if not new:
+                    return None
+                return replace(meta, partitions=meta.partitions + new, last_update_ms=now_ms)
+            return replace(meta, state=ONGOING, partitions=tuple(dict.fromkeys(wanted)), txn_start_ms=now_ms,
+                           last_update_ms=now_ms)
+
+        self._update(transactional_id, add)
+
+    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                        now_ms: int) -> TransactionMetadata:
+        """Commit or abort the id's transaction (Kafka's EndTxn): decide, mark every partition, complete. Ending
+        a transaction that wrote nothing is a no-op, as in Kafka."""
+        prepare = PREPARE_COMMIT if commit else PREPARE_ABORT
+
+        def decide(meta: TransactionMetadata | None) -> TransactionMetadata | None:
+            meta = self._check_holder(meta, transactional_id, producer_id, producer_epoch)
+            if meta.state == prepare:
+                return None  # a retry after the decision: complete it again
+            if meta.state in IDLE:
+                return None
+            if meta.state != ONGOING:
+                raise IllegalStateError(f"cannot {'commit' if commit else 'abort'} the transaction of "
+                                        f"{transactional_id!r}: it is {meta.state}")
+            return replace(meta, state=prepare, last_update_ms=now_ms)
+
+        meta = self._update(transactional_id, decide)
+        assert meta is not None
+        if meta.state == prepare:
+            meta = self._complete(meta, now_ms, markers_pid=producer_id)
+        return meta
+
+    def abort_timed_out_transactions(self, now_ms: int) -> list[str]:
+        """Abort every transaction ongoing for longer than its timeout, bumping its id's epoch so its producer
+        is fenced, and finish every prepared transaction that has stayed prepared that long (its completer
+        died). Returns the transactional ids aborted or completed (Kafka's coordinator does this on a timer)."""
+        done = []
+        for meta in self.list_transactions():
+            stale_prepare = (meta.state in (PREPARE_COMMIT, PREPARE_ABORT)
+                             and now_ms > meta.last_update_ms + meta.timeout_ms)
+            if not meta.timed_out(now_ms) and not stale_prepare:
+                continue
+
+            def fence(m: TransactionMetadata | None, seen: TransactionMetadata = meta) -> TransactionMetadata | None:
+                if m is None or (m.producer_id, m.producer_epoch, m.state) != (seen.producer_id, seen.producer_epoch,
+                                                                                seen.state):
+                    return None  # it moved on meanwhile: its holder is alive
+                state = PREPARE_ABORT if m.state == ONGOING else m.state
+                return replace(m, producer_epoch=m.producer_epoch + 1, state=state, last_update_ms=now_ms,
+                               extra={**m.extra, "previous_producer_id": m.producer_id})
+
+            new = self._update(meta.transactional_id, fence)
+            if new is not None and new.producer_epoch == meta.producer_epoch + 1 \
+                    and new.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                self._complete(new, now_ms, markers_pid=meta.producer_id)
+                done.append(meta.transactional_id)
+        return done
+
+    # -- internals ---------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_holder(meta: TransactionMetadata | None, transactional_id: str, producer_id: int,
+                      producer_epoch: int) -> TransactionMetadata:
+        if meta is None:
+            raise IllegalStateError(f"transactional id {transactional_id!r} was never initialised: call "
+                                    "init_transactions() first")
+        if (meta.producer_id, meta.producer_epoch) != (producer_id, producer_epoch):
+            raise ProducerFencedError(
+                f"There is a newer producer with the same transactional_id {transactional_id!r} (producer id "
+                f"{meta.producer_id}, epoch {meta.producer_epoch}) which fences producer id {producer_id} epoch "
+                f"{producer_epoch}: close this producer")
+        return meta
+
+    def _complete(self, meta: TransactionMetadata, now_ms: int, *, markers_pid: int) -> TransactionMetadata:
+        """Write the decided marker into every partition of the transaction, then move to Complete*."""
+        commit = meta.state == PREPARE_COMMIT
+        control = COMMIT if commit else ABORT
+        for topic, partition in meta.partitions:
+            if not self.logs.topic_exists(topic):
+                continue  # a topic deleted meanwhile has nothing left to mark
+            self.logs.log(topic, partition).write_marker(markers_pid, meta.producer_epoch, control, now_ms)
+        final = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+
+        def finish(m: TransactionMetadata | None) -> TransactionMetadata | None:
+            if m is None or m.state != meta.state or m.producer_epoch != meta.producer_epoch:
+                return None
+            extra = {k: v for k, v in m.extra.items() if k != "previous_producer_id"}
+            return replace(m, state=final, partitions=(), txn_start_ms=None, last_update_ms=now_ms, extra=extra)
+
+        out = self._update(meta.transactional_id, finish)
+        return out if out is not None else meta
+
+
+def check_timeout(timeout_ms: int) -> None:
+    from deltalog.errors import InvalidConfigError
+
+    if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or not 1 <= timeout_ms <= MAX_TIMEOUT_MS:
+        raise InvalidConfigError(f"Invalid value {timeout_ms!r} for configuration transaction.timeout.ms: the "
+                                 f"transaction timeout must be an integer between 1 and {MAX_TIMEOUT_MS} ms "
+                                 "(the coordinator's transaction.max.timeout.ms)")
