@@ -6,13 +6,14 @@ attribute here and a key of :meth:`PartitionState.as_dict`, not only a line of t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from deltalog.cleaner.log_to_clean import LogToClean
 from deltalog.config import TopicConfig
 from deltalog.log.partition_log import LogSnapshot
+from deltalog.log.transactions import TxnIndex
 from deltalog.log.segment import Segment
 
 
@@ -38,13 +39,19 @@ class PartitionState:
     max_compaction_delay_ms: int
     #: Why the partition is in the cleaner's uncleanable set (None: it is not); it is then never eligible.
     uncleanable_reason: str | None = None
+    #: The first offset of the earliest ongoing transaction, else the log end offset (Kafka's LSO): where
+    #: read_committed readers stop, and a bound of the cleaner's dirty section.
+    last_stable_offset: int | None = None
+    #: Producer id -> first offset of each transaction ongoing in the partition.
+    ongoing_transactions: Mapping[int, int] = field(default_factory=dict)
 
     @property
     def uncleanable(self) -> bool:
         return self.uncleanable_reason is not None
 
     @classmethod
-    def of(cls, snap: LogSnapshot, now_ms: int, *, uncleanable_reason: str | None = None) -> PartitionState:
+    def of(cls, snap: LogSnapshot, now_ms: int, *, uncleanable_reason: str | None = None,
+           txns: TxnIndex | None = None) -> PartitionState:
         ltc = LogToClean.of(snap, now_ms)
         return cls(
             topic=snap.topic,
@@ -64,6 +71,8 @@ class PartitionState:
             eligible_for_cleaning=ltc.eligible and uncleanable_reason is None,
             max_compaction_delay_ms=ltc.max_compaction_delay_ms,
             uncleanable_reason=uncleanable_reason,
+            last_stable_offset=snap.log_end_offset if txns is None else txns.last_stable_offset,
+            ongoing_transactions=dict(txns.ongoing) if txns is not None else {},
         )
 
     def as_dict(self) -> dict[str, Any]:

@@ -223,11 +223,15 @@ class Store:
         from_offset: int | Literal["earliest", "latest"] = 0,
         *,
         max_records: int | None = None,
+        isolation_level: str = "read_uncommitted",
     ) -> list[Record]:
         """Records from ``from_offset`` on, in offset order (``"earliest"``: the log start offset).
 
         A position that compaction emptied reads on from the next record; an offset below the log start
-        or past the log end raises :class:`~deltalog.errors.OffsetOutOfRangeError`.
+        or past the log end raises :class:`~deltalog.errors.OffsetOutOfRangeError`. ``isolation_level`` is
+        Kafka's: ``read_uncommitted`` (the Kafka consumer's default) reads to the log end, records of open and
+        aborted transactions included; ``read_committed`` stops at the last stable offset and leaves aborted
+        records out. Transaction markers are never returned.
         """
         log = self.log(topic, partition)
         if from_offset == "earliest":
@@ -241,7 +245,7 @@ class Store:
             raise InvalidConfigError(f"max_records must be None or an int >= 0, not {shown(max_records)}")
         if max_records is not None and max_records >= 2**63:  # more than any partition holds; Arrow takes int64
             max_records = None
-        return log.read(from_offset, max_records)
+        return log.read(from_offset, max_records, isolation_level=isolation_level)
 
     # -- consumer groups ------------------------------------------------------------------------------
 
@@ -302,7 +306,7 @@ class Store:
             damage.raise_data_damage(log.storage, log.uri, snap.files)  # one listing: missing or resized files
             mark = marks.get(snap.topic, snap.partition, snap.topic_id)
             reason = None if mark is None else f"{mark.error_type}: {mark.message}"
-            states.append(PartitionState.of(snap, now, uncleanable_reason=reason))
+            states.append(PartitionState.of(snap, now, uncleanable_reason=reason, txns=log.txn_index(snap)))
         return TopicDescription(topic, self.topic_config(topic), tuple(states))
 
     # -- SQL and data-quality checks ----------------------------------------------------------------------
@@ -316,18 +320,20 @@ class Store:
 
         return views.sql(self.log_manager, self.spark, query)
 
-    def current_state(self, topic: str) -> DataFrame:
+    def current_state(self, topic: str, *, isolation_level: str = "read_committed") -> DataFrame:
         """The latest non-tombstone record of every key, per partition, as a Spark DataFrame
-        (``partition, offset, key, value, headers, timestamp_ms``; key/value decoded per the topic's encodings)."""
+        (``partition, offset, key, value, headers, timestamp_ms``; key/value decoded per the topic's encodings),
+        among committed records unless ``isolation_level="read_uncommitted"``."""
         from deltalog.sql import views
 
-        return views.current_state(self.log_manager, self.spark, topic)
+        return views.current_state(self.log_manager, self.spark, topic, isolation_level=isolation_level)
 
-    def log_frame(self, topic: str) -> DataFrame:
-        """Every record of every partition of ``topic`` as a Spark DataFrame, with a ``partition`` column."""
+    def log_frame(self, topic: str, *, isolation_level: str = "read_committed") -> DataFrame:
+        """Every record of every partition of ``topic`` as a Spark DataFrame, with a ``partition`` column
+        (committed records unless ``isolation_level="read_uncommitted"``; never transaction markers)."""
         from deltalog.sql import views
 
-        return views.log_frame(self.log_manager, self.spark, topic)
+        return views.log_frame(self.log_manager, self.spark, topic, isolation_level=isolation_level)
 
     def check(self, topic: str, *, partitions: Sequence[int] | None = None,
               cleans: str | Mapping[int, Sequence[int]] = "last", data_docs: bool = False,

@@ -70,8 +70,8 @@ class AbortedTxn:
     first_offset: int
     last_offset: int
 
-    def to_list(self) -> list[int]:
-        return [self.producer_id, self.first_offset, self.last_offset]
+    def to_tuple(self) -> tuple[int, int, int]:
+        return (self.producer_id, self.first_offset, self.last_offset)
 
 
 @dataclass(frozen=True)
@@ -102,10 +102,26 @@ class TxnIndex:
         """Where a reader at ``level`` stops (exclusive)."""
         return self.last_stable_offset if level == READ_COMMITTED else self.log_end_offset
 
+    def view(self, level: str) -> TxnView:
+        """What a reader at ``level`` may see of the partition."""
+        level = isolation_level(level, READ_COMMITTED)
+        upper = self.upper_offset(level)
+        return TxnView(level, upper, self.aborted_between(None, upper) if level == READ_COMMITTED else ())
+
     def aborted_between(self, lo: int | None, hi: int | None) -> tuple[AbortedTxn, ...]:
         """Aborted transactions that may hold records in ``[lo, hi)`` (None: unbounded)."""
         return tuple(a for a in self.aborted
                      if (lo is None or a.last_offset > lo) and (hi is None or a.first_offset < hi))
+
+
+@dataclass(frozen=True)
+class TxnView:
+    """A reader's view of one partition: offsets below ``upper``, markers never, aborted records never under
+    read_committed (``aborted`` is empty under read_uncommitted)."""
+
+    level: str
+    upper: int
+    aborted: tuple[AbortedTxn, ...] = ()
 
 
 def _is_simple(f: DataFile) -> bool:
@@ -171,9 +187,12 @@ def visible(table: pa.Table, aborted: Sequence[AbortedTxn] = ()) -> pa.Table:
     aborted ones for read_committed, nothing for read_uncommitted). A table without the transactional columns
     (a plain file) is returned as it is."""
     names = table.column_names
-    if CONTROL not in names or (table.column(CONTROL).null_count == table.num_rows and not aborted):
+    markers = CONTROL in names and table.column(CONTROL).null_count < table.num_rows
+    if not markers and not (aborted and PRODUCER_ID in names):
         return table
-    keep = np.asarray(pc.is_null(table.column(CONTROL)).to_numpy(zero_copy_only=False), dtype=bool)
+    keep = np.ones(table.num_rows, dtype=bool)
+    if markers:
+        keep &= np.asarray(pc.is_null(table.column(CONTROL)).to_numpy(zero_copy_only=False), dtype=bool)
     if aborted and PRODUCER_ID in names:
         hit = aborted_mask(table.column(OFFSET), table.column(PRODUCER_ID), aborted)
         if hit is not None:

@@ -5,7 +5,9 @@ A user of Spark's Kafka integration keeps the code they have and swaps ``format(
 the schema of Spark's Kafka source (``key``, ``value``, ``topic``, ``partition``, ``offset``, ``timestamp``,
 ``timestampType``, and ``headers`` with ``includeHeaders=true``), the options keep Kafka's names
 (``subscribe``, ``subscribePattern``, ``assign``, ``startingOffsets``, ``endingOffsets``,
-``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``includeHeaders``) and the sink takes Kafka's columns
+``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``includeHeaders``, ``kafka.isolation.level``: ``read_committed``
+by default, so reads stop at each partition's last stable offset and leave aborted transactions out; transaction
+markers are never rows) and the sink takes Kafka's columns
 (``key``, ``value``, ``headers``, ``partition``, ``topic``).
 
 It is one Python data source, so it runs alike on a classic session and on Spark Connect. Reads plan offset
@@ -80,6 +82,7 @@ from pyspark.sql.types import (
 )
 
 from deltalog.errors import DeltalogError, InvalidArgumentError, OffsetOutOfRangeError
+from deltalog.log import transactions
 from deltalog.log.record import HEADERS, KEY, OFFSET, TIMESTAMP, VALUE
 from deltalog.sql.source import STORAGE_OPTION_PREFIX, FileSlice, file_slices, plan_tasks, read_slice
 from deltalog.storage import Storage
@@ -182,6 +185,8 @@ class Options:
         self.fail_on_data_loss = _bool(opts, "failondataloss", True)
         self.include_headers = _bool(opts, "includeheaders", False)
         self.push_filters = _bool(opts, "pushfilters", False)
+        level = opts.get("kafka.isolation.level") or opts.get("isolation.level") or opts.get("isolationlevel")
+        self.isolation_level = transactions.isolation_level(level, transactions.READ_COMMITTED)
         self.mode = (opts.get("mode") or "log").strip().lower()
         if self.mode not in ("log", "current"):
             raise InvalidArgumentError(f"option 'mode' must be 'log' (every record) or 'current' (the latest "
@@ -487,8 +492,9 @@ class DeltalogBatchReader(DataSourceReader):
                 continue
             log = store.logs.log(topic, partition)
             snap = log.snapshot()
+            view = log.txn_index(snap).view(opts.isolation_level)
             if opts.mode == "current":
-                start, end = snap.log_start_offset, snap.log_end_offset
+                start, end = snap.log_start_offset, view.upper
             else:
                 start = _resolve(opts.starting, "earliest", topic, partition, "startingOffsets")
                 end = _resolve(opts.ending, "latest", topic, partition, "endingOffsets")
@@ -499,7 +505,7 @@ class DeltalogBatchReader(DataSourceReader):
                     raise InvalidArgumentError(f"endingOffsets for {topic}-{partition} can't be earliest (-2) for "
                                                "batch queries")
                 start = snap.log_start_offset if start == EARLIEST else start
-                end = snap.log_end_offset if end == LATEST else end
+                end = view.upper if end == LATEST else end
                 if start < snap.log_start_offset:
                     _data_loss(opts, f"offsets [{start}, {min(end, snap.log_start_offset)}) of {topic}-{partition} "
                                      f"are below its log start offset {snap.log_start_offset}")
@@ -515,7 +521,7 @@ class DeltalogBatchReader(DataSourceReader):
             if end <= start:
                 continue
             clean_upto = max(snap.first_dirty_offset, snap.log_start_offset) if opts.mode == "current" else None
-            slices = file_slices(log.uri, partition, snap.files, from_offset=start, to_offset=end)
+            slices = file_slices(log.uri, partition, snap.files, from_offset=start, to_offset=end, view=view)
             # current state: a partition is one task (its keys are deduplicated together)
             groups = [slices] if opts.mode == "current" else plan_tasks(slices, 1)
             tasks += [InputPartition(_Range(topic, partition, [s.to_list() for s in g], clean_upto))
@@ -600,8 +606,13 @@ class DeltalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         store = self._logs()
         out = {}
         for topic, p in store.topic_partitions(self.opts):
-            head = store.logs.log(topic, p).head()
-            out[(topic, p)] = (head.log_start_offset, head.log_end_offset)
+            log = store.logs.log(topic, p)
+            if self.opts.isolation_level == transactions.READ_UNCOMMITTED:
+                head = log.head()
+                out[(topic, p)] = (head.log_start_offset, head.log_end_offset)
+            else:  # a read_committed stream never passes the last stable offset
+                snap = log.snapshot()
+                out[(topic, p)] = (snap.log_start_offset, log.txn_index(snap).last_stable_offset)
         return out
 
     def initialOffset(self) -> dict:  # noqa: N802 - pyspark's names
@@ -652,7 +663,8 @@ class DeltalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 s = snap.log_start_offset
                 if e <= s:
                     continue
-            slices = file_slices(log.uri, p, snap.files, from_offset=s, to_offset=e)
+            slices = file_slices(log.uri, p, snap.files, from_offset=s, to_offset=e,
+                                 view=log.txn_index(snap).view(self.opts.isolation_level))
             tasks += [InputPartition(_Range(topic, p, [x.to_list() for x in g])) for g in plan_tasks(slices, 1)]
         return tasks
 

@@ -41,7 +41,7 @@ import json
 import threading
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -61,7 +61,8 @@ from pyspark.sql.types import (
 from deltalog.errors import InvalidArgumentError
 from deltalog.log import damage
 from deltalog.log.delta import DataFile
-from deltalog.log.record import OFFSET, RECORD_SCHEMA
+from deltalog.log.record import CONTROL, OFFSET, PRODUCER_ID, RECORD_SCHEMA
+from deltalog.log.transactions import AbortedTxn, TxnView, aborted_mask
 from deltalog.storage import Storage, join
 
 SOURCE_NAME = "deltalog_files"
@@ -92,6 +93,10 @@ SPARK_TYPES = {
     "timestamp_ms": LongType(),
     "segment": LongType(),
     "delete_horizon_ms": LongType(),
+    "producer_id": LongType(),
+    "producer_epoch": IntegerType(),
+    "control": StringType(),
+    "txn_first_offset": LongType(),
     PARTITION_COLUMN: IntegerType(),
     FILE_COLUMN: StringType(),
     ROW_INDEX_COLUMN: LongType(),
@@ -122,6 +127,11 @@ class FileSlice:
     max_offset: int
     from_offset: int | None = None
     to_offset: int | None = None
+    #: What an application may see (see :mod:`deltalog.log.transactions`): markers left out, and the records of
+    #: these aborted transactions ``(producer id, first offset, marker offset)`` too (read_committed). A raw
+    #: read (the checks, the damage scan) keeps every row.
+    drop_control: bool = False
+    aborted: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def location(self) -> str:
@@ -136,17 +146,21 @@ class FileSlice:
         lo = _max(self.from_offset, from_offset)
         hi = self.to_offset if to_offset is None else (to_offset if self.to_offset is None
                                                        else min(self.to_offset, to_offset))
-        return FileSlice(self.table, self.path, self.partition, self.size_bytes, self.min_offset, self.max_offset,
-                         lo, hi)
+        return replace(self, from_offset=lo, to_offset=hi)
 
     def to_list(self) -> list[Any]:
-        return [self.table, self.path, self.partition, self.size_bytes, self.min_offset, self.max_offset,
-                self.from_offset, self.to_offset]
+        out = [self.table, self.path, self.partition, self.size_bytes, self.min_offset, self.max_offset,
+               self.from_offset, self.to_offset]
+        if self.drop_control or self.aborted:
+            out += [self.drop_control, [list(a) for a in self.aborted]]
+        return out
 
     @classmethod
     def from_list(cls, v: Sequence[Any]) -> FileSlice:
+        extra = {} if len(v) <= 8 else {"drop_control": bool(v[8]),
+                                        "aborted": tuple((int(a), int(b), int(c)) for a, b, c in v[9])}
         return cls(str(v[0]), str(v[1]), int(v[2]), int(v[3]), int(v[4]), int(v[5]),
-                   None if v[6] is None else int(v[6]), None if v[7] is None else int(v[7]))
+                   None if v[6] is None else int(v[6]), None if v[7] is None else int(v[7]), **extra)
 
 
 def _max(a: int | None, b: int | None) -> int | None:
@@ -154,11 +168,21 @@ def _max(a: int | None, b: int | None) -> int | None:
 
 
 def file_slices(table: str, partition: int, files: Sequence[DataFile], *, from_offset: int | None = None,
-                to_offset: int | None = None) -> list[FileSlice]:
-    """Slices of the ``files`` of one partition table that may hold offsets in ``[from_offset, to_offset)``."""
+                to_offset: int | None = None, view: TxnView | None = None) -> list[FileSlice]:
+    """Slices of the ``files`` of one partition table that may hold offsets in ``[from_offset, to_offset)``.
+
+    With a ``view`` (:meth:`TxnIndex.view <deltalog.log.transactions.TxnIndex.view>`), the slices read what an
+    application at its isolation level sees: up to its bound, without markers or aborted records."""
+    if view is not None:
+        to_offset = view.upper if to_offset is None else min(to_offset, view.upper)
     slices = [FileSlice(table, f.path, partition, f.size_bytes, f.min_offset, f.max_offset, from_offset, to_offset)
               for f in files]
-    return [s for s in slices if s.overlaps()]
+    out = [s for s in slices if s.overlaps()]
+    if view is None:
+        return out
+    return [replace(s, drop_control=True, aborted=tuple(
+        a.to_tuple() for a in view.aborted if a.last_offset > s.min_offset and a.first_offset <= s.max_offset))
+        for s in out]
 
 
 def plan_tasks(slices: Sequence[FileSlice], parallelism: int) -> list[list[FileSlice]]:
@@ -202,6 +226,9 @@ def _read_slice(storage: Storage, s: FileSlice, columns: Sequence[str], *, keep_
     bounded = s.from_offset is not None or s.to_offset is not None
     if bounded and OFFSET not in read_cols:
         read_cols.append(OFFSET)
+    txn_cols = [c for c in ((CONTROL,) if s.drop_control else ()) + ((PRODUCER_ID, OFFSET) if s.aborted else ())
+                if c in names and c not in read_cols]
+    read_cols += list(dict.fromkeys(txn_cols))
     md = pf.metadata
     offset_at = names.index(OFFSET) if OFFSET in names else None
     first_row = 0
@@ -214,6 +241,8 @@ def _read_slice(storage: Storage, s: FileSlice, columns: Sequence[str], *, keep_
         table = pf.read_row_group(rg, columns=read_cols) if read_cols else pa.table({"_": pa.nulls(n)})
         index = pa.array(np.arange(start, start + n, dtype=np.int64)) if ROW_INDEX_COLUMN in columns else None
         mask = _wanted(table, s, keep_null_offsets)
+        if s.drop_control or s.aborted:
+            mask = _visible_mask(table, s, mask)
         if mask is not None:
             table = table.filter(mask)
             index = index.filter(mask) if index is not None else None
@@ -233,6 +262,22 @@ def _read_slice(storage: Storage, s: FileSlice, columns: Sequence[str], *, keep_
             else:
                 out.append(pa.nulls(rows, RECORD_SCHEMA.field(c).type))
         yield from pa.Table.from_arrays(out, names=list(columns)).to_batches(max_chunksize=batch_rows)
+
+
+def _visible_mask(table: pa.Table, s: FileSlice, mask: Any) -> Any:
+    """``mask`` narrowed to the rows an application sees: no markers, no record of the slice's aborted
+    transactions. A plain file (no control column) has nothing to drop."""
+    names = table.column_names
+    keep = np.ones(table.num_rows, dtype=bool)
+    if CONTROL in names:
+        keep &= np.asarray(pc.is_null(table.column(CONTROL)).to_numpy(zero_copy_only=False), dtype=bool)
+    if s.aborted and PRODUCER_ID in names:
+        hit = aborted_mask(table.column(OFFSET), table.column(PRODUCER_ID), [AbortedTxn(*a) for a in s.aborted])
+        if hit is not None:
+            keep &= ~hit
+    if keep.all():
+        return mask
+    return pa.array(keep) if mask is None else pc.and_(mask, pa.array(keep))
 
 
 def _outside(stats: Any, s: FileSlice, keep_null_offsets: bool) -> bool:

@@ -43,6 +43,7 @@ from deltalog.log import damage
 from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, SEGMENT, TIMESTAMP, VALUE
+from deltalog.log.transactions import READ_COMMITTED
 from deltalog.spark import functions
 from deltalog.sql.encoding import decoded_columns
 from deltalog.sql.reads import read_slices, storage_of
@@ -88,34 +89,43 @@ def _snapshots(logs: LogManager, topic: str) -> list[tuple[PartitionLog, LogSnap
     return out
 
 
-def log_frame(logs: LogManager, spark: SparkSession, topic: str, *, decode: bool = True) -> DataFrame:
-    """Every record of every partition of ``topic`` (latest snapshots), with a ``partition`` column."""
+def log_frame(logs: LogManager, spark: SparkSession, topic: str, *, decode: bool = True,
+              isolation_level: str = READ_COMMITTED) -> DataFrame:
+    """Every record of every partition of ``topic`` (latest snapshots), with a ``partition`` column; under
+    ``read_committed`` (the default) up to each partition's last stable offset and without aborted records."""
     config = logs.topic_config(topic)
     slices = [s for log, snap in _snapshots(logs, topic)
-              for s in file_slices(log.uri, snap.partition, snap.files, from_offset=snap.log_start_offset)]
+              for s in file_slices(log.uri, snap.partition, snap.files, from_offset=snap.log_start_offset,
+                                   view=log.txn_index(snap).view(isolation_level))]
     df = read_slices(spark, storage_of(logs), slices, LOG_COLUMNS)
     return df.select(*decoded_columns(spark, config, LOG_COLUMNS)) if decode else df
 
 
-def partition_current_state(spark: SparkSession, log: PartitionLog, snap: LogSnapshot) -> DataFrame:
+def partition_current_state(spark: SparkSession, log: PartitionLog, snap: LogSnapshot, *,
+                            isolation_level: str = READ_COMMITTED) -> DataFrame:
     """The latest non-tombstone record per key of one partition snapshot, raw (undecoded) columns."""
-    return _current_state(spark, storage_of(log), [(log, snap)])
+    return _current_state(spark, storage_of(log), [(log, snap)], isolation_level)
 
 
-def _current_state(spark: SparkSession, storage: Storage, parts: list[tuple[PartitionLog, LogSnapshot]]) -> DataFrame:
+def _current_state(spark: SparkSession, storage: Storage, parts: list[tuple[PartitionLog, LogSnapshot]],
+                   isolation_level: str = READ_COMMITTED) -> DataFrame:
     """The current state of partition snapshots, raw columns: one read of every clean section and one of every
-    dirty tail, whatever the number of partitions (keys are partition-local, so the tail is keyed by both)."""
+    dirty tail, whatever the number of partitions (keys are partition-local, so the tail is keyed by both).
+    The clean section holds no aborted or uncommitted record (the cleaner drops the first and stops below the
+    last stable offset); the tail is read at ``isolation_level``."""
     clean_slices, tail_slices = [], []
     tail_bytes = 0
     for log, snap in parts:
+        view = log.txn_index(snap).view(isolation_level)
         start = snap.log_start_offset
         first_dirty = max(snap.first_dirty_offset, start)
         live = snap.files_from(start)
         # Clean section: unique keys already. A file of tombstones only cannot contribute (stats: null count).
         clean_files = [f for f in live if f.min_offset < first_dirty and f.tombstones < f.num_records]
         tail_files = [f for f in live if f.max_offset >= first_dirty]
-        clean_slices += file_slices(log.uri, snap.partition, clean_files, from_offset=start, to_offset=first_dirty)
-        tail_slices += file_slices(log.uri, snap.partition, tail_files, from_offset=first_dirty)
+        clean_slices += file_slices(log.uri, snap.partition, clean_files, from_offset=start, to_offset=first_dirty,
+                                    view=view)
+        tail_slices += file_slices(log.uri, snap.partition, tail_files, from_offset=first_dirty, view=view)
         tail_bytes += sum(f.size_bytes for f in tail_files)
     sf = functions(spark)
     cols = list(STATE_COLUMNS)
@@ -138,14 +148,16 @@ def _current_state(spark: SparkSession, storage: Storage, parts: list[tuple[Part
     return clean.unionByName(latest.where(value.isNotNull()))
 
 
-def current_state(logs: LogManager, spark: SparkSession, topic: str, *, decode: bool = True) -> DataFrame:
-    """The current state of ``topic``: per partition, the latest record of each key unless it is a tombstone.
+def current_state(logs: LogManager, spark: SparkSession, topic: str, *, decode: bool = True,
+                  isolation_level: str = READ_COMMITTED) -> DataFrame:
+    """The current state of ``topic``: per partition, the latest record of each key unless it is a tombstone,
+    among the records ``isolation_level`` sees (committed ones by default).
 
     Columns ``partition, offset, key, value, headers, timestamp_ms``; see the module docstring for how it
     stays correct and cheap at every stage of compaction.
     """
     config = logs.topic_config(topic)
-    df = _current_state(spark, storage_of(logs), _snapshots(logs, topic))
+    df = _current_state(spark, storage_of(logs), _snapshots(logs, topic), isolation_level)
     return df.select(*decoded_columns(spark, config, STATE_COLUMNS)) if decode else df
 
 

@@ -1,0 +1,266 @@
+"""Transactions (issue 15): Kafka's producer vocabulary, markers, the last stable offset, both isolation levels in
+every reader (store.read, the consumer, SQL views, current state, format("deltalog")), the coordinator's recovery
+of a dead producer's transaction (a real SIGKILLed process) and its timeout abort."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from deltalog import IllegalStateError, InvalidConfigError, ProducerFencedError, Record, Store
+from deltalog.groups.offsets_topic import OFFSETS_TOPIC
+from deltalog.log.transaction_coordinator import COMPLETE_ABORT, COMPLETE_COMMIT, ONGOING, TransactionCoordinator
+from deltalog.log.transactions import AbortedTxn
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def recs(*pairs):
+    return [Record(key=k.encode(), value=v.encode()) for k, v in pairs]
+
+
+def seen(store, topic, partition=0, level="read_committed"):
+    return [(r.offset, r.key.decode(), r.value.decode() if r.value is not None else None)
+            for r in store.read(topic, partition, isolation_level=level)]
+
+
+@pytest.fixture
+def topic(store):
+    store.create_topic("t", 2, config={"cleanup.policy": "compact"})
+    return "t"
+
+
+def test_records_of_a_transaction_become_visible_together_on_commit(store, topic):
+    p = store.producer(transactional_id="app")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send(topic, recs(("a", "1"), ("b", "2")), partition=0)
+    p.send(topic, recs(("c", "3")), partition=1)
+    # open: read_uncommitted sees the records, read_committed stops at the last stable offset (0)
+    assert seen(store, topic, 0, "read_uncommitted") == [(0, "a", "1"), (1, "b", "2")]
+    assert seen(store, topic, 0) == [] and seen(store, topic, 1) == []
+    assert store.describe(topic)[0].last_stable_offset == 0
+    p.commit_transaction()
+    assert seen(store, topic, 0) == [(0, "a", "1"), (1, "b", "2")]
+    assert seen(store, topic, 1) == [(0, "c", "3")]
+    # each partition got one COMMIT marker, which takes an offset and is never returned
+    d = store.describe(topic)
+    assert [s.log_end_offset for s in d] == [3, 2]
+    assert [s.last_stable_offset for s in d] == [3, 2]
+    assert TransactionCoordinator(store.log_manager).describe("app").state == COMPLETE_COMMIT
+
+
+def test_an_aborted_transaction_is_never_visible_to_read_committed(store, topic):
+    plain = store.producer()
+    plain.send(topic, recs(("a", "old")), partition=0)
+    p = store.producer(transactional_id="app")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send(topic, recs(("a", "aborted"), ("b", "aborted")), partition=0)
+    plain.send(topic, recs(("c", "plain")), partition=0)  # interleaved with the transaction
+    p.abort_transaction()
+    assert seen(store, topic) == [(0, "a", "old"), (3, "c", "plain")]
+    assert seen(store, topic, 0, "read_uncommitted") == [(0, "a", "old"), (1, "a", "aborted"), (2, "b", "aborted"),
+                                                        (3, "c", "plain")]
+    index = store.log(topic, 0).txn_index()
+    assert index.aborted == (AbortedTxn(p.producer_id, 1, 4),)
+    assert index.last_stable_offset == 5
+    # the next transaction of the same producer commits normally
+    p.begin_transaction()
+    p.send(topic, recs(("a", "new")), partition=0)
+    p.commit_transaction()
+    assert seen(store, topic)[-1] == (5, "a", "new")
+
+
+def test_the_last_stable_offset_is_the_first_offset_of_the_earliest_open_transaction(store, topic):
+    a, b = store.producer(transactional_id="a"), store.producer(transactional_id="b")
+    a.init_transactions()
+    b.init_transactions()
+    store.produce(topic, recs(("x", "0")), partition=0)
+    a.begin_transaction()
+    a.send(topic, recs(("x", "1")), partition=0)  # offset 1
+    b.begin_transaction()
+    b.send(topic, recs(("y", "2")), partition=0)  # offset 2
+    assert store.log(topic, 0).txn_index().last_stable_offset == 1
+    b.commit_transaction()  # marker at 3; a still open
+    assert store.log(topic, 0).txn_index().last_stable_offset == 1
+    assert seen(store, topic) == [(0, "x", "0")]
+    a.commit_transaction()
+    assert store.log(topic, 0).txn_index().last_stable_offset == 5
+    assert [o for o, _, _ in seen(store, topic)] == [0, 1, 2]
+
+
+def test_transactional_calls_follow_kafkas_state_machine(store, topic):
+    p = store.producer(transactional_id="app")
+    with pytest.raises(IllegalStateError, match="init_transactions"):
+        p.begin_transaction()
+    p.init_transactions()
+    with pytest.raises(IllegalStateError, match="no transaction is in progress"):
+        p.commit_transaction()
+    p.begin_transaction()
+    with pytest.raises(IllegalStateError, match="already in progress"):
+        p.begin_transaction()
+    p.commit_transaction()  # a transaction that wrote nothing commits as a no-op
+    with pytest.raises(IllegalStateError, match="non-transactional"):
+        store.producer().begin_transaction()
+    with pytest.raises(InvalidConfigError, match="transaction"):
+        store.producer(transactional_id="x", transaction_timeout_ms=0)
+
+
+def test_a_new_producer_with_the_id_aborts_the_open_transaction_and_fences_the_old_one(store, topic):
+    old = store.producer(transactional_id="app")
+    old.init_transactions()
+    old.begin_transaction()
+    old.send(topic, recs(("a", "zombie")), partition=0)
+    new = store.producer(transactional_id="app")
+    new.init_transactions()  # aborts what the old one left open
+    assert seen(store, topic) == []
+    assert store.log(topic, 0).txn_index().last_stable_offset == 2
+    with pytest.raises(ProducerFencedError):
+        old.send(topic, recs(("a", "late")), partition=0)
+    with pytest.raises(ProducerFencedError):
+        old.commit_transaction()
+    new.begin_transaction()
+    new.send(topic, recs(("a", "fresh")), partition=0)
+    new.commit_transaction()
+    assert seen(store, topic) == [(2, "a", "fresh")]
+
+
+def test_a_transaction_left_open_is_aborted_after_its_timeout_by_the_cleaner_cycle(store, topic, clock):
+    p = store.producer(transactional_id="slow", transaction_timeout_ms=1000)
+    p.init_transactions()
+    p.begin_transaction()
+    p.send(topic, recs(("a", "1")), partition=0)
+    coordinator = TransactionCoordinator(store.log_manager)
+    assert coordinator.abort_timed_out_transactions(clock.now_ms()) == []
+    assert coordinator.describe("slow").state == ONGOING
+    clock.advance(1001)
+    assert coordinator.abort_timed_out_transactions(clock.now_ms()) == ["slow"]
+    meta = coordinator.describe("slow")
+    assert meta.state == COMPLETE_ABORT and meta.producer_epoch == 1
+    assert store.log(topic, 0).txn_index().aborted[0].first_offset == 0
+    with pytest.raises(ProducerFencedError):
+        p.send(topic, recs(("a", "2")), partition=0)
+
+
+def test_offsets_sent_to_a_transaction_are_committed_only_if_it_commits(store, topic):
+    store.produce(topic, recs(("a", "1"), ("b", "2")), partition=0)
+    consumer = store.consumer(group_id="g")
+    from deltalog import TopicPartition
+
+    p = store.producer(transactional_id="rpw")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send(topic, recs(("out", "x")), partition=1)
+    p.send_offsets_to_transaction({TopicPartition(topic, 0): 2}, "g")
+    assert consumer.committed(TopicPartition(topic, 0)) is None  # not before the commit
+    p.abort_transaction()
+    assert store.consumer(group_id="g").committed(TopicPartition(topic, 0)) is None
+    p.begin_transaction()
+    p.send(topic, recs(("out", "y")), partition=1)
+    p.send_offsets_to_transaction({TopicPartition(topic, 0): 2}, "g")
+    p.commit_transaction()
+    assert store.consumer(group_id="g").committed(TopicPartition(topic, 0)) == 2
+    # the offsets are records of the transaction in __consumer_offsets, behind its COMMIT marker
+    offsets_log = store.log(OFFSETS_TOPIC, store.offsets_topic.partition_for("g"))
+    assert offsets_log.txn_index().last_stable_offset == offsets_log.head().log_end_offset
+
+
+def test_the_consumer_reads_at_its_isolation_level(store, topic):
+    from deltalog import TopicPartition
+
+    p = store.producer(transactional_id="app")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send(topic, recs(("a", "1")), partition=0)
+    p.abort_transaction()
+    p.begin_transaction()
+    p.send(topic, recs(("b", "2")), partition=0)
+    committed = store.consumer(isolation_level="read_committed", auto_offset_reset="earliest")
+    committed.assign([TopicPartition(topic, 0)])
+    uncommitted = store.consumer(auto_offset_reset="earliest")  # Kafka's default: read_uncommitted
+    uncommitted.assign([TopicPartition(topic, 0)])
+
+    def values(c):
+        return [r.value for rs in c.poll(timeout_ms=0).values() for r in rs]
+
+    assert values(uncommitted) == [b"1", b"2"]
+    assert values(committed) == []
+    assert committed.position(TopicPartition(topic, 0)) == 2  # stops at the LSO: b's transaction is open
+    p.commit_transaction()
+    assert values(committed) == [b"2"]
+    assert committed.position(TopicPartition(topic, 0)) == 4
+
+
+def test_sql_views_and_current_state_read_committed_by_default(spark_store):
+    store = spark_store
+    store.create_topic("s", 1, config={"cleanup.policy": "compact"})
+    store.produce("s", recs(("k", "committed")), partition=0)
+    p = store.producer(transactional_id="app")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("s", recs(("k", "aborted")), partition=0)
+    p.abort_transaction()
+    p.begin_transaction()
+    p.send("s", recs(("j", "open")), partition=0)
+    rows = store.sql("SELECT CAST(key AS STRING) k, CAST(value AS STRING) v FROM s_current").collect()
+    assert [(r.k, r.v) for r in rows] == [("k", "committed")]
+    assert store.sql("SELECT count(*) c FROM s").collect()[0].c == 1
+    uncommitted = store.current_state("s", isolation_level="read_uncommitted").collect()
+    assert sorted((bytes(r.key).decode() if isinstance(r.key, (bytes, bytearray)) else r.key) for r in uncommitted) \
+        == ["j", "k"]
+    # format("deltalog"): read_committed unless kafka.isolation.level says otherwise
+    from deltalog.spark import register
+
+    register(store.spark)
+    df = store.spark.read.format("deltalog").option("store", store.root).option("subscribe", "s").load()
+    assert [bytes(r.value) for r in df.collect()] == [b"committed"]
+    raw = (store.spark.read.format("deltalog").option("store", store.root).option("subscribe", "s")
+           .option("kafka.isolation.level", "read_uncommitted").load())
+    assert [bytes(r.value) for r in raw.orderBy("offset").collect()] == [b"committed", b"aborted", b"open"]
+    p.commit_transaction()
+    df = store.spark.read.format("deltalog").option("store", store.root).option("subscribe", "s").load()
+    assert [bytes(r.value) for r in df.orderBy("offset").collect()] == [b"committed", b"open"]
+
+
+def test_a_killed_producer_s_transaction_is_aborted_by_the_next_init_transactions(tmp_path):
+    """A real process SIGKILLed in the middle of a transaction: its records are never visible to read_committed,
+    the next producer with the id aborts the transaction, and the log's LSO moves on."""
+    root = tmp_path / "store"
+    Store(root).create_topic("t", 2, config={"cleanup.policy": "compact"})
+    script = textwrap.dedent(f"""
+        import os, sys, time
+        from deltalog import Record, Store
+        store = Store({str(root)!r})
+        p = store.producer(transactional_id="app")
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("t", [Record(b"a", b"dead")], partition=0)
+        p.send("t", [Record(b"b", b"dead")], partition=1)
+        print("sent", flush=True)
+        time.sleep(600)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "sent"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    store = Store(root)
+    assert [s.last_stable_offset for s in store.describe("t")] == [0, 0]
+    p = store.producer(transactional_id="app")
+    p.init_transactions()
+    assert [s.last_stable_offset for s in store.describe("t")] == [2, 2]
+    assert seen(store, "t", 0) == [] and seen(store, "t", 1) == []
+    assert seen(store, "t", 0, "read_uncommitted") == [(0, "a", "dead")]
+    p.begin_transaction()
+    p.send("t", recs(("a", "alive")), partition=0)
+    p.commit_transaction()
+    assert seen(store, "t", 0) == [(2, "a", "alive")]
