@@ -13,8 +13,8 @@ from typing import Any
 from deltalog.cleaner.log_to_clean import LogToClean
 from deltalog.config import TopicConfig
 from deltalog.log.partition_log import LogSnapshot
-from deltalog.log.transactions import TxnIndex
 from deltalog.log.segment import Segment
+from deltalog.log.transactions import TxnIndex
 
 
 @dataclass(frozen=True)

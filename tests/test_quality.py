@@ -19,9 +19,11 @@ TOPIC = "fruit-prices"
 PARTITION_SUITE = {
     "offsets_not_null", "offsets_unique", "keys_not_null", "offsets_below_log_end", "clean_section_keys_unique",
     "clean_section_tombstones_have_horizon", "no_expired_tombstones", "offsets_increase_within_files",
-    "files_in_offset_order",
+    "files_in_offset_order", "no_aborted_record_visible", "no_marker_visible", "committed_transactions_visible",
+    "markers_closed_by_their_producer",
 }
-CLEAN_SUITE = {"latest_records_kept", "no_new_records", "tail_unchanged"}
+CLEAN_SUITE = {"latest_records_kept", "no_new_records", "aborted_records_dropped", "markers_kept_until_horizon",
+               "tail_unchanged"}
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ import pytest
 from deltalog import Record, Store
 from deltalog.log import delta
 from deltalog.log.arrow_records import records_to_table
-from deltalog.log.record import PARQUET_WRITE_OPTIONS, RECORD_SCHEMA
+from deltalog.log.record import BASE_SCHEMA, PARQUET_WRITE_OPTIONS
 from deltalog.sql.reads import read_slices, storage_of
 from deltalog.sql.source import (
     FILE_OPEN_COST,
@@ -180,7 +180,7 @@ def test_read_slices_from_an_s3_store(any_spark, s3_store_uri, s3_server, capsys
     table_uri = f"{s3_store_uri}/topics/t/0"
     rows = records_to_table([Record(key=b"a", value=b"1"), Record(key=b"b", value=None)], [0, 1], [NOW] * 2, 0)
     options = {**s3_server.storage_options, "aws_secret_access_key": "s3cr3t-of-this-test"}
-    deltalake.write_deltalake(table_uri, rows.cast(RECORD_SCHEMA), storage_options=options)
+    deltalake.write_deltalake(table_uri, rows.cast(BASE_SCHEMA), storage_options=options)
     files = delta.data_files(deltalake.DeltaTable(table_uri, storage_options=options))
     df = read_slices(any_spark, Storage(s3_store_uri, options), file_slices(table_uri, 0, files),
                      ["offset", "key", "value"])

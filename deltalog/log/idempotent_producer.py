@@ -48,9 +48,9 @@ from deltalog.errors import (
     shown,
 )
 from deltalog.log import producer_state
-from deltalog.log.transaction_coordinator import TransactionCoordinator
 from deltalog.log.producer import Producer, ProduceResult
 from deltalog.log.producer_state import ProducerBatch, batch_digest
+from deltalog.log.transaction_coordinator import TransactionCoordinator
 
 if TYPE_CHECKING:
     from deltalog.log.log_manager import LogManager

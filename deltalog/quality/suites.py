@@ -19,12 +19,17 @@ Per partition (:func:`partition_guarantees`, batch: :func:`~deltalog.quality.fra
   rows in file order, gives strictly increasing offsets (guarantee 2), and every file's Delta stats
   (min/max offset, record count) are true to its data, since reads skip files by those stats.
 
+Transactions (:func:`transaction_guarantees`, on the same batch): ``no_aborted_record_visible``,
+``no_marker_visible``, ``committed_transactions_visible``, ``markers_closed_by_their_producer``.
+
 Across one clean (:func:`across_clean_guarantees`, batch: the records before and after, joined on offset):
 
 * ``latest_records_kept``: the latest record of every key before the clean is still there with the same
   offset, key and value, unless it was a tombstone whose horizon had passed (guarantee 4);
 * ``no_new_records``: every record after the clean was there before with the same key, value, headers
   and timestamp; the only change allowed is the first stamp of a tombstone's horizon;
+* ``aborted_records_dropped``: no record of an aborted transaction below the clean's end survives it;
+* ``markers_kept_until_horizon``: no transaction marker was removed before its delete horizon had passed;
 * ``tail_unchanged``: nothing at or past the new cleaner checkpoint (the part the pass did not clean)
   changed at all (guarantee 1: the head of the log is untouched).
 """
@@ -37,7 +42,15 @@ from typing import Any
 import great_expectations.expectations as gxe
 
 from deltalog.log.partition_log import LogSnapshot
-from deltalog.quality.frames import FILE_RANK, ROW_INDEX, STAT_COUNT, STAT_MAX, STAT_MIN, CleanCommit
+from deltalog.quality.frames import (
+    FILE_RANK,
+    ROW_INDEX,
+    STAT_COUNT,
+    STAT_MAX,
+    STAT_MIN,
+    VISIBLE_COMMITTED,
+    CleanCommit,
+)
 
 #: Offending rows returned per expectation (GX keeps at most 200 anyway).
 SAMPLE_LIMIT = 20
@@ -73,8 +86,9 @@ def partition_guarantees(snap: LogSnapshot, last_clean: CleanCommit | None) -> l
                   gxe.ExpectColumnValuesToBeUnique(column="offset", meta={"deltalog": "offsets_unique"})),
     ]
     if snap.config.compact:
-        out.append(Guarantee("keys_not_null", "every record of a compacted topic has a key",
-                             gxe.ExpectColumnValuesToNotBeNull(column="key", meta={"deltalog": "keys_not_null"})))
+        out.append(_rows("keys_not_null", "every record of a compacted topic has a key (transaction markers "
+                         "have none: they are not records)",
+                         "SELECT offset, CAST(key AS STRING) AS key FROM {batch} WHERE key IS NULL AND control IS NULL"))
     out += [
         _rows("offsets_below_log_end", f"every offset is below the log end offset {leo}",
               f"SELECT offset, CAST(key AS STRING) AS key FROM {{batch}} WHERE offset >= {leo}"),
@@ -85,7 +99,7 @@ def partition_guarantees(snap: LogSnapshot, last_clean: CleanCommit | None) -> l
         _rows("clean_section_tombstones_have_horizon",
               f"every tombstone below the cleaner checkpoint ({fd}) carries a delete horizon",
               f"SELECT offset, CAST(key AS STRING) AS key FROM {{batch}} "
-              f"WHERE offset < {fd} AND value IS NULL AND delete_horizon_ms IS NULL"),
+              f"WHERE offset < {fd} AND value IS NULL AND control IS NULL AND delete_horizon_ms IS NULL"),
     ]
     if last_clean is not None:
         now, fresh = last_clean.now_ms, last_clean.now_ms + snap.config.delete_retention_ms
@@ -94,7 +108,7 @@ def partition_guarantees(snap: LogSnapshot, last_clean: CleanCommit | None) -> l
             f"no tombstone whose delete horizon had passed at the last clean (version {last_clean.version}, "
             f"time {now}) is still in the log",
             f"SELECT offset, CAST(key AS STRING) AS key, delete_horizon_ms FROM {{batch}} "
-            f"WHERE value IS NULL AND delete_horizon_ms <= {now} AND delete_horizon_ms <> {fresh}",
+            f"WHERE value IS NULL AND control IS NULL AND delete_horizon_ms <= {now} AND delete_horizon_ms <> {fresh}",
         ))
     out += [
         _rows("offsets_increase_within_files",
@@ -114,7 +128,47 @@ def partition_guarantees(snap: LogSnapshot, last_clean: CleanCommit | None) -> l
               "WHERE previous_last_offset >= first_offset OR first_offset <> smin OR last_offset <> smax "
               "OR n <> sn"),
     ]
+    out += transaction_guarantees(snap)
     return out
+
+
+#: The aborted transactions of a partition frame, from its ABORT markers: (producer id, first offset, marker).
+_ABORTED_RANGES = ("SELECT producer_id AS a_pid, txn_first_offset AS a_first, offset AS a_last FROM {batch} "
+                   "WHERE control = 'ABORT'")
+_COMMITTED_RANGES = ("SELECT producer_id AS c_pid, txn_first_offset AS c_first, offset AS c_last FROM {batch} "
+                     "WHERE control = 'COMMIT'")
+
+
+def transaction_guarantees(snap: LogSnapshot) -> list[Guarantee]:
+    """The transactional guarantees of one partition snapshot (issue 15), checked against the read_committed
+    reader (``_visible_committed``) with the markers in the data as the truth:
+
+    * ``no_aborted_record_visible``: no record of a transaction an ABORT marker closed is read_committed;
+    * ``no_marker_visible``: markers are never returned, at any isolation level;
+    * ``committed_transactions_visible``: every record still in the log of a transaction a COMMIT marker
+      closed is read_committed (all of a committed transaction is there, or was superseded and cleaned:
+      the across-clean ``latest_records_kept`` checks that nothing else was removed);
+    * ``markers_closed_by_their_producer``: a marker names a transaction start at or before itself.
+    """
+    return [
+        _rows("no_aborted_record_visible",
+              "no record of an aborted transaction is visible to read_committed readers",
+              "SELECT offset, CAST(key AS STRING) AS key FROM {batch} JOIN (" + _ABORTED_RANGES + ") "
+              "ON producer_id = a_pid AND offset >= a_first AND offset < a_last "
+              f"WHERE {VISIBLE_COMMITTED} AND control IS NULL"),
+        _rows("no_marker_visible", "transaction markers are never returned to readers",
+              f"SELECT offset, control AS key FROM {{batch}} WHERE control IS NOT NULL AND {VISIBLE_COMMITTED}"),
+        _rows("committed_transactions_visible",
+              "every record of a committed transaction below the last stable offset is visible to "
+              "read_committed readers",
+              "SELECT offset, CAST(key AS STRING) AS key FROM {batch} JOIN (" + _COMMITTED_RANGES + ") "
+              "ON producer_id = c_pid AND offset >= c_first AND offset < c_last "
+              f"WHERE control IS NULL AND NOT {VISIBLE_COMMITTED}"),
+        _rows("markers_closed_by_their_producer",
+              "every transaction marker names its transaction's first offset, at or below the marker",
+              "SELECT offset, control AS key FROM {batch} WHERE control IS NOT NULL AND "
+              "(txn_first_offset IS NULL OR txn_first_offset > offset OR producer_id IS NULL)"),
+    ]
 
 
 def across_clean_guarantees(clean: CleanCommit, retention_ms: int) -> list[Guarantee]:
@@ -127,7 +181,7 @@ def across_clean_guarantees(clean: CleanCommit, retention_ms: int) -> list[Guara
               f"the latest record of every key before the clean (version {clean.before_version}) is still "
               f"there after it (version {clean.version}) with the same offset and value, unless a tombstone "
               f"whose delete horizon had passed (time {now})",
-              "SELECT offset, CAST(b_key AS STRING) AS key FROM {batch} WHERE b_present AND b_latest "
+              "SELECT offset, CAST(b_key AS STRING) AS key FROM {batch} WHERE b_present AND b_latest AND NOT b_aborted "
               f"AND NOT (b_value IS NULL AND b_delete_horizon_ms IS NOT NULL AND b_delete_horizon_ms <= {now}) "
               f"AND NOT (a_present AND {same})"),
         _rows("no_new_records",
@@ -136,6 +190,16 @@ def across_clean_guarantees(clean: CleanCommit, retention_ms: int) -> list[Guara
               "SELECT offset, CAST(a_key AS STRING) AS key FROM {batch} WHERE a_present AND NOT ("
               f"b_present AND {same_record} AND (a_delete_horizon_ms <=> b_delete_horizon_ms OR "
               f"(b_delete_horizon_ms IS NULL AND a_value IS NULL AND a_delete_horizon_ms = {fresh})))"),
+        _rows("aborted_records_dropped",
+              f"every record of an aborted transaction below the clean's end ({end}) is gone after the first "
+              f"clean that covered it (version {clean.version})",
+              f"SELECT offset, CAST(b_key AS STRING) AS key FROM {{batch}} WHERE b_aborted AND offset < {end} "
+              "AND a_present"),
+        _rows("markers_kept_until_horizon",
+              f"no transaction marker was removed by the clean (version {clean.version}, time {now}) before its "
+              "delete horizon had passed",
+              "SELECT offset, b_control AS key FROM {batch} WHERE b_present AND b_control IS NOT NULL "
+              f"AND NOT a_present AND NOT (b_delete_horizon_ms IS NOT NULL AND b_delete_horizon_ms <= {now})"),
         _rows("tail_unchanged",
               f"nothing at or past the new cleaner checkpoint ({end}) changed in the clean (version "
               f"{clean.version})",
