@@ -16,6 +16,7 @@ from benchmarks.runner import (
     SOURCE_WRITE,
     Timings,
 )
+from benchmarks.transactions import PLAIN_CLEAN, PLAIN_PRODUCE, TXN_CLEAN, TXN_PRODUCE
 from benchmarks.workload import Workload
 
 PASS = "deltalog clean pass"
@@ -33,6 +34,10 @@ TIME_COMPARISONS = [
     ('10. batch read through format("deltalog") vs spark.read.parquet of the same files', SOURCE_READ,
      PARQUET_READ, 1.2),
     ('11. df.write.format("deltalog") vs store.append of the same Arrow data', SOURCE_WRITE, SOURCE_APPEND, 1.5),
+    ("13. transactional produce (one transaction, 3 partitions) vs store.produce of the same batches",
+     TXN_PRODUCE, PLAIN_PRODUCE, 1.5),
+    ("14. pass over a log with 10% aborted transactions vs the same log without transactions", TXN_CLEAN,
+     PLAIN_CLEAN, 1.2),
 ]
 
 

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 
+from benchmarks import transactions
 from benchmarks import workload as wl
 from benchmarks.check import BenchmarkFailure, check_survivors, expected_survivors, parquet_rows
 from deltalog.cleaner.offset_map import OffsetMap, build_offset_map
@@ -310,6 +311,7 @@ class Bench:
 
         self._time("store.produce, 3 partitions", run_plain, check(plain))
         self._time("idempotent producer.send, 3 partitions", run_idempotent, check(idem))
+        transactions.produce_in_transaction(self, arrow, n)
 
     def kafka_source(self, rnd: int) -> None:
         """``format("deltalog")`` (issue 13) beside its baselines, on the same partition: a batch read of the
@@ -491,6 +493,7 @@ class Bench:
             self.appends(rnd)
             self.current_state_reads(rnd)
             self.kafka_source(rnd)
+            transactions.cases(self, rnd)
         from benchmarks.memory import measure_map_memory
 
         self.t.figures["map_memory"] = measure_map_memory(self)
