@@ -65,6 +65,10 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
         "produce": ["produce", "extra"],
         "consume": ["consume", "extra", "--group", "g"],
         "consumer-groups": ["consumer-groups", "--describe", "--group", "g"],
+        "transactions list": ["transactions", "list"],
+        "transactions describe": ["transactions", "describe", "--transactional-id", "tx"],
+        "transactions describe-producers": ["transactions", "describe-producers", "--topic", "tx", "--partition", "0"],
+        "transactions abort-timed-out": ["transactions", "abort-timed-out"],
         "sql": ["sql", "SELECT key, count(*) AS n FROM t GROUP BY key ORDER BY key"],
         "clean": ["clean", "t", "-p", "0", "--force"],
         "check": ["check", "t"],
@@ -81,6 +85,12 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
     monkeypatch.setattr(sys, "stdin", io.StringIO('{"key": "grape", "value": "1"}\n{"key": "lime", "value": "2"}\n'))
     store = Store(root)
     UncleanablePartitions(store.storage).mark("extra", 1, RuntimeError("boom"), 0)
+    store.create_topic("tx", config={"cleanup.policy": "compact"})
+    tx = store.producer(transactional_id="tx")
+    tx.init_transactions()
+    tx.begin_transaction()
+    tx.send("tx", [Record(key=b"grape", value=b"3")], partition=0)
+    tx.commit_transaction()
     shapes = {}
     for name, argv in commands.items():
         flag = ["--json"] if name in ("list", "describe") else ["--output", "json"]  # the short form works too
@@ -91,7 +101,7 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
         assert objects and all(isinstance(o, dict) for o in objects), (name, out)
         shapes[name] = objects
     assert shapes["topics create"] == [{"topic": "extra", "partitions": 2, "config": shapes["topics create"][0]["config"]}]
-    assert [o["topic"] for o in shapes["list"]] == ["extra", "extra2", "t"]
+    assert [o["topic"] for o in shapes["list"]] == ["extra", "extra2", "t", "tx"]
     assert [(o["partition"], o["offset"], o["line"]) for o in shapes["produce"]] == [(1, 0, 1), (0, 0, 2)]
     assert [(o["partition"], o["key"]) for o in shapes["consume"]] == [(0, "lime"), (1, "grape")]
     assert [(o["partition"], o["current_offset"], o["lag"]) for o in shapes["consumer-groups"]] == [(0, 1, 0),

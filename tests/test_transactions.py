@@ -315,3 +315,28 @@ def test_the_checks_catch_aborted_records_that_readers_return(spark_store):
     bad = {e.name: e for _, e in result.failures()}
     assert set(bad) == {"no_aborted_record_visible"}
     assert {r["offset"] for r in bad["no_aborted_record_visible"].sample} == {4, 5}
+
+
+def test_the_transactions_and_consume_commands_speak_kafkas_tools(store, topic, capsys):
+    from deltalog.cli import main
+
+    p = store.producer(transactional_id="app")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send(topic, recs(("a", "open")), partition=0)
+    assert main(["--store", store.root, "transactions", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "TransactionalId" in out and "app" in out and "Ongoing" in out
+    assert main(["--store", store.root, "transactions", "describe-producers", "--topic", topic,
+                 "--partition", "0"]) == 0
+    assert "last stable offset 0" in capsys.readouterr().out
+    assert main(["--store", store.root, "consume", topic, "-p", "0", "--isolation-level", "read_committed"]) == 0
+    assert capsys.readouterr().out == ""
+    assert main(["--store", store.root, "consume", topic, "-p", "0"]) == 0  # read_uncommitted, as Kafka's tool
+    assert '"value": "open"' in capsys.readouterr().out
+    p.commit_transaction()
+    assert main(["--store", store.root, "transactions", "describe", "--transactional-id", "app",
+                 "--output", "json"]) == 0
+    assert '"state": "CompleteCommit"' in capsys.readouterr().out
+    assert main(["--store", store.root, "consume", topic, "-p", "0", "--isolation-level", "read_committed"]) == 0
+    assert '"value": "open"' in capsys.readouterr().out

@@ -30,6 +30,7 @@ from deltalog.cli import (
     produce,
     sql,
     topics,
+    transactions,
 )
 from deltalog.errors import DeltalogError
 from deltalog.log import damage
@@ -40,6 +41,7 @@ COMMAND_MODULES = [
     produce,
     consume,
     consumer_groups,
+    transactions,
     demo,
     doctor,
     sql,

@@ -32,8 +32,10 @@ from deltalog.cli import console, output
 from deltalog.cli.jsonlines import record_to_json
 from deltalog.cli.kafka_text import FORMATTER_DEFAULTS, MessageFormatter
 from deltalog.errors import OffsetOutOfRangeError
+from deltalog.groups.fetch import ISOLATION_LEVELS, fetch
 from deltalog.groups.offsets_topic import validate_group_id
-from deltalog.log.record import Record
+from deltalog.log.record import Record, table_to_records
+from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
 from deltalog.store import Store
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
@@ -95,6 +97,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="with --follow: exit when no record arrived for MS milliseconds")
     p.add_argument("--poll-interval-ms", type=_non_negative, default=DEFAULT_POLL_INTERVAL_MS, metavar="MS",
                    help=f"with --follow: how often to look for new records (default {DEFAULT_POLL_INTERVAL_MS})")
+    p.add_argument("--isolation-level", choices=ISOLATION_LEVELS, default=READ_UNCOMMITTED,
+                   help="read_uncommitted (the default, as kafka-console-consumer) reads every record to the log "
+                   "end; read_committed stops at the last stable offset and skips aborted transactions' records")
     console.add_property_option(p, "a kafka-console-consumer formatter property (repeatable): "
                                 + ", ".join(FORMATTER_DEFAULTS) + "; implies --output text")
     p.add_argument("--page-size", type=_non_negative, default=PAGE_SIZE, metavar="N", help=argparse.SUPPRESS)
@@ -157,7 +162,7 @@ def consume(args: argparse.Namespace) -> int:
     write = _writer(topic, formatter)
     committer = None if args.group is None else _GroupCommitter(store, args.group, topic, partitions)
     consumer = _Consumer(store, topic, positions, follow=args.follow, page_size=max(args.page_size, 1),
-                         committer=committer)
+                         committer=committer, isolation_level=args.isolation_level)
 
     count = 0
     code = 0
@@ -233,7 +238,8 @@ class _Consumer:
     """A position per partition, read a page from each in turn (Kafka's fetch; a group's commits by ``committer``)."""
 
     def __init__(self, store: object, topic: str, positions: dict[int, int], *, follow: bool, page_size: int,
-                 committer: _GroupCommitter | None = None) -> None:
+                 committer: _GroupCommitter | None = None, isolation_level: str = READ_UNCOMMITTED) -> None:
+        self.isolation_level = isolation_level
         self.committer = committer
         self.store = store
         self.topic = topic
@@ -243,8 +249,10 @@ class _Consumer:
         self.printed = dict(positions)
         self.follow = follow
         self.page_size = page_size
-        # Without --follow, each partition is read up to its log end as it was at the start.
-        self.ends = {} if follow else {p: store.log(topic, p).head().log_end_offset for p in positions}  # type: ignore[attr-defined]
+        # Without --follow, each partition is read up to its log end (read_committed: its last stable offset) as it
+        # was at the start.
+        self.ends = {} if follow else {p: _bound(store.log(topic, p), isolation_level)  # type: ignore[attr-defined]
+                                       for p in positions}
         self.count = 0
 
     def run(self, write: Callable[[int, list[Record]], None], *, max_messages: int | None, timeout_ms: int | None,
@@ -284,7 +292,8 @@ class _Consumer:
     def _fetch(self, partition: int, limit: int) -> list[Record]:
         position = self.positions[partition]
         try:
-            records = self.store.read(self.topic, partition, position, max_records=limit)  # type: ignore[attr-defined]
+            got = fetch(self.store.log(self.topic, partition), position, limit,  # type: ignore[attr-defined]
+                        self.isolation_level)
         except OffsetOutOfRangeError as e:
             # (An offset asked for was checked at the start: see start_positions.) Retention (or DeleteRecords) moved the log start past this position: go on from the new start, as a
             # Kafka consumer does with auto.offset.reset=earliest.
@@ -293,16 +302,21 @@ class _Consumer:
                   f"[{e.log_start_offset}, {e.log_end_offset}]; resetting to {reset}", file=sys.stderr)
             self.positions[partition] = reset
             return []
+        records = table_to_records(got.records)
+        next_offset = got.next_offset  # past markers and skipped records too
         if not self.follow:
             end = self.ends[partition]
-            kept = [r for r in records if r.offset < end]  # type: ignore[operator]
-            if len(kept) < len(records) or len(records) < limit:
-                self.positions[partition] = end  # caught up with the end as it was at the start
-                return kept
-            records = kept
-        if records:
-            self.positions[partition] = records[-1].offset + 1  # type: ignore[operator]
+            records = [r for r in records if r.offset < end]  # type: ignore[operator]
+            next_offset = min(next_offset, end)
+        self.positions[partition] = max(next_offset, position)
         return records
+
+
+def _bound(log: object, isolation_level: str) -> int:
+    """Where a fetch at ``isolation_level`` stops now: the log end, or the last stable offset."""
+    if isolation_level == READ_COMMITTED:
+        return log.txn_index().last_stable_offset  # type: ignore[attr-defined]
+    return log.head().log_end_offset  # type: ignore[attr-defined]
 
 
 class _StopSignal:
