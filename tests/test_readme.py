@@ -42,3 +42,15 @@ def test_the_python_tour_runs(tmp_path, capsys):
     assert namespace["store"].topic_config("fruit-prices").min_cleanable_dirty_ratio == 0.1
     assert namespace["placed"] == [(1, 0), (0, 0)]  # grape -> 1, lime -> 0: Kafka's partitioner
     assert [r.key for r in namespace["store"].read("prices", 0)] == [b"lime", b"kiwi"]
+
+
+def test_the_transactions_example_runs(tmp_path):
+    section = readme().split("## Transactions", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    code = code.replace('"/tmp/my-transactional-store"', repr(str(tmp_path / "store")))
+    namespace: dict = {}
+    exec(compile(code, "README.md (Transactions)", "exec"), namespace)
+    assert [(r.offset, r.key, r.value) for r in namespace["totals"]] == [(0, b"apples", b"3")]
+    committed = namespace["store"].consumer(group_id="order-totals-app").committed(
+        namespace["TopicPartition"]("orders-in", 0))
+    assert committed == 42
