@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -232,14 +233,7 @@ class PartitionLog:
                 self._ensure_producer_columns()
                 rows = transactions.with_producer(rows, producer.producer_id, producer.producer_epoch)
             add = delta.write_data_file(self.storage, self.uri, rows, now_ms)
-            active_bytes = add.size + (0 if rolled or head.active_segment_empty else head.active_segment_bytes)
-            txns = {
-                delta.TXN_LOG_END_OFFSET: leo + n,
-                delta.TXN_ACTIVE_SEGMENT: base,
-                delta.TXN_ACTIVE_SEGMENT_BYTES: active_bytes,
-            }
-            if opened is not None:
-                txns[delta.TXN_ACTIVE_SEGMENT_OPENED] = opened
+            txns, active_bytes = _positions_after(head, add, n, base, opened, rolled)
             if app_transaction is not None:
                 txns[app_transaction[0]] = app_transaction[1]
             if producer is not None:
@@ -298,11 +292,7 @@ class PartitionLog:
             leo = head.log_end_offset
             add = delta.write_data_file(self.storage, self.uri, transactions.marker_row(
                 leo, base, producer_id, producer_epoch, control, first, now_ms), now_ms)
-            active_bytes = add.size + (0 if rolled or head.active_segment_empty else head.active_segment_bytes)
-            txns = {delta.TXN_LOG_END_OFFSET: leo + 1, delta.TXN_ACTIVE_SEGMENT: base,
-                    delta.TXN_ACTIVE_SEGMENT_BYTES: active_bytes}
-            if opened is not None:
-                txns[delta.TXN_ACTIVE_SEGMENT_OPENED] = opened
+            txns, _ = _positions_after(head, add, 1, base, opened, rolled)
             entry = ProducerStateEntry.read(dt.transaction_version, producer_id)
             if entry is None or entry.producer_epoch < producer_epoch:  # a new epoch starts at sequence 0
                 txns.update(ProducerBatch(producer_id, producer_epoch, 0).txns(leo, 0))
@@ -408,6 +398,18 @@ class PartitionLog:
                 table = table.slice(0, max_records)
             return snap, index, table
         raise AssertionError("unreachable")
+
+
+def _positions_after(head: LogHead, add: Any, n: int, base: int, opened: int | None, rolled: bool
+                     ) -> tuple[dict[str, int], int]:
+    """The log positions an append of ``n`` offsets in file ``add`` commits (app ids), and the active segment's
+    bytes after it."""
+    active_bytes = add.size + (0 if rolled or head.active_segment_empty else head.active_segment_bytes)
+    txns = {delta.TXN_LOG_END_OFFSET: head.log_end_offset + n, delta.TXN_ACTIVE_SEGMENT: base,
+            delta.TXN_ACTIVE_SEGMENT_BYTES: active_bytes}
+    if opened is not None:
+        txns[delta.TXN_ACTIVE_SEGMENT_OPENED] = opened
+    return txns, active_bytes
 
 
 def read_files(storage: Storage, uri: str, files: Sequence[DataFile], from_offset: int) -> pa.Table:
