@@ -102,4 +102,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-__all__ = ["COMMAND_MODULES", "build_parser", "main"]
+def console_main(argv: Sequence[str] | None = None) -> int:
+    """The ``deltalog`` command (console script and ``python -m deltalog``): :func:`main`, then the embedded Spark
+    session it started, if any, is stopped before the process exits (see
+    :func:`deltalog.sql.session.stop_embedded_sessions`)."""
+    try:
+        return main(argv)
+    finally:
+        session = sys.modules.get("deltalog.sql.session")  # only commands that used Spark imported it
+        if session is not None:
+            session.stop_embedded_sessions()
+
+
+__all__ = ["COMMAND_MODULES", "build_parser", "console_main", "main"]

@@ -103,9 +103,28 @@ def local_session(master: str | None = None, conf: dict[str, Any] | None = None,
         server = SparkContext._active_spark_context  # the local Connect server runs in this process's JVM
         if server is not None:
             server.setLogLevel(level)
-    if os.environ.get("DELTALOG_WARM_WORKERS", "1") != "0":
-        warm_python_workers(session)
+    warm = warm_python_workers(session) if os.environ.get("DELTALOG_WARM_WORKERS", "1") != "0" else None
+    _EMBEDDED.append((session, warm))
     return session
+
+
+#: Sessions :func:`local_session` created (not those it found active), with their warm-up threads.
+_EMBEDDED: list[tuple[SparkSession, threading.Thread | None]] = []
+
+
+def stop_embedded_sessions(wait_s: float = 10.0) -> None:
+    """Stop the sessions :func:`local_session` created, after their warm-up job (a daemon thread) ends: a process
+    that exits with a Spark job still running in such a thread can abort in the JVM's native code ("terminate
+    called without an active exception", seen once at the end of a successful ``deltalog demo``). The
+    ``deltalog`` command calls this before it exits; a session passed in by a user is never stopped."""
+    while _EMBEDDED:
+        session, warm = _EMBEDDED.pop()
+        if warm is not None:
+            warm.join(wait_s)
+        try:
+            session.stop()
+        except Exception:  # noqa: BLE001 - already stopped, or its server is gone: nothing left to stop
+            pass
 
 
 @contextlib.contextmanager
