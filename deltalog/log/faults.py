@@ -11,8 +11,9 @@ The value is ``<point>[@<n>]`` (``n`` defaults to 1): the process is killed the 
 ``point``. Every Delta commit of a partition passes two points, ``<operation>:before-commit`` (its data files
 are written, the commit not yet attempted) and ``<operation>:after-commit`` (the commit is in the Delta log,
 and nothing after it, such as an append's acknowledgement or a pass's metrics, has happened), where
-``operation`` is the commit's ``deltalog.operation``: ``append``, ``roll``, ``clean``, ``retention`` or
-``delete_records``. Before dying the process writes one line to stderr,
+``operation`` is the commit's ``deltalog.operation``: ``append``, ``roll``, ``clean``, ``retention``,
+``delete_records`` or ``txn_marker``; and a transaction's state change passes ``txn_state:<new state>`` (e.g.
+``txn_state:PrepareCommit``, once the decision is durable). Before dying the process writes one line to stderr,
 ``deltalog fault injection: SIGKILL at <point> #<n>``, so the harness can tell where it died.
 
 SIGKILL, not an exception: nothing in the process runs after it (no ``finally``, no lease release, no

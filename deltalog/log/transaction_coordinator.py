@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from deltalog.errors import CommitConflictError, IllegalStateError, ProducerFencedError
-from deltalog.log import producer_state
+from deltalog.log import faults, producer_state
 from deltalog.log.record import ABORT, COMMIT
 
 if TYPE_CHECKING:
@@ -125,6 +125,7 @@ class TransactionCoordinator:
             else:
                 won = self.storage.replace_json(location, new.payload(), current.etag)
             if won is not None:
+                faults.point(f"txn_state:{new.state}")  # inert unless the reliability harness asks (see faults)
                 return new
         raise CommitConflictError(f"the transaction state of {transactional_id!r} lost the race "
                                   f"{producer_state.CAS_ATTEMPTS} times")
