@@ -379,3 +379,26 @@ def test_a_commit_killed_after_its_decision_is_completed_by_whoever_finds_it(tmp
     assert [seen(store, "t", p) for p in (0, 1)] == [[(0, "a", "both")], [(0, "b", "both")]]
     assert TransactionCoordinator(store.log_manager).describe("app").state == COMPLETE_COMMIT
     assert [s.last_stable_offset for s in store.describe("t")] == [2, 2]
+
+
+def test_transactions_on_object_storage(any_store):
+    """The coordinator's compare-and-swap and the markers work on S3 (conditional puts) as on a local disk."""
+    store = any_store
+    store.create_topic("t", 2, config={"cleanup.policy": "compact"})
+    a, b = store.producer(transactional_id="a"), store.producer(transactional_id="b")
+    a.init_transactions()
+    b.init_transactions()
+    a.begin_transaction()
+    b.begin_transaction()
+    a.send("t", recs(("k", "a")), partition=0)
+    b.send("t", recs(("k", "b")), partition=0)
+    b.send("t", recs(("j", "b")), partition=1)
+    a.commit_transaction()
+    assert seen(store, "t", 0) == [(0, "k", "a")]
+    b.abort_transaction()
+    assert seen(store, "t", 0) == [(0, "k", "a")] and seen(store, "t", 1) == []
+    assert [s.last_stable_offset for s in store.describe("t")] == [4, 2]
+    store.producer(transactional_id="a").init_transactions()
+    a.begin_transaction()
+    with pytest.raises(ProducerFencedError):
+        a.send("t", recs(("k", "zombie")), partition=0)
