@@ -7,6 +7,8 @@ cluster) are lazy too: each starts when the first test asks for it and stops at 
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import re
 import sys
@@ -198,3 +200,21 @@ def pytest_collection_modifyitems(config, items):
     if len(kept) != len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
+
+
+# -- the CLI, run in this process -------------------------------------------------------------------------------
+
+
+def run_cli(capsys, *argv: str, stdin: str | None = None, monkeypatch=None) -> tuple[int, str, str]:
+    """``deltalog ARGV`` in this process (with ``stdin`` as its input): exit code, stdout, stderr."""
+    from deltalog.cli import main
+
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import io
 import json
 import os
 import shutil
@@ -11,9 +10,9 @@ import subprocess
 import sys
 
 import pytest
+from conftest import json_lines, run_cli
 
 from deltalog import Record, Store
-from deltalog.cli import main
 from deltalog.demo import MARKER, run_demo
 from deltalog.errors import DemoStoreError
 from deltalog.storage import Storage
@@ -24,16 +23,7 @@ def root(tmp_path) -> str:
     return str(tmp_path / "store")
 
 
-def run(capsys, *argv: str, stdin: str | None = None, monkeypatch=None) -> tuple[int, str, str]:
-    if stdin is not None:
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def json_lines(text: str) -> list[dict]:
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+run = run_cli
 
 
 # -- usage -------------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import queue
@@ -15,6 +14,7 @@ import threading
 import time
 
 import pytest
+from conftest import json_lines, run_cli
 
 from deltalog import Record, Store
 from deltalog.cli import main
@@ -29,15 +29,7 @@ def root(tmp_path) -> str:
 
 
 def run(capsys, monkeypatch, *argv: str, stdin: str | None = None) -> tuple[int, str, str]:
-    if stdin is not None:
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def json_lines(text: str) -> list[dict]:
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return run_cli(capsys, *argv, stdin=stdin, monkeypatch=monkeypatch)
 
 
 def keys_values(store: Store, topic: str, partition: int) -> list[tuple[bytes | None, bytes | None]]:

@@ -10,19 +10,18 @@ import os
 import subprocess
 import sys
 
+from conftest import run_cli
+
 from deltalog import ManualClock, Record, Store
 from deltalog.cleaner.uncleanable import UncleanablePartitions
-from deltalog.cli import build_parser, main, output
+from deltalog.cli import build_parser, output
 from deltalog.cli.progress import CleanProgress
 from deltalog.sql.session import SPARK_OUTPUT_ENV
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+run = run_cli
 
 
 def dirty_topic(root: str, topic: str = "t", rounds: int = 3) -> Store:
