@@ -27,10 +27,10 @@ ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
 
 def validate_isolation_level(value: object, name: str = "isolation_level") -> str:
     """Kafka's ``isolation.level`` values (case-insensitive, as Kafka's config parser takes them)."""
-    if isinstance(value, str) and value.lower() in ISOLATION_LEVELS:
-        return value.lower()
-    raise InvalidConfigError(f"Invalid value {value!r} for configuration {name}: allowed: "
-                             f"{', '.join(map(repr, ISOLATION_LEVELS))}")
+    if not isinstance(value, str):
+        raise InvalidConfigError(f"Invalid value {value!r} for configuration {name}: allowed: "
+                                 f"{', '.join(map(repr, ISOLATION_LEVELS))}")
+    return transactions.isolation_level(value, READ_UNCOMMITTED, name=name)
 
 
 @dataclass(frozen=True)

@@ -50,14 +50,14 @@ READ_UNCOMMITTED = "read_uncommitted"
 ISOLATION_LEVELS = (READ_COMMITTED, READ_UNCOMMITTED)
 
 
-def isolation_level(value: str | None, default: str) -> str:
+def isolation_level(value: str | None, default: str, *, name: str = "isolation.level") -> str:
     """``value`` checked against Kafka's ``isolation.level`` values (case-insensitive), or ``default``."""
     if value is None:
         return default
     v = str(value).strip().lower()
     if v not in ISOLATION_LEVELS:
-        raise InvalidConfigError(f"Invalid value {value!r} for configuration isolation.level: String must be one "
-                                 f"of: {', '.join(ISOLATION_LEVELS)}")
+        raise InvalidConfigError(f"Invalid value {value!r} for configuration {name}: String must be one of: "
+                                 f"{', '.join(ISOLATION_LEVELS)}")
     return v
 
 
