@@ -44,8 +44,9 @@ class PartitionState:
         return self.uncleanable_reason is not None
 
     @classmethod
-    def of(cls, snap: LogSnapshot, now_ms: int, *, uncleanable_reason: str | None = None) -> PartitionState:
-        ltc = LogToClean.of(snap, now_ms)
+    def of(cls, snap: LogSnapshot, now_ms: int, *, uncleanable_reason: str | None = None,
+           last_stable_offset: int | None = None) -> PartitionState:
+        ltc = LogToClean.of(snap, now_ms, last_stable_offset=last_stable_offset)
         return cls(
             topic=snap.topic,
             partition=snap.partition,

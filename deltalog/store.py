@@ -302,7 +302,8 @@ class Store:
             damage.raise_data_damage(log.storage, log.uri, snap.files)  # one listing: missing or resized files
             mark = marks.get(snap.topic, snap.partition, snap.topic_id)
             reason = None if mark is None else f"{mark.error_type}: {mark.message}"
-            states.append(PartitionState.of(snap, now, uncleanable_reason=reason))
+            states.append(PartitionState.of(snap, now, uncleanable_reason=reason,
+                                            last_stable_offset=log.txn_index(snap).last_stable_offset))
         return TopicDescription(topic, self.topic_config(topic), tuple(states))
 
     # -- SQL and data-quality checks ----------------------------------------------------------------------
