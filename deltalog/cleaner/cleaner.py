@@ -4,8 +4,10 @@ The algorithm, following seed 001 ("Detailed mechanics, compaction") and seed 00
 Compaction Works"):
 
 1. **Plan** from the Delta snapshot alone (:mod:`deltalog.cleaner.log_to_clean`): the cleanable section is
-   ``[first dirty, first uncleanable)``; the active segment and segments younger than
-   ``min.compaction.lag.ms`` are never in it.
+   ``[first dirty, first uncleanable)``; the active segment, the segment holding the last stable offset and
+   later ones, and segments younger than ``min.compaction.lag.ms`` are never in it. The pass's transaction
+   work (:mod:`deltalog.cleaner.txn_plan`): the aborted transactions whose records it drops (never mapped),
+   and the markers it stamps with a delete horizon.
 2. **Pass 1** (:mod:`deltalog.cleaner.offset_map`) reads only ``key`` and ``offset`` of the cleanable section,
    as Spark tasks that hash the keys and reduce them to partial maps, and merges those on the driver into
    the bounded key-hash -> latest-offset map (24 bytes an entry, as Kafka's); a full map ends the mapped

@@ -10,7 +10,10 @@ over whole Arrow batches, for a record at or above the log start:
   of latest offsets (:class:`~deltalog.cleaner.offset_bitmap.OffsetBitmap`): its key need not be hashed again;
 - in the clean section: kept when its key's hash is not in the map (no later record supersedes it);
 - and in either, dropped if it is a tombstone whose delete horizon has passed. A kept tombstone without a
-  horizon gets ``delete_horizon_ms = horizon`` (the clean time plus ``delete.retention.ms``, KIP-534).
+  horizon gets ``delete_horizon_ms = horizon`` (the clean time plus ``delete.retention.ms``, KIP-534);
+- a record of an aborted transaction: dropped wherever it is, also past the mapped range;
+- a transaction marker: kept, unless it lies in the mapped range and its horizon has passed; the markers the
+  driver listed (:mod:`deltalog.cleaner.txn_plan`) get their horizon if they have none.
 
 Each task is one :class:`RecopyChunk`: consecutive files in offset order, each tagged with the name of
 the new segment its survivors go to, and the slice of the latest-offset bitmap that covers them; the map's
