@@ -16,7 +16,7 @@ import pytest
 from conftest import map_slots_for
 from deltalake import DeltaTable
 
-from deltalog import OutOfOrderSequenceError, Record, Store
+from deltalog import CorruptLogError, OutOfOrderSequenceError, Record, Store
 from deltalog.cleaner.log_cleaner import raise_failures
 from deltalog.log.producer_state import ProducerBatch
 
@@ -307,6 +307,27 @@ def test_idempotent_producer_continues_after_its_batches_were_cleaned_away(txn_s
     assert send(p, 7) == [10]  # the transactional producer's sequence carries on past its aborted records
     p.commit_transaction()
     assert keys(store, "read_committed") == [1, 2, 9, 7]
+
+
+def test_a_plain_log_pays_nothing_for_transactions(store):
+    """Without transactional rows, the last stable offset and a pass's transaction plan come from the Delta
+    stats alone: they hold with every data file gone (nothing is read)."""
+    from deltalog.cleaner.log_to_clean import LogToClean
+    from deltalog.cleaner.txn_plan import plan_txn_cleaning
+
+    store.create_topic(TOPIC, 1, config=CONFIG)
+    store.append(TOPIC, 0, recs(1, 2))
+    store.roll(TOPIC, 0)
+    store.append(TOPIC, 0, recs(1))
+    log = store.log(TOPIC, 0)
+    snap = log.snapshot()
+    store.storage.delete_many([f"{log.uri}/{f.path}" for f in snap.files])
+    with pytest.raises(CorruptLogError):  # the files are really gone
+        log.read(0)
+    index = log.txn_index(snap)
+    assert (index.last_stable_offset, index.aborted, index.markers) == (3, (), ())
+    assert LogToClean.for_log(log, snap, store.clock.now_ms()).first_uncleanable_offset == 2
+    assert plan_txn_cleaning(store.storage, log.uri, snap.files, index, 0, 3).empty
 
 
 # -- the model ----------------------------------------------------------------------------------------------
