@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from deltalog.log import delta
-from deltalog.log.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, RECORD_SCHEMA, SEGMENT, TIMESTAMP, VALUE
+from deltalog.log.record import BASE_SCHEMA, DELETE_HORIZON, HEADERS, KEY, OFFSET, RECORD_SCHEMA, SEGMENT, TIMESTAMP, VALUE
 from deltalog.store import Store
 
 TOPIC = "bench"
@@ -107,7 +107,7 @@ def record_table(offsets: np.ndarray, key_ids: np.ndarray, values: pa.Array, seg
             SEGMENT: pa.array(segment, pa.int64()),
             DELETE_HORIZON: pa.nulls(n, pa.int64()) if horizon is None else horizon,
         },
-        schema=RECORD_SCHEMA,
+        schema=BASE_SCHEMA,  # what a plain append writes
     )
 
 
