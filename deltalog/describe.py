@@ -52,7 +52,7 @@ class PartitionState:
     @classmethod
     def of(cls, snap: LogSnapshot, now_ms: int, *, uncleanable_reason: str | None = None,
            txns: TxnIndex | None = None) -> PartitionState:
-        ltc = LogToClean.of(snap, now_ms)
+        ltc = LogToClean.of(snap, now_ms, last_stable_offset=None if txns is None else txns.last_stable_offset)
         return cls(
             topic=snap.topic,
             partition=snap.partition,

@@ -4,8 +4,10 @@ The algorithm, following seed 001 ("Detailed mechanics, compaction") and seed 00
 Compaction Works"):
 
 1. **Plan** from the Delta snapshot alone (:mod:`deltalog.cleaner.log_to_clean`): the cleanable section is
-   ``[first dirty, first uncleanable)``; the active segment and segments younger than
-   ``min.compaction.lag.ms`` are never in it.
+   ``[first dirty, first uncleanable)``; the active segment, the segment holding the last stable offset and
+   later ones, and segments younger than ``min.compaction.lag.ms`` are never in it. The pass's transaction
+   work (:mod:`deltalog.cleaner.txn_plan`): the aborted transactions whose records it drops (never mapped),
+   and the markers it stamps with a delete horizon.
 2. **Pass 1** (:mod:`deltalog.cleaner.offset_map`) reads only ``key`` and ``offset`` of the cleanable section,
    as Spark tasks that hash the keys and reduce them to partial maps, and merges those on the driver into
    the bounded key-hash -> latest-offset map (24 bytes an entry, as Kafka's); a full map ends the mapped
@@ -54,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from deltalog.cleaner.log_to_clean import LogToClean
+from deltalog.cleaner.log_to_clean import LogToClean, first_uncleanable_offset
 from deltalog.cleaner.offset_map import OffsetMap, build_offset_map
 from deltalog.cleaner.recopy import (
     TASKS_DIR,
@@ -68,11 +70,12 @@ from deltalog.cleaner.recopy import (
 )
 from deltalog.cleaner.task_plan import plan_runs
 from deltalog.cleaner.tasks import INLINE_PAYLOAD_BYTES, run_tasks
+from deltalog.cleaner.txn_plan import plan_txn_cleaning
 from deltalog.config import CleanerConfig
 from deltalog.errors import CleaningFailedError, CommitConflictError, CorruptLogError, DeltalogError
 from deltalog.log import damage, delta
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
-from deltalog.log.record import DELETE_HORIZON, KEY, OFFSET
+from deltalog.log.record import CONTROL, DELETE_HORIZON, KEY, OFFSET, PRODUCER_ID
 from deltalog.log.segment import Segment
 from deltalog.spark import default_parallelism
 from deltalog.storage import Storage, join
@@ -115,6 +118,10 @@ class CleanResult:
     segments_written: int
     version: int
     now_ms: int
+    #: Transactions: records of aborted transactions dropped, markers given a delete horizon, markers removed.
+    aborted_dropped: int = 0
+    markers_stamped: int = 0
+    markers_removed: int = 0
 
     @property
     def size_reduction(self) -> float:
@@ -152,6 +159,9 @@ class CleanResult:
             f"  {100 * self.size_reduction:.1f}% size reduction ({100 * self.records_reduction:.1f}% fewer messages)\n"
             f"  Tombstones stamped: {self.tombstones_stamped}, removed: {self.tombstones_removed}; "
             f"keyless records dropped: {self.keyless_dropped}"
+            + (f"\n  Aborted records dropped: {self.aborted_dropped}; transaction markers stamped: "
+               f"{self.markers_stamped}, removed: {self.markers_removed}"
+               if self.aborted_dropped or self.markers_stamped or self.markers_removed else "")
         )
 
 
@@ -200,6 +210,9 @@ class Cleaner:
         now = ltc.now_ms
         capacity = self.map_capacity
         start, stop = ltc.first_dirty_offset, ltc.first_uncleanable_offset
+        # Never past the last stable offset, whoever planned ``ltc`` (every transaction the pass sees is decided).
+        index = log.txn_index(snap)
+        stop = min(stop, max(first_uncleanable_offset(snap, now, index.last_stable_offset), start))
         if stop <= start:
             raise CleaningFailedError(f"nothing to clean in {snap.topic}-{snap.partition}: [{start}, {stop}) is empty")
         log_start = snap.log_start_offset
@@ -210,7 +223,8 @@ class Cleaner:
         storage = log.storage
         try:
             offset_map = build_offset_map(self.spark, storage, log.uri, snap.files, start, stop, capacity,
-                                          join(log.uri, out_dir, "_map"), slots=self.map_slots)
+                                          join(log.uri, out_dir, "_map"), slots=self.map_slots,
+                                          aborted=index.aborted)
         except Exception as e:
             _remove_tree(storage, join(log.uri, out_dir))
             raise _failure(snap, "pass 1 (building the offset map)", e) from e
@@ -221,8 +235,15 @@ class Cleaner:
         segments = [s for s in snap.segments if not s.is_active and s.files and s.base_offset < end]
         groups = group_segments_by_size(segments, snap.config.segment_bytes)
         inputs = [f for s in segments for f in s.files]
+        try:
+            txn = plan_txn_cleaning(storage, log.uri, inputs, index, log_start,
+                                    max((f.max_offset + 1 for f in inputs), default=log_start))
+        except Exception as e:
+            _remove_tree(storage, join(log.uri, out_dir))
+            raise _failure(snap, "planning the transactions of pass 2", e) from e
         params = RecopyParams(storage, log.uri, out_dir, log_start, start, end, now,
-                              now + snap.config.delete_retention_ms)
+                              now + snap.config.delete_retention_ms, aborted=txn.aborted,
+                              stamp_markers=txn.stamp_markers)
         try:
             rule = params.rule(offset_map.latest, offset_map.keys)
             names = [_first_survivor(storage, log.uri, group, rule) for group in groups]
@@ -255,6 +276,9 @@ class Cleaner:
             tombstones_stamped=counts.tombstones_stamped,
             tombstones_removed=counts.tombstones_removed,
             keyless_dropped=counts.keyless_dropped,
+            aborted_dropped=counts.aborted_dropped,
+            markers_stamped=counts.markers_stamped,
+            markers_removed=counts.markers_removed,
             segments_read=len(segments),
             segments_written=sum(1 for name in names if name is not None),
         )
@@ -344,18 +368,24 @@ def _first_survivor(storage: Storage, table_uri: str, group: Sequence[Segment], 
     """
     for f in (f for s in group for f in s.files if f.max_offset >= rule.log_start):
         lo = max(f.min_offset, rule.log_start)
-        if lo >= rule.end:
+        # A file that may hold aborted records (dropped wherever they are) or markers (kept though keyless and
+        # never in the map) is read; a plain one answers from its stats and the bitmap.
+        plain = not f.control_rows and not (rule.aborted and f.producer_rows)
+        if plain and lo >= rule.end:
             return lo  # past the mapped range: kept as it is (uncleaned files hold every offset)
-        if f.min_offset >= rule.first_dirty and f.max_delete_horizon_ms is None:
+        if plain and f.min_offset >= rule.first_dirty and f.max_delete_horizon_ms is None:
             found = rule.latest.first_at_or_after(lo, min(f.max_offset + 1, rule.end))
             if found is not None:
                 return found
             if f.max_offset >= rule.end:
                 return rule.end
             continue
-        for table in read_batches(storage, join(table_uri, f.path), [OFFSET, KEY, DELETE_HORIZON], 8192):
+        columns = [OFFSET, KEY, DELETE_HORIZON] if plain else [OFFSET, KEY, DELETE_HORIZON, PRODUCER_ID, CONTROL]
+        for table in read_batches(storage, join(table_uri, f.path), columns, 8192):
             offsets = table.column(OFFSET).to_numpy()
-            retain, _mapped, _latest = rule.retain(offsets, table.column(KEY), table.column(DELETE_HORIZON))
+            retain, _mapped, _latest = rule.retain(
+                offsets, table.column(KEY), table.column(DELETE_HORIZON),
+                None if plain else table.column(PRODUCER_ID), None if plain else table.column(CONTROL))
             kept = np.flatnonzero(retain)
             if len(kept):
                 return int(offsets[kept[0]])

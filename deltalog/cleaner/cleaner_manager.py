@@ -71,7 +71,7 @@ class LogCleanerManager:
                     continue
                 if self.uncleanable.get(snap.topic, snap.partition, snap.topic_id) is not None:
                     continue
-                ltc = LogToClean.of(snap, now_ms)
+                ltc = LogToClean.for_log(plog, snap, now_ms)
                 if ltc.eligible:
                     candidates.append(ltc)
         return sorted(candidates, reverse=True)

@@ -58,6 +58,7 @@ from deltalog.errors import (
 from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import PartitionLog
 from deltalog.log.retention import RetentionResult, apply_retention, delete_old_segments
+from deltalog.log.transaction_coordinator import TransactionCoordinator
 from deltalog.log.vacuum import VacuumResult, vacuum_store
 
 if TYPE_CHECKING:
@@ -209,7 +210,7 @@ class LogCleaner:
         with self.logs.leases.hold(topic, partition, "clean", heartbeat=True):
             snap = plog.snapshot()
             if snap.version != ltc.snapshot.version:
-                ltc = LogToClean.of(snap, self.clock.now_ms())
+                ltc = LogToClean.for_log(plog, snap, self.clock.now_ms())
                 if ltc.first_uncleanable_offset <= ltc.first_dirty_offset:
                     return None
             cleaner = self._cleaner()
@@ -225,6 +226,20 @@ class LogCleaner:
 
     # -- the loop ----------------------------------------------------------------------------------------
 
+    def abort_timed_out_transactions(self) -> list[str]:
+        """Kafka's coordinator timer, run before each cleaning loop: a transaction open for longer than its
+        ``transaction.timeout.ms`` (its producer died) is aborted, so it stops holding its partitions' last
+        stable offset, and so the cleaner's dirty section, back. Returns the transactional ids it completed;
+        a failure is logged and the loop cleans all the same (the next loop tries again)."""
+        try:
+            done = TransactionCoordinator(self.logs).abort_timed_out_transactions(self.clock.now_ms())
+        except DeltalogError as e:
+            log.warning("aborting timed-out transactions failed; tried again next time: %s", e)
+            return []
+        if done:
+            log.info("aborted or completed %d timed-out transaction(s): %s", len(done), ", ".join(done))
+        return done
+
     def clean_filthiest_logs(self, topics: Iterable[str] | None = None) -> CleaningRound:
         """Clean, filthiest partition first, until no partition (of ``topics``, or of the store) is eligible.
 
@@ -232,6 +247,7 @@ class LogCleaner:
         partition's sake: failures, lost races and busy partitions are in the returned round.
         """
         wanted = list(topics) if topics is not None else None
+        self.abort_timed_out_transactions()
         lock = threading.Lock()
         done_for_now: set[PartitionId] = set()  # busy, failed, lost a race, or made no progress
         uncleanable = self.manager.uncleanable_partitions()
@@ -350,7 +366,7 @@ class LogCleaner:
                 broken = {p: e for p in sorted({r.partition for r in results})}
             for partition, error in broken.items():
                 plog = self.logs.log(topic, partition)
-                ltc = LogToClean.of(plog.snapshot(), self.clock.now_ms())
+                ltc = LogToClean.for_log(plog, plog.snapshot(), self.clock.now_ms())
                 mark = self.manager.mark_uncleanable(ltc, error, self.clock.now_ms(), self.logs.leases.owner)
                 if mark is not None:
                     failures.append(PassFailure(topic, partition, mark.error_type, mark.message))
@@ -374,7 +390,7 @@ class LogCleaner:
                 f"{mark.message[:300]}; repair it, then clear the mark with "
                 f"'deltalog cleaner reset-uncleanable {topic} {partition}'"
             )
-        ltc = LogToClean.of(snap, self.clock.now_ms())
+        ltc = LogToClean.for_log(plog, snap, self.clock.now_ms())
         if ltc.first_uncleanable_offset <= ltc.first_dirty_offset or not (ltc.eligible or force):
             return None
         try:

@@ -6,8 +6,10 @@ Pure functions of a :class:`~deltalog.log.partition_log.LogSnapshot` and a time:
 * clean section ``[log start, first dirty)``; the first dirty offset is the cleaner checkpoint, reset to
   the log start when it lies outside ``[log start, log end]``;
 * cleanable section ``[first dirty, first uncleanable)``, where first uncleanable is the minimum of the
-  active segment's base offset and, when ``min.compaction.lag.ms > 0``, the base offset of the first
-  segment whose largest timestamp is newer than ``now - min.compaction.lag.ms``;
+  active segment's base offset, the last stable offset (the first offset of the earliest open transaction,
+  aligned down to its segment's base as Kafka's ``LogToClean`` does, so the cleaner only ever sees decided
+  transactions) and, when ``min.compaction.lag.ms > 0``, the base offset of the first segment whose largest
+  timestamp is newer than ``now - min.compaction.lag.ms``;
 * cleanable ratio = cleanable bytes / (clean bytes + cleanable bytes), from file sizes in the Delta log;
 * eligible when the ratio exceeds ``min.cleanable.dirty.ratio``, or when ``max.compaction.lag.ms`` has
   passed for the oldest dirty segment and there are cleanable bytes.
@@ -17,17 +19,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from deltalog.log.partition_log import LogSnapshot
+from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.segment import Segment
 
 
-def first_uncleanable_offset(snap: LogSnapshot, now_ms: int) -> int:
-    """Kafka's ``cleanableOffsets``: the active segment and segments younger than the min lag are off limits.
+def first_uncleanable_offset(snap: LogSnapshot, now_ms: int, last_stable_offset: int | None = None) -> int:
+    """Kafka's ``cleanableOffsets`` then ``LogToClean``'s alignment: the active segment, the segment holding
+    the last stable offset and every later one, and segments younger than the min lag are off limits.
 
-    (Kafka also bounds it by the last stable offset; deltalog has no transactions yet, so every
-    committed record is stable.)
+    ``last_stable_offset`` None means the log has no open transaction (callers that clean get it from
+    :meth:`LogToClean.for_log`).
     """
     bound = snap.active_segment_base
+    if last_stable_offset is not None and last_stable_offset < bound:
+        bound = max((s.base_offset for s in snap.segments if s.base_offset <= last_stable_offset),
+                    default=snap.log_start_offset)
     lag = snap.config.min_compaction_lag_ms
     if lag > 0:
         for seg in snap.segments:
@@ -58,9 +64,15 @@ class LogToClean:
     max_compaction_delay_ms: int
 
     @classmethod
-    def of(cls, snap: LogSnapshot, now_ms: int) -> LogToClean:
+    def for_log(cls, plog: PartitionLog, snap: LogSnapshot, now_ms: int) -> LogToClean:
+        """The split of ``snap`` with its last stable offset (from the snapshot's transaction index, built from
+        file stats alone for a log without transactional rows): what every cleaning path plans with."""
+        return cls.of(snap, now_ms, last_stable_offset=plog.txn_index(snap).last_stable_offset)
+
+    @classmethod
+    def of(cls, snap: LogSnapshot, now_ms: int, *, last_stable_offset: int | None = None) -> LogToClean:
         first_dirty = snap.first_dirty_offset
-        first_uncleanable = first_uncleanable_offset(snap, now_ms)
+        first_uncleanable = first_uncleanable_offset(snap, now_ms, last_stable_offset)
         clean = [s for s in snap.segments if not s.is_active and s.base_offset < first_dirty]
         cleanable = _overlapping(snap.segments, first_dirty, first_uncleanable)
         return cls(

@@ -120,8 +120,9 @@ class StoreMetrics:
 def partition_metrics(logs: LogManager, manager: LogCleanerManager, topic: str, partition: int, now_ms: int
                       ) -> tuple[PartitionMetrics, int]:
     """A partition's metrics, and its cleanable bytes (for ``uncleanable-bytes``)."""
-    snap = logs.log(topic, partition).snapshot()
-    ltc = LogToClean.of(snap, now_ms)
+    plog = logs.log(topic, partition)
+    snap = plog.snapshot()
+    ltc = LogToClean.for_log(plog, snap, now_ms)
     compact = snap.config.compact
     mark = manager.uncleanable.get(topic, partition, snap.topic_id)
     lc = last_clean(logs, topic, partition)

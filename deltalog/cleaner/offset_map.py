@@ -41,7 +41,8 @@ from deltalog.cleaner.offset_bitmap import OffsetBitmap
 from deltalog.cleaner.task_plan import FileSlice, plan_runs
 from deltalog.cleaner.tasks import load_arrays, run_tasks, save_arrays
 from deltalog.log import damage
-from deltalog.log.record import KEY, OFFSET
+from deltalog.log.record import KEY, OFFSET, PRODUCER_ID
+from deltalog.log.transactions import AbortedTxn, aborted_mask
 from deltalog.spark import default_parallelism
 from deltalog.storage import Storage, join
 
@@ -131,6 +132,8 @@ class _MapTask:
     stop: int
     with_first: bool  # also each key's first offset: needed only when the map may fill up
     spill_dir: str  # where each task leaves its partial map for the driver (a location of the store)
+    #: Aborted transactions (producer id, first offset, marker offset): their records never enter the map.
+    aborted: tuple[AbortedTxn, ...] = ()
 
 
 #: A partial map: (hash high halves, low halves, latest offsets, first offsets or None), one entry per hash.
@@ -139,7 +142,7 @@ Partial = tuple[np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None"]
 
 def build_offset_map(spark: SparkSession, storage: Storage, table_uri: str, files: Sequence[DataFile],
                      start_offset: int, end_offset: int, capacity: int, spill_dir: str, *,
-                     slots: int | None = None) -> OffsetMap:
+                     slots: int | None = None, aborted: Sequence[AbortedTxn] = ()) -> OffsetMap:
     """Map the keyed records of ``[start_offset, end_offset)`` in ``files`` to the latest offset of each key
     hash, with at most ``capacity`` entries (a full map ends the mapped range early).
 
@@ -150,19 +153,23 @@ def build_offset_map(spark: SparkSession, storage: Storage, table_uri: str, file
     driver reads the files directly, then removes them.
 
     The first offset of each key is gathered only when the section holds more records than ``capacity``
-    (from the files' stats), since only then can the map fill up.
+    (from the files' stats), since only then can the map fill up. Records of the ``aborted`` transactions,
+    and transaction markers (keyless), are not mapped (Kafka's ``buildOffsetMap`` skips control batches
+    and aborted ones); a task reads the ``producer_id`` column only when there are aborted transactions
+    and its file has the column.
     """
+    aborted = tuple(aborted)
     section = [f for f in files if f.max_offset >= start_offset and f.min_offset < end_offset]
     may_fill = sum(f.num_records for f in section) > capacity
     hi, lo, latest, first = _merge(_run(spark, _MapTask(storage, table_uri, start_offset, end_offset, may_fill,
-                                                         spill_dir), section))
+                                                         spill_dir, aborted), section))
     full = len(latest) > capacity
     if full:
         assert first is not None
         # The (capacity + 1)-th distinct key to appear ends the mapped range; map again up to there.
         end_offset = int(np.partition(first, capacity)[capacity])
         hi, lo, latest, _ = _merge(_run(spark, _MapTask(storage, table_uri, start_offset, end_offset, False,
-                                                        spill_dir), section))
+                                                        spill_dir, aborted), section))
     return OffsetMap(start_offset, end_offset, capacity, slots if slots is not None else capacity, full,
                      MapKeys.of(hi, lo), latest,
                      OffsetBitmap.from_offsets(latest, start_offset, end_offset))
@@ -193,13 +200,20 @@ def _map_run(task: _MapTask, run: tuple[FileSlice, ...]) -> str:
         try:
             with task.storage.open_input(full_path) as f:
                 source = pq.ParquetFile(f)
-                table = (source.read(columns=[KEY, OFFSET]) if piece.row_groups is None
-                         else source.read_row_groups(piece.row_groups, columns=[KEY, OFFSET]))
+                columns = [KEY, OFFSET]
+                if task.aborted and PRODUCER_ID in source.schema_arrow.names:
+                    columns.append(PRODUCER_ID)
+                table = (source.read(columns=columns) if piece.row_groups is None
+                         else source.read_row_groups(piece.row_groups, columns=columns))
         except (OSError, pa.ArrowException) as e:
             raise damage.data_file_error(full_path, e) from None
         column = table.column(OFFSET)
         keep = pc.and_(pc.and_(pc.greater_equal(column, task.start), pc.less(column, task.stop)),
                        pc.is_valid(table.column(KEY)))
+        if PRODUCER_ID in table.column_names:
+            hit = aborted_mask(column, table.column(PRODUCER_ID), task.aborted)
+            if hit is not None:
+                keep = pc.and_(keep, pa.array(~hit))
         if pc.all(keep).as_py() is not True:
             table = table.filter(keep)
         hi, lo = key_hashes(table.column(KEY))

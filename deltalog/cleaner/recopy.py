@@ -10,7 +10,10 @@ over whole Arrow batches, for a record at or above the log start:
   of latest offsets (:class:`~deltalog.cleaner.offset_bitmap.OffsetBitmap`): its key need not be hashed again;
 - in the clean section: kept when its key's hash is not in the map (no later record supersedes it);
 - and in either, dropped if it is a tombstone whose delete horizon has passed. A kept tombstone without a
-  horizon gets ``delete_horizon_ms = horizon`` (the clean time plus ``delete.retention.ms``, KIP-534).
+  horizon gets ``delete_horizon_ms = horizon`` (the clean time plus ``delete.retention.ms``, KIP-534);
+- a record of an aborted transaction: dropped wherever it is, also past the mapped range;
+- a transaction marker: kept, unless it lies in the mapped range and its horizon has passed; the markers the
+  driver listed (:mod:`deltalog.cleaner.txn_plan`) get their horizon if they have none.
 
 Each task is one :class:`RecopyChunk`: consecutive files in offset order, each tagged with the name of
 the new segment its survivors go to, and the slice of the latest-offset bitmap that covers them; the map's
@@ -44,16 +47,19 @@ from deltalog.cleaner.tasks import load_arrays, save_arrays
 from deltalog.errors import CorruptLogError
 from deltalog.log import damage
 from deltalog.log.record import (
+    CONTROL,
     DELETE_HORIZON,
     KEY,
     OFFSET,
     PARQUET_WRITE_OPTIONS,
+    PRODUCER_ID,
     RECORD_SCHEMA,
     SEGMENT,
     VALUE,
     conform,
     new_file_name,
 )
+from deltalog.log.transactions import AbortedTxn, aborted_mask
 from deltalog.storage import ParquetSink, Storage, join
 
 #: Records read per Arrow batch.
@@ -67,7 +73,9 @@ ROW_GROUP_ROWS = 1_048_576
 
 @dataclass(frozen=True)
 class RetainRule:
-    """Kafka's ``shouldRetainRecord`` for one pass, over arrays of records."""
+    """Kafka's ``shouldRetainRecord`` for one pass, over arrays of records, with its transaction rules
+    (``CleanedTransactionMetadata``): records of ``aborted`` transactions are dropped wherever they are, and
+    transaction markers are kept (never looked up by key) until their delete horizon has passed."""
 
     log_start: int
     first_dirty: int  # start of the dirty section: records below it are tested by key hash
@@ -75,9 +83,13 @@ class RetainRule:
     now: int
     latest: OffsetBitmap  # the map's latest offsets (at least over the records being tested)
     keys: MapKeys | None  # the map's hashes; needed only for records of the clean section
+    aborted: tuple[AbortedTxn, ...] = ()
 
-    def retain(self, offsets: np.ndarray, keys: pa.ChunkedArray, horizons: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(retain, mapped, is_latest) masks for records with these offsets, keys and delete horizons.
+    def retain(self, offsets: np.ndarray, keys: pa.ChunkedArray, horizons: pa.ChunkedArray,
+               producer_ids: pa.ChunkedArray | None = None, control: pa.ChunkedArray | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(retain, mapped, is_latest) masks for records with these offsets, keys and delete horizons (and,
+        in a transactional log, producer ids and control types).
 
         ``is_latest`` holds for keyed records of the mapped range that no later record of the range
         supersedes (whether or not they are expired tombstones).
@@ -95,10 +107,33 @@ class RetainRule:
             is_latest[clean] = keyed & ~self.keys.contains(hi, lo)
         if horizons.null_count == len(horizons):
             expired = np.zeros(len(offsets), dtype=bool)
-        else:  # a horizon is only ever stamped on a tombstone: one that has passed marks an expired tombstone
+        else:  # a horizon is only stamped on a tombstone or a marker: one that has passed marks it expired
             expired = pc.fill_null(pc.less_equal(horizons, self.now), False).to_numpy(zero_copy_only=False)
         retain = (live & ~mapped) | (is_latest & ~expired)
+        markers = marker_mask(control)
+        if markers is not None:
+            retain[markers] = live[markers] & ~(mapped[markers] & expired[markers])
+        hit = self.aborted_rows(offsets, producer_ids)
+        if hit is not None:
+            retain &= ~hit
         return retain, mapped, is_latest
+
+    def aborted_rows(self, offsets: np.ndarray, producer_ids: pa.ChunkedArray | None) -> np.ndarray | None:
+        """Which rows belong to an aborted transaction (None: none does). A marker is at its transaction's
+        last offset, outside the aborted range ``[first, marker)``."""
+        if not self.aborted or producer_ids is None or producer_ids.null_count == len(producer_ids) \
+                or not len(offsets):
+            return None
+        lo, hi = int(offsets.min()), int(offsets.max())
+        near = [a for a in self.aborted if a.last_offset > lo and a.first_offset <= hi]
+        return aborted_mask(pa.array(offsets), producer_ids, near) if near else None
+
+
+def marker_mask(control: pa.ChunkedArray | None) -> np.ndarray | None:
+    """Which rows are transaction markers (None: none is)."""
+    if control is None or control.null_count == len(control):
+        return None
+    return ~_null_mask(control)
 
 
 @dataclass(frozen=True)
@@ -113,12 +148,16 @@ class RecopyParams:
     first_dirty: int
     end: int  # exclusive end of the mapped range
     now: int
-    horizon: int  # the delete horizon stamped on tombstones this pass keeps for the first time
+    horizon: int  # the delete horizon stamped on tombstones (and markers) this pass keeps for the first time
     keys_location: str | None = None
+    #: Aborted transactions whose records this pass drops (see :mod:`deltalog.cleaner.txn_plan`).
+    aborted: tuple[AbortedTxn, ...] = ()
+    #: Offsets of the markers this pass stamps with ``horizon`` (sorted; those already stamped keep theirs).
+    stamp_markers: np.ndarray | None = None
 
     def rule(self, latest: OffsetBitmap, keys: MapKeys | None) -> RetainRule:
         """The pass's ``shouldRetainRecord``, over the latest offsets and hashes given."""
-        return RetainRule(self.log_start, self.first_dirty, self.end, self.now, latest, keys)
+        return RetainRule(self.log_start, self.first_dirty, self.end, self.now, latest, keys, self.aborted)
 
 
 @dataclass(frozen=True)
@@ -140,6 +179,9 @@ class RecopyCounts:
     keyless_dropped: int = 0
     tombstones_removed: int = 0
     tombstones_stamped: int = 0
+    aborted_dropped: int = 0
+    markers_stamped: int = 0
+    markers_removed: int = 0
 
     def add(self, other: RecopyCounts) -> None:
         for name in self.__dataclass_fields__:
@@ -167,7 +209,7 @@ def recopy_chunk(params: RecopyParams, chunk: RecopyChunk) -> RecopyOutput:
         for piece, segment in chunk.files:
             for table in read_batches(params.storage, join(params.table_uri, piece.path),
                                       row_groups=piece.row_groups):
-                kept = _filter(table, rule, params.horizon, segment, out.counts)
+                kept = _filter(table, rule, params, segment, out.counts)
                 if kept is not None:
                     writer.write(segment, kept)
         out.files = writer.close()
@@ -211,26 +253,46 @@ def read_batches(storage: Storage, path: str, columns: list[str] | None = None, 
         raise damage.data_file_error(path, e) from None
 
 
-def _filter(table: pa.Table, rule: RetainRule, new_horizon: int, segment: int, counts: RecopyCounts) -> pa.Table | None:
+def _filter(table: pa.Table, rule: RetainRule, params: RecopyParams, segment: int,
+            counts: RecopyCounts) -> pa.Table | None:
     """The survivors of one batch, stamped and renamed; ``counts`` updated."""
     offsets = table.column(OFFSET).to_numpy()
     horizon = table.column(DELETE_HORIZON)
-    retain, mapped, is_latest = rule.retain(offsets, table.column(KEY), horizon)
-    keyless = _null_mask(table.column(KEY))
-    tombstone = _null_mask(table.column(VALUE))
+    control = table.column(CONTROL)
+    retain, mapped, is_latest = rule.retain(offsets, table.column(KEY), horizon, table.column(PRODUCER_ID), control)
+    markers = marker_mask(control)
+    data = np.ones(len(offsets), dtype=bool) if markers is None else ~markers
+    live = offsets >= rule.log_start
+    keyless = _null_mask(table.column(KEY)) & data
+    tombstone = _null_mask(table.column(VALUE)) & data
+    no_horizon = _null_mask(horizon)
     # Kafka stamps every batch it rewrites that keeps a tombstone (MemoryRecords.filterTo), so a tombstone past
     # the mapped range, in a segment this pass recopies, gets its horizon too.
-    stamp = retain & tombstone & _null_mask(horizon)
-    counts.records_read += int(np.count_nonzero(offsets >= rule.log_start))
-    counts.keyless_dropped += int(np.count_nonzero(mapped & keyless))
-    counts.tombstones_removed += int(np.count_nonzero(mapped & tombstone & ~keyless & ~retain))
-    counts.tombstones_stamped += int(np.count_nonzero(stamp))
+    stamp = retain & tombstone & no_horizon
+    dropped = live & ~retain
+    hit = rule.aborted_rows(offsets, table.column(PRODUCER_ID))
+    aborted = np.zeros(len(offsets), dtype=bool) if hit is None else hit & live & data
+    if markers is not None:
+        listed = params.stamp_markers
+        marker_stamp = retain & markers & no_horizon
+        if listed is not None and len(listed):
+            marker_stamp &= np.isin(offsets, listed)
+        else:
+            marker_stamp[:] = False
+        counts.markers_stamped += int(np.count_nonzero(marker_stamp))
+        counts.markers_removed += int(np.count_nonzero(dropped & markers))
+        stamp |= marker_stamp
+    counts.records_read += int(np.count_nonzero(live))
+    counts.keyless_dropped += int(np.count_nonzero(mapped & keyless & ~aborted))
+    counts.tombstones_removed += int(np.count_nonzero(mapped & tombstone & ~keyless & ~retain & ~aborted))
+    counts.tombstones_stamped += int(np.count_nonzero(stamp & tombstone))
+    counts.aborted_dropped += int(np.count_nonzero(aborted))
     n = int(np.count_nonzero(retain))
     counts.records_written += n
     if n == 0:
         return None
     if stamp.any():
-        horizon = pc.if_else(pa.array(stamp), pa.scalar(new_horizon, pa.int64()), horizon)
+        horizon = pc.if_else(pa.array(stamp), pa.scalar(params.horizon, pa.int64()), horizon)
         table = table.set_column(table.schema.get_field_index(DELETE_HORIZON), RECORD_SCHEMA.field(DELETE_HORIZON),
                                  horizon)
     if n < table.num_rows:

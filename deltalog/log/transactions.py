@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog.errors import InvalidConfigError
-from deltalog.log.delta import DataFile
 from deltalog.log.record import (
     ABORT,
     CONTROL,
@@ -44,6 +44,11 @@ from deltalog.log.record import (
     TXN_FIRST_OFFSET,
 )
 from deltalog.storage import Storage, join
+
+if TYPE_CHECKING:
+    # Annotation only: the cleaner's Spark tasks import this module (aborted_mask), and workers must not
+    # import delta-rs (~0.5 s).
+    from deltalog.log.delta import DataFile
 
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
