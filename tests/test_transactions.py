@@ -402,3 +402,28 @@ def test_transactions_on_object_storage(any_store):
     a.begin_transaction()
     with pytest.raises(ProducerFencedError):
         a.send("t", recs(("k", "zombie")), partition=0)
+
+
+@pytest.mark.slow
+def test_the_checks_hold_across_cleans_of_a_transactional_log(spark_store, clock):
+    """Real passes over committed and aborted transactions: every clean passes the across-clean suite, which
+    includes aborted_records_dropped and markers_kept_until_horizon, and the partition suite after it."""
+    store = spark_store
+    store.create_topic("c", 1, config={"cleanup.policy": "compact", "delete.retention.ms": 1000})
+    _transactions(store, "c").commit_transaction()
+    store.roll("c", 0)
+    first = store.clean("c")
+    assert first and first[0].aborted_dropped == 2
+    clock.advance(2000)  # past the markers' horizons
+    store.produce("c", recs(("a", "2")), partition=0)
+    store.roll("c", 0)
+    second = store.clean_partition("c", 0, force=True)
+    # the ABORT marker goes (horizon passed); both COMMIT markers stay: b=1 and e=open are still there
+    assert second.markers_removed == 1
+    result = store.check("c", cleans="all")
+    names = {e.name for s in result.suites for e in s.expectations}
+    assert {"aborted_records_dropped", "markers_kept_until_horizon"} <= names
+    assert result.success, result.summary()
+    left = store.read("c", 0, isolation_level="read_uncommitted")  # what the log holds, markers aside
+    assert sorted((r.key, r.value) for r in left) == [(b"a", b"2"), (b"b", b"1"), (b"e", b"open"), (b"plain", b"0")]
+    assert all(m.control != "ABORT" for m in store.log("c", 0).txn_index().markers)
