@@ -195,6 +195,15 @@ class Options:
                 self.max_offsets_per_trigger = 0
             if self.max_offsets_per_trigger <= 0:
                 raise InvalidArgumentError(f"option 'maxOffsetsPerTrigger' must be a positive integer, not {raw_max!r}")
+        raw_min = opts.get("minpartitions")
+        self.min_partitions: int | None = None
+        if raw_min is not None:
+            try:
+                self.min_partitions = int(raw_min)
+            except ValueError:
+                self.min_partitions = 0
+            if self.min_partitions <= 0:
+                raise InvalidArgumentError(f"option 'minPartitions' must be a positive integer, not {raw_min!r}")
         self.topic = opts.get("topic")
         self.checkpoint = opts.get("checkpointlocation")
         self.transactional_id = opts.get("transactional.id") or opts.get("transactionalid")
@@ -309,6 +318,28 @@ def _data_loss(opts: Options, message: str) -> None:
     import logging
 
     logging.getLogger(__name__).warning("%s; skipped (failOnDataLoss=false)", message)
+
+
+def _ranges(planned: Sequence[tuple[str, int, list[FileSlice], int | None]], min_partitions: int,
+            current: bool = False) -> list[InputPartition]:
+    """The tasks of a read: one per topic partition (Kafka's source maps them one to one), unless the
+    partitions are fewer than ``min_partitions`` (option ``minPartitions``, by default the session's
+    parallelism): then each partition's files are cut into runs, as many as its share of the bytes
+    (Kafka's ``KafkaOffsetRangeCalculator``), so a read of one big partition does not run on one core. A
+    current-state read keeps each partition in one task (its keys are deduplicated together)."""
+    sizes = [sum(s.size_bytes for s in slices) for _, _, slices, _ in planned]
+    total = sum(sizes)
+    split = not current and min_partitions > len(planned) and total > 0
+    tasks: list[InputPartition] = []
+    for (topic, partition, slices, clean_upto), size in zip(planned, sizes, strict=True):
+        if not slices:
+            continue
+        if current:
+            groups = [slices]
+        else:
+            groups = plan_tasks(slices, max(1, -(-min_partitions * size // total)) if split else 1)
+        tasks += [InputPartition(_Range(topic, partition, [s.to_list() for s in g], clean_upto)) for g in groups]
+    return tasks
 
 
 # -- reading, in the tasks -----------------------------------------------------------------------------------
@@ -461,10 +492,11 @@ class DeltalogBatchReader(DataSourceReader):
     """``spark.read.format("deltalog")``: one task per topic partition with records in range (more for a
     partition bigger than a task's share of bytes), planned on the latest Delta version of each partition."""
 
-    def __init__(self, opts: Options, schema: StructType) -> None:
+    def __init__(self, opts: Options, schema: StructType, parallelism: int = 1) -> None:
         self.opts = opts
         self.schema = schema
         self.bounds = _Bounds()
+        self.min_partitions = opts.min_partitions or parallelism
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:  # noqa: N802 - pyspark's name
         """Prune by ``topic``/``partition``/``offset`` comparisons; every filter is still applied by Spark."""
@@ -481,7 +513,7 @@ class DeltalogBatchReader(DataSourceReader):
         if opts.starting == "latest":
             raise InvalidArgumentError("startingOffsets can't be latest for batch queries (use earliest or JSON)")
         store = _Store(opts)
-        tasks: list[InputPartition] = []
+        planned: list[tuple[str, int, list[FileSlice], int | None]] = []
         for topic, partition in store.topic_partitions(opts):
             if not self.bounds.allows(topic, partition):
                 continue
@@ -515,12 +547,9 @@ class DeltalogBatchReader(DataSourceReader):
             if end <= start:
                 continue
             clean_upto = max(snap.first_dirty_offset, snap.log_start_offset) if opts.mode == "current" else None
-            slices = file_slices(log.uri, partition, snap.files, from_offset=start, to_offset=end)
-            # current state: a partition is one task (its keys are deduplicated together)
-            groups = [slices] if opts.mode == "current" else plan_tasks(slices, 1)
-            tasks += [InputPartition(_Range(topic, partition, [s.to_list() for s in g], clean_upto))
-                      for g in groups if g]
-        return tasks
+            planned.append((topic, partition, file_slices(log.uri, partition, snap.files, from_offset=start,
+                                                          to_offset=end), clean_upto))
+        return _ranges(planned, self.min_partitions, opts.mode == "current")
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         r = partition.value
@@ -576,7 +605,7 @@ class DeltalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     replays the batch after a restart), so a cleaning pass between batches only makes removed records absent.
     Runs in one long-lived process on the driver side; its tasks get everything through their partitions."""
 
-    def __init__(self, opts: Options, schema: StructType) -> None:
+    def __init__(self, opts: Options, schema: StructType, parallelism: int = 1) -> None:
         if opts.ending is not None:
             raise InvalidArgumentError("endingOffsets is not valid in streaming queries")
         if opts.mode != "log":
@@ -584,12 +613,14 @@ class DeltalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         opts.require_strategy()
         self.opts = opts
         self.schema = schema
+        self.min_partitions = opts.min_partitions or parallelism
         self._store: _Store | None = None
         self._available_now: dict[TopicPartition, int] | None = None
         self._latest: dict[TopicPartition, int] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"opts": self.opts, "schema": self.schema, "_store": None, "_available_now": None, "_latest": None}
+        return {"opts": self.opts, "schema": self.schema, "min_partitions": self.min_partitions, "_store": None,
+                "_available_now": None, "_latest": None}
 
     def _logs(self) -> _Store:
         if self._store is None:
@@ -639,7 +670,7 @@ class DeltalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         begin, until = parse_offsets(start), parse_offsets(end)
         store = self._logs()
-        tasks: list[InputPartition] = []
+        planned: list[tuple[str, int, list[FileSlice], int | None]] = []
         for (topic, p), e in sorted(until.items()):
             log = store.logs.log(topic, p)
             snap = log.snapshot()
@@ -652,9 +683,8 @@ class DeltalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 s = snap.log_start_offset
                 if e <= s:
                     continue
-            slices = file_slices(log.uri, p, snap.files, from_offset=s, to_offset=e)
-            tasks += [InputPartition(_Range(topic, p, [x.to_list() for x in g])) for g in plan_tasks(slices, 1)]
-        return tasks
+            planned.append((topic, p, file_slices(log.uri, p, snap.files, from_offset=s, to_offset=e), None))
+        return _ranges(planned, self.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         r = partition.value
@@ -831,6 +861,11 @@ def sink_app_id(opts: Options) -> str:
 class DeltalogDataSource(DataSource):
     """``format("deltalog")``: see the module docstring."""
 
+    #: Tasks a read aims for when option ``minPartitions`` is not given: the session's default parallelism,
+    #: set by :func:`register` on the class it registers (the planner runs in a Python worker that cannot
+    #: ask the session).
+    parallelism: int = 1
+
     @classmethod
     def name(cls) -> str:
         return SOURCE_NAME
@@ -839,10 +874,10 @@ class DeltalogDataSource(DataSource):
         return kafka_schema(Options(self.options).include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return DeltalogBatchReader(Options(self.options), schema)
+        return DeltalogBatchReader(Options(self.options), schema, self.parallelism)
 
     def streamReader(self, schema: StructType) -> DeltalogStreamReader:  # noqa: N802
-        return DeltalogStreamReader(Options(self.options), schema)
+        return DeltalogStreamReader(Options(self.options), schema, self.parallelism)
 
     def writer(self, schema: StructType, overwrite: bool) -> DeltalogBatchWriter:
         if overwrite:
@@ -863,9 +898,20 @@ _lock = threading.Lock()
 
 def register(spark: Any) -> None:
     """Register ``format("deltalog")`` on ``spark`` (once per session) and enable Python filter pushdown."""
+    from deltalog.spark import default_parallelism
+
     with _lock:
         if spark in _registered:
             return
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-        spark.dataSource.register(DeltalogDataSource)
+        spark.dataSource.register(session_source(default_parallelism(spark)))
         _registered.add(spark)
+
+
+def session_source(parallelism: int) -> type[DeltalogDataSource]:
+    """:class:`DeltalogDataSource` aiming reads at ``parallelism`` tasks. A subclass its module does not name,
+    so cloudpickle sends it to the planner's Python worker by value, attribute included (the class itself
+    goes by reference: its attributes as set here would not)."""
+    return type("DeltalogDataSource", (DeltalogDataSource,),
+                {"parallelism": max(int(parallelism), 1), "__module__": __name__,
+                 "__qualname__": "session_source.<locals>.DeltalogDataSource"})
