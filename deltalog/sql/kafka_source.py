@@ -721,14 +721,41 @@ def _column(table: pa.Table, name: str, allowed: str, check: Any) -> pa.ChunkedA
     return column
 
 
-def _stage(opts: Options, batches: Iterable[pa.RecordBatch]) -> StagedRecords:
+class _LazyLogs:
+    """The store's :class:`~deltalog.log.log_manager.LogManager`, opened when first used: a write task whose
+    topics the driver resolved never opens it."""
+
+    def __init__(self, opts: Options) -> None:
+        self._opts = opts
+        self._logs: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._logs is None:
+            self._logs = _Store(self._opts).logs
+        return getattr(self._logs, name)
+
+
+def _topic_metadata(opts: Options) -> dict[str, tuple[int, Any]]:
+    """The partition count and config of the ``topic`` option's topic, read once where the writer is made (the
+    driver side) and handed to every task with the writer: without them each task opened the topic's first
+    partition table (a Delta log read) before routing its first batch. A ``topic`` column's topics are read in
+    the tasks, as they come."""
+    if not opts.topic:
+        return {}
+    from deltalog.log.producer import Producer
+
+    return {opts.topic: Producer(_Store(opts).logs).topic_metadata(opts.topic)}
+
+
+def _stage(opts: Options, batches: Iterable[pa.RecordBatch],
+           topics: Mapping[str, tuple[int, Any]] | None = None) -> StagedRecords:
     """Route a task's rows to their topic partitions (Kafka's partitioner for rows with no ``partition``) and
-    stage each partition's records as one Parquet file; nothing is appended before the commit."""
+    stage each partition's records as one Arrow IPC file; nothing is appended before the commit. ``topics``:
+    partition counts and configs already known (:func:`_topic_metadata`)."""
     from deltalog.clock import WallClock
     from deltalog.log.producer import PARTITION, Producer
 
-    store = _Store(opts)
-    producer = Producer(store.logs)
+    producer = Producer(_LazyLogs(opts), topics=topics)  # type: ignore[arg-type]
     now_ms = WallClock().now_ms()
     parts: dict[tuple[str, int], list[pa.Table]] = {}
     for batch in batches:
@@ -761,16 +788,33 @@ def _stage(opts: Options, batches: Iterable[pa.RecordBatch]) -> StagedRecords:
             groups = [(t, records_table.filter(pc.equal(topics, t))) for t in pc.unique(topics).to_pylist()]
         for topic, rows in groups:
             validated, targets = producer.route(topic, rows, now_ms)
-            for p in np.unique(targets).tolist():
-                parts.setdefault((topic, p), []).append(validated.filter(pa.array(targets == p)))
+            sent = np.unique(targets).tolist()
+            for p in sent:  # all to one partition (a one-partition topic): no filtered copy
+                parts.setdefault((topic, p), []).append(
+                    validated if len(sent) == 1 else validated.filter(pa.array(targets == p)))
     storage = opts.storage()
     files = []
     for (topic, p), tables in sorted(parts.items()):
         staged = pa.concat_tables(tables).select(STAGED_SCHEMA.names).cast(STAGED_SCHEMA)
-        location = storage.location(STAGING_DIR, f"{uuid.uuid4().hex}.parquet")
-        storage.write_parquet(location, staged)
+        location = storage.location(STAGING_DIR, f"{uuid.uuid4().hex}.arrow")
+        storage.write_bytes(location, _ipc_bytes(staged))
         files.append((topic, p, location, staged.num_rows))
     return StagedRecords(files)
+
+
+def _ipc_bytes(table: pa.Table) -> bytes:
+    """``table`` as an Arrow IPC file: staged records are read once, whole, by the commit, so they are kept in
+    Arrow's own layout (no Parquet encoding in the task, no decoding in the commit: 2 x 100k records took
+    ~0.05 s to write and ~0.07 s to read back as Parquet)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _read_staged(storage: Storage, locations: Sequence[str]) -> pa.Table:
+    tables = [pa.ipc.open_file(pa.py_buffer(storage.read_bytes(loc))).read_all() for loc in locations]
+    return pa.concat_tables(tables) if tables else STAGED_SCHEMA.empty_table()
 
 
 def _commit(opts: Options, messages: Sequence[WriterCommitMessage | None], app_id: str | None = None,
@@ -790,7 +834,7 @@ def _commit(opts: Options, messages: Sequence[WriterCommitMessage | None], app_i
         store = _Store(opts)
         now_ms = WallClock().now_ms()
         for (topic, p), locations in sorted(staged.items()):
-            table = storage.read_parquet(locations, schema=STAGED_SCHEMA)
+            table = _read_staged(storage, locations)
             txn = (app_id, batch_id) if app_id is not None and batch_id is not None else None
             store.logs.log(topic, p).append(table, now_ms, app_transaction=txn)
     finally:
@@ -808,9 +852,10 @@ class DeltalogBatchWriter(DataSourceArrowWriter):
 
     def __init__(self, opts: Options) -> None:
         self.opts = opts
+        self.topics = _topic_metadata(opts)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return _stage(self.opts, iterator)
+        return _stage(self.opts, iterator, self.topics)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         _commit(self.opts, messages)
