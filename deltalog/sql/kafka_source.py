@@ -374,11 +374,13 @@ def _to_kafka_rows(table: pa.Table, topic: str, partition: int, include_headers:
     return pa.table(cols)
 
 
-def _read_range(storage: Storage, r: _Range, current: bool) -> Iterator[pa.Table]:
+def _read_range(storage: Storage, r: _Range, current: bool, include_headers: bool = True) -> Iterator[pa.Table]:
     slices = [FileSlice.from_list(v) for v in r.slices]
     if not current:
+        # headers only when the rows carry them: the column is a list of structs, the dearest to decode
+        columns = _READ_COLUMNS if include_headers else [c for c in _READ_COLUMNS if c != HEADERS]
         for s in slices:
-            for batch in read_slice(storage, s, _READ_COLUMNS):
+            for batch in read_slice(storage, s, columns):
                 yield pa.Table.from_batches([batch])
         return
     yield _current_state(storage, slices, r.clean_upto)
@@ -556,7 +558,7 @@ class DeltalogBatchReader(DataSourceReader):
         if r is None:  # Spark's stand-in when there are no tasks
             return
         storage = self.opts.storage()
-        for table in _read_range(storage, r, self.opts.mode == "current"):
+        for table in _read_range(storage, r, self.opts.mode == "current", self.opts.include_headers):
             rows = _to_kafka_rows(table, r.topic, r.partition, self.opts.include_headers)
             yield from _cast_batches(rows, self.schema)
 
@@ -690,7 +692,7 @@ class DeltalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         r = partition.value
         if r is None:
             return
-        for table in _read_range(self.opts.storage(), r, False):
+        for table in _read_range(self.opts.storage(), r, False, self.opts.include_headers):
             yield from _cast_batches(_to_kafka_rows(table, r.topic, r.partition, self.opts.include_headers),
                                      self.schema)
 
