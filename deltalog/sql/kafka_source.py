@@ -16,7 +16,7 @@ after a cleaning pass reads the cleaned files, so records compaction removed are
 never reused (what Kafka's source returns from a compacted topic). Offsets below the log start (retention,
 DeleteRecords) are data loss, handled as Kafka's source does (``failOnDataLoss``).
 
-Writes stage each task's records per target partition as a Parquet file under ``_deltalog/sink/`` and the
+Writes stage each task's records per target partition as an Arrow IPC file under ``_deltalog/sink/`` and the
 commit (on the driver side) appends each partition's staged records in one Delta commit. A streaming commit
 carries the Delta transaction identifier ``(deltalog.sink.<query id>, batchId)`` in that same commit, so a
 micro-batch replayed after a restart finds its batch already committed on a partition and appends nothing
@@ -491,8 +491,9 @@ def _range_of(f: Filter) -> tuple[int | None, int | None, set[int] | None]:
 
 
 class DeltalogBatchReader(DataSourceReader):
-    """``spark.read.format("deltalog")``: one task per topic partition with records in range (more for a
-    partition bigger than a task's share of bytes), planned on the latest Delta version of each partition."""
+    """``spark.read.format("deltalog")``: one task per topic partition with records in range, or more when the
+    partitions are fewer than ``minPartitions`` (by default the session's parallelism) or one is bigger than a
+    task's share of bytes; planned on the latest Delta version of each partition."""
 
     def __init__(self, opts: Options, schema: StructType, parallelism: int = 1) -> None:
         self.opts = opts
