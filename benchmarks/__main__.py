@@ -29,10 +29,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work-dir", default=None, help="where the tables go (default: a temporary directory)")
     p.add_argument("--out-dir", default=os.path.join(REPO, "docs"), help="where benchmarks.md/.png are written")
     p.add_argument("--keep", action="store_true", help="keep the work directory")
+    p.add_argument("--rows", default=None,
+                   help="run only the cases behind these report rows (comma-separated numbers, e.g. 10,11): "
+                        "prints their rounds and ratios and writes no report (a partial run cannot fill it)")
     p.add_argument("--report-only", action="store_true",
                    help="re-render benchmarks.md/.png from the benchmarks.json of the last run (e.g. after editing "
                         "benchmarks/NOTES.md), without running anything")
     args = p.parse_args(argv)
+    rows = _rows(p, args.rows)
     raw = os.path.join(args.out_dir, "benchmarks.json")
     if args.report_only:
         return _render(args, raw)
@@ -53,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     s3 = None
     try:
         connect = None
-        if not args.no_connect:
+        if not args.no_connect and (rows is None or 8 in rows):
             from deltalog.testing.services import ConnectServer
 
             # A server JVM with the classic session's cores and settings, so the two passes differ by the session only.
@@ -61,11 +65,11 @@ def main(argv: list[str] | None = None) -> int:
                                    conf={k: str(v) for k, v in {**DEFAULT_SPARK_CONF, **conf}.items()}).start()
             connect = server.session()
         s3 = None
-        if not args.no_s3:
+        if not args.no_s3 and (rows is None or 9 in rows):
             from deltalog.testing.services import S3Server
 
             s3 = S3Server(os.path.join(work, "s3-server")).start()
-        timings = Bench(w, work, spark, cores, connect=connect, s3=s3).run(args.repeats)
+        timings = Bench(w, work, spark, cores, connect=connect, s3=s3).run(args.repeats, rows=rows)
     except BenchmarkFailure as e:
         print(f"BENCHMARK FAILED: {e}", file=sys.stderr)
         return 1
@@ -76,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
             s3.stop()
         if not args.keep and args.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
+    if rows is not None:
+        _print_partial(timings)
+        print(f"in {time.monotonic() - started:.0f} s")
+        return 0
     info["cores"] = cores
     os.makedirs(args.out_dir, exist_ok=True)
     with open(raw, "w") as f:
@@ -86,6 +94,33 @@ def main(argv: list[str] | None = None) -> int:
     _render(args, raw)
     print(f"in {time.monotonic() - started:.0f} s")
     return 0
+
+
+def _rows(p: argparse.ArgumentParser, text: str | None) -> set[int] | None:
+    from benchmarks.runner import ROW_CASES
+
+    if text is None:
+        return None
+    try:
+        rows = {int(r) for r in text.split(",") if r.strip()}
+    except ValueError:
+        rows = set()
+    if not rows or not rows <= set(ROW_CASES):
+        p.error(f"--rows takes report row numbers among {', '.join(map(str, sorted(ROW_CASES)))}, got {text!r}")
+    return rows
+
+
+def _print_partial(timings: object) -> None:
+    """The rounds and medians of a ``--rows`` run, and the ratios of the comparisons it ran both sides of."""
+    from benchmarks import report
+
+    t = timings
+    for name, values in t.seconds.items():  # type: ignore[attr-defined]
+        print(f"{name}: {', '.join(f'{v:.2f}' for v in values)} (median {t.median(name):.2f})")  # type: ignore[attr-defined]
+    for label, ours, theirs, target in report.TIME_COMPARISONS:
+        if ours in t.seconds and theirs in t.seconds:  # type: ignore[attr-defined]
+            r = t.median(ours) / t.median(theirs)  # type: ignore[attr-defined]
+            print(f"{label}: {r:.2f}x" + (f" (target <= {target}x)" if target else ""))
 
 
 def _render(args: argparse.Namespace, raw: str) -> int:

@@ -313,6 +313,10 @@ class Bench:
         self._time("idempotent producer.send, 3 partitions", run_idempotent, check(idem))
         transactions.produce_in_transaction(self, arrow, n)
 
+    def transaction_cases(self, rnd: int) -> None:
+        """Row 14 (see :mod:`benchmarks.transactions`; row 13 runs inside :meth:`produces`)."""
+        transactions.cases(self, rnd)
+
     def kafka_source(self, rnd: int) -> None:
         """``format("deltalog")`` (issue 13) beside its baselines, on the same partition: a batch read of the
         whole log vs ``spark.read.parquet`` of the same files (both to Spark's ``noop`` sink, every column
@@ -476,25 +480,31 @@ class Bench:
             case(0)
         shutil.rmtree(tiny.dir, ignore_errors=True)
 
-    def run(self, repeats: int) -> Timings:
+    def run(self, repeats: int, rows: set[int] | None = None) -> Timings:
+        """Every case ``repeats`` times, in a fixed order; with ``rows``, only the cases behind those report
+        rows (and no map memory figures unless row 5 is among them)."""
+        cases = [c for c in CASE_ORDER if rows is None or any(c in ROW_CASES[r] for r in rows)]
         self.log("warming up the JVM on the tiny preset (untimed)")
         self.warm_up()
         self.setup()
         for rnd in range(repeats):
             self.log(f"round {rnd + 1}/{repeats}")
-            self.clean_pass(rnd)
-            self.clean_pass_connect(rnd)
-            self.clean_pass_s3(rnd)
-            self.row_number_dedupe(rnd)
-            self.read_rewrite(rnd)
-            self.duckdb_dedupe(rnd)
-            self.delta_merge(rnd)
-            self.map_build(rnd)
-            self.appends(rnd)
-            self.current_state_reads(rnd)
-            self.kafka_source(rnd)
-            transactions.cases(self, rnd)
-        from benchmarks.memory import measure_map_memory
+            for case in cases:
+                getattr(self, case)(rnd)
+        if rows is None or 5 in rows:
+            from benchmarks.memory import measure_map_memory
 
-        self.t.figures["map_memory"] = measure_map_memory(self)
+            self.t.figures["map_memory"] = measure_map_memory(self)
         return self.t
+
+
+#: The cases of a round, in the order they run.
+CASE_ORDER = ("clean_pass", "clean_pass_connect", "clean_pass_s3", "row_number_dedupe", "read_rewrite",
+              "duckdb_dedupe", "delta_merge", "map_build", "appends", "current_state_reads", "kafka_source")
+#: The cases each report row needs (``python -m benchmarks --rows``).
+ROW_CASES = {
+    1: ("clean_pass", "row_number_dedupe"), 2: ("clean_pass", "read_rewrite"), 3: ("clean_pass", "duckdb_dedupe"),
+    4: ("clean_pass", "delta_merge"), 5: ("map_build",), 6: ("appends",), 7: ("current_state_reads",),
+    8: ("clean_pass", "clean_pass_connect"), 9: ("clean_pass", "clean_pass_s3"),
+    10: ("kafka_source",), 11: ("kafka_source",), 12: ("kafka_source",), 13: ("appends",), 14: ("transaction_cases",),
+}

@@ -91,6 +91,37 @@ def test_one_task_per_topic_partition_and_offsets_per_partition_json(classic, st
     assert got == {(0, 1), (0, 2)} | {(1, o) for o in range(ends[1])}
 
 
+def test_a_big_partition_is_read_by_the_sessions_cores_or_min_partitions_tasks(classic, store):
+    """One topic partition of ~12 MB in 4 files: Kafka's source reads it in one task; this source cuts it into
+    runs of files balanced by bytes, as many as the session's parallelism (2 here) or ``minPartitions``, and
+    the rows are the same either way."""
+    import numpy as np
+    import pyarrow as pa
+
+    store.create_topic("big", 1, config={"cleanup.policy": "compact"})
+    rng = np.random.default_rng(1)
+    for b in range(4):
+        n = 30_000
+        values = rng.integers(0, 256, n * 100, dtype=np.uint8).tobytes()
+        store.append("big", 0, pa.table({
+            "key": pa.array([f"k{b}-{i}".encode() for i in range(n)], pa.binary()),
+            "value": pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(
+                np.arange(0, (n + 1) * 100, 100, dtype=np.int32).tobytes()), pa.py_buffer(values)])}))
+    end = store.log("big", 0).head().log_end_offset
+    for options, tasks in (({}, 2), ({"minPartitions": 1}, 1), ({"minPartitions": 3}, 3)):
+        df = _reader(classic, store, subscribe="big", **options).load()
+        assert df.rdd.getNumPartitions() == tasks, options
+        got = df.selectExpr("offset", "spark_partition_id() AS task").collect()
+        assert sorted(r["offset"] for r in got) == list(range(end))
+        by_task = {}
+        for r in got:  # each task reads one contiguous run of offsets
+            by_task.setdefault(r["task"], []).append(r["offset"])
+        spans = sorted((min(v), max(v), len(v)) for v in by_task.values())
+        assert all(hi - lo + 1 == n for lo, hi, n in spans) and len(spans) == tasks
+    with pytest.raises(Exception, match="'minPartitions' must be a positive integer"):
+        _reader(classic, store, subscribe="big", minPartitions=0).load().collect()
+
+
 def test_assign_and_subscribe_pattern_choose_topic_partitions(classic, store):
     _fill(store, "a.one", partitions=2, n=6)
     _fill(store, "a.two", partitions=1, n=3)

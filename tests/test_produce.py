@@ -137,3 +137,22 @@ def test_the_result_is_a_sequence_of_record_metadata(store, clock):
     with pytest.raises(AttributeError):
         result[0].offset = 3  # frozen
     assert result != [result[0]]
+
+
+def test_route_with_known_topic_metadata_reads_nothing_of_the_store(store, clock):
+    """A Spark sink's tasks get the topic's partition count and config from the driver: routing then opens no
+    partition table, and routes exactly as reading them would."""
+    store.create_topic("t", 3, config={"cleanup.policy": "compact"})
+    batch = pa.table({"key": pa.array([b"grape", b"lime", b"fig"], pa.binary()),
+                      "value": pa.array([b"1", b"2", b"3"], pa.binary())})
+    known = Producer(store.log_manager).topic_metadata("t")
+    assert known[0] == 3
+
+    class NoStore:
+        def __getattr__(self, name):
+            raise AssertionError(f"the store was used: {name}")
+
+    rows, targets = Producer(NoStore(), topics={"t": known}).route("t", batch, clock.now_ms())
+    expected_rows, expected = Producer(store.log_manager).route("t", batch, clock.now_ms())
+    assert targets.tolist() == expected.tolist() == [partition_for_key(k, 3) for k in (b"grape", b"lime", b"fig")]
+    assert rows.equals(expected_rows)

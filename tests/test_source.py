@@ -99,6 +99,11 @@ def test_tasks_pack_small_files_and_split_big_reads():
     big = plan_tasks(slices([50 * 1024 * 1024] * 10), parallelism=2)
     assert all(sum(s.size_bytes + FILE_OPEN_COST for s in t) <= MAX_TASK_BYTES for t in big) and len(big) == 5
     assert plan_tasks([], 4) == []
+    # the small preset's partition (one clean file, eight closed segments, 5-11 MB each) on 2 cores: two runs
+    # balanced by bytes, not two full shares and a small third task the read would wait for
+    sizes = [11 << 20, 5 << 20, *[11 << 20] * 7, 5 << 20]
+    runs = plan_tasks(slices(sizes), parallelism=2)
+    assert [len(t) for t in runs] == [5, 5] and [s.path for t in runs for s in t] == [str(i) for i in range(10)]
 
 
 # --- through Spark: both kinds of session ---------------------------------------------------------------

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import random
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
@@ -39,6 +39,7 @@ from deltalog.log.partitioner import partitions_for_keys
 from deltalog.log.record import HEADERS, KEY, TIMESTAMP, VALUE, Record
 
 if TYPE_CHECKING:
+    from deltalog.config import TopicConfig
     from deltalog.log.log_manager import LogManager
     from deltalog.log.producer_state import ProducerBatch
 
@@ -136,7 +137,8 @@ class Producer:
     """
 
     def __init__(self, logs: LogManager, *, sticky_batch_bytes: int = STICKY_BATCH_BYTES,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 topics: Mapping[str, tuple[int, TopicConfig]] | None = None) -> None:
         if isinstance(sticky_batch_bytes, bool) or not isinstance(sticky_batch_bytes, int) or sticky_batch_bytes < 1:
             raise InvalidArgumentError(f"sticky_batch_bytes must be an integer >= 1, not {sticky_batch_bytes!r}")
         self.logs = logs
@@ -144,6 +146,16 @@ class Producer:
         self._rng = rng or random.Random()
         self._lock = threading.Lock()
         self._sticky: dict[str, tuple[int, int]] = {}  # topic -> (partition, bytes sent there in this batch)
+        self._topics = dict(topics or {})
+
+    def topic_metadata(self, topic: str) -> tuple[int, TopicConfig]:
+        """The partition count and config of ``topic``: as given at construction (a Spark sink's tasks get them
+        from the driver, so routing a batch opens no Delta table), else read from the store."""
+        known = self._topics.get(topic)
+        if known is not None:
+            return known
+        partitions = self.logs.partitions(topic)  # raises for an unknown topic
+        return len(partitions), self.logs.log(topic, partitions[0]).head().config
 
     def send(self, topic: str, records: Sequence[Record] | Record | pa.Table | pa.RecordBatch, now_ms: int, *,
              partition: int | None = None,
@@ -202,14 +214,12 @@ class Producer:
                     "give the partition either as partition= or as a 'partition' column of the batch, not both")
             explicit = _partition_column(table.column(PARTITION))
             table = table.drop_columns([PARTITION])
-        partitions = self.logs.partitions(topic)  # raises for an unknown topic
-        count = len(partitions)
+        count, config = self.topic_metadata(topic)
         if partition is not None:
             self.logs.log(topic, partition)  # raises for a partition that does not exist, with the valid range
         n = table.num_rows
         if not n:
             return table, np.zeros(0, np.int32)
-        config = self.logs.log(topic, partitions[0]).head().config
         rows = arrow_records.validated(table, config, topic, now_ms)  # before anything is written
 
         if partition is not None:

@@ -186,21 +186,34 @@ def file_slices(table: str, partition: int, files: Sequence[DataFile], *, from_o
 
 
 def plan_tasks(slices: Sequence[FileSlice], parallelism: int) -> list[list[FileSlice]]:
-    """Slices packed into tasks, in order: about ``parallelism`` tasks for a small read, tasks of at most
-    :data:`MAX_TASK_BYTES` for a big one (Spark's own rule for file scans, with a smaller opening cost)."""
+    """Slices packed into runs of consecutive slices, one task each, balanced by bytes: ``parallelism`` runs
+    for a read big enough (one wave of tasks on that many cores), fewer when a run would hold less than
+    :data:`MIN_TASK_BYTES`, more when one would exceed :data:`MAX_TASK_BYTES` (Spark's own bounds for file
+    scans, with a smaller opening cost). Filling runs up to a share in order left a small third task behind
+    two full ones on 2 cores, the whole read waiting for it."""
     if not slices:
         return []
     costs = [s.size_bytes + FILE_OPEN_COST for s in slices]
-    target = min(MAX_TASK_BYTES, max(sum(costs) // max(parallelism, 1), MIN_TASK_BYTES))
-    tasks: list[list[FileSlice]] = [[]]
-    size = 0
+    total = sum(costs)
+    n = max(parallelism, 1, -(-total // MAX_TASK_BYTES))
+    n = max(1, min(n, -(-total // MIN_TASK_BYTES), len(slices)))
+    while True:
+        runs = _runs(slices, costs, total, n)
+        if n >= len(slices) or all(sum(c for _, c in run) <= MAX_TASK_BYTES for run in runs if len(run) > 1):
+            return [[s for s, _ in run] for run in runs]
+        n += 1
+
+
+def _runs(slices: Sequence[FileSlice], costs: Sequence[int], total: int,
+          n: int) -> list[list[tuple[FileSlice, int]]]:
+    """``slices`` cut into at most ``n`` runs of about ``total / n`` bytes: a slice joins the run its middle
+    byte falls in."""
+    runs: list[list[tuple[FileSlice, int]]] = [[] for _ in range(n)]
+    done = 0
     for s, cost in zip(slices, costs, strict=True):
-        if tasks[-1] and size + cost > target:
-            tasks.append([])
-            size = 0
-        tasks[-1].append(s)
-        size += cost
-    return tasks
+        runs[min(n - 1, int((done + cost / 2) * n / total))].append((s, cost))
+        done += cost
+    return [run for run in runs if run]
 
 
 # -- reading, in a task ------------------------------------------------------------------------------------
