@@ -500,7 +500,8 @@ class Bench:
 
 #: The cases of a round, in the order they run.
 CASE_ORDER = ("clean_pass", "clean_pass_connect", "clean_pass_s3", "row_number_dedupe", "read_rewrite",
-              "duckdb_dedupe", "delta_merge", "map_build", "appends", "current_state_reads", "kafka_source")
+              "duckdb_dedupe", "delta_merge", "map_build", "appends", "current_state_reads", "kafka_source",
+              "transaction_cases")
 #: The cases each report row needs (``python -m benchmarks --rows``).
 ROW_CASES = {
     1: ("clean_pass", "row_number_dedupe"), 2: ("clean_pass", "read_rewrite"), 3: ("clean_pass", "duckdb_dedupe"),
