@@ -330,6 +330,32 @@ def test_a_plain_log_pays_nothing_for_transactions(store):
     assert plan_txn_cleaning(store.storage, log.uri, snap.files, index, 0, 3).empty
 
 
+def test_a_wholly_aborted_batch_is_dropped_without_being_read(txn_store):
+    """A file whose stats say every record is of one aborted transaction is opened by neither pass (Kafka skips
+    aborted batches by their headers): the pass succeeds with the file unreadable, counts its records as read
+    and dropped, and the commit removes it. A file that mixes in other rows is still read."""
+    from deltalog.log.transactions import AbortedTxn, may_hold_aborted, wholly_aborted
+
+    store = txn_store
+    p = producer(store, "p")
+    send(p, 1, 2, 3)  # 0-2
+    p.abort_transaction()  # 3
+    send(p, 4)  # 4
+    p.commit_transaction()  # 5
+    store.append(TOPIC, 0, recs(6))  # 6
+    store.roll(TOPIC, 0)
+    log = store.log(TOPIC, 0)
+    files = sorted(log.snapshot().files, key=lambda f: f.min_offset)
+    aborted = log.txn_index().aborted
+    assert aborted == (AbortedTxn(p.producer_id, 0, 3),)
+    assert [wholly_aborted(f, aborted) for f in files] == [True, False, False, False, False]
+    assert [may_hold_aborted(f, aborted) for f in files] == [True, False, False, False, False]
+    store.storage.write_bytes(f"{log.uri}/{files[0].path}", b"not parquet")  # the aborted batch, unreadable
+    [result] = clean(store)
+    assert (result.records_read, result.aborted_dropped, result.records_written) == (7, 3, 4)
+    assert offsets(store) == [3, 4, 5, 6] and keys(store, "read_committed") == [4, 6]
+
+
 # -- the model ----------------------------------------------------------------------------------------------
 
 

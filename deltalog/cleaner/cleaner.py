@@ -77,6 +77,7 @@ from deltalog.log import damage, delta
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import CONTROL, DELETE_HORIZON, KEY, OFFSET, PRODUCER_ID
 from deltalog.log.segment import Segment
+from deltalog.log.transactions import may_hold_aborted, wholly_aborted
 from deltalog.spark import default_parallelism
 from deltalog.storage import Storage, join
 
@@ -308,14 +309,22 @@ class Cleaner:
         """Pass 2: one Spark task per run of consecutive files (see :mod:`deltalog.cleaner.recopy`).
 
         Each task gets the slice of the latest-offset bitmap that covers its files; the map's hashes go only
-        to tasks with files in the clean section. Files wholly below the log
-        start are not read (the commit removes them all the same).
+        to tasks with files in the clean section. Files wholly below the log start are not read (the commit
+        removes them all the same), nor are files whose stats say every record is of an aborted transaction
+        (all dropped: counted from the stats).
         """
         name_of = {f.path: (-1 if name is None else name) for group, name in zip(groups, names, strict=True)
                    for s in group for f in s.files}
-        files = [f for group in groups for s in group for f in s.files if f.max_offset >= params.log_start]
+        counts = RecopyCounts()
+        files = []
+        for f in (f for group in groups for s in group for f in s.files if f.max_offset >= params.log_start):
+            if f.min_offset >= params.log_start and wholly_aborted(f, params.aborted):
+                counts.records_read += f.num_records
+                counts.aborted_dropped += f.num_records
+            else:
+                files.append(f)
         if not files:
-            return [], RecopyCounts()
+            return [], counts
         runs = plan_runs(params.storage, params.table_uri, files, default_parallelism(self.spark))
         chunks = [
             RecopyChunk(tuple((piece, name_of[piece.path]) for piece in run),
@@ -339,7 +348,6 @@ class Cleaner:
                                 work_dir=work_dir)
         finally:
             _remove_tree(params.storage, work_dir)
-        counts = RecopyCounts()
         new_files: list[tuple[str, int]] = []  # (path relative to the table, size in bytes)
         for out in outputs:
             counts.add(out.counts)
@@ -368,9 +376,11 @@ def _first_survivor(storage: Storage, table_uri: str, group: Sequence[Segment], 
     """
     for f in (f for s in group for f in s.files if f.max_offset >= rule.log_start):
         lo = max(f.min_offset, rule.log_start)
+        if wholly_aborted(f, rule.aborted):
+            continue  # every record of it is dropped
         # A file that may hold aborted records (dropped wherever they are) or markers (kept though keyless and
         # never in the map) is read; a plain one answers from its stats and the bitmap.
-        plain = not f.control_rows and not (rule.aborted and f.producer_rows)
+        plain = not f.control_rows and not may_hold_aborted(f, rule.aborted)
         if plain and lo >= rule.end:
             return lo  # past the mapped range: kept as it is (uncleaned files hold every offset)
         if plain and f.min_offset >= rule.first_dirty and f.max_delete_horizon_ms is None:

@@ -42,7 +42,7 @@ from deltalog.cleaner.task_plan import FileSlice, plan_runs
 from deltalog.cleaner.tasks import load_arrays, run_tasks, save_arrays
 from deltalog.log import damage
 from deltalog.log.record import KEY, OFFSET, PRODUCER_ID
-from deltalog.log.transactions import AbortedTxn, aborted_mask
+from deltalog.log.transactions import AbortedTxn, aborted_mask, only_markers, wholly_aborted
 from deltalog.spark import default_parallelism
 from deltalog.storage import Storage, join
 
@@ -159,7 +159,10 @@ def build_offset_map(spark: SparkSession, storage: Storage, table_uri: str, file
     and its file has the column.
     """
     aborted = tuple(aborted)
-    section = [f for f in files if f.max_offset >= start_offset and f.min_offset < end_offset]
+    # A file of markers only, or of one aborted transaction's records only, has nothing to map: its stats say
+    # so, and no task opens it (Kafka's buildOffsetMap skips control and aborted batches by their headers).
+    section = [f for f in files if f.max_offset >= start_offset and f.min_offset < end_offset
+               and not only_markers(f) and not wholly_aborted(f, aborted)]
     may_fill = sum(f.num_records for f in section) > capacity
     hi, lo, latest, first = _merge(_run(spark, _MapTask(storage, table_uri, start_offset, end_offset, may_fill,
                                                          spill_dir, aborted), section))

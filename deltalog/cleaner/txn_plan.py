@@ -15,22 +15,31 @@
 
 A log without transactional rows pays a look at its file list (stats) and nothing else. A transactional
 log has its markers, and the producer rows that may keep a COMMIT marker alive, read from the Delta stats
-where one file is one marker or one producer's contiguous batch, else from the ``offset``,
-``producer_id`` and ``control`` columns of the few files that mix them (files the cleaner wrote).
+where one file is one marker or one producer's contiguous batch, else from the transactional columns of
+the few files that mix them (files the cleaner wrote). Whether a COMMIT marker's transaction has a row left
+is a bisection in its producer's batches, not a scan of the file list, so a log with many transactions
+plans in ``O((markers + files) log files)``.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyarrow.compute as pc
+import pyarrow as pa
 
 from deltalog.log.delta import DataFile
 from deltalog.log.record import ABORT, COMMIT, CONTROL, DELETE_HORIZON, OFFSET, PRODUCER_ID, TXN_FIRST_OFFSET
-from deltalog.log.transactions import AbortedTxn, TxnIndex
-from deltalog.storage import Storage, join
+from deltalog.log.transactions import (
+    AbortedTxn,
+    TxnIndex,
+    contiguous_batch,
+    one_marker,
+    transactional_rows,
+)
+from deltalog.storage import Storage
 
 
 @dataclass(frozen=True)
@@ -55,36 +64,62 @@ class _MarkerRow:
     delete_horizon_ms: int | None
 
 
-def _marker_file(f: DataFile) -> bool:
-    return f.num_records == 1 and f.control_rows == 1
-
-
-def _contiguous_batch(f: DataFile) -> bool:
-    """One producer's transactional batch as appended: its stats say every row's producer and offset."""
-    return (f.control_rows == 0 and f.producer_rows == f.num_records and f.min_producer_id == f.max_producer_id
-            and f.max_offset - f.min_offset + 1 == f.num_records)
-
-
 class _Rows:
-    """The transactional columns of the files that need reading, read once each."""
+    """The transactional rows of the files whose stats do not say them, read once each."""
 
     def __init__(self, storage: Storage, uri: str) -> None:
         self.storage, self.uri = storage, uri
-        self._cache: dict[str, dict[str, np.ndarray | list]] = {}
+        self._cache: dict[str, pa.Table] = {}
 
-    def of(self, f: DataFile) -> dict[str, np.ndarray | list]:
+    def of(self, f: DataFile) -> pa.Table:
         got = self._cache.get(f.path)
         if got is None:
-            source = self.storage.parquet_file(join(self.uri, f.path))
-            present = set(source.schema_arrow.names)
-            cols = [c for c in (OFFSET, PRODUCER_ID, CONTROL, TXN_FIRST_OFFSET, DELETE_HORIZON) if c in present]
-            table = source.read(columns=cols)
-            if PRODUCER_ID in present:
-                table = table.filter(pc.is_valid(table.column(PRODUCER_ID)))
-            got = {c: table.column(c).to_pylist() if c in present else [None] * table.num_rows
-                   for c in (OFFSET, PRODUCER_ID, CONTROL, TXN_FIRST_OFFSET, DELETE_HORIZON)}
-            self._cache[f.path] = got
+            got = self._cache[f.path] = transactional_rows(self.storage, self.uri, f)
         return got
+
+
+class _ProducerData:
+    """Where each producer's transactional data rows are in the snapshot: the offset spans of its contiguous
+    batches (from stats, sorted and disjoint, so a lookup is a bisection), and the files that mix rows
+    (read only when a lookup reaches them)."""
+
+    def __init__(self, rows: _Rows, files: Sequence[DataFile]) -> None:
+        self.rows = rows
+        spans: dict[int, list[tuple[int, int]]] = {}
+        self.mixed: list[DataFile] = []
+        for f in files:
+            if f.producer_rows <= f.control_rows:
+                continue  # no transactional data row
+            if contiguous_batch(f):
+                spans.setdefault(int(f.min_producer_id), []).append((f.min_offset, f.max_offset))
+            else:
+                self.mixed.append(f)
+        self.starts: dict[int, list[int]] = {}
+        self.ends: dict[int, list[int]] = {}
+        for pid, s in spans.items():
+            s.sort()
+            self.starts[pid] = [a for a, _ in s]
+            self.ends[pid] = [b for _, b in s]
+
+    def has_rows(self, producer_id: int, lo: int, hi: int) -> bool:
+        """Whether the producer has a data row in ``[lo, hi)``."""
+        starts = self.starts.get(producer_id)
+        if starts:
+            i = bisect.bisect_left(starts, hi) - 1  # the last span starting below hi; spans are disjoint
+            if i >= 0 and self.ends[producer_id][i] >= lo:
+                return True
+        for f in self.mixed:
+            if f.max_offset < lo or f.min_offset >= hi:
+                continue
+            if f.min_producer_id is not None and not f.min_producer_id <= producer_id <= f.max_producer_id:
+                continue
+            t = self.rows.of(f)
+            off = t.column(OFFSET).to_numpy(zero_copy_only=False)
+            pid = t.column(PRODUCER_ID).to_numpy(zero_copy_only=False)
+            data = t.column(CONTROL).is_null().to_numpy(zero_copy_only=False)
+            if np.any(data & (pid == producer_id) & (off >= lo) & (off < hi)):
+                return True
+        return False
 
 
 def plan_txn_cleaning(storage: Storage, uri: str, files: Sequence[DataFile], index: TxnIndex,
@@ -98,43 +133,34 @@ def plan_txn_cleaning(storage: Storage, uri: str, files: Sequence[DataFile], ind
     if not transactional and not index.aborted:
         return TxnCleaning()
     rows = _Rows(storage, uri)
-    markers: list[_MarkerRow] = []
-    for f in transactional:
-        if not f.control_rows or f.min_offset >= recopy_end:
-            continue
-        if _marker_file(f):
-            markers.append(_MarkerRow(f.min_offset, int(f.min_producer_id), str(f.min_control),
-                                      f.min_txn_first_offset, f.max_delete_horizon_ms))
-            continue
-        r = rows.of(f)
-        for off, pid, control, first, horizon in zip(r[OFFSET], r[PRODUCER_ID], r[CONTROL], r[TXN_FIRST_OFFSET],
-                                                     r[DELETE_HORIZON], strict=True):
-            if control is not None and off >= log_start:
-                markers.append(_MarkerRow(int(off), int(pid), str(control), first, horizon))
+    unstamped = [m for m in _markers(rows, transactional, log_start, recopy_end) if m.delete_horizon_ms is None]
+    data = _ProducerData(rows, transactional) if any(m.control == COMMIT for m in unstamped) else None
     stamp: list[int] = []
-    for m in markers:
-        if m.delete_horizon_ms is not None or m.offset >= recopy_end:
-            continue
+    for m in unstamped:
         if m.control == ABORT:
             stamp.append(m.offset)  # this pass drops every record of its transaction
-        elif m.control == COMMIT and not _has_data(rows, transactional, m, log_start):
-            stamp.append(m.offset)
+        elif m.control == COMMIT:
+            lo = max(m.txn_first_offset if m.txn_first_offset is not None else log_start, log_start)
+            assert data is not None
+            if not data.has_rows(m.producer_id, lo, m.offset):
+                stamp.append(m.offset)  # no record of its transaction is left
     return TxnCleaning(tuple(index.aborted), np.array(sorted(stamp), dtype=np.int64))
 
 
-def _has_data(rows: _Rows, files: Sequence[DataFile], m: _MarkerRow, log_start: int) -> bool:
-    """Whether any row of the marker's transaction (its producer's data rows in ``[txn first offset, marker
-    offset)``) is still in the snapshot."""
-    lo = max(m.txn_first_offset if m.txn_first_offset is not None else log_start, log_start)
+def _markers(rows: _Rows, files: Sequence[DataFile], log_start: int, recopy_end: int) -> list[_MarkerRow]:
+    """The markers at or above the log start and below ``recopy_end`` in ``files``."""
+    markers: list[_MarkerRow] = []
     for f in files:
-        if f.max_offset < lo or f.min_offset >= m.offset or f.producer_rows <= f.control_rows:
+        if not f.control_rows or f.min_offset >= recopy_end:
             continue
-        if f.min_producer_id is not None and not f.min_producer_id <= m.producer_id <= f.max_producer_id:
+        if one_marker(f):
+            if f.min_offset >= log_start:
+                markers.append(_MarkerRow(f.min_offset, int(f.min_producer_id), str(f.min_control),
+                                          f.min_txn_first_offset, f.max_delete_horizon_ms))
             continue
-        if _contiguous_batch(f):
-            return True  # every offset of [min, max] is a row of this producer, and it overlaps [lo, m)
-        r = rows.of(f)
-        for off, pid, control in zip(r[OFFSET], r[PRODUCER_ID], r[CONTROL], strict=True):
-            if control is None and pid == m.producer_id and lo <= off < m.offset:
-                return True
-    return False
+        t = rows.of(f)
+        for off, pid, control, first, horizon in zip(*(t.column(c).to_pylist() for c in (
+                OFFSET, PRODUCER_ID, CONTROL, TXN_FIRST_OFFSET, DELETE_HORIZON)), strict=True):
+            if control is not None and log_start <= off < recopy_end:
+                markers.append(_MarkerRow(int(off), int(pid), str(control), first, horizon))
+    return markers

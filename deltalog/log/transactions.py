@@ -34,6 +34,7 @@ from deltalog.log.record import (
     ABORT,
     CONTROL,
     CONTROL_TYPES,
+    DELETE_HORIZON,
     HEADERS,
     OFFSET,
     PRODUCER_EPOCH,
@@ -129,22 +130,76 @@ class TxnView:
     aborted: tuple[AbortedTxn, ...] = ()
 
 
-def _is_simple(f: DataFile) -> bool:
-    """Whether the file's stats alone say what it holds: one marker, or one producer's transactional batch."""
-    if f.control_rows:
-        return f.num_records == 1 and f.control_rows == 1
-    return f.producer_rows == f.num_records and f.min_producer_id == f.max_producer_id
+# -- What a data file's stats say of its transactional rows --------------------------------------------------------
+# Every append writes its own file: a marker is a one-row file, a transactional batch one producer's file. Only
+# the files the cleaner writes mix producers, plain records and markers, and only those need reading.
+
+#: The columns of a file's transactional rows that the index and the cleaner's plan read.
+TXN_COLUMNS = (OFFSET, PRODUCER_ID, CONTROL, TXN_FIRST_OFFSET, DELETE_HORIZON)
+
+
+def one_marker(f: DataFile) -> bool:
+    """The file is one marker row (as ``write_marker`` writes it): its stats say the whole row."""
+    return f.num_records == 1 and f.control_rows == 1
+
+
+def only_markers(f: DataFile) -> bool:
+    """Every row of the file is a marker: it holds nothing a reader or the offset map wants."""
+    return f.num_records > 0 and f.control_rows == f.num_records
+
+
+def one_producer_batch(f: DataFile) -> bool:
+    """Every row of the file is a data row of one producer's transactions (as a transactional append writes it)."""
+    return (f.num_records > 0 and not f.control_rows and f.producer_rows == f.num_records
+            and f.min_producer_id is not None and f.min_producer_id == f.max_producer_id)
+
+
+def contiguous_batch(f: DataFile) -> bool:
+    """One producer's batch holding every offset of ``[min_offset, max_offset]`` (an append, not yet cleaned)."""
+    return one_producer_batch(f) and f.max_offset - f.min_offset + 1 == f.num_records
+
+
+def may_hold_aborted(f: DataFile, aborted: Sequence[AbortedTxn]) -> bool:
+    """Whether the file's stats leave room for a record of one of the ``aborted`` transactions."""
+    if f.producer_rows <= f.control_rows:  # no transactional data row
+        return False
+    return any(a.first_offset <= f.max_offset and a.last_offset > f.min_offset
+               and (f.min_producer_id is None or f.min_producer_id <= a.producer_id <= f.max_producer_id)
+               for a in aborted)
+
+
+def wholly_aborted(f: DataFile, aborted: Sequence[AbortedTxn]) -> bool:
+    """Whether every row of the file is a record of one aborted transaction (its stats say so): a reader at
+    read_committed, the offset map and the cleaner's recopy need not open it."""
+    if not one_producer_batch(f):
+        return False
+    pid = int(f.min_producer_id)
+    return any(a.producer_id == pid and a.first_offset <= f.min_offset and f.max_offset < a.last_offset
+               for a in aborted)
+
+
+def transactional_rows(storage: Storage, uri: str, f: DataFile) -> pa.Table:
+    """The rows of ``f`` that carry a producer id (data rows of transactions and markers), as
+    :data:`TXN_COLUMNS` in offset order: for a file whose stats do not say them (one the cleaner wrote). A
+    column the file lacks (written before the producer columns existed) is all null."""
+    source = storage.parquet_file(join(uri, f.path))
+    present = set(source.schema_arrow.names)
+    if PRODUCER_ID not in present:
+        return pa.table({c: pa.nulls(0, RECORD_SCHEMA.field(c).type) for c in TXN_COLUMNS})
+    table = source.read(columns=[c for c in TXN_COLUMNS if c in present])
+    table = table.filter(pc.is_valid(table.column(PRODUCER_ID))).sort_by(OFFSET)
+    return pa.table({c: table.column(c) if c in present else pa.nulls(table.num_rows, RECORD_SCHEMA.field(c).type)
+                     for c in TXN_COLUMNS})
 
 
 def _events_of(storage: Storage, uri: str, f: DataFile) -> list[tuple[int, int, str | None, int | None]]:
     """(offset, producer id, control, txn first offset) of the file's transactional rows, in offset order; a
     batch's data rows are summarised by its first row (what the index needs of them)."""
-    if _is_simple(f):
-        if f.control_rows:
-            return [(f.min_offset, int(f.min_producer_id), f.min_control, f.min_txn_first_offset)]
+    if one_marker(f):
+        return [(f.min_offset, int(f.min_producer_id), f.min_control, f.min_txn_first_offset)]
+    if one_producer_batch(f):
         return [(f.min_offset, int(f.min_producer_id), None, None)]
-    table = storage.parquet_file(join(uri, f.path)).read(columns=[OFFSET, PRODUCER_ID, CONTROL, TXN_FIRST_OFFSET])
-    table = table.filter(pc.is_valid(table.column(PRODUCER_ID))).sort_by(OFFSET)
+    table = transactional_rows(storage, uri, f)
     cols = [table.column(c).to_pylist() for c in (OFFSET, PRODUCER_ID, CONTROL, TXN_FIRST_OFFSET)]
     return list(zip(*cols, strict=True))
 
