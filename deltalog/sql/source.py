@@ -62,7 +62,7 @@ from deltalog.errors import InvalidArgumentError
 from deltalog.log import damage
 from deltalog.log.delta import DataFile
 from deltalog.log.record import CONTROL, OFFSET, PRODUCER_ID, RECORD_SCHEMA
-from deltalog.log.transactions import AbortedTxn, TxnView, aborted_mask
+from deltalog.log.transactions import AbortedTxn, TxnView, aborted_mask, only_markers, wholly_aborted
 from deltalog.storage import Storage, join
 
 SOURCE_NAME = "deltalog_files"
@@ -175,6 +175,9 @@ def file_slices(table: str, partition: int, files: Sequence[DataFile], *, from_o
     application at its isolation level sees: up to its bound, without markers or aborted records."""
     if view is not None:
         to_offset = view.upper if to_offset is None else min(to_offset, view.upper)
+        # A file of markers, or of one aborted transaction's records, holds nothing the reader sees: its stats
+        # say so, and no task opens it.
+        files = [f for f in files if not only_markers(f) and not wholly_aborted(f, view.aborted)]
     slices = [FileSlice(table, f.path, partition, f.size_bytes, f.min_offset, f.max_offset, from_offset, to_offset)
               for f in files]
     out = [s for s in slices if s.overlaps()]
