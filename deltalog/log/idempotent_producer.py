@@ -207,7 +207,6 @@ class KafkaProducer:
                 raise IllegalStateError("Cannot perform a 'send' before completing a call to init_transactions "
                                         "when transactions are enabled (transactional_id is set)")
             self.producer_id, self.producer_epoch = producer_state.allocate_producer_id(self.logs.storage), 0
-        self._check_not_fenced()
         sent: dict[int, int] = {}
 
         def batch_for(p: int, rows: pa.Table) -> ProducerBatch:
@@ -217,8 +216,10 @@ class KafkaProducer:
                                  in_transaction=self._txn_partitions is not None)
 
         rows, targets = self._router.route(topic, records, now_ms, partition=partition)  # once: retries keep it
-        if self._txn_partitions is not None:
-            self._add_partitions(topic, targets, now_ms)
+        # A producer whose id was taken over is fenced before it writes anything: by the coordinator's
+        # compare-and-swap when the transaction gains partitions (it checks the holder), else by one read.
+        if not (self._txn_partitions is not None and self._add_partitions(topic, targets, now_ms)):
+            self._check_not_fenced()
         attempt = 0
         while True:
             try:
@@ -255,8 +256,9 @@ class KafkaProducer:
         """The sequence number the next batch to ``topic``-``partition`` will carry."""
         return self._sequences.get((topic, partition), 0)
 
-    def _add_partitions(self, topic: str, targets: Any, now_ms: int) -> None:
-        """Tell the coordinator which partitions the transaction is about to write (before writing them)."""
+    def _add_partitions(self, topic: str, targets: Any, now_ms: int) -> bool:
+        """Tell the coordinator which partitions the transaction is about to write (before writing them). True
+        if it was told (which checked this producer still holds the id), False if it already knew them all."""
         import numpy as np  # targets is the router's array of partition numbers
 
         assert self._txn_partitions is not None
@@ -269,6 +271,7 @@ class KafkaProducer:
                 self._txn_failed = sys.exc_info()[1]
                 raise
             self._txn_partitions.update(new)
+        return bool(new)
 
     def _check_transactional(self, what: str) -> None:
         self._check_open(what)
