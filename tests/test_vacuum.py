@@ -144,3 +144,41 @@ def test_removal_times_come_from_the_checkpoint_once_commits_are_gone(tmp_path):
     assert {p: times[p] for p in removed} == {p: clock.now_ms() for p in removed}
     clock.advance(DELAY)
     assert set(store.vacuum("t", dry_run=False)[0].files) == removed
+
+
+def test_staged_files_of_unfinished_sink_writes_go_after_a_day(tmp_path, capsys):
+    """A ``format("deltalog")`` write whose job died leaves its staged Arrow files under ``_deltalog/sink``: the
+    store-wide VACUUM (CLI) and the cleaner's cycle remove them once a day old, never a younger one (a write
+    may still be running), and a per-topic VACUUM leaves them alone."""
+    from conftest import run_cli
+
+    from deltalog.log.vacuum import SINK_STAGING_DIR, STAGED_MAX_AGE_MS
+    from deltalog.sql.kafka_source import STAGING_DIR
+
+    assert SINK_STAGING_DIR == STAGING_DIR
+    store = Store(tmp_path / "store")
+    store.create_topic("t", 1)
+    old, young = store.storage.location(STAGING_DIR, "old.arrow"), store.storage.location(STAGING_DIR, "young.arrow")
+    for location in (old, young):
+        store.storage.write_bytes(location, b"staged records")
+    day_ago = time.time() - STAGED_MAX_AGE_MS / 1000 - 60
+    os.utime(old, (day_ago, day_ago))
+    assert store.vacuum_staged().files == ("old.arrow",) and os.path.exists(old)  # a dry run by default
+    assert [r.topic for r in store.vacuum("t", dry_run=False)] == ["t"] and os.path.exists(old)
+    code, out, _ = run_cli(capsys, "cleaner", "vacuum", "--apply", "--store", str(tmp_path / "store"))
+    assert code == 0 and "_deltalog/sink: removed 1 staged file(s) of unfinished writes" in out, out
+    assert not os.path.exists(old) and os.path.exists(young)
+
+
+def test_the_cleaners_cycle_sweeps_the_staging_directory(spark, tmp_path):
+    from deltalog.sql.kafka_source import STAGING_DIR
+
+    store = Store(tmp_path / "store", spark=spark)
+    store.create_topic("t", 1, config={"cleanup.policy": "compact"})
+    location = store.storage.location(STAGING_DIR, "dead-task.arrow")
+    store.storage.write_bytes(location, b"staged records")
+    two_days_ago = time.time() - 2 * 86_400
+    os.utime(location, (two_days_ago, two_days_ago))
+    cycle = store.log_cleaner(metrics=False).run_cycle()
+    assert not os.path.exists(location)
+    assert [(v.topic, v.files) for v in cycle.vacuum] == [("_deltalog/sink", ("dead-task.arrow",))]

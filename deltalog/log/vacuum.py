@@ -44,6 +44,15 @@ log = logging.getLogger(__name__)
 DELTA_LOG_DIR = "_delta_log"
 #: A file no commit references is never removed younger than this: it may belong to a commit in flight.
 ORPHAN_MIN_AGE_MS = 60_000
+#: Where ``df.write.format("deltalog")`` tasks stage records until the write's commit appends them and removes
+#: the staged files (``deltalog.sql.kafka_source.STAGING_DIR``; a test checks they agree). A write whose job
+#: failed without running its abort, or whose driver died, leaves them behind.
+SINK_STAGING_DIR = "_deltalog/sink"
+#: A staged file is removed once it is this old: no write job of deltalog's runs for a day between staging its
+#: records and committing them (Delta's own VACUUM waits a week for files of unknown use; these have one use).
+STAGED_MAX_AGE_MS = 24 * 3_600_000
+#: The ``partition`` of the :class:`VacuumResult` for the store's staging directory (``topic`` is its path).
+STORE_LEVEL = -1
 
 
 @dataclass(frozen=True)
@@ -163,8 +172,31 @@ def orphan_written_ms(path: str, mtime_ms: int) -> int:
     return mtime_ms
 
 
+def vacuum_staged(storage: Storage, now_ms: int, *, dry_run: bool = True,
+                  max_age_ms: int = STAGED_MAX_AGE_MS) -> VacuumResult:
+    """Remove (or list) the staged files of ``format("deltalog")`` writes that never committed: those older than
+    ``max_age_ms`` by their modification time. Reported as a :class:`VacuumResult` whose ``topic`` is the
+    staging directory and whose ``partition`` is :data:`STORE_LEVEL`."""
+    location = storage.location(SINK_STAGING_DIR)
+    doomed, size, waiting = [], 0, 0
+    for f in storage.list_files(location):
+        if now_ms >= f.modified_ms + max_age_ms:
+            doomed.append(f.location)
+            size += f.size
+        else:
+            waiting += 1
+    if doomed and not dry_run:
+        storage.delete_many(doomed)
+        log.info("VACUUM removed %d staged file(s) of unfinished format(\"deltalog\") writes, %d bytes",
+                 len(doomed), size)
+    base = storage.key(location)
+    files = tuple(sorted(storage.key(d)[len(base):].lstrip("/") for d in doomed))
+    return VacuumResult(SINK_STAGING_DIR, STORE_LEVEL, -1, dry_run, files, size, waiting, now_ms)
+
+
 def vacuum_store(logs: LogManager, topic: str | None = None, *, dry_run: bool = True,
                  keep_going: bool = False) -> list[VacuumResult]:
-    """VACUUM every partition (of ``topic``, or of the store), each under its lease; busy ones are skipped."""
+    """VACUUM every partition (of ``topic``, or of the store), each under its lease; busy ones are skipped.
+    (The store's staging directory is swept by :func:`vacuum_staged`.)"""
     return logs.each_leased(topic, "vacuum", lambda log_: vacuum(log_, logs.clock.now_ms(), dry_run=dry_run),
                             keep_going=keep_going)
