@@ -191,6 +191,12 @@ STORE_KEYS: tuple[ConfigKey, ...] = (
               "at this size."),
     ConfigKey("offset.metadata.max.bytes", "offset_metadata_max_bytes", _long(0, INT_MAX), 4096,
               "The longest metadata string (UTF-8 bytes) an offset commit may carry."),
+    ConfigKey("offsets.retention.minutes", "offsets_retention_minutes", _long(1, INT_MAX), 10_080,
+              "A committed offset not committed again for this long is removed (a tombstone in __consumer_offsets) "
+              "by the cleaner's cycle. deltalog's groups have no members, so each offset ages on its own, as "
+              "Kafka's offsets of standalone consumers do."),
+    ConfigKey("offsets.retention.check.interval.ms", "offsets_retention_check_interval_ms", _long(1), 600_000,
+              "How often the cleaner's cycle looks for expired committed offsets."),
 )
 
 
@@ -295,6 +301,8 @@ class CleanerConfig(_KafkaConfig):
     offsets_topic_num_partitions: int = OFFSETS_TOPIC_NUM_PARTITIONS
     offsets_topic_segment_bytes: int = OFFSETS_TOPIC_SEGMENT_BYTES
     offset_metadata_max_bytes: int = 4096
+    offsets_retention_minutes: int = 10_080
+    offsets_retention_check_interval_ms: int = 600_000
 
     def __post_init__(self) -> None:
         # Kafka's KafkaConfig.validateValues: strictly more than 1 MiB per thread (its message says "at least").

@@ -383,6 +383,7 @@ class Store:
         """The store's :class:`~deltalog.cleaner.log_cleaner.LogCleaner`: the one cleaning loop, which the job
         runs too. ``options`` are its keyword options (``threads``, ``vacuum``, ``metrics``, ...)."""
         check = self._check_after_clean if self.config.check_after_clean else None
+        options.setdefault("offsets", self.offsets_topic)
         return LogCleaner(self.log_manager, self._spark_session, self.config, check_after_clean=check, **options)
 
     def clean(self, topic: str | None = None, *, progress: ProgressListener | None = None,

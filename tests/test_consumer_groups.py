@@ -333,6 +333,58 @@ def test_the_cleaner_keeps_consumer_offsets_small_and_committed_offsets_survive(
     assert store.list_consumer_group_offsets("g")[TopicPartition("c", 0)] == OffsetAndMetadata(6)
 
 
+def test_committed_offsets_expire_after_offsets_retention_minutes(tmp_path, clock, spark):
+    """offsets.retention.minutes: each cleaner cycle (at most every offsets.retention.check.interval.ms) removes
+    the committed offsets not committed again for that long, with tombstones; younger ones stay, and a group
+    left without offsets is gone from the list."""
+    store = Store(tmp_path / "s", clock=clock, spark=spark,
+                  config={"offsets.retention.minutes": 60, "offsets.retention.check.interval.ms": 600_000})
+    _fill(store)
+    store.alter_consumer_group_offsets("old", {TP0: 3})
+    store.alter_consumer_group_offsets("mixed", {TP0: 1, TP1: 1})
+    clock.advance(30 * 60_000)
+    store.alter_consumer_group_offsets("mixed", {TP1: 2})  # committed again: its clock restarts
+    store.alter_consumer_group_offsets("young", {TP0: 4})
+    cleaner = store.log_cleaner(metrics=False)
+    assert cleaner.run_cycle().offsets_expired == 0  # nothing is an hour old yet
+    clock.advance(30 * 60_000 - 1)
+    assert cleaner.run_cycle().offsets_expired == 0  # one ms short of the hour
+    clock.advance(1)
+    assert cleaner.run_cycle().offsets_expired == 0  # an hour old, but checked 1 ms ago (the check interval)
+    clock.advance(600_000)
+    cycle = cleaner.run_cycle()
+    assert cycle.offsets_expired == 2 and "2 committed offset(s) expired" in cycle.summary()
+    fresh = Store(store.root)
+    assert fresh.list_consumer_groups() == ["mixed", "young"]
+    assert fresh.list_consumer_group_offsets("mixed") == {TP1: OffsetAndMetadata(2)}
+    assert fresh.list_consumer_group_offsets("young") == {TP0: OffsetAndMetadata(4)}
+    assert store.consumer("t", group_id="old", auto_offset_reset="earliest").position(TP0) == 0
+    clock.advance(30 * 60_000)
+    assert cleaner.run_cycle().offsets_expired == 2  # mixed's TP1 and young's TP0
+    assert Store(store.root).list_consumer_groups() == []
+
+
+def test_a_commit_racing_its_expiry_is_kept(store, clock):
+    """The expiry replays, then appends tombstones; a commit appended in between is appended again after them."""
+    from deltalog.groups.offsets_topic import OffsetCommitKey
+
+    _fill(store)
+    store.alter_consumer_group_offsets("g", {TP0: 1})
+    offsets = store.offsets_topic
+    p = offsets.partition_for("g")
+    seen = offsets._refresh(p).position
+    store.alter_consumer_group_offsets("g", {TP0: 7})  # the racing commit
+    key = OffsetCommitKey("g", "t", 0)
+    first = offsets._tombstone(p, [key], clock.now_ms())
+    offsets._append_raced(p, {key}, seen, first, clock.now_ms())
+    assert Store(store.root).list_consumer_group_offsets("g") == {TP0: OffsetAndMetadata(7)}
+
+
+def test_offsets_retention_configs_are_checked(tmp_path):
+    with pytest.raises(InvalidConfigError, match="offsets.retention.minutes"):
+        Store(tmp_path / "s", config={"offsets.retention.minutes": 0})
+
+
 # -- the CLI, as real subprocesses -----------------------------------------------------------------------------
 
 

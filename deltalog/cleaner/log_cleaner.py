@@ -55,6 +55,7 @@ from deltalog.errors import (
     PartitionBusyError,
     PartitionUncleanableError,
 )
+from deltalog.groups.offsets_topic import OffsetsTopic
 from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import PartitionLog
 from deltalog.log.retention import RetentionResult, apply_retention, delete_old_segments
@@ -115,6 +116,8 @@ class CycleResult:
     busy: tuple[PartitionId, ...]  # partitions another run held
     uncleanable: tuple[PartitionId, ...]  # skipped: marked before this cycle
     vacuum: tuple[VacuumResult, ...] = field(default=())
+    #: Committed offsets removed by ``offsets.retention.minutes`` this cycle.
+    offsets_expired: int = 0
 
     @property
     def did_clean(self) -> bool:
@@ -136,6 +139,7 @@ class CycleResult:
         return (f"cleaner cycle: {len(self.cleans)} pass(es) on "
                 f"{len({(c.topic, c.partition) for c in self.cleans})} partition(s), "
                 f"{self.segments_deleted} segment(s) deleted by retention, {self.files_vacuumed} file(s) vacuumed, "
+                f"{self.offsets_expired} committed offset(s) expired, "
                 f"{len(self.failures)} newly uncleanable, {len(self.uncleanable)} skipped as uncleanable, "
                 f"{len(self.busy)} busy, {len(self.conflicts)} lost race(s); "
                 f"{self.finished_ms - self.started_ms} ms")
@@ -156,8 +160,12 @@ class LogCleaner:
                  threads: int | None = None, vacuum: bool = True, metrics: bool = True,
                  progress_interval_s: float = DEFAULT_PROGRESS_INTERVAL_S, progress: ProgressListener | None = None,
                  check_after_clean: CheckAfterClean | None = None,
-                 sleep: Callable[[int], None] | None = None, map_slots: int | None = None) -> None:
+                 sleep: Callable[[int], None] | None = None, map_slots: int | None = None,
+                 offsets: OffsetsTopic | None = None) -> None:
         self.logs = logs
+        #: The store's committed offsets, whose expiry each cycle runs (see :meth:`expire_offsets`).
+        self.offsets = offsets if offsets is not None else OffsetsTopic(logs, config)
+        self._offsets_checked_ms: int | None = None
         self.spark = spark
         self.config = config
         self.threads = config.cleaner_threads if threads is None else threads
@@ -239,6 +247,21 @@ class LogCleaner:
         if done:
             log.info("aborted or completed %d timed-out transaction(s): %s", len(done), ", ".join(done))
         return done
+
+    def expire_offsets(self) -> int:
+        """Kafka's offset expiration timer (``offsets.retention.check.interval.ms``), run by each cycle: committed
+        offsets older than ``offsets.retention.minutes`` go (tombstones in ``__consumer_offsets``, which this same
+        loop then compacts). Returns how many went; a failure is logged and the cycle goes on."""
+        now = self.clock.now_ms()
+        last = self._offsets_checked_ms
+        if last is not None and now - last < self.config.offsets_retention_check_interval_ms:
+            return 0
+        self._offsets_checked_ms = now
+        try:
+            return sum(map(len, self.offsets.expire_offsets(now).values()))
+        except DeltalogError as e:
+            log.warning("expiring committed offsets failed; tried again next time: %s", e)
+            return 0
 
     def clean_filthiest_logs(self, topics: Iterable[str] | None = None) -> CleaningRound:
         """Clean, filthiest partition first, until no partition (of ``topics``, or of the store) is eligible.
@@ -415,13 +438,14 @@ class LogCleaner:
         """Retention, cleaning until nothing is eligible, VACUUM, metrics: one full cycle over the store."""
         started = self.clock.now_ms()
         retention = [r for r in apply_retention(self.logs, keep_going=True) if r.segments_deleted]
+        expired = self.expire_offsets()
         cleaning = self.clean_filthiest_logs()
         vacuumed = []
         if self.vacuum:
             vacuumed = [v for v in (*vacuum_store(self.logs, dry_run=False, keep_going=True),
                                     vacuum_staged(self.logs.storage, self.clock.now_ms(), dry_run=False)) if v.files]
         result = CycleResult(started, self.clock.now_ms(), tuple(retention), cleaning.cleans, cleaning.failures,
-                             cleaning.conflicts, cleaning.busy, cleaning.uncleanable, tuple(vacuumed))
+                             cleaning.conflicts, cleaning.busy, cleaning.uncleanable, tuple(vacuumed), expired)
         self.cycles_run += 1
         if self.metrics:
             metrics.record_cycle(self.logs, result)

@@ -376,17 +376,67 @@ class OffsetsTopic:
         removed = 0
         with self._lock:
             for p in range(n):
-                keys = sorted((k for k in self._refresh(p).entries if k.topic == topic),
-                              key=lambda k: (k.group, k.partition))
-                if not keys:
-                    continue
-                records = pa.table({
-                    KEY: pa.array([encode_key(k.group, k.topic, k.partition) for k in keys], pa.binary()),
-                    VALUE: pa.array([None] * len(keys), pa.binary()),
-                    TIMESTAMP: pa.array([now_ms] * len(keys), pa.int64())})
-                self.logs.log(OFFSETS_TOPIC, p).append(records, now_ms)
-                removed += len(keys)
+                keys = [k for k in self._refresh(p).entries if k.topic == topic]
+                if keys:
+                    self._tombstone(p, keys, now_ms)
+                    removed += len(keys)
         return removed
+
+    def expire_offsets(self, now_ms: int, retention_ms: int | None = None) -> dict[str, list[TopicPartition]]:
+        """Kafka's offset expiration (``offsets.retention.minutes``, or ``retention_ms``): remove every committed
+        offset whose commit is that old (or whose version 1 value's expire timestamp has passed), with a
+        tombstone. deltalog's groups have no members, so each offset ages on its own, as Kafka ages those of a
+        group without a protocol (standalone consumers). A commit of an expired key appended while the
+        tombstones were written is appended again after them, so it is not lost. Returns what went, by group."""
+        retention = self.config.offsets_retention_minutes * 60_000 if retention_ms is None else retention_ms
+        n = self.num_partitions()
+        if n is None:
+            return {}
+        out: dict[str, list[TopicPartition]] = {}
+        with self._lock:
+            for p in range(n):
+                replay = self._refresh(p)
+                doomed = [k for k, v in replay.entries.items() if _expired(v, now_ms, retention)]
+                if not doomed:
+                    continue
+                seen = replay.position
+                first = self._tombstone(p, doomed, now_ms)
+                self._append_raced(p, set(doomed), seen, first, now_ms)
+                for k in sorted(doomed, key=lambda k: (k.group, k.topic, k.partition)):
+                    out.setdefault(k.group, []).append(k.topic_partition)
+        if out:
+            log.info("expired %d committed offset(s) of %d group(s) (offsets.retention.minutes)",
+                     sum(map(len, out.values())), len(out))
+        return dict(sorted(out.items()))
+
+    def _tombstone(self, partition: int, keys: Iterable[OffsetCommitKey], now_ms: int) -> int:
+        """Append a tombstone for each key to one partition; returns the first tombstone's offset."""
+        keys = sorted(keys, key=lambda k: (k.group, k.topic, k.partition))
+        records = pa.table({
+            KEY: pa.array([encode_key(k.group, k.topic, k.partition) for k in keys], pa.binary()),
+            VALUE: pa.array([None] * len(keys), pa.binary()),
+            TIMESTAMP: pa.array([now_ms] * len(keys), pa.int64())})
+        return self.logs.log(OFFSETS_TOPIC, partition).append(records, now_ms)[0]
+
+    def _append_raced(self, partition: int, keys: set[OffsetCommitKey], seen: int, tombstones_at: int,
+                      now_ms: int) -> None:
+        """Append again the latest commit of each of ``keys`` that landed in ``[seen, tombstones_at)``: between
+        the replay that found the keys expired and their tombstones."""
+        if tombstones_at <= seen:
+            return
+        got = fetch(self.logs.log(OFFSETS_TOPIC, partition), seen, tombstones_at - seen, READ_COMMITTED)
+        latest: dict[OffsetCommitKey, tuple[bytes, int]] = {}
+        for off, k, v, ts in zip(*(got.records.column(c).to_pylist() for c in (OFFSET, KEY, VALUE, TIMESTAMP)),
+                                 strict=True):
+            key = decode_key(k) if k is not None and off < tombstones_at else None
+            if key in keys:
+                latest[key] = (v, ts)
+        again = [(encode_key(k.group, k.topic, k.partition), v, ts) for k, (v, ts) in latest.items() if v is not None]
+        if again:
+            log.info("%d offset commit(s) raced their expiry; appended again", len(again))
+            self.logs.log(OFFSETS_TOPIC, partition).append(pa.table({
+                KEY: pa.array([a[0] for a in again], pa.binary()), VALUE: pa.array([a[1] for a in again], pa.binary()),
+                TIMESTAMP: pa.array([a[2] for a in again], pa.int64())}), now_ms)
 
     def _append(self, batch: OffsetCommitBatch, now_ms: int) -> None:
         self.logs.log(batch.topic, batch.partition).append(batch.records, now_ms)
@@ -450,6 +500,14 @@ class OffsetsTopic:
             replay.position = got.next_offset
             if got.next_offset >= got.last_stable_offset:
                 return replay
+
+
+def _expired(value: OffsetCommitValue, now_ms: int, retention_ms: int) -> bool:
+    """Kafka's ``GroupMetadata.removeExpiredOffsets`` for a group without a protocol: an explicit expire
+    timestamp (version 1 values) decides, else the commit timestamp plus the retention."""
+    if value.expire_timestamp_ms != -1:
+        return now_ms >= value.expire_timestamp_ms
+    return now_ms - value.commit_timestamp_ms >= retention_ms
 
 
 def _apply(replay: _Replay, records: pa.Table, topic: str, partition: int) -> None:

@@ -166,6 +166,7 @@ def cycle_json(cycle: Any) -> dict[str, Any]:
         "bytes_written": sum(c.bytes_written for c in cycle.cleans),
         "segments_deleted": cycle.segments_deleted,
         "files_vacuumed": cycle.files_vacuumed,
+        "offsets_expired": cycle.offsets_expired,
         "newly_uncleanable": [f"{f.topic}-{f.partition}: {f.error_type}: {f.message[:200]}" for f in cycle.failures],
         "skipped_uncleanable": [f"{t}-{p}" for t, p in cycle.uncleanable],
         "busy": [f"{t}-{p}" for t, p in cycle.busy],
