@@ -197,6 +197,14 @@ STORE_KEYS: tuple[ConfigKey, ...] = (
               "Kafka's offsets of standalone consumers do."),
     ConfigKey("offsets.retention.check.interval.ms", "offsets_retention_check_interval_ms", _long(1), 600_000,
               "How often the cleaner's cycle looks for expired committed offsets."),
+    # Transactions (deltalog.log.transaction_coordinator).
+    ConfigKey("transactional.id.expiration.ms", "transactional_id_expiration_ms", _long(1, INT_MAX), 604_800_000,
+              "A transactional id with no transaction in progress and not used for this long expires (the "
+              "cleaner's cycle): its producer can no longer write, and its next init_transactions() gets a new "
+              "producer id."),
+    ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms",
+              "transaction_remove_expired_transaction_cleanup_interval_ms", _long(1, INT_MAX), 3_600_000,
+              "How often the cleaner's cycle looks for expired transactional ids."),
 )
 
 
@@ -303,6 +311,8 @@ class CleanerConfig(_KafkaConfig):
     offset_metadata_max_bytes: int = 4096
     offsets_retention_minutes: int = 10_080
     offsets_retention_check_interval_ms: int = 600_000
+    transactional_id_expiration_ms: int = 604_800_000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
 
     def __post_init__(self) -> None:
         # Kafka's KafkaConfig.validateValues: strictly more than 1 MiB per thread (its message says "at least").

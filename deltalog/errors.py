@@ -80,6 +80,11 @@ class ProducerFencedError(InvalidProducerEpochError):
     ``transactional_id`` (Kafka's ``ProducerFencedException``): this producer must be closed."""
 
 
+class InvalidPidMappingError(DeltalogError):
+    """The producer's transactional id expired (``transactional.id.expiration.ms``) and no longer maps to its
+    producer id (Kafka's ``InvalidPidMappingException``): call ``init_transactions()`` again, or close it."""
+
+
 class OutOfOrderSequenceError(DeltalogError):
     """A batch whose sequence number is neither the next one nor the last batch's (a retry) for its producer in
     that partition (Kafka's ``OutOfOrderSequenceException``): a batch between was lost or never sent."""

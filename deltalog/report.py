@@ -66,6 +66,7 @@ KAFKA_CONFIG_NAMES = frozenset({
     "max.message.bytes", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
     "log.cleaner.io.buffer.load.factor", "log.cleaner.backoff.ms", "log.cleaner.io.max.bytes.per.second",
     "offset.metadata.max.bytes", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
+    "transactional.id.expiration.ms", "transaction.remove.expired.transaction.cleanup.interval.ms",
 })
 #: Kafka's names whose deltalog default differs from Kafka's, with Kafka's default (the README says why).
 KAFKA_NAMES_OTHER_DEFAULT = {"offsets.topic.num.partitions": "50", "offsets.topic.segment.bytes": "104857600"}

@@ -149,6 +149,48 @@ def test_a_transaction_left_open_is_aborted_after_its_timeout_by_the_cleaner_cyc
         p.send(topic, recs(("a", "2")), partition=0)
 
 
+def test_an_idle_transactional_id_expires_after_transactional_id_expiration_ms(tmp_path, clock):
+    """transactional.id.expiration.ms: the cleaner's cycle (at most every
+    transaction.remove.expired.transaction.cleanup.interval.ms) expires ids with no transaction in progress and
+    unused that long. They are listed nowhere, their producer can no longer write, and the next
+    init_transactions() of the id starts afresh with a new producer id. An open transaction never expires (its
+    timeout aborts it first)."""
+    from deltalog import InvalidPidMappingError
+
+    day = 86_400_000
+    store = Store(tmp_path / "s", clock=clock, config={"transactional.id.expiration.ms": 7 * day})
+    store.create_topic("t", 1)
+    idle = store.producer(transactional_id="idle")
+    idle.init_transactions()
+    idle.begin_transaction()
+    idle.send("t", recs(("a", "1")))
+    idle.commit_transaction()
+    clock.advance(6 * day)
+    busy = store.producer(transactional_id="busy")
+    busy.init_transactions()
+    cleaner = store.log_cleaner(metrics=False)
+    assert cleaner.expire_transactional_ids() == []
+    clock.advance(day - 1)
+    assert cleaner.expire_transactional_ids() == []  # 1 ms short of 7 days
+    clock.advance(1)
+    assert cleaner.expire_transactional_ids() == []  # 7 days old, but looked at 1 ms ago (the cleanup interval)
+    clock.advance(3_600_000)
+    assert cleaner.expire_transactional_ids() == ["idle"]
+    coordinator = TransactionCoordinator(store.log_manager)
+    assert coordinator.describe("idle") is None
+    assert [m.transactional_id for m in coordinator.list_transactions()] == ["busy"]
+    idle.begin_transaction()
+    with pytest.raises(InvalidPidMappingError, match="'idle' expired"):
+        idle.send("t", recs(("a", "2")))
+    again = store.producer(transactional_id="idle")
+    again.init_transactions()
+    assert again.producer_id != idle.producer_id and again.producer_epoch == 0
+    again.begin_transaction()
+    again.send("t", recs(("a", "3")))
+    again.commit_transaction()
+    assert seen(store, "t") == [(0, "a", "1"), (2, "a", "3")]
+
+
 def test_offsets_sent_to_a_transaction_are_committed_only_if_it_commits(store, topic):
     store.produce(topic, recs(("a", "1"), ("b", "2")), partition=0)
     consumer = store.consumer(group_id="g")

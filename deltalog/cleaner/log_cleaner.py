@@ -166,6 +166,7 @@ class LogCleaner:
         #: The store's committed offsets, whose expiry each cycle runs (see :meth:`expire_offsets`).
         self.offsets = offsets if offsets is not None else OffsetsTopic(logs, config)
         self._offsets_checked_ms: int | None = None
+        self._txn_ids_checked_ms: int | None = None
         self.spark = spark
         self.config = config
         self.threads = config.cleaner_threads if threads is None else threads
@@ -262,6 +263,25 @@ class LogCleaner:
         except DeltalogError as e:
             log.warning("expiring committed offsets failed; tried again next time: %s", e)
             return 0
+
+    def expire_transactional_ids(self) -> list[str]:
+        """Kafka's coordinator timer for ``transactional.id.expiration.ms`` (every
+        ``transaction.remove.expired.transaction.cleanup.interval.ms``), run by each cycle. Returns the ids
+        expired; a failure is logged and the cycle goes on."""
+        now = self.clock.now_ms()
+        last = self._txn_ids_checked_ms
+        if last is not None and now - last < self.config.transaction_remove_expired_transaction_cleanup_interval_ms:
+            return []
+        self._txn_ids_checked_ms = now
+        try:
+            done = TransactionCoordinator(self.logs).expire_transactional_ids(
+                now, self.config.transactional_id_expiration_ms)
+        except DeltalogError as e:
+            log.warning("expiring transactional ids failed; tried again next time: %s", e)
+            return []
+        if done:
+            log.info("expired %d transactional id(s) (transactional.id.expiration.ms): %s", len(done), ", ".join(done))
+        return done
 
     def clean_filthiest_logs(self, topics: Iterable[str] | None = None) -> CleaningRound:
         """Clean, filthiest partition first, until no partition (of ``topics``, or of the store) is eligible.
@@ -439,6 +459,7 @@ class LogCleaner:
         started = self.clock.now_ms()
         retention = [r for r in apply_retention(self.logs, keep_going=True) if r.segments_deleted]
         expired = self.expire_offsets()
+        self.expire_transactional_ids()
         cleaning = self.clean_filthiest_logs()
         vacuumed = []
         if self.vacuum:

@@ -43,6 +43,7 @@ import pyarrow as pa
 from deltalog.errors import (
     IllegalStateError,
     InvalidConfigError,
+    InvalidPidMappingError,
     ProducerFencedError,
     StorageError,
     shown,
@@ -50,7 +51,7 @@ from deltalog.errors import (
 from deltalog.log import producer_state
 from deltalog.log.producer import Producer, ProduceResult
 from deltalog.log.producer_state import ProducerBatch, batch_digest
-from deltalog.log.transaction_coordinator import TransactionCoordinator
+from deltalog.log.transaction_coordinator import DEAD, TransactionCoordinator
 
 if TYPE_CHECKING:
     from deltalog.log.log_manager import LogManager
@@ -296,7 +297,13 @@ class KafkaProducer:
         the partitions fence it too, once the newer epoch has written to them)."""
         if self.transactional_id is None:
             return
-        now = producer_state.current_producer_id(self.logs.storage, self.transactional_id)
+        doc = self.logs.storage.read_json(producer_state.transactional_location(self.logs.storage,
+                                                                                self.transactional_id))
+        if doc is not None and doc.get("state") == DEAD:
+            raise InvalidPidMappingError(
+                f"transactional id {self.transactional_id!r} expired (transactional.id.expiration.ms) and no longer "
+                f"maps to producer id {self.producer_id}: call init_transactions() again")
+        now = None if doc is None else (int(doc["producer_id"]), int(doc["producer_epoch"]))
         if now is not None and now != (self.producer_id, self.producer_epoch):
             raise ProducerFencedError(
                 f"There is a newer producer with the same transactional_id {self.transactional_id!r} "

@@ -200,9 +200,3 @@ def transactional_location(storage: Storage, transactional_id: str) -> str:
     """Where a transactional id's document lives (see :mod:`deltalog.log.transaction_coordinator`)."""
     name = hashlib.sha256(transactional_id.encode()).hexdigest()
     return storage.location(*TRANSACTIONAL_IDS, f"{name}.json")
-
-
-def current_producer_id(storage: Storage, transactional_id: str) -> tuple[int, int] | None:
-    """(producer id, epoch) the transactional id holds now; None if it was never initialised."""
-    doc = storage.read_json(transactional_location(storage, transactional_id))
-    return None if doc is None else (int(doc["producer_id"]), int(doc["producer_epoch"]))

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from deltalog.errors import CommitConflictError, IllegalStateError, ProducerFencedError
+from deltalog.errors import CommitConflictError, IllegalStateError, InvalidPidMappingError, ProducerFencedError
 from deltalog.log import faults, producer_state
 from deltalog.log.record import ABORT, COMMIT
 
@@ -42,6 +42,13 @@ COMPLETE_COMMIT = "CompleteCommit"
 COMPLETE_ABORT = "CompleteAbort"
 #: States in which the transactional id has no transaction in progress.
 IDLE = (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
+#: An expired transactional id (``transactional.id.expiration.ms``): listed and described nowhere, and the next
+#: ``init_transactions()`` of the id starts afresh with a new producer id. Kafka writes a tombstone for it in
+#: ``__transaction_state``; here the document stays, marked, because the store has no conditional delete to
+#: remove it without racing an ``init_transactions()`` that revives it (a few hundred bytes per id).
+DEAD = "Dead"
+#: Kafka's default ``transactional.id.expiration.ms`` (7 days).
+DEFAULT_EXPIRATION_MS = 604_800_000
 
 #: Kafka's default ``transaction.timeout.ms`` and the broker's ``transaction.max.timeout.ms``.
 DEFAULT_TIMEOUT_MS = 60_000
@@ -96,23 +103,47 @@ class TransactionCoordinator:
         return producer_state.transactional_location(self.storage, transactional_id)
 
     def describe(self, transactional_id: str) -> TransactionMetadata | None:
+        """The id's document; None if it was never initialised or has expired."""
         data = self.storage.read_versioned(self._location(transactional_id))
-        return None if data is None else TransactionMetadata.parse(data.data)
+        return _live(None if data is None else TransactionMetadata.parse(data.data))
 
     def list_transactions(self) -> list[TransactionMetadata]:
-        """Every transactional id of the store (Kafka's ``kafka-transactions.sh --list``)."""
+        """Every transactional id of the store that has not expired (Kafka's ``kafka-transactions.sh --list``)."""
         out = []
         for info in self.storage.list_files(self.storage.location(*producer_state.TRANSACTIONAL_IDS)):
             if info.location.endswith(".json"):
                 data = self.storage.read_versioned(info.location)
-                if data is not None:
-                    out.append(TransactionMetadata.parse(data.data))
+                meta = None if data is None else _live(TransactionMetadata.parse(data.data))
+                if meta is not None:
+                    out.append(meta)
         return sorted(out, key=lambda m: m.transactional_id)
+
+    def expire_transactional_ids(self, now_ms: int, expiration_ms: int = DEFAULT_EXPIRATION_MS) -> list[str]:
+        """Kafka's ``transactional.id.expiration.ms``: every id with no transaction in progress and not used for
+        that long is marked :data:`DEAD` (by compare-and-swap, so an id used meanwhile is left alone). Its
+        producer can no longer write (:class:`~deltalog.errors.InvalidPidMappingError`), and its next
+        ``init_transactions()`` gets a new producer id. Returns the ids expired."""
+        done = []
+        for meta in self.list_transactions():
+            if meta.state not in IDLE or now_ms < meta.last_update_ms + expiration_ms:
+                continue
+
+            def kill(m: TransactionMetadata | None, seen: TransactionMetadata = meta) -> TransactionMetadata | None:
+                if m is None or (m.producer_id, m.producer_epoch, m.state, m.last_update_ms) != (
+                        seen.producer_id, seen.producer_epoch, seen.state, seen.last_update_ms):
+                    return None  # used meanwhile
+                return replace(m, state=DEAD, partitions=(), txn_start_ms=None, last_update_ms=now_ms)
+
+            new = self._update(meta.transactional_id, kill)
+            if new is not None and new.state == DEAD:
+                done.append(meta.transactional_id)
+        return done
 
     def _update(self, transactional_id: str,
                 step: Callable[[TransactionMetadata | None], TransactionMetadata | None]) -> TransactionMetadata | None:
         """Apply ``step`` to the id's current document by compare-and-swap until it wins; ``step`` returns the
-        new document, or None to leave it as it is (it may raise to refuse)."""
+        new document, or None to leave it as it is (it may raise to refuse). A :data:`DEAD` document is given to
+        ``step`` as it is."""
         location = self._location(transactional_id)
         for _ in range(producer_state.CAS_ATTEMPTS):
             current = self.storage.read_versioned(location)
@@ -139,7 +170,7 @@ class TransactionCoordinator:
         check_timeout(timeout_ms)
 
         def bump(meta: TransactionMetadata | None) -> TransactionMetadata:
-            if meta is None:
+            if meta is None or meta.state == DEAD:  # never initialised, or expired: a new producer id
                 return TransactionMetadata(transactional_id, producer_state.allocate_producer_id(self.storage), 0,
                                            timeout_ms=timeout_ms, last_update_ms=now_ms)
             pid, epoch = meta.producer_id, meta.producer_epoch + 1
@@ -242,6 +273,10 @@ class TransactionCoordinator:
         if meta is None:
             raise IllegalStateError(f"transactional id {transactional_id!r} was never initialised: call "
                                     "init_transactions() first")
+        if meta.state == DEAD:
+            raise InvalidPidMappingError(
+                f"transactional id {transactional_id!r} expired (transactional.id.expiration.ms) and no longer maps "
+                f"to producer id {producer_id}: call init_transactions() again")
         if (meta.producer_id, meta.producer_epoch) != (producer_id, producer_epoch):
             raise ProducerFencedError(
                 f"There is a newer producer with the same transactional_id {transactional_id!r} (producer id "
@@ -276,3 +311,8 @@ def check_timeout(timeout_ms: int) -> None:
         raise InvalidConfigError(f"Invalid value {timeout_ms!r} for configuration transaction.timeout.ms: the "
                                  f"transaction timeout must be an integer between 1 and {MAX_TIMEOUT_MS} ms "
                                  "(the coordinator's transaction.max.timeout.ms)")
+
+
+def _live(meta: TransactionMetadata | None) -> TransactionMetadata | None:
+    """``meta``, or None if the id has expired."""
+    return None if meta is None or meta.state == DEAD else meta
