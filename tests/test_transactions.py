@@ -168,6 +168,8 @@ def test_an_idle_transactional_id_expires_after_transactional_id_expiration_ms(t
     clock.advance(6 * day)
     busy = store.producer(transactional_id="busy")
     busy.init_transactions()
+    loose = store.producer(transactional_id="loose")  # sends outside transactions only (a deliberate difference)
+    loose.init_transactions()
     cleaner = store.log_cleaner(metrics=False)
     assert cleaner.expire_transactional_ids() == []
     clock.advance(day - 1)
@@ -178,17 +180,21 @@ def test_an_idle_transactional_id_expires_after_transactional_id_expiration_ms(t
     assert cleaner.expire_transactional_ids() == ["idle"]
     coordinator = TransactionCoordinator(store.log_manager)
     assert coordinator.describe("idle") is None
-    assert [m.transactional_id for m in coordinator.list_transactions()] == ["busy"]
+    assert [m.transactional_id for m in coordinator.list_transactions()] == ["busy", "loose"]
+    clock.advance(6 * day)
+    assert cleaner.expire_transactional_ids() == ["busy", "loose"]
+    assert loose.send("t", recs(("b", "1"))).offsets.tolist() == [2]  # idempotent sends go on (1: a marker)
     idle.begin_transaction()
     with pytest.raises(InvalidPidMappingError, match="'idle' expired"):
         idle.send("t", recs(("a", "2")))
+    idle.close()  # nothing to abort: the id is gone
     again = store.producer(transactional_id="idle")
     again.init_transactions()
     assert again.producer_id != idle.producer_id and again.producer_epoch == 0
     again.begin_transaction()
     again.send("t", recs(("a", "3")))
     again.commit_transaction()
-    assert seen(store, "t") == [(0, "a", "1"), (2, "a", "3")]
+    assert seen(store, "t") == [(0, "a", "1"), (2, "b", "1"), (3, "a", "3")]
 
 
 def test_offsets_sent_to_a_transaction_are_committed_only_if_it_commits(store, topic):

@@ -249,8 +249,8 @@ class KafkaProducer:
         if self._txn_partitions and not self._closed:
             try:
                 self.abort_transaction()
-            except ProducerFencedError:
-                pass  # a newer producer took the id over: it aborts what this one left
+            except (ProducerFencedError, InvalidPidMappingError):
+                pass  # a newer producer took the id over (it aborts what this one left), or the id expired
         self._closed = True
 
     def sequence(self, topic: str, partition: int) -> int:
@@ -300,6 +300,8 @@ class KafkaProducer:
         doc = self.logs.storage.read_json(producer_state.transactional_location(self.logs.storage,
                                                                                 self.transactional_id))
         if doc is not None and doc.get("state") == DEAD:
+            if self._txn_partitions is None:
+                return  # an idempotent send outside a transaction: its producer id still holds in the partitions
             raise InvalidPidMappingError(
                 f"transactional id {self.transactional_id!r} expired (transactional.id.expiration.ms) and no longer "
                 f"maps to producer id {self.producer_id}: call init_transactions() again")
