@@ -206,11 +206,12 @@ class Store:
             self._producer = Producer(self.log_manager)
         return self._producer.send(topic, records, self.clock.now_ms(), partition=partition)
 
-    def producer(self, **configs: Any) -> KafkaProducer:
+    def producer(self, config: Mapping[str, Any] | None = None, /, **configs: Any) -> KafkaProducer:
         """Kafka's producer with its configs (``enable_idempotence`` (default True), ``transactional_id``, ``acks``,
-        ``retries``, ...; also by Kafka's dotted names): ``init_transactions``, ``send``/``produce``, ``flush``,
-        ``close``. An idempotent producer's retried batch lands once; see :mod:`deltalog.log.idempotent_producer`."""
-        return KafkaProducer(self.log_manager, **configs)
+        ``retries``, ...; also by Kafka's dotted names, and as one dict, as confluent-kafka's ``Producer(conf)``
+        takes them): ``init_transactions``, ``send``/``produce``, ``poll``, ``flush``, ``close``. An idempotent
+        producer's retried batch lands once; see :mod:`deltalog.log.idempotent_producer`."""
+        return KafkaProducer(self.log_manager, **{**dict(config or {}), **configs})
 
     def roll(self, topic: str, partition: int) -> int:
         """Close the active segment now; returns the base offset of the new active segment."""

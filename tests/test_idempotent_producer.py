@@ -113,7 +113,7 @@ def test_a_plain_producer_without_idempotence(store):
 
 
 @pytest.mark.parametrize(("configs", "message"), [
-    ({"linger_ms": 5}, r"'linger_ms' is not a producer config deltalog knows; known: acks, client_id, "
+    ({"lingering_ms": 5}, r"'lingering_ms' is not a producer config deltalog knows; known: acks, client_id, "
                        r"enable_idempotence, retries"),
     ({"enable_idempotence": False, "transactional_id": "x"},
      "Cannot set a transactional.id without also enabling idempotence"),

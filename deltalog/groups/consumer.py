@@ -497,6 +497,8 @@ class Consumer:
         """What ``send_offsets_to_transaction`` takes (KIP-447); no membership, so generation -1 and no member."""
         return ConsumerGroupMetadata(self.config["group_id"])
 
+    consumer_group_metadata = group_metadata  # confluent-kafka's name
+
     def _group(self, what: str) -> str:
         group = self.config["group_id"]
         if group is None:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -49,13 +49,15 @@ from deltalog.errors import (
     shown,
 )
 from deltalog.log import producer_state
+from deltalog.log.client_shapes import SentFuture, deliver, is_batch, one_record
 from deltalog.log.producer import Producer, ProduceResult
 from deltalog.log.producer_state import ProducerBatch, batch_digest
+from deltalog.log.record import Record
 from deltalog.log.transaction_coordinator import DEAD, TransactionCoordinator
+from deltalog.structs import TopicPartition
 
 if TYPE_CHECKING:
     from deltalog.log.log_manager import LogManager
-    from deltalog.log.record import Record
 
 #: Kafka's producer configs deltalog takes, with Kafka's defaults (idempotence is on by default since Kafka 3.0).
 DEFAULTS: dict[str, Any] = {
@@ -67,6 +69,14 @@ DEFAULTS: dict[str, Any] = {
     "transaction_timeout_ms": 60_000,
     "client_id": "deltalog-producer",
 }
+#: Kafka client configs about the network and the client's send buffer, which have nothing to act on here (every
+#: send is one Delta commit per partition, made before it returns): accepted, so code written for Kafka runs
+#: unchanged, and ignored.
+NO_EFFECT = frozenset({
+    "bootstrap_servers", "linger_ms", "batch_size", "buffer_memory", "max_in_flight_requests_per_connection",
+    "request_timeout_ms", "delivery_timeout_ms", "max_block_ms", "compression_type", "max_request_size",
+    "connections_max_idle_ms", "metadata_max_age_ms", "reconnect_backoff_ms", "security_protocol",
+})
 #: acks values that mean "committed": every append is a Delta commit, which is what Kafka's ``acks=all`` promises.
 ACKS_ALL = ("all", -1, "-1")
 
@@ -75,6 +85,8 @@ def _configs(given: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(DEFAULTS)
     for name, value in given.items():
         key = name.replace(".", "_") if isinstance(name, str) else name
+        if key in NO_EFFECT:
+            continue
         if key not in DEFAULTS:
             raise InvalidConfigError(f"{name!r} is not a producer config deltalog knows; known: "
                                      f"{', '.join(sorted(DEFAULTS))} (or Kafka's dotted names, e.g. enable.idempotence)")
@@ -129,9 +141,10 @@ class KafkaProducer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def init_transactions(self) -> None:
+    def init_transactions(self, timeout: float | None = None) -> None:
         """Take over the transactional id: bump its epoch (fencing every older producer with the id) and start
-        every partition's sequence at 0 (Kafka's ``initTransactions``)."""
+        every partition's sequence at 0 (Kafka's ``initTransactions``; ``timeout`` is confluent-kafka's
+        argument, unused: the call does not wait on a broker)."""
         self._check_open("init_transactions")
         if self.transactional_id is None:
             raise IllegalStateError("Transactional method invoked on a non-transactional producer: set "
@@ -181,24 +194,72 @@ class KafkaProducer:
         self._txn_partitions = None
         self._txn_failed = None
 
-    def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], consumer_group_id: Any) -> None:
-        """Commit ``offsets`` (``{TopicPartition: OffsetAndMetadata or offset}``) for a consumer group as part of
-        the current transaction (read-process-write exactly once): they become the group's committed offsets if
-        and only if the transaction commits. ``consumer_group_id`` is the group id or a consumer's
-        ``group_metadata()``."""
+    def send_offsets_to_transaction(self, offsets: Mapping[Any, Any] | Sequence[Any], consumer_group_id: Any,
+                                    timeout: float | None = None) -> None:
+        """Commit ``offsets`` (``{TopicPartition: OffsetAndMetadata or offset}``, or confluent-kafka's list of
+        positions: objects with ``topic``, ``partition`` and ``offset``) for a consumer group as part of the
+        current transaction (read-process-write exactly once): they become the group's committed offsets if and
+        only if the transaction commits. ``consumer_group_id`` is the group id or a consumer's
+        ``group_metadata()``/``consumer_group_metadata()``."""
         from deltalog.groups.offsets_topic import OffsetsTopic  # groups sit above log/: imported where used
 
         self._check_in_transaction("send_offsets_to_transaction")
+        if not isinstance(offsets, Mapping):
+            offsets = {TopicPartition(p.topic, p.partition): p.offset for p in offsets}
         group_id = getattr(consumer_group_id, "group_id", consumer_group_id)
         batch = OffsetsTopic(self.logs).commit_batch(group_id, offsets, self.logs.clock.now_ms())
         if batch.records.num_rows:
             self.send(batch.topic, batch.records, partition=batch.partition)
 
-    def send(self, topic: str, records: Sequence[Record] | Record | pa.Table | pa.RecordBatch, *,
-             partition: int | None = None) -> ProduceResult:
+    def send(self, topic: str, records: Any = None, *, partition: int | None = None, value: Any = None,
+             key: Any = None, headers: Any = None, timestamp_ms: int | None = None) -> ProduceResult:
         """Append ``records`` (partitioned as ``store.produce`` does) and return each record's metadata, in input
         order. A call that raises acknowledged nothing: sending the same records again is a retry (partitions
-        that had committed return their original offsets; the others append)."""
+        that had committed return their original offsets; the others append).
+
+        ``records`` is a batch (Records, one Record, an Arrow table). kafka-python's one-record form works too:
+        ``send(topic, value=..., key=..., headers=[(name, bytes)], partition=..., timestamp_ms=...)`` (``value``
+        may be the second positional argument); it returns a done future whose ``get()`` is the
+        ``RecordMetadata`` (see :mod:`deltalog.log.client_shapes`)."""
+        if records is not None and is_batch(records):
+            if value is not None or key is not None or headers is not None or timestamp_ms is not None:
+                raise TypeError("send() takes either a batch of records or one record's value/key/headers/"
+                                "timestamp_ms, not both")
+            return self._send(topic, records, partition)
+        record = one_record(records if records is not None else value, key, headers, timestamp_ms)
+        return SentFuture.of(self._send(topic, [record], partition))
+
+    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int | None = -1,
+                on_delivery: Callable[[Any, Any], Any] | None = None, timestamp: int | None = 0,
+                headers: Any = None, *, callback: Callable[[Any, Any], Any] | None = None) -> ProduceResult:
+        """confluent-kafka's ``produce``: one record (``partition=-1``: the partitioner chooses; ``timestamp=0``:
+        now), its delivery callback ``on_delivery(err, msg)`` (or ``callback``) called before this returns, since
+        the record has committed. A batch as ``value`` (Records, an Arrow table) is sent as :meth:`send` sends it.
+        Returns the records' metadata (confluent's returns None)."""
+        part = None if partition is None or partition < 0 else partition
+        report = on_delivery if on_delivery is not None else callback
+        if is_batch(value):
+            if key is not None or headers is not None or timestamp:
+                raise TypeError("produce() takes either a batch of records or one record's value/key/headers/"
+                                "timestamp, not both")
+            batch = list(value) if isinstance(value, Sequence) else None
+            result = self._send(topic, value, part)
+            if report is not None and batch is not None and all(isinstance(r, Record) for r in batch):
+                deliver(report, batch, result)
+            return result
+        record = one_record(value, key, headers, timestamp)
+        result = self._send(topic, [record], part)
+        deliver(report, [record], result)
+        return result
+
+    def poll(self, timeout: float | None = None) -> int:
+        """confluent-kafka's ``poll``: serves delivery callbacks; there are none pending (each was called when its
+        record committed), so it returns 0 at once."""
+        self._check_open("poll")
+        return 0
+
+    def _send(self, topic: str, records: Sequence[Record] | Record | pa.Table | pa.RecordBatch,
+              partition: int | None) -> ProduceResult:
         self._check_open("send")
         now_ms = self.logs.clock.now_ms()
         if not self.idempotent:
@@ -238,11 +299,11 @@ class KafkaProducer:
             self._sequences[key] = self._sequences.get(key, 0) + n
         return result
 
-    produce = send
-
-    def flush(self, timeout: float | None = None) -> None:
-        """Nothing is buffered: every :meth:`send` has committed when it returns (Kafka's ``flush`` shape)."""
+    def flush(self, timeout: float | None = None) -> int:
+        """Nothing is buffered: every :meth:`send` has committed when it returns (Kafka's ``flush`` shape; 0
+        records left in the queue, as confluent-kafka's ``flush`` counts them)."""
         self._check_open("flush")
+        return 0
 
     def close(self, timeout: float | None = None) -> None:
         """Close the producer; a transaction still in progress is aborted (as Kafka's ``close`` does)."""

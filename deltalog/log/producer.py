@@ -37,6 +37,7 @@ from deltalog.errors import InvalidArgumentError, InvalidRecordError, UnknownTop
 from deltalog.log import arrow_records
 from deltalog.log.partitioner import partitions_for_keys
 from deltalog.log.record import HEADERS, KEY, TIMESTAMP, VALUE, Record
+from deltalog.structs import TopicPartition
 
 if TYPE_CHECKING:
     from deltalog.config import TopicConfig
@@ -63,6 +64,15 @@ class RecordMetadata:
     partition: int
     offset: int
     timestamp_ms: int
+
+    @property
+    def timestamp(self) -> int:
+        """kafka-python's name for :attr:`timestamp_ms`."""
+        return self.timestamp_ms
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
 
 
 class ProduceResult(Sequence[RecordMetadata]):
