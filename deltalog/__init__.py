@@ -33,6 +33,7 @@ from deltalog.errors import (
     RecordTooLargeError,
     StorageError,
     TopicExistsError,
+    UnknownProducerIdError,
     UnknownTopicOrPartitionError,
 )
 from deltalog.log.record import Record
@@ -81,6 +82,7 @@ __all__ = [
     "OffsetMetadataTooLargeError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
+    "UnknownProducerIdError",
     "PartitionBusyError",
     "PartitionUncleanableError",
     "ProduceResult",

@@ -153,6 +153,10 @@ TOPIC_KEYS: tuple[ConfigKey, ...] = (
               "Files replaced by cleaning or retention are physically removed (VACUUM) only after this delay."),
     ConfigKey("max.message.bytes", "max_message_bytes", _long(0, INT_MAX), 1_048_588,
               "The largest record (key + value + headers) an append accepts."),
+    ConfigKey("producer.id.expiration.ms", "producer_id_expiration_ms", _long(1, INT_MAX), 86_400_000,
+              "A producer's state in a partition (its sequence and last batch) expires once it has not written "
+              "there for this long (Kafka's broker config; here per topic, as the Delta table property "
+              "delta.setTransactionRetentionDuration, measured on the wall clock)."),
     # deltalog's own: how keys and values are encoded, so SQL sees typed columns (see deltalog.log.encoding).
     ConfigKey("key.encoding", "key_encoding", encoding.parse_encoding, "bytes",
               "bytes, string (UTF-8) or json (an object matching key.schema); checked at append."),
@@ -264,6 +268,7 @@ class TopicConfig(_KafkaConfig):
     retention_bytes: int = -1
     file_delete_delay_ms: int = 60_000
     max_message_bytes: int = 1_048_588
+    producer_id_expiration_ms: int = 86_400_000
     key_encoding: str = "bytes"
     value_encoding: str = "bytes"
     key_schema: str = ""

@@ -90,6 +90,17 @@ class OutOfOrderSequenceError(DeltalogError):
     that partition (Kafka's ``OutOfOrderSequenceException``): a batch between was lost or never sent."""
 
 
+class UnknownProducerIdError(OutOfOrderSequenceError):
+    """A partition has no state for the producer of a batch that does not start at sequence 0 (Kafka's
+    ``UnknownProducerIdException``): the producer never wrote there, or its state expired after
+    ``producer.id.expiration.ms``. :class:`~deltalog.log.idempotent_producer.KafkaProducer` handles it by starting
+    the partition's sequence again at 0, as Kafka's producer does (KIP-360)."""
+
+    def __init__(self, message: str, topic: str | None = None, partition: int | None = None) -> None:
+        super().__init__(message)
+        self.topic, self.partition = topic, partition
+
+
 class OffsetOutOfRangeError(DeltalogError, IndexError):
     """A read below the log start offset (Kafka's OFFSET_OUT_OF_RANGE).
 

@@ -58,6 +58,37 @@ def test_a_retried_batch_gets_its_original_offsets_and_is_not_appended_twice(sto
     assert dt.transaction_version("deltalog.producer.7.base") == 2
 
 
+def test_producer_state_expires_after_producer_id_expiration_ms_and_the_producer_starts_over(store):
+    """producer.id.expiration.ms (a topic config here; Kafka's broker config): a producer's state in a partition
+    is committed with its last update time and the table carries Delta's delta.setTransactionRetentionDuration,
+    so the state of a producer idle that long is gone from every snapshot (on the wall clock). The partition
+    then refuses the producer's next sequence as unknown (UnknownProducerIdError), and the producer starts that
+    partition's sequence over at 0 (KIP-360), landing the batch once. The log positions never expire."""
+    import time
+
+    from deltalog import UnknownProducerIdError
+    from deltalog.log import delta
+
+    assert producer_state.app_id(3).startswith(delta.EXPIRING_APP_PREFIX)
+    store.create_topic("t", 2, config={"producer.id.expiration.ms": 1500})
+    log = store.log("t", 0)
+    assert DeltaTable(log.uri).metadata().configuration[delta.SET_TXN_RETENTION] == "interval 1500 milliseconds"
+    producer = store.producer()
+    assert producer.send("t", recs(("a", "1")), partition=0).offsets.tolist() == [0]
+    assert DeltaTable(log.uri).transaction_version(producer_state.app_id(producer.producer_id)) is not None
+    time.sleep(1.6)
+    assert DeltaTable(log.uri).transaction_version(producer_state.app_id(producer.producer_id)) is None
+    assert log.head().log_end_offset == 1  # the log positions do not expire
+    with pytest.raises(UnknownProducerIdError, match="expired after producer.id.expiration.ms"):
+        log.append(recs(("z", "9")), store.clock.now_ms(), producer=ProducerBatch(producer.producer_id, 0, 1))
+    assert producer.send("t", recs(("b", "2")), partition=0).offsets.tolist() == [1]  # sequence 0 again
+    assert producer.sequence("t", 0) == 1
+    assert producer.send("t", recs(("b", "2")), partition=0).offsets.tolist() == [2]  # a new batch, not a retry
+    assert [o for o, _, _ in offsets_of(store, "t", 0)] == [0, 1, 2]
+    store.alter_topic_config("t", {"producer.id.expiration.ms": 86_400_000})
+    assert DeltaTable(log.uri).metadata().configuration[delta.SET_TXN_RETENTION] == "interval 86400000 milliseconds"
+
+
 def test_out_of_order_sequences_are_refused_with_kafkas_message(store):
     store.create_topic("t", 1)
     log = store.log("t", 0)

@@ -70,6 +70,13 @@ TXN_ACTIVE_SEGMENT = "deltalog.active_segment"
 TXN_ACTIVE_SEGMENT_OPENED = "deltalog.active_segment.opened_ms"
 TXN_ACTIVE_SEGMENT_BYTES = "deltalog.active_segment.bytes"
 TXN_CLEANER_CHECKPOINT = "deltalog.cleaner.checkpoint"
+#: App ids that expire (a producer's state in the partition, see :mod:`deltalog.log.producer_state`): they are
+#: committed with their ``lastUpdated`` time, so Delta's ``delta.setTransactionRetentionDuration`` (the topic's
+#: ``producer.id.expiration.ms``) drops them from snapshots once unused that long. The log positions above carry
+#: no time and never expire.
+EXPIRING_APP_PREFIX = "deltalog.producer."
+#: Delta's table property for how long an app id with a ``lastUpdated`` time lives.
+SET_TXN_RETENTION = "delta.setTransactionRetentionDuration"
 
 #: Table properties that hold topic configs are prefixed so they never clash with ``delta.*`` ones.
 CONFIG_PREFIX = "deltalog.topic."
@@ -170,6 +177,13 @@ def create_table(storage: Storage, uri: str, properties: Mapping[str, str], txns
         storage_options=storage.delta_options,
         commit_properties=CommitProperties(app_transactions=[Transaction(k, int(v)) for k, v in txns.items()]),
     )
+
+
+def app_transactions(txns: Mapping[str, int]) -> list[Transaction]:
+    """The app-transaction actions of a commit; expiring ones (:data:`EXPIRING_APP_PREFIX`) carry the wall-clock
+    time as their ``lastUpdated``, which Delta's retention compares with the wall clock."""
+    now = int(time.time() * 1000)
+    return [Transaction(k, int(v), now if k.startswith(EXPIRING_APP_PREFIX) else None) for k, v in txns.items()]
 
 
 def txn_version(dt: DeltaTable, app_id: str) -> int | None:
@@ -301,7 +315,7 @@ def commit(
     props = CommitProperties(
         custom_metadata=custom,
         max_commit_retries=retries,
-        app_transactions=[Transaction(k, int(v)) for k, v in txns.items()],
+        app_transactions=app_transactions(txns),
     )
     faults.point(f"{operation}:before-commit")  # inert unless the reliability harness asks (see faults)
     try:

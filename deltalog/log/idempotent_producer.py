@@ -46,6 +46,7 @@ from deltalog.errors import (
     InvalidPidMappingError,
     ProducerFencedError,
     StorageError,
+    UnknownProducerIdError,
     shown,
 )
 from deltalog.log import producer_state
@@ -283,10 +284,20 @@ class KafkaProducer:
         if not (self._txn_partitions is not None and self._add_partitions(topic, targets, now_ms)):
             self._check_not_fenced()
         attempt = 0
+        restarted: set[tuple[str, int]] = set()
         while True:
             try:
                 result = self._router.send_routed(topic, rows, targets, now_ms, batches=batch_for)
                 break
+            except UnknownProducerIdError as e:
+                # The partition no longer knows this producer (its state expired after producer.id.expiration.ms):
+                # start its sequence again at 0, as Kafka's producer does (KIP-360), once per partition. Partitions
+                # that committed in the failed attempt acknowledge the retry with their original offsets.
+                key = (e.topic, e.partition)
+                if e.topic != topic or key in restarted or self._sequences.get(key, 0) == 0:
+                    raise
+                restarted.add(key)
+                self._sequences[key] = 0
             except (StorageError, OSError) as e:  # the commit may or may not have happened: retry the same batches
                 if attempt >= self.config["retries"]:
                     if self._txn_partitions is not None:

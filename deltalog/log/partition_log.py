@@ -217,7 +217,7 @@ class PartitionLog:
                     return []
             if producer is not None:
                 dt = self.table(refresh=False)
-                original, adopt = check_batch(dt.transaction_version, producer, n, f"{self.topic}-{self.partition}")
+                original, adopt = check_batch(dt.transaction_version, producer, n, self.topic, self.partition)
                 if adopt:  # a new epoch re-sent the old epoch's last batch: the state moves on, nothing is written
                     delta.commit(dt, [], txns=producer.txns(original.start, n), operation="producer_state",
                                  metadata={"producer_id": producer.producer_id})
@@ -444,7 +444,12 @@ def validate_records(records: Sequence[Record] | pa.Table | pa.RecordBatch, conf
 
 
 def config_to_table_properties(config: TopicConfig) -> dict[str, str]:
-    return {delta.CONFIG_PREFIX + k: v for k, v in config.to_properties().items()}
+    """The table properties of a topic config: each key under :data:`delta.CONFIG_PREFIX`, and
+    ``producer.id.expiration.ms`` also as Delta's own ``delta.setTransactionRetentionDuration``, which makes
+    the producers' app ids (stamped with their last update) expire from every snapshot."""
+    props = {delta.CONFIG_PREFIX + k: v for k, v in config.to_properties().items()}
+    props[delta.SET_TXN_RETENTION] = f"interval {config.producer_id_expiration_ms} milliseconds"
+    return props
 
 
 def config_from_table_properties(props: dict[str, str]) -> TopicConfig:

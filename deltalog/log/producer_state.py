@@ -43,6 +43,7 @@ from deltalog.errors import (
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
     ProducerFencedError,
+    UnknownProducerIdError,
 )
 from deltalog.storage import Storage
 
@@ -56,6 +57,8 @@ TRANSACTIONAL_IDS = ("_deltalog", "producers", "transactional_ids")
 
 
 def app_id(producer_id: int, field: str = "") -> str:
+    """The Delta app id of one field of a producer's state. The prefix is ``delta.EXPIRING_APP_PREFIX``: these
+    are committed with their last update time and expire after the topic's ``producer.id.expiration.ms``."""
     return f"deltalog.producer.{producer_id}{'.' + field if field else ''}"
 
 
@@ -143,11 +146,12 @@ class ProducerStateEntry:
         return None
 
 
-def check_batch(version_of, batch: ProducerBatch, n: int, where: str) -> tuple[range | None, bool]:
+def check_batch(version_of, batch: ProducerBatch, n: int, topic: str, partition: int) -> tuple[range | None, bool]:
     """:meth:`ProducerStateEntry.check` against the partition's entry, and whether the entry must move to the
     batch's (newer) epoch although nothing is appended: the new epoch re-sent an older epoch's last batch,
-    and its next batch follows it at sequence ``n``. A producer the partition has never seen must start at
-    sequence 0 (Kafka: out of order for a first batch)."""
+    and its next batch follows it at sequence ``n``. A producer the partition has no state for (never seen, or
+    expired after ``producer.id.expiration.ms``) must start at sequence 0 (:class:`UnknownProducerIdError`)."""
+    where = f"{topic}-{partition}"
     if batch.base_sequence + n > MAX_SEQUENCE:
         raise OutOfOrderSequenceError(f"producer {batch.producer_id} ran out of sequence numbers in {where} "
                                       f"(at most {MAX_SEQUENCE} records per epoch and partition); call "
@@ -155,10 +159,11 @@ def check_batch(version_of, batch: ProducerBatch, n: int, where: str) -> tuple[r
     entry = ProducerStateEntry.read(version_of, batch.producer_id)
     if entry is None:
         if batch.base_sequence != 0:
-            raise OutOfOrderSequenceError(
+            raise UnknownProducerIdError(
                 f"Out of order sequence number for producer {batch.producer_id} in {where}: "
-                f"{batch.base_sequence} (incoming seq. number); {where} has no state for this producer, so its "
-                f"first batch must have sequence 0")
+                f"{batch.base_sequence} (incoming seq. number); {where} has no state for this producer (it never "
+                f"wrote there, or its state expired after producer.id.expiration.ms), so its first batch must have "
+                f"sequence 0", topic, partition)
         return None, False
     original = entry.check(batch, n, where)
     return original, original is not None and batch.producer_epoch > entry.producer_epoch
