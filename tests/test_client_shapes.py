@@ -55,12 +55,15 @@ def test_confluent_produce_calls_its_delivery_callback_and_takes_a_config_dict(s
     # a batch as before: the records' metadata, and the callback once per record
     result = producer.produce(topic, [Record(b"a", b"1"), Record(b"b", b"2")], on_delivery=on_delivery)
     assert len(result) == 2 and [d[5] for d in delivered[2:]] == [b"1", b"2"]
+    assert len(producer.produce(topic, records=[Record(b"c", b"3")], partition=0)) == 1  # the earlier keyword
 
 
 def test_mixing_a_batch_with_one_records_arguments_is_refused(store, topic):
     producer = store.producer()
     with pytest.raises(TypeError, match="either a batch"):
         producer.send(topic, [Record(b"a", b"1")], key=b"k")
+    with pytest.raises(TypeError, match="at least one of key and value"):
+        producer.send(topic)
     with pytest.raises(InvalidConfigError, match="'acks_sometimes' is not a producer config"):
         store.producer(acks_sometimes=1)
     assert store.read(topic, 0) + store.read(topic, 1) + store.read(topic, 2) == []

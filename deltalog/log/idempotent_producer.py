@@ -227,18 +227,26 @@ class KafkaProducer:
                 raise TypeError("send() takes either a batch of records or one record's value/key/headers/"
                                 "timestamp_ms, not both")
             return self._send(topic, records, partition)
+        if records is None and value is None and key is None:
+            raise TypeError("send() needs records, or at least one of key and value (kafka-python: 'Need at least "
+                            "one: key or value')")
         record = one_record(records if records is not None else value, key, headers, timestamp_ms)
         return SentFuture.of(self._send(topic, [record], partition))
 
     def produce(self, topic: str, value: Any = None, key: Any = None, partition: int | None = -1,
                 on_delivery: Callable[[Any, Any], Any] | None = None, timestamp: int | None = 0,
-                headers: Any = None, *, callback: Callable[[Any, Any], Any] | None = None) -> ProduceResult:
+                headers: Any = None, *, callback: Callable[[Any, Any], Any] | None = None,
+                records: Any = None) -> ProduceResult:
         """confluent-kafka's ``produce``: one record (``partition=-1``: the partitioner chooses; ``timestamp=0``:
         now), its delivery callback ``on_delivery(err, msg)`` (or ``callback``) called before this returns, since
         the record has committed. A batch as ``value`` (Records, an Arrow table) is sent as :meth:`send` sends it.
         Returns the records' metadata (confluent's returns None)."""
         part = None if partition is None or partition < 0 else partition
         report = on_delivery if on_delivery is not None else callback
+        if records is not None:  # produce(topic, records=...): the batch form, as when produce was send's alias
+            if value is not None:
+                raise TypeError("produce() takes records= or value=, not both")
+            value = records
         if is_batch(value):
             if key is not None or headers is not None or timestamp:
                 raise TypeError("produce() takes either a batch of records or one record's value/key/headers/"
