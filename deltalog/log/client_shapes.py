@@ -16,7 +16,7 @@ report could be more precise than the exception).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -32,7 +32,7 @@ def is_batch(records: Any) -> bool:
     """Whether ``records`` is one of the batch forms :meth:`KafkaProducer.send` takes (not one record's value)."""
     if isinstance(records, (Record, pa.Table, pa.RecordBatch)):
         return True
-    return isinstance(records, Sequence) and not isinstance(records, (str, bytes, bytearray, memoryview))
+    return isinstance(records, Iterable) and not isinstance(records, (str, bytes, bytearray, memoryview, Mapping))
 
 
 def one_record(value: Any, key: Any, headers: Any, timestamp_ms: int | None) -> Record:
