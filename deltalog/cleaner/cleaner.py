@@ -211,8 +211,9 @@ class Cleaner:
         now = ltc.now_ms
         capacity = self.map_capacity
         start, stop = ltc.first_dirty_offset, ltc.first_uncleanable_offset
-        # Never past the last stable offset, whoever planned ``ltc`` (every transaction the pass sees is decided).
-        index = log.txn_index(snap)
+        # Never past the last stable offset, whoever planned ``ltc`` (every transaction the pass sees is decided);
+        # the index of the plan's snapshot, when the plan has it, is this pass's.
+        index = ltc.txn_index if ltc.txn_index is not None else log.txn_index(snap)
         stop = min(stop, max(first_uncleanable_offset(snap, now, index.last_stable_offset), start))
         if stop <= start:
             raise CleaningFailedError(f"nothing to clean in {snap.topic}-{snap.partition}: [{start}, {stop}) is empty")

@@ -36,7 +36,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from deltalog.cleaner import metrics
 from deltalog.cleaner.cleaner import Cleaner, CleanResult
@@ -61,6 +61,8 @@ from deltalog.log.partition_log import PartitionLog
 from deltalog.log.retention import RetentionResult, apply_retention, delete_old_segments
 from deltalog.log.transaction_coordinator import TransactionCoordinator
 from deltalog.log.vacuum import VacuumResult, vacuum_staged, vacuum_store
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -165,8 +167,8 @@ class LogCleaner:
         self.logs = logs
         #: The store's committed offsets, whose expiry each cycle runs (see :meth:`expire_offsets`).
         self.offsets = offsets if offsets is not None else OffsetsTopic(logs, config)
-        self._offsets_checked_ms: int | None = None
-        self._txn_ids_checked_ms: int | None = None
+        #: When each coordinator timer of the cycle last ran (see :meth:`_timer_due`).
+        self._timers_ran_ms: dict[str, int] = {}
         self.spark = spark
         self.config = config
         self.threads = config.cleaner_threads if threads is None else threads
@@ -240,11 +242,8 @@ class LogCleaner:
         ``transaction.timeout.ms`` (its producer died) is aborted, so it stops holding its partitions' last
         stable offset, and so the cleaner's dirty section, back. Returns the transactional ids it completed;
         a failure is logged and the loop cleans all the same (the next loop tries again)."""
-        try:
-            done = TransactionCoordinator(self.logs).abort_timed_out_transactions(self.clock.now_ms())
-        except DeltalogError as e:
-            log.warning("aborting timed-out transactions failed; tried again next time: %s", e)
-            return []
+        done = self._guarded("aborting timed-out transactions", [], lambda: TransactionCoordinator(
+            self.logs).abort_timed_out_transactions(self.clock.now_ms()))
         if done:
             log.info("aborted or completed %d timed-out transaction(s): %s", len(done), ", ".join(done))
         return done
@@ -253,35 +252,45 @@ class LogCleaner:
         """Kafka's offset expiration timer (``offsets.retention.check.interval.ms``), run by each cycle: committed
         offsets older than ``offsets.retention.minutes`` go (tombstones in ``__consumer_offsets``, which this same
         loop then compacts). Returns how many went; a failure is logged and the cycle goes on."""
-        now = self.clock.now_ms()
-        last = self._offsets_checked_ms
-        if last is not None and now - last < self.config.offsets_retention_check_interval_ms:
+        now = self._timer_due("offsets", self.config.offsets_retention_check_interval_ms)
+        if now is None:
             return 0
-        self._offsets_checked_ms = now
-        try:
-            return sum(map(len, self.offsets.expire_offsets(now).values()))
-        except DeltalogError as e:
-            log.warning("expiring committed offsets failed; tried again next time: %s", e)
-            return 0
+        return self._guarded("expiring committed offsets", 0,
+                             lambda: sum(map(len, self.offsets.expire_offsets(now).values())))
 
     def expire_transactional_ids(self) -> list[str]:
         """Kafka's coordinator timer for ``transactional.id.expiration.ms`` (every
         ``transaction.remove.expired.transaction.cleanup.interval.ms``), run by each cycle. Returns the ids
         expired; a failure is logged and the cycle goes on."""
-        now = self.clock.now_ms()
-        last = self._txn_ids_checked_ms
-        if last is not None and now - last < self.config.transaction_remove_expired_transaction_cleanup_interval_ms:
+        now = self._timer_due("transactional ids",
+                              self.config.transaction_remove_expired_transaction_cleanup_interval_ms)
+        if now is None:
             return []
-        self._txn_ids_checked_ms = now
-        try:
-            done = TransactionCoordinator(self.logs).expire_transactional_ids(
-                now, self.config.transactional_id_expiration_ms)
-        except DeltalogError as e:
-            log.warning("expiring transactional ids failed; tried again next time: %s", e)
-            return []
+        done = self._guarded("expiring transactional ids", [], lambda: TransactionCoordinator(
+            self.logs).expire_transactional_ids(now, self.config.transactional_id_expiration_ms))
         if done:
             log.info("expired %d transactional id(s) (transactional.id.expiration.ms): %s", len(done), ", ".join(done))
         return done
+
+    def _timer_due(self, timer: str, interval_ms: int) -> int | None:
+        """The time now if ``timer`` is due (at its first look, then once every ``interval_ms``), recording that it
+        runs; None if it ran less than ``interval_ms`` ago."""
+        now = self.clock.now_ms()
+        last = self._timers_ran_ms.get(timer)
+        if last is not None and now - last < interval_ms:
+            return None
+        self._timers_ran_ms[timer] = now
+        return now
+
+    @staticmethod
+    def _guarded(what: str, empty: T, step: Callable[[], T]) -> T:
+        """``step()``, or ``empty`` when it fails with a deltalog error (logged): a timer's failure never stops the
+        cycle, and the timer tries again next time."""
+        try:
+            return step()
+        except DeltalogError as e:
+            log.warning("%s failed; tried again next time: %s", what, e)
+            return empty
 
     def clean_filthiest_logs(self, topics: Iterable[str] | None = None) -> CleaningRound:
         """Clean, filthiest partition first, until no partition (of ``topics``, or of the store) is eligible.

@@ -17,10 +17,11 @@ Pure functions of a :class:`~deltalog.log.partition_log.LogSnapshot` and a time:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.segment import Segment
+from deltalog.log.transactions import TxnIndex
 
 
 def first_uncleanable_offset(snap: LogSnapshot, now_ms: int, last_stable_offset: int | None = None) -> int:
@@ -62,15 +63,19 @@ class LogToClean:
     clean_bytes: int
     cleanable_bytes: int
     max_compaction_delay_ms: int
+    #: The snapshot's transaction index when the plan had it (:meth:`for_log`): the pass reuses it.
+    txn_index: TxnIndex | None = field(default=None, compare=False)
 
     @classmethod
     def for_log(cls, plog: PartitionLog, snap: LogSnapshot, now_ms: int) -> LogToClean:
         """The split of ``snap`` with its last stable offset (from the snapshot's transaction index, built from
         file stats alone for a log without transactional rows): what every cleaning path plans with."""
-        return cls.of(snap, now_ms, last_stable_offset=plog.txn_index(snap).last_stable_offset)
+        index = plog.txn_index(snap)
+        return cls.of(snap, now_ms, last_stable_offset=index.last_stable_offset, txn_index=index)
 
     @classmethod
-    def of(cls, snap: LogSnapshot, now_ms: int, *, last_stable_offset: int | None = None) -> LogToClean:
+    def of(cls, snap: LogSnapshot, now_ms: int, *, last_stable_offset: int | None = None,
+           txn_index: TxnIndex | None = None) -> LogToClean:
         first_dirty = snap.first_dirty_offset
         first_uncleanable = first_uncleanable_offset(snap, now_ms, last_stable_offset)
         clean = [s for s in snap.segments if not s.is_active and s.base_offset < first_dirty]
@@ -83,6 +88,7 @@ class LogToClean:
             clean_bytes=sum(s.size_bytes for s in clean),
             cleanable_bytes=sum(s.size_bytes for s in cleanable),
             max_compaction_delay_ms=_max_compaction_delay(snap, first_dirty, now_ms),
+            txn_index=txn_index,
         )
 
     @property

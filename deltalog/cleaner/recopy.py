@@ -72,6 +72,18 @@ ROW_GROUP_ROWS = 1_048_576
 
 
 @dataclass(frozen=True)
+class RetainMasks:
+    """One batch's masks under a :class:`RetainRule` (``markers``/``aborted`` None: no such row)."""
+
+    retain: np.ndarray
+    mapped: np.ndarray
+    is_latest: np.ndarray
+    live: np.ndarray  # at or above the log start
+    markers: np.ndarray | None
+    aborted: np.ndarray | None
+
+
+@dataclass(frozen=True)
 class RetainRule:
     """Kafka's ``shouldRetainRecord`` for one pass, over arrays of records, with its transaction rules
     (``CleanedTransactionMetadata``): records of ``aborted`` transactions are dropped wherever they are, and
@@ -94,6 +106,13 @@ class RetainRule:
         ``is_latest`` holds for keyed records of the mapped range that no later record of the range
         supersedes (whether or not they are expired tombstones).
         """
+        m = self.masks(offsets, keys, horizons, producer_ids, control)
+        return m.retain, m.mapped, m.is_latest
+
+    def masks(self, offsets: np.ndarray, keys: pa.ChunkedArray, horizons: pa.ChunkedArray,
+              producer_ids: pa.ChunkedArray | None = None, control: pa.ChunkedArray | None = None) -> RetainMasks:
+        """What :meth:`retain` decides, with the masks it decided from (markers, aborted records, expired
+        horizons), so the recopy counts what it dropped without working them out again."""
         live = offsets >= self.log_start
         mapped = live & (offsets < self.end)
         is_latest = mapped & self.latest.contains(offsets)
@@ -113,10 +132,10 @@ class RetainRule:
         markers = marker_mask(control)
         if markers is not None:
             retain[markers] = live[markers] & ~(mapped[markers] & expired[markers])
-        hit = self.aborted_rows(offsets, producer_ids)
-        if hit is not None:
-            retain &= ~hit
-        return retain, mapped, is_latest
+        aborted = self.aborted_rows(offsets, producer_ids)
+        if aborted is not None:
+            retain &= ~aborted
+        return RetainMasks(retain, mapped, is_latest, live, markers, aborted)
 
     def aborted_rows(self, offsets: np.ndarray, producer_ids: pa.ChunkedArray | None) -> np.ndarray | None:
         """Which rows belong to an aborted transaction (None: none does). A marker is at its transaction's
@@ -258,11 +277,9 @@ def _filter(table: pa.Table, rule: RetainRule, params: RecopyParams, segment: in
     """The survivors of one batch, stamped and renamed; ``counts`` updated."""
     offsets = table.column(OFFSET).to_numpy()
     horizon = table.column(DELETE_HORIZON)
-    control = table.column(CONTROL)
-    retain, mapped, is_latest = rule.retain(offsets, table.column(KEY), horizon, table.column(PRODUCER_ID), control)
-    markers = marker_mask(control)
+    m = rule.masks(offsets, table.column(KEY), horizon, table.column(PRODUCER_ID), table.column(CONTROL))
+    retain, mapped, live, markers = m.retain, m.mapped, m.live, m.markers
     data = np.ones(len(offsets), dtype=bool) if markers is None else ~markers
-    live = offsets >= rule.log_start
     keyless = _null_mask(table.column(KEY)) & data
     tombstone = _null_mask(table.column(VALUE)) & data
     no_horizon = _null_mask(horizon)
@@ -270,8 +287,7 @@ def _filter(table: pa.Table, rule: RetainRule, params: RecopyParams, segment: in
     # the mapped range, in a segment this pass recopies, gets its horizon too.
     stamp = retain & tombstone & no_horizon
     dropped = live & ~retain
-    hit = rule.aborted_rows(offsets, table.column(PRODUCER_ID))
-    aborted = np.zeros(len(offsets), dtype=bool) if hit is None else hit & live & data
+    aborted = np.zeros(len(offsets), dtype=bool) if m.aborted is None else m.aborted & live & data
     if markers is not None:
         listed = params.stamp_markers
         marker_stamp = retain & markers & no_horizon

@@ -242,14 +242,14 @@ def aborted_mask(offsets: pa.Array | pa.ChunkedArray, producer_ids: pa.Array | p
     return out if out.any() else None
 
 
-def visible(table: pa.Table, aborted: Sequence[AbortedTxn] = ()) -> pa.Table:
-    """``table``'s rows an application sees: no markers, and no record of an ``aborted`` transaction (pass the
-    aborted ones for read_committed, nothing for read_uncommitted). A table without the transactional columns
-    (a plain file) is returned as it is."""
+def visible_mask(table: pa.Table, aborted: Sequence[AbortedTxn] = ()) -> np.ndarray | None:
+    """Which of ``table``'s rows an application sees: no markers, and no record of an ``aborted`` transaction
+    (pass the aborted ones for read_committed, nothing for read_uncommitted). None when every row is seen (a
+    plain file, without the transactional columns, always is)."""
     names = table.column_names
     markers = CONTROL in names and table.column(CONTROL).null_count < table.num_rows
     if not markers and not (aborted and PRODUCER_ID in names):
-        return table
+        return None
     keep = np.ones(table.num_rows, dtype=bool)
     if markers:
         keep &= np.asarray(pc.is_null(table.column(CONTROL)).to_numpy(zero_copy_only=False), dtype=bool)
@@ -257,8 +257,13 @@ def visible(table: pa.Table, aborted: Sequence[AbortedTxn] = ()) -> pa.Table:
         hit = aborted_mask(table.column(OFFSET), table.column(PRODUCER_ID), aborted)
         if hit is not None:
             keep &= ~hit
-    return table if keep.all() else table.filter(pa.array(keep))
+    return None if keep.all() else keep
 
+
+def visible(table: pa.Table, aborted: Sequence[AbortedTxn] = ()) -> pa.Table:
+    """``table``'s rows an application sees (see :func:`visible_mask`)."""
+    keep = visible_mask(table, aborted)
+    return table if keep is None else table.filter(pa.array(keep))
 
 
 def with_producer(rows: pa.Table, producer_id: int, producer_epoch: int) -> pa.Table:

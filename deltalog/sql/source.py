@@ -62,7 +62,7 @@ from deltalog.errors import InvalidArgumentError
 from deltalog.log import damage
 from deltalog.log.delta import DataFile
 from deltalog.log.record import CONTROL, OFFSET, PRODUCER_ID, RECORD_SCHEMA
-from deltalog.log.transactions import AbortedTxn, TxnView, aborted_mask, only_markers, wholly_aborted
+from deltalog.log.transactions import AbortedTxn, TxnView, only_markers, visible_mask, wholly_aborted
 from deltalog.storage import Storage, join
 
 SOURCE_NAME = "deltalog_files"
@@ -282,16 +282,9 @@ def _read_slice(storage: Storage, s: FileSlice, columns: Sequence[str], *, keep_
 
 def _visible_mask(table: pa.Table, s: FileSlice, mask: Any) -> Any:
     """``mask`` narrowed to the rows an application sees: no markers, no record of the slice's aborted
-    transactions. A plain file (no control column) has nothing to drop."""
-    names = table.column_names
-    keep = np.ones(table.num_rows, dtype=bool)
-    if CONTROL in names:
-        keep &= np.asarray(pc.is_null(table.column(CONTROL)).to_numpy(zero_copy_only=False), dtype=bool)
-    if s.aborted and PRODUCER_ID in names:
-        hit = aborted_mask(table.column(OFFSET), table.column(PRODUCER_ID), [AbortedTxn(*a) for a in s.aborted])
-        if hit is not None:
-            keep &= ~hit
-    if keep.all():
+    transactions (:func:`deltalog.log.transactions.visible_mask`)."""
+    keep = visible_mask(table, [AbortedTxn(*a) for a in s.aborted])
+    if keep is None:
         return mask
     return pa.array(keep) if mask is None else pc.and_(mask, pa.array(keep))
 
