@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         connect = None
         if not args.no_connect and (rows is None or 8 in rows):
-            from deltalog.testing.services import ConnectServer
+            from tooling.services import ConnectServer
 
             # A server JVM with the classic session's cores and settings, so the two passes differ by the session only.
             server = ConnectServer(os.path.join(work, "connect-server"), master=f"local[{cores}]",
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             connect = server.session()
         s3 = None
         if not args.no_s3 and (rows is None or 9 in rows):
-            from deltalog.testing.services import S3Server
+            from tooling.services import S3Server
 
             s3 = S3Server(os.path.join(work, "s3-server")).start()
         timings = Bench(w, work, spark, cores, connect=connect, s3=s3).run(args.repeats, rows=rows)

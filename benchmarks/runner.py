@@ -68,7 +68,7 @@ class Bench:
         self.spark = spark
         #: A Spark Connect session (to a server with as many cores), for the same pass through Connect.
         self.connect = connect
-        #: A started ``deltalog.testing.services.S3Server`` (moto), for the same pass on a store on S3.
+        #: A started ``tooling.services.S3Server`` (moto), for the same pass on a store on S3.
         self.s3 = s3
         self._s3_bucket: str | None = None
         self.cores = cores

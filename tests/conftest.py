@@ -69,7 +69,7 @@ def clean_with_small_map(store: Store, entries: int, topic: str | None = None) -
     cleaner = store.log_cleaner(map_slots=map_slots_for(entries))
     return raise_failures(cleaner.clean_filthiest_logs(None if topic is None else [topic]))
 
-# --- real services (deltalog/testing/services.py): each starts on first use and lives for the whole run ---
+# --- real services (tooling/services.py): each starts on first use and lives for the whole run ---
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: (service, seconds to start) for the run's summary line.
@@ -90,7 +90,7 @@ def _test_prefix(request) -> str:
 @pytest.fixture(scope="session")
 def s3_server():
     """moto's S3 server: ``.env``, ``.storage_options``, ``.create_bucket(name)``, ``.pyarrow_filesystem()``."""
-    from deltalog.testing.services import S3Server
+    from tooling.services import S3Server
 
     with S3Server() as server:
         yield _started(server)
@@ -110,7 +110,7 @@ def s3_store_uri(_s3_bucket, request) -> str:
 @pytest.fixture(scope="session")
 def azurite():
     """Azurite's blob service (installed with npm on first use): ``.env``, ``.storage_options``, ``.create_container``."""
-    from deltalog.testing.services import AzuriteServer
+    from tooling.services import AzuriteServer
 
     with AzuriteServer() as server:
         yield _started(server)
@@ -130,7 +130,7 @@ def azurite_store_uri(_azurite_container, request) -> str:
 @pytest.fixture(scope="session")
 def connect_server():
     """A Spark Connect server in its own JVM (``.url``); it coexists with the classic ``spark`` session."""
-    from deltalog.testing.services import ConnectServer
+    from tooling.services import ConnectServer
 
     with ConnectServer() as server:
         yield _started(server)
@@ -146,7 +146,7 @@ def connect_spark(connect_server):
 def spark_cluster():
     """A standalone master and worker whose executors cannot see /tmp (pytest's tmp dirs); drive it from a
     subprocess started with ``env=spark_cluster.env()``."""
-    from deltalog.testing.services import StandaloneCluster
+    from tooling.services import StandaloneCluster
 
     with StandaloneCluster(python_path=[str(REPO_ROOT)]) as cluster:
         yield _started(cluster)

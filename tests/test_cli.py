@@ -13,7 +13,7 @@ import pytest
 from conftest import json_lines, run_cli
 
 from deltalog import Record, Store
-from deltalog.demo import MARKER, run_demo
+from deltalog.cli.demo_walkthrough import MARKER, run_demo
 from deltalog.errors import DemoStoreError
 from deltalog.storage import Storage
 
@@ -269,7 +269,7 @@ def test_demo_command_wipes_only_demo_stores(capsys, tmp_path, spark):
 
 def test_the_demo_store_on_s3_is_wiped_only_when_it_is_one(s3_server, s3_store_uri, clock):
     """The demo's fresh store on S3 (its cleaning passes are those of tests/test_object_store_cleaning.py)."""
-    from deltalog.demo import fresh_demo_store
+    from deltalog.cli.demo_walkthrough import fresh_demo_store
 
     options = s3_server.storage_options
     store = fresh_demo_store(s3_store_uri, clock, storage_options=options)
@@ -289,7 +289,7 @@ def test_the_demo_store_on_s3_is_wiped_only_when_it_is_one(s3_server, s3_store_u
 
 
 def test_doctor_probes_a_store_on_s3(s3_server, s3_store_uri):
-    from deltalog.doctor import FAIL, OK, check_store_writable
+    from deltalog.cli.doctor_checks import FAIL, OK, check_store_writable
 
     check = check_store_writable(s3_store_uri, s3_server.storage_options)
     assert check.status == OK and "conditionally created" in check.detail, check.detail
@@ -300,7 +300,7 @@ def test_doctor_probes_a_store_on_s3(s3_server, s3_store_uri):
 
 
 def test_doctor_finds_the_cleaners_code_in_spark_python_workers(spark):
-    from deltalog.doctor import OK, check_spark_workers
+    from deltalog.cli.doctor_checks import OK, check_spark_workers
 
     check = check_spark_workers(spark)
     assert (check.name, check.status) == ("spark workers", OK), check.detail
@@ -310,7 +310,7 @@ def test_doctor_finds_a_runtime_pyspark_that_is_no_distribution(spark, monkeypat
     """Databricks Runtime puts pyspark on the path without distribution metadata: not "not installed"."""
     import pyspark
 
-    from deltalog import doctor
+    from deltalog.cli import doctor_checks as doctor
 
     real = doctor.package_version
     monkeypatch.setattr(doctor, "package_version", lambda name: None if name == "pyspark" else real(name))
@@ -339,7 +339,7 @@ def test_doctor_finds_an_unwritable_store(capsys, tmp_path):
 
 
 def test_doctor_version_rules():
-    from deltalog import doctor
+    from deltalog.cli import doctor_checks as doctor
 
     assert doctor.java_major('openjdk version "17.0.15" 2025-04-15') == 17
     assert doctor.java_major('java version "1.8.0_392"') == 8
@@ -352,7 +352,7 @@ def test_doctor_version_rules():
 
 @pytest.mark.slow
 def test_doctor_starts_spark_and_runs_a_job(capsys, root, spark):
-    from deltalog import doctor
+    from deltalog.cli import doctor_checks as doctor
 
     checks = {c.name: c for c in doctor.run_checks(root)}
     assert checks["spark"].status == doctor.OK and "ran a job" in checks["spark"].detail

@@ -84,7 +84,7 @@ def test_checks_on_connect_pass_and_fail_as_on_classic(tmp_path, clock, spark, c
 
 
 def test_warm_up_and_doctor_run_python_workers_on_connect(connect_spark):
-    from deltalog.doctor import OK, check_spark_workers
+    from deltalog.cli.doctor_checks import OK, check_spark_workers
     from deltalog.spark import default_parallelism
     from deltalog.sql.session import warm_python_workers
 
@@ -131,7 +131,7 @@ _EMBEDDED = textwrap.dedent("""
     import json, sys
     from deltalog import Record, Store
     from deltalog.cli import main
-    from deltalog.doctor import check_spark, check_spark_workers
+    from deltalog.cli.doctor_checks import check_spark, check_spark_workers
     from deltalog.spark import is_connect
 
     root = sys.argv[1]

@@ -1,10 +1,10 @@
 """Crashes and concurrency: producers and cleaner runs SIGKILLed at random moments and at commit boundaries, several
 producers with two cleaner jobs, and the store checked against the model of what producers were told
-(:mod:`deltalog.reliability`).
+(:mod:`tooling.reliability`).
 
 The default run kills a few processes of each kind. The full size (at least 30 kills of each kind, a 60-second
 concurrency run) runs only when the slow suite is asked for by name, ``python -m pytest -m slow``: it takes
-about half an hour on two cores, mostly Spark start-ups. ``python -m deltalog.reliability`` runs the same and
+about half an hour on two cores, mostly Spark start-ups. ``python -m tooling.reliability`` runs the same and
 writes docs/RELIABILITY.md.
 """
 
@@ -18,14 +18,14 @@ import pytest
 
 from deltalog import Record, Store
 from deltalog.log import delta
-from deltalog.reliability.figures import Run, main, render
-from deltalog.reliability.harness import (
+from tooling.reliability.figures import Run, main, render
+from tooling.reliability.harness import (
     CLEANER_ENTRIES,
     Harness,
     cleaner_boundary_plan,
     producer_boundary_plan,
 )
-from deltalog.reliability.model import (
+from tooling.reliability.model import (
     ID_HEADER,
     Producer,
     SideFile,
@@ -245,7 +245,7 @@ def test_sigterm_to_the_job_mid_pass_marks_nothing_uncleanable(tmp_path, harness
     import os
     import signal
 
-    from deltalog.reliability.harness import JOB_READY, _wait_exit
+    from tooling.reliability.harness import JOB_READY, _wait_exit
 
     harness._dirty_everything(harness._kill_dir())
     proc, logfile = harness._start_cleaner("job", "sigterm")
@@ -261,11 +261,11 @@ def test_sigterm_to_the_job_mid_pass_marks_nothing_uncleanable(tmp_path, harness
 
 
 def test_the_figures_command_writes_the_report(tmp_path):
-    """``python -m deltalog.reliability`` end to end on its fastest part (the kills and the concurrency run
+    """``python -m tooling.reliability`` end to end on its fastest part (the kills and the concurrency run
     render through the same code in the tests above)."""
     out = tmp_path / "RELIABILITY.md"
     assert main(["--examples", "10", "--skip", "kills", "--skip", "concurrency", "--out", str(out),
                  "--workdir", str(tmp_path / "work")]) == 0
     text = out.read_text()
-    assert text.startswith("# Reliability\n") and "`python -m deltalog.reliability --examples 10 --skip kills" in text
+    assert text.startswith("# Reliability\n") and "`python -m tooling.reliability --examples 10 --skip kills" in text
     assert "| command line | 10 |" in text and "## Damage" in text and "**FAILED**" not in text

@@ -1,7 +1,7 @@
 """Damaged tables: every entry point names the damaged partition and file; the cleaner goes on with the others;
 doctor walks every partition without Spark; VACUUM removes what killed writers left.
 
-Real tables, damaged through the store's Storage (deltalog/reliability/damage.py builds them: partition 0 of a
+Real tables, damaged through the store's Storage (tooling/reliability/damage.py builds them: partition 0 of a
 two-partition compacted topic damaged, partition 1 healthy); one store per kind of damage, shared by the tests.
 """
 
@@ -11,11 +11,11 @@ import pytest
 
 from deltalog import Record, Store
 from deltalog.cleaner.uncleanable import UncleanablePartitions
-from deltalog.doctor import FAIL, OK, check_store_damage, scan_store
+from deltalog.cli.doctor_checks import FAIL, OK, check_store_damage, scan_store
 from deltalog.errors import CleaningFailedError, CorruptLogError
 from deltalog.log import damage as log_damage
-from deltalog.reliability import damage
 from deltalog.storage import basename
+from tooling.reliability import damage
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Hostile input, property-based: every category of bad input is refused with a DeltalogError (the CLI: exit 1
 or 2 and a ``deltalog: error:`` line) whose message names the problem, and every file under the arena (the
 store and everything beside it) is byte-for-byte unchanged. The strategies and the check live in
-:mod:`deltalog.reliability.hostile`, which ``python -m deltalog.reliability`` runs too.
+:mod:`tooling.reliability.hostile`, which ``python -m tooling.reliability`` runs too.
 
 The default run tries a modest number of inputs per category; ``-m slow`` tries many more.
 """
@@ -12,8 +12,8 @@ import pyarrow as pa
 import pytest
 
 from deltalog import Record
-from deltalog.reliability import hostile
-from deltalog.reliability.hostile import CATEGORIES, Arena, Case, check_case, run_category
+from tooling.reliability import hostile
+from tooling.reliability.hostile import CATEGORIES, Arena, Case, check_case, run_category
 
 #: Inputs per category: the default run, and the slow suite.
 QUICK_EXAMPLES = 150

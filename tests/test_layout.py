@@ -103,3 +103,35 @@ def test_the_cleaners_task_modules_never_import_delta_rs_or_spark():
         names = [a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names]
         names += [n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module]
         assert not [n for n in names if n.split(".")[0] in ("deltalake", "pyspark")], module
+
+
+def _all_imports(path: Path) -> list[str]:
+    """Every module a file names in an import, at any depth (function-level imports included)."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
+def test_the_wheel_never_imports_the_repositorys_tooling_or_test_libraries():
+    """tooling/ (the reliability harness, the services tests start) and the test libraries stay out of the wheel;
+    a user's install has neither, so nothing in deltalog/ may import them, not even inside a function."""
+    assert not (PACKAGE / "reliability").exists() and not (PACKAGE / "testing").exists()
+    bad = sorted((str(path.relative_to(PACKAGE.parent)), name) for path in PACKAGE.rglob("*.py")
+                 for name in _all_imports(path)
+                 if name.split(".")[0] in ("tooling", "tests", "benchmarks", "hypothesis", "moto", "pytest"))
+    assert bad == []
+
+
+def test_what_only_the_command_line_uses_lives_in_cli():
+    """The demo walkthrough, the doctor's checks and the text reports serve the CLI alone: only cli/ (and the
+    ``python -m deltalog`` entry) imports deltalog.cli."""
+    graph = module_graph()
+    for module in ("demo_walkthrough", "doctor_checks", "report"):
+        assert f"deltalog.cli.{module}" in graph
+    bad = sorted((m, t) for m, targets in graph.items() if not m.startswith("deltalog.cli")
+                 and m != "deltalog.__main__" for t in targets if t.startswith("deltalog.cli"))
+    assert bad == []

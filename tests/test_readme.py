@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from deltalog.report import render_readme
+from deltalog.cli.report import render_readme
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -26,7 +26,7 @@ def test_the_two_set_up_commands_and_ci():
 def test_generated_config_tables_are_up_to_date():
     text = readme()
     assert "<!-- BEGIN topic-configs -->" in text and "<!-- BEGIN store-configs -->" in text
-    assert render_readme(text) == text, "run: python -m deltalog.report README.md"
+    assert render_readme(text) == text, "run: python -m deltalog.cli.report README.md"
 
 
 def test_the_python_tour_runs(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""The real services of deltalog/testing/services.py serve what later tests rely on.
+"""The real services of tooling/services.py serve what later tests rely on.
 
 Object stores: delta-rs commits, appends and reads a table, and obstore's conditional puts (the lease's
 mechanism) refuse a second create and a stale e_tag, on moto's S3 and on Azurite. Spark Connect: a client
@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 import pytest
 from obstore.exceptions import AlreadyExistsError, PreconditionError
 
-from deltalog.testing import services
-from deltalog.testing.services import WORKER_HOSTNAME, S3Server, _descendants, _proc_stat, _Process
+from tooling import services
+from tooling.services import WORKER_HOSTNAME, S3Server, _descendants, _proc_stat, _Process
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,11 +1,11 @@
-"""``deltalog demo``: the seed 000 fruit-prices walkthrough on a fresh demo store (see :mod:`deltalog.demo`)."""
+"""``deltalog demo``: the seed 000 fruit-prices walkthrough on a fresh demo store (see :mod:`deltalog.cli.demo_walkthrough`)."""
 
 from __future__ import annotations
 
 import argparse
 
 from deltalog.cli import common, output
-from deltalog.demo import DEFAULT_DEMO_STORE, MARKER, run_demo
+from deltalog.cli.demo_walkthrough import DEFAULT_DEMO_STORE, MARKER, run_demo
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

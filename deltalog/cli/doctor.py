@@ -1,11 +1,11 @@
-"""``deltalog doctor``: check Java, Spark, delta-rs, package versions and the store (see :mod:`deltalog.doctor`)."""
+"""``deltalog doctor``: check Java, Spark, delta-rs, package versions and the store (see :mod:`deltalog.cli.doctor_checks`)."""
 
 from __future__ import annotations
 
 import argparse
 
 import deltalog.cli.common as common
-from deltalog import doctor as checks
+from deltalog.cli import doctor_checks as checks
 from deltalog.cli import output
 
 

@@ -9,9 +9,9 @@ import argparse
 
 import deltalog.cli.common as common
 from deltalog.cli import output
+from deltalog.cli.report import config_lines, describe_lines
 from deltalog.config import TopicConfig
 from deltalog.log.log_manager import is_internal_topic, validate_partition_count, validate_topic_name
-from deltalog.report import config_lines, describe_lines
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

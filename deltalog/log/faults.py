@@ -1,7 +1,7 @@
 """Fault injection for the reliability harness: a process that SIGKILLs itself at a named point.
 
 Inert unless the environment variable ``DELTALOG_FAULT_KILL`` is set when this module is imported: then
-:func:`point` does nothing but compare a string. The harness (:mod:`deltalog.reliability.harness`) sets it on
+:func:`point` does nothing but compare a string. The harness (:mod:`tooling.reliability.harness`) sets it on
 the processes it means to kill, so that a kill lands exactly on a commit boundary, which a kill at a
 random moment would hit only by luck::
 

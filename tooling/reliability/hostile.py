@@ -17,7 +17,7 @@ own, the working directory of the call):
 * every file and directory under the arena, the store's and everything beside it, is byte-for-byte what
   it was: nothing written, nothing created inside or outside the store root.
 
-``tests/test_hostile_input.py`` runs every category; ``python -m deltalog.reliability`` runs them again and
+``tests/test_hostile_input.py`` runs every category; ``python -m tooling.reliability`` runs them again and
 reports how many inputs each tried. Needs hypothesis (the ``dev`` extra).
 """
 

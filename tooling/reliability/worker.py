@@ -1,6 +1,6 @@
-"""The processes the harness starts and kills: ``python -m deltalog.reliability.worker <role> '<json spec>'``.
+"""The processes the harness starts and kills: ``python -m tooling.reliability.worker <role> '<json spec>'``.
 
-* ``producer``: a :class:`~deltalog.reliability.model.Producer` appending its workload for a number of
+* ``producer``: a :class:`~tooling.reliability.model.Producer` appending its workload for a number of
   batches or seconds, recording intents and acknowledgements in its side file;
 * ``clean``: ``Store(location).clean()``, the Python API's way into the cleaning loop (the harness runs the
   other two, ``deltalog cleaner run`` and the job, as the commands they are).
@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 #: The line a worker writes to stderr when its work starts.
-READY = "deltalog.reliability: ready"
+READY = "tooling.reliability: ready"
 
 
 def _store(spec: dict[str, Any]) -> Any:
@@ -28,7 +28,7 @@ def _store(spec: dict[str, Any]) -> Any:
 
 
 def producer(spec: dict[str, Any]) -> int:
-    from deltalog.reliability.model import Producer, Workload
+    from tooling.reliability.model import Producer, Workload
 
     store = _store(spec)
     p = Producer(store, spec["name"], spec["side"], Workload.from_json(spec["workload"]), seed=spec.get("seed"))

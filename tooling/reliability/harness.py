@@ -16,11 +16,11 @@ files of acknowledgements, the processes' logs) in a local ``workdir``:
 * **concurrency**: several producer processes append for a bounded time while two cleaner jobs, started at
   the same moment, run continuously with retention, tombstone expiry and VACUUM.
 
-After every kill the store is verified (:func:`deltalog.reliability.model.verify`) as it was left, then a
+After every kill the store is verified (:func:`tooling.reliability.model.verify`) as it was left, then a
 cleaning pass in the harness's own process must complete (no failure, no partition busy, no lost race) and
-the store is verified again, with the compaction check (:func:`~deltalog.reliability.model.verify_compacted`).
+the store is verified again, with the compaction check (:func:`~tooling.reliability.model.verify_compacted`).
 Results are data (:class:`KillOutcome`, :class:`ConcurrencyOutcome`), which the tests assert on and
-``python -m deltalog.reliability`` writes up in ``docs/RELIABILITY.md``.
+``python -m tooling.reliability`` writes up in ``docs/RELIABILITY.md``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from typing import Any
 
 import deltalog
 from deltalog.log import faults
-from deltalog.reliability.model import (
+from tooling.reliability.model import (
     Batch,
     Producer,
     Verification,
@@ -50,8 +50,8 @@ from deltalog.reliability.model import (
     verify,
     verify_compacted,
 )
-from deltalog.reliability.model import wall_ms as model_wall_ms
-from deltalog.reliability.worker import READY
+from tooling.reliability.model import wall_ms as model_wall_ms
+from tooling.reliability.worker import READY
 
 #: What the job and ``deltalog cleaner run`` log once their Spark session is up and the first cycle starts.
 JOB_READY = "deltalog cleaner on "
@@ -106,8 +106,11 @@ def producer_boundary_plan(kills: int) -> list[str]:
     return [f"{PRODUCER_BOUNDARIES[i % len(PRODUCER_BOUNDARIES)]}@{1 + i % 5}" for i in range(kills)]
 
 
-def _package_parent() -> str:
-    return str(Path(deltalog.__file__).resolve().parents[1])
+def _package_parents() -> list[str]:
+    """Where the worker processes find ``deltalog`` and this ``tooling`` package (``python -m
+    tooling.reliability.worker``): the checkout's root, and deltalog's own parent when it is installed elsewhere."""
+    roots = [str(Path(__file__).resolve().parents[2]), str(Path(deltalog.__file__).resolve().parents[1])]
+    return list(dict.fromkeys(roots))
 
 
 @dataclass
@@ -168,7 +171,7 @@ class Harness:
         self.log = log
         self.env = {
             **os.environ,
-            "PYTHONPATH": os.pathsep.join([_package_parent(), *filter(None, os.environ.get("PYTHONPATH", "").split(
+            "PYTHONPATH": os.pathsep.join([*_package_parents(), *filter(None, os.environ.get("PYTHONPATH", "").split(
                 os.pathsep))]),
             "PYSPARK_PYTHON": sys.executable,
             "DELTALOG_SPARK_MASTER": spark_master,
@@ -207,7 +210,7 @@ class Harness:
         spec = {**self._spec_store(), "name": name, "side": str(side_dir / f"{name}.side.jsonl"),
                 "workload": workload.as_json(), "seed": self.rng.randrange(2**31), "batches": batches,
                 "seconds": seconds}
-        return self._start([sys.executable, "-m", "deltalog.reliability.worker", "producer", json.dumps(spec)], name,
+        return self._start([sys.executable, "-m", "tooling.reliability.worker", "producer", json.dumps(spec)], name,
                            env)
 
     def _start_cleaner(self, entry: str, name: str, env: Mapping[str, str] | None = None
@@ -218,7 +221,7 @@ class Harness:
         elif entry == "job":
             argv = [sys.executable, "-m", "deltalog.jobs.cleaner_job", "--store", self.location, "--once"]
         else:
-            argv = [sys.executable, "-m", "deltalog.reliability.worker", "clean", json.dumps(self._spec_store())]
+            argv = [sys.executable, "-m", "tooling.reliability.worker", "clean", json.dumps(self._spec_store())]
         return self._start(argv, name, env)
 
     @staticmethod

@@ -1,11 +1,11 @@
-"""``python -m deltalog.reliability``: run the hostile-input suite, the crash harness and the damage matrix, and
+"""``python -m tooling.reliability``: run the hostile-input suite, the crash harness and the damage matrix, and
 write the figures.
 
 One command anyone can run from a checkout with the ``dev`` extra installed::
 
-    python -m deltalog.reliability                    # full size: 30 kills of each kind, 60 s of concurrency
-    python -m deltalog.reliability --quick            # a few of each, for a smoke run (minutes)
-    python -m deltalog.reliability --out /tmp/r.md    # write somewhere else than docs/RELIABILITY.md
+    python -m tooling.reliability                    # full size: 30 kills of each kind, 60 s of concurrency
+    python -m tooling.reliability --quick            # a few of each, for a smoke run (minutes)
+    python -m tooling.reliability --out /tmp/r.md    # write somewhere else than docs/RELIABILITY.md
 
 It prints a line per step and writes a Markdown report: what was tried, where each kill landed, what the
 model found (records lost, offsets changed or duplicated), what the concurrency run did, how many hostile
@@ -29,9 +29,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from deltalog.reliability.damage import BLIND_SPOTS, ENTRIES, KINDS
-from deltalog.reliability.damage import TOPIC as DAMAGE_TOPIC
-from deltalog.reliability.harness import (
+from tooling.reliability.damage import BLIND_SPOTS, ENTRIES, KINDS
+from tooling.reliability.damage import TOPIC as DAMAGE_TOPIC
+from tooling.reliability.harness import (
     CLEANER_ENTRIES,
     ConcurrencyOutcome,
     Harness,
@@ -65,8 +65,8 @@ class Run:
     producer_recovery: tuple[str, list[str]] | None = None
     concurrency: ConcurrencyOutcome | None = None
     orphaned_files: int | None = None
-    damage: list[Any] = field(default_factory=list)  # deltalog.reliability.damage.Outcome
-    orphan_round_trip: Any = None  # deltalog.reliability.damage.OrphanOutcome
+    damage: list[Any] = field(default_factory=list)  # tooling.reliability.damage.Outcome
+    orphan_round_trip: Any = None  # tooling.reliability.damage.OrphanOutcome
     seconds: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -89,7 +89,7 @@ class Run:
 
 
 def run_hostile(examples: int, log: Any) -> list[HostileFigure]:
-    from deltalog.reliability.hostile import CATEGORIES, Arena, run_category
+    from tooling.reliability.hostile import CATEGORIES, Arena, run_category
 
     figures = []
     for category in CATEGORIES:
@@ -110,8 +110,8 @@ def run_hostile(examples: int, log: Any) -> list[HostileFigure]:
 
 def run_damage(workdir: Path, run: Run, log: Any) -> None:
     """Every kind of damage at every entry point, on a local Spark session of this process."""
-    from deltalog.reliability.damage import measure, orphan_round_trip
     from deltalog.sql.session import local_session
+    from tooling.reliability.damage import measure, orphan_round_trip
 
     started = time.monotonic()
     run.damage = measure(str(workdir / "damage"), local_session(), log)
@@ -179,7 +179,7 @@ def render(run: Run) -> str:
     out = [
         "# Reliability",
         "",
-        f"Written by `python -m deltalog.reliability{' ' + run.options['argv'] if run.options.get('argv') else ''}` "
+        f"Written by `python -m tooling.reliability{' ' + run.options['argv'] if run.options.get('argv') else ''}` "
         f"on {run.started:%Y-%m-%d} in {total_s / 60:.0f} minutes ({_machine()}). Run it again to refresh "
         "every figure; `--quick` runs a few of each for a smoke test. How each check works is at the end "
         "([the model](#how-the-store-is-checked)).",
@@ -320,7 +320,7 @@ def render(run: Run) -> str:
         out += _table(["", ""], rows, "lr")
     if run.hostile:
         out += ["", "## Hostile input", "",
-                "Property-based (hypothesis, `deltalog/reliability/hostile.py`, also `tests/test_hostile_input.py`): "
+                "Property-based (hypothesis, `tooling/reliability/hostile.py`, also `tests/test_hostile_input.py`): "
                 "each input is one call of the public API, or one `deltalog` command line with its standard input, "
                 "with at least one wrong part, drawn from the documented rules rather than from deltalog's own checks. "
                 "Each must raise a `DeltalogError` (the CLI: exit 1 or 2 with a `deltalog: error:` line, no "
@@ -335,7 +335,7 @@ def render(run: Run) -> str:
     out += ["", "## How the store is checked", "",
             "Every producer writes, before each append, the batch it is about to send (each record with a unique "
             "id, also carried as a header) and, after the append returns, the offsets it was told, each as one "
-            "`write` to a side file of its own (`deltalog/reliability/model.py`). The store is then read back "
+            "`write` to a side file of its own (`tooling/reliability/model.py`). The store is then read back "
             "through the public API and checked against those files alone:", "",
             "- offsets strictly increase in a read (order kept, none twice);",
             "- every record read was sent by a producer, unchanged (key, value, timestamp), at the offset its "
@@ -365,7 +365,7 @@ def _damage_section(outcomes: Sequence[Any], orphans: Any) -> list[str]:
         return "held" if o.held else ("not held (blind spot)" if (kind, entry) in BLIND_SPOTS else "**NOT HELD**")
 
     out = ["", "## Damage", "",
-           "`deltalog/reliability/damage.py` (also `tests/test_damage.py`) builds, for each kind of damage, a store "
+           "`tooling/reliability/damage.py` (also `tests/test_damage.py`) builds, for each kind of damage, a store "
            f"whose topic `{DAMAGE_TOPIC}` has two compacted partitions of 220 records with a checkpoint at version 8; "
            "partition 0 is damaged through the store's Storage, partition 1 stays healthy. Each entry point is then "
            "tried for real: the API, or the `deltalog` command in the same process. *Held* means a `DeltalogError` "
@@ -404,7 +404,7 @@ def _damage_section(outcomes: Sequence[Any], orphans: Any) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m deltalog.reliability", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tooling.reliability", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=str(DEFAULT_OUT), help="the report to write (default: docs/RELIABILITY.md)")
     p.add_argument("--quick", action="store_true", help="a few of each: 3 kills of each kind, 15 s, 100 inputs")
     p.add_argument("--kills", type=int, help="kills of each kind (default 30)")

@@ -28,11 +28,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from deltalog.cli.report import format_table, format_timestamp, partition_lines
 from deltalog.clock import ManualClock
 from deltalog.describe import TopicDescription
 from deltalog.errors import DemoStoreError
 from deltalog.log.record import Record
-from deltalog.report import format_table, format_timestamp, partition_lines
 from deltalog.storage import Storage
 from deltalog.store import Store
 

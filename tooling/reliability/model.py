@@ -45,7 +45,7 @@ from typing import Any
 from deltalog.log.record import Record
 
 #: The header that carries a record's id: ``<producer>:<batch>:<index>``.
-ID_HEADER = "deltalog.reliability.id"
+ID_HEADER = "tooling.reliability.id"
 #: Slack on a tombstone's age before check C lets it be gone: a pass reads its clock just before its snapshot,
 #: so a delete horizon may start a little before the tombstone's append.
 HORIZON_SLACK_MS = 2_000

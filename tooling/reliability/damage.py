@@ -5,7 +5,7 @@ healthy) through the store's :class:`~deltalog.storage.Storage`, so the same dam
 or an object store. Each :data:`ENTRIES` entry point is then tried for real (the API, or the ``deltalog``
 command line run in this process) and :func:`try_entry` says whether it *held*: a deltalog error (the CLI:
 ``deltalog: error: ...``, exit 1, no traceback) that names the partition and the damaged file. The test
-suite (``tests/test_damage.py``) and the figures (``python -m deltalog.reliability``) run the same code.
+suite (``tests/test_damage.py``) and the figures (``python -m tooling.reliability``) run the same code.
 """
 
 from __future__ import annotations
@@ -261,8 +261,8 @@ class OrphanOutcome:
 def orphan_round_trip(root: str) -> OrphanOutcome:
     """Write a data file the way an append does and never commit it, then run doctor, VACUUM inside the delay
     and VACUUM past it (the store's manual clock moved 61 s: ``file.delete.delay.ms`` 1 s, orphans at least 60 s)."""
+    from deltalog.cli.doctor_checks import WARN, check_store_damage
     from deltalog.clock import ManualClock
-    from deltalog.doctor import WARN, check_store_damage
     from deltalog.log import arrow_records, delta
     from deltalog.store import Store
 

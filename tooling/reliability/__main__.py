@@ -1,9 +1,9 @@
-"""``python -m deltalog.reliability``: see :mod:`deltalog.reliability.figures`."""
+"""``python -m tooling.reliability``: see :mod:`tooling.reliability.figures`."""
 
 import os
 import sys
 
-from deltalog.reliability.figures import main
+from tooling.reliability.figures import main
 
 if __name__ == "__main__":
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

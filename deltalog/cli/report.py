@@ -93,7 +93,7 @@ README_BLOCKS: dict[str, Callable[[], str]] = {
 
 
 def render_readme(text: str) -> str:
-    """``text`` with every generated block brought up to date (``python -m deltalog.report README.md``)."""
+    """``text`` with every generated block brought up to date (``python -m deltalog.cli.report README.md``)."""
     for name, make in README_BLOCKS.items():
         begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
         if begin in text and end in text:
