@@ -90,6 +90,8 @@ def test_a_pass_whose_topic_another_process_deletes_is_dropped_and_the_loop_move
     assert [(c.topic, c.partition) for c in cleaning.cleans] == [("other", 0)]
     assert cleaning.failures == () and cleaning.errors == ()
     assert cleaner.manager.uncleanable.marks() == []
+    left = [os.path.join(d, f) for d, _, files in os.walk(os.path.join(store.root, "topics", "doomed")) for f in files]
+    assert left == []  # the aborted pass left nothing of its own in the deleted topic's place
 
 
 def test_a_pass_failing_on_the_driver_with_a_deltalog_error_returns(spark_store):
