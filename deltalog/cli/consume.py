@@ -314,8 +314,6 @@ class _Consumer:
         return records
 
 
-
-
 class _StopSignal:
     """SIGTERM ends ``--follow`` as Ctrl-C does (exit 143 instead of 130), so the output is flushed first."""
 

@@ -148,13 +148,13 @@ class KafkaProducer:
         argument, unused: the call does not wait on a broker).
 
         Once per producer, as in Kafka, whose ``TransactionManager`` allows the move to ``INITIALIZING`` only from
-        ``UNINITIALIZED``: a second call raises :class:`~deltalog.errors.IllegalStateError` (Kafka's Java producer
-        throws ``IllegalStateException``, a ``KafkaException`` before 3.6, "Invalid transition attempted from
-        state READY to state INITIALIZING"; kafka-python hands back the first call's result) and changes nothing; it would otherwise bump the epoch again, abort this
-        producer's own open transaction and fence the producer itself. The one exception is a transactional id
-        that expired (``transactional.id.expiration.ms``; its sends raised
-        :class:`~deltalog.errors.InvalidPidMappingError`): the id no longer maps to this producer, and
-        ``init_transactions()`` gets it a new producer id."""
+        ``UNINITIALIZED``: a second call raises :class:`~deltalog.errors.IllegalStateError` (the Java producer
+        throws "Invalid transition attempted from state READY to state INITIALIZING", an ``IllegalStateException``,
+        a ``KafkaException`` in older versions; kafka-python hands back the first call's result) and changes
+        nothing. It would otherwise bump the epoch again, abort this producer's own open transaction and fence
+        the producer itself. The one exception is a transactional id that expired
+        (``transactional.id.expiration.ms``; its sends raised :class:`~deltalog.errors.InvalidPidMappingError`):
+        the id no longer maps to this producer, and ``init_transactions()`` gets it a new producer id."""
         self._check_open("init_transactions")
         if self.transactional_id is None:
             raise IllegalStateError("Transactional method invoked on a non-transactional producer: set "
