@@ -100,3 +100,22 @@ def test_two_processes_skewed_both_ways_agree_on_the_timeout(store_location):
     time.sleep(3.2)
     assert coordinator.abort_timed_out_transactions(behind.clock.now_ms()) == ["app"]
     assert committed_values(behind) == []
+
+
+def test_kafka_transactions_describe_measures_the_duration_on_the_store_s_clock(tmp_path, capsys):
+    import json
+
+    from deltalog.cli import main
+
+    root = tmp_path / "store"
+    producer_store = Store(root, clock=ManualClock(wall_ms() + DAY))
+    producer_store.create_topic("t", 1)
+    p = producer_store.producer(transactional_id="app")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("t", [Record("k", "1")], partition=0)
+    assert main(["--store", str(root), "transactions", "describe", "--transactional-id", "app",
+                 "--output", "json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["state"] == ONGOING
+    assert 0 <= row["duration_ms"] < 60_000  # not minus a day: the start and now are both the store's
