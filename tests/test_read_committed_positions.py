@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from deltalog import Record, TopicPartition
+from deltalog import Record, Store, TopicPartition
 from deltalog.cli import main
 
 TP = TopicPartition("t", 0)
@@ -78,3 +78,34 @@ def test_the_console_consumer_s_latest_at_read_committed_is_the_last_stable_offs
     assert main(args) == 0
     out = capsys.readouterr().out
     assert '"value": "in-txn-1"' in out and '"value": "in-txn-2"' in out
+
+
+def test_a_read_committed_stream_starting_at_latest_reads_the_open_transaction_once_it_commits(spark, tmp_path,
+                                                                                              clock):
+    """format("deltalog") as Spark's Kafka source: startingOffsets=latest (its default) at read_committed (deltalog's
+    default there) starts at the last stable offset, as a Kafka consumer's seekToEnd does."""
+    import deltalog.spark
+
+    deltalog.spark.register(spark)
+    store = Store(tmp_path / "store", clock=clock)
+    store.create_topic("t", 1)
+    store.append("t", 0, [Record("a", "before")])
+    producer = store.producer(transactional_id="app")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("t", [Record("c", "in-txn")], partition=0)
+
+    def run() -> list[bytes]:
+        df = spark.readStream.format("deltalog").option("store", store.root).option("subscribe", "t").load()
+        q = (df.writeStream.format("parquet").option("path", str(tmp_path / "sink"))
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+        q.awaitTermination()
+        assert q.exception() is None
+        sink = tmp_path / "sink"
+        if not any(sink.glob("*.parquet")):
+            return []
+        return sorted(r["value"] for r in spark.read.parquet(str(sink)).collect())
+
+    assert run() == []
+    producer.commit_transaction()
+    assert run() == [b"in-txn"]
