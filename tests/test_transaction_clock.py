@@ -91,13 +91,13 @@ def test_two_processes_skewed_both_ways_agree_on_the_timeout(store_location):
     ahead = Store(uri, storage_options=options, clock=ManualClock(wall_ms() + DAY))
     behind = Store(uri, storage_options=options, clock=ManualClock(wall_ms() - DAY))
     ahead.create_topic("t", 1)
-    p = ahead.producer(transactional_id="app", transaction_timeout_ms=2000)
+    p = ahead.producer(transactional_id="app", transaction_timeout_ms=5000)
     p.init_transactions()
     p.begin_transaction()
     p.send("t", [Record("k", "1")], partition=0)
     coordinator = TransactionCoordinator(behind.log_manager)
     assert coordinator.abort_timed_out_transactions(behind.clock.now_ms()) == []
-    time.sleep(3.2)
+    time.sleep(6.2)  # past the timeout even counted in the whole seconds of S3's Last-Modified
     assert coordinator.abort_timed_out_transactions(behind.clock.now_ms()) == ["app"]
     assert committed_values(behind) == []
 
