@@ -7,7 +7,7 @@ changes validate everything before the first Delta commit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 
@@ -23,6 +23,20 @@ def shown(value: object, limit: int = 100) -> str:
     except ValueError:  # int too large to convert to a string
         return f"<an int of {value.bit_length()} bits>" if isinstance(value, int) else f"<a {type(value).__name__}>"
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def error_chain(error: BaseException | None) -> Iterator[BaseException]:
+    """``error``, then what caused it (``__cause__``, else ``__context__``), and so on: each exception once.
+
+    Python lets a chain loop back on itself (``raise e from e``, or an error re-raised while handling one it
+    caused), and a walk that trusts it to end spins for ever; this one stops at the first exception it has
+    already seen. The one way deltalog walks a chain (as Kafka's code looks through ``getCause()`` for the
+    error that matters)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
 
 
 class InvalidConfigError(DeltalogError, ValueError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 
 import pytest
 from conftest import map_slots_for
@@ -264,7 +265,7 @@ def test_a_dead_producers_transaction_is_aborted_by_the_cleaning_loop_after_its_
     holding the last stable offset after transaction.timeout.ms, and its records are cleaned away."""
     store = txn_store
     store.append(TOPIC, 0, recs(1, 2))
-    dead = store.producer(transactional_id="dead", transaction_timeout_ms=5_000)
+    dead = store.producer(transactional_id="dead", transaction_timeout_ms=4_000)
     dead.init_transactions()
     dead.begin_transaction()
     dead.send(TOPIC, recs(1, 3), partition=0)  # 2-3, then the process "dies"
@@ -273,6 +274,7 @@ def test_a_dead_producers_transaction_is_aborted_by_the_cleaning_loop_after_its_
     store.roll(TOPIC, 0)
     assert clean(store) == []  # the open transaction holds everything from offset 0's segment on
     clock.advance(5_001)
+    time.sleep(4.1)  # the timeout runs on the store's clock (the coordinator's), not on the processes' clocks
     [result] = clean(store)  # the ABORT marker went into the active segment, above the section: unstamped
     assert markers(store) == {5: ("ABORT", None)}
     assert result.aborted_dropped == 2 and result.dirty_section == (0, 5)

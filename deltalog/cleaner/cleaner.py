@@ -229,7 +229,7 @@ class Cleaner:
                                           aborted=index.aborted)
         except Exception as e:
             _remove_tree(storage, join(log.uri, out_dir))
-            raise _failure(snap, "pass 1 (building the offset map)", e) from e
+            raise _failure(snap, "pass 1 (building the offset map)", e)  # noqa: B904 - chained in _failure
         map_ms = int((time.monotonic() - started) * 1000)
 
         copy_started = time.monotonic()
@@ -242,7 +242,7 @@ class Cleaner:
                                     max((f.max_offset + 1 for f in inputs), default=log_start))
         except Exception as e:
             _remove_tree(storage, join(log.uri, out_dir))
-            raise _failure(snap, "planning the transactions of pass 2", e) from e
+            raise _failure(snap, "planning the transactions of pass 2", e)  # noqa: B904 - chained in _failure
         params = RecopyParams(storage, log.uri, out_dir, log_start, start, end, now,
                               now + snap.config.delete_retention_ms, aborted=txn.aborted,
                               stamp_markers=txn.stamp_markers)
@@ -255,7 +255,7 @@ class Cleaner:
             adds = [delta.add_action_for_file(storage, log.uri, p, now, size) for p, size in new_files]
         except Exception as e:
             _remove_tree(storage, join(log.uri, params.out_dir))
-            raise _failure(snap, "pass 2 (recopying the segments)", e) from e
+            raise _failure(snap, "pass 2 (recopying the segments)", e)  # noqa: B904 - chained in _failure
         copy_ms = int((time.monotonic() - copy_started) * 1000)
 
         bytes_read = sum(f.size_bytes for f in inputs)
@@ -407,22 +407,27 @@ _RAISED = re.compile(r"^((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Inv
 
 
 def _failure(snap: LogSnapshot, phase: str, error: Exception) -> Exception:
-    """Spark's error as a :class:`CleaningFailedError` that names the partition and the phase (deltalog's
-    own errors pass through unchanged)."""
+    """Spark's error as a :class:`CleaningFailedError` that names the partition and the phase, caused by it
+    (deltalog's own errors pass through unchanged, with their own cause: ``raise error from error`` would make
+    the error its own cause, a chain with no end)."""
     if isinstance(error, DeltalogError):
         return error
     corrupt = damage.worker_error(error)  # a task's CorruptLogError names the damaged file: keep its type and words
     if corrupt is not None:
-        return CorruptLogError(f"cleaning {snap.topic}-{snap.partition} failed in {phase}: {corrupt}; "
-                               "nothing was committed")
+        failure: Exception = CorruptLogError(f"cleaning {snap.topic}-{snap.partition} failed in {phase}: {corrupt}; "
+                                             "nothing was committed")
+        failure.__cause__ = error
+        return failure
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     # A task's Python error reaches the driver as text ending in the worker's traceback: its last
     # "SomeError: message" line says what went wrong (deltalog's workers name the file they could not read).
     raised = [m.group(2) for m in map(_RAISED.match, lines) if m]
     detail = raised[-1] if raised else (lines[0] if lines else type(error).__name__)
-    return CleaningFailedError(
+    failure = CleaningFailedError(
         f"cleaning {snap.topic}-{snap.partition} failed in {phase}: {detail[:600]}; nothing was committed"
     )
+    failure.__cause__ = error
+    return failure
 
 
 def _remove_tree(storage: Storage, path: str) -> None:

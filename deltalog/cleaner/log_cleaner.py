@@ -54,6 +54,7 @@ from deltalog.errors import (
     InvalidConfigError,
     PartitionBusyError,
     PartitionUncleanableError,
+    error_chain,
 )
 from deltalog.groups.offsets_topic import OffsetsTopic
 from deltalog.log.log_manager import LogManager
@@ -396,12 +397,7 @@ class LogCleaner:
         cleaner likewise ends a pass aborted by shutdown without marking the partition uncleanable)."""
         if self.stop_event.is_set():
             return True
-        chain: BaseException | None = error
-        while chain is not None:
-            if any(sign in str(chain) for sign in _SPARK_STOPPED):
-                return True
-            chain = chain.__cause__ or chain.__context__
-        return False
+        return any(sign in str(e) for e in error_chain(error) for sign in _SPARK_STOPPED)
 
     def _check(self, cleans: list[CleanResult], failures: list[PassFailure], errors: list[BaseException]) -> None:
         """``deltalog.check.after.clean``: check every partition the loop cleaned; a broken guarantee marks it

@@ -32,10 +32,10 @@ from deltalog.cli import console, output
 from deltalog.cli.jsonlines import record_to_json
 from deltalog.cli.kafka_text import FORMATTER_DEFAULTS, MessageFormatter
 from deltalog.errors import OffsetOutOfRangeError
-from deltalog.groups.fetch import ISOLATION_LEVELS, fetch
+from deltalog.groups.fetch import ISOLATION_LEVELS, end_offset, fetch
 from deltalog.groups.offsets_topic import validate_group_id
 from deltalog.log.record import Record, table_to_records
-from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
+from deltalog.log.transactions import READ_UNCOMMITTED
 from deltalog.store import Store
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
@@ -110,9 +110,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def start_positions(store: Store, topic: str, partitions: list[int], offset: int | str | None,
-                    group: str | None = None) -> dict[int, int]:
+                    group: str | None = None, isolation_level: str = READ_UNCOMMITTED) -> dict[int, int]:
     """Where each partition's read starts: the group's committed offset when it has one in the log, else
-    ``offset`` (an offset, ``"earliest"``/None: the log start, ``"latest"``: the log end)."""
+    ``offset`` (an offset, ``"earliest"``/None: the log start, ``"latest"``: the log end, or at
+    ``read_committed`` the last stable offset, as Kafka's console consumer's seekToEnd)."""
     positions: dict[int, int] = {}
     committed = {} if group is None else store.offsets_topic.committed(group, [TopicPartition(topic, p)
                                                                               for p in partitions])
@@ -130,8 +131,8 @@ def start_positions(store: Store, topic: str, partitions: list[int], offset: int
             store.read(topic, p, offset, max_records=0)  # type: ignore[attr-defined]  # raises if out of range
             positions[p] = offset
         else:
-            head = store.log(topic, p).head()  # type: ignore[attr-defined]
-            positions[p] = head.log_end_offset if offset == "latest" else head.log_start_offset
+            log = store.log(topic, p)  # type: ignore[attr-defined]
+            positions[p] = end_offset(log, isolation_level) if offset == "latest" else log.head().log_start_offset
     return positions
 
 
@@ -158,7 +159,7 @@ def consume(args: argparse.Namespace) -> int:
         raise common.UsageError(
             f"The partition is required when offset is specified. (topic {topic!r} has {len(partitions)} "
             "partitions: add -p N, or use --offset earliest|latest)")
-    positions = start_positions(store, topic, partitions, args.offset, args.group)
+    positions = start_positions(store, topic, partitions, args.offset, args.group, args.isolation_level)
     write = _writer(topic, formatter)
     committer = None if args.group is None else _GroupCommitter(store, args.group, topic, partitions)
     consumer = _Consumer(store, topic, positions, follow=args.follow, page_size=max(args.page_size, 1),
@@ -251,7 +252,7 @@ class _Consumer:
         self.page_size = page_size
         # Without --follow, each partition is read up to its log end (read_committed: its last stable offset) as it
         # was at the start.
-        self.ends = {} if follow else {p: _bound(store.log(topic, p), isolation_level)  # type: ignore[attr-defined]
+        self.ends = {} if follow else {p: end_offset(store.log(topic, p), isolation_level)  # type: ignore[attr-defined]
                                        for p in positions}
         self.count = 0
 
@@ -297,7 +298,8 @@ class _Consumer:
         except OffsetOutOfRangeError as e:
             # (An offset asked for was checked at the start: see start_positions.) Retention (or DeleteRecords) moved the log start past this position: go on from the new start, as a
             # Kafka consumer does with auto.offset.reset=earliest.
-            reset = e.log_start_offset if position < e.log_start_offset else e.log_end_offset
+            reset = e.log_start_offset if position < e.log_start_offset else end_offset(
+                self.store.log(self.topic, partition), self.isolation_level)  # type: ignore[attr-defined]
             print(f"deltalog: {self.topic}-{partition}: offset {position} is no longer in the log "
                   f"[{e.log_start_offset}, {e.log_end_offset}]; resetting to {reset}", file=sys.stderr)
             self.positions[partition] = reset
@@ -310,13 +312,6 @@ class _Consumer:
             next_offset = min(next_offset, end)
         self.positions[partition] = max(next_offset, position)
         return records
-
-
-def _bound(log: object, isolation_level: str) -> int:
-    """Where a fetch at ``isolation_level`` stops now: the log end, or the last stable offset."""
-    if isolation_level == READ_COMMITTED:
-        return log.txn_index().last_stable_offset  # type: ignore[attr-defined]
-    return log.head().log_end_offset  # type: ignore[attr-defined]
 
 
 class _StopSignal:

@@ -67,8 +67,16 @@ def _row(meta: TransactionMetadata, now_ms: int) -> dict[str, object]:
             "partitions": [f"{t}-{p}" for t, p in meta.partitions]}
 
 
+def _now_ms(store: Store, coordinator: TransactionCoordinator, metas: list[TransactionMetadata]) -> int:
+    """The time to measure transactions' durations at: the coordinator's clock (the store's, which their starts
+    are on) when one is ongoing, else this process's."""
+    return coordinator.now_ms() if any(m.state == ONGOING for m in metas) else store.clock.now_ms()
+
+
 def _list(store: Store, coordinator: TransactionCoordinator, args: argparse.Namespace) -> None:
-    rows = [_row(m, store.clock.now_ms()) for m in coordinator.list_transactions()]
+    metas = coordinator.list_transactions()
+    now = _now_ms(store, coordinator, metas)
+    rows = [_row(m, now) for m in metas]
     if output.wants_json(args):
         for r in rows:
             output.emit(r)
@@ -82,7 +90,7 @@ def _describe(store: Store, coordinator: TransactionCoordinator, args: argparse.
     if meta is None:
         raise common.UsageError(f"no transactional id {args.transactional_id!r} in this store (see "
                                 "'deltalog transactions list')")
-    r = _row(meta, store.clock.now_ms())
+    r = _row(meta, _now_ms(store, coordinator, [meta]))
     if output.wants_json(args):
         output.emit(r)
         return

@@ -14,7 +14,8 @@ What deltalog keeps of Kafka's model, and what it leaves out:
 * **Committed offsets** are Kafka's: per group, topic and partition, the next offset to consume, with a metadata
   string, kept in the compacted internal topic ``__consumer_offsets`` (:mod:`deltalog.groups.offsets_topic`). A
   consumer's start position is its group's committed offset; with none (or one no longer in the log, after
-  retention or DeleteRecords) ``auto_offset_reset`` decides: ``"latest"`` (Kafka's default: the log end),
+  retention or DeleteRecords) ``auto_offset_reset`` decides: ``"latest"`` (Kafka's default: the log end, or at
+  ``read_committed`` the last stable offset),
   ``"earliest"`` (the log start) or ``"none"`` (raise :class:`~deltalog.errors.NoOffsetForPartitionError`).
 * **No group membership**: there is no coordinator process, so no join, heartbeat or rebalance. A consumer that
   ``subscribe()`` s is assigned every partition of its topics, as the only member of a group would be; two consumers
@@ -27,7 +28,9 @@ What deltalog keeps of Kafka's model, and what it leaves out:
   change any offset is skipped (each commit is a Delta commit). With ``enable_auto_commit=False`` only
   ``commit()`` commits.
 * ``isolation_level`` (``read_uncommitted`` by default, as Kafka's) is passed to
-  :func:`~deltalog.groups.fetch.fetch`; until the transactional producer lands both levels read the same rows.
+  :func:`~deltalog.groups.fetch.fetch`, and sets where a partition ends for ``end_offsets()``, ``seek_to_end()``
+  and ``auto_offset_reset="latest"``: at ``read_committed`` the last stable offset, as in Kafka, so a consumer
+  placed at the end while a transaction is open still reads that transaction's records once it commits.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from deltalog.errors import (
     OffsetOutOfRangeError,
     shown,
 )
-from deltalog.groups.fetch import READ_UNCOMMITTED, fetch, validate_isolation_level
+from deltalog.groups.fetch import READ_UNCOMMITTED, end_offset, fetch, validate_isolation_level
 from deltalog.groups.offsets_topic import OffsetsTopic, as_topic_partition, validate_group_id
 from deltalog.log.log_manager import LogManager, is_internal_topic
 from deltalog.log.record import HEADERS, KEY, OFFSET, TIMESTAMP, VALUE
@@ -264,7 +267,8 @@ class Consumer:
             self._set_position(tp, self._state(tp, "seek"), offset)
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
-        """Read the given partitions (default: every assigned one) from their log end: only new records."""
+        """Read the given partitions (default: every assigned one) from their end (see :meth:`end_offsets`):
+        only new records."""
         for tp, offset in self.end_offsets(partitions or list(self._assignment)).items():
             self._set_position(tp, self._state(tp, "seek"), offset)
 
@@ -274,9 +278,13 @@ class Consumer:
                 for tp in map(as_topic_partition, partitions)}
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Each partition's log end offset (the high watermark)."""
-        return {tp: self._logs.log(tp.topic, tp.partition).head().log_end_offset
-                for tp in map(as_topic_partition, partitions)}
+        """Each partition's end at this consumer's isolation level, as Kafka's ``endOffsets``: the log end offset
+        (the high watermark) at ``read_uncommitted``, the last stable offset at ``read_committed`` (the records
+        of an open transaction lie past it, and are read once it commits)."""
+        return {tp: self._end_offset(tp) for tp in map(as_topic_partition, partitions)}
+
+    def _end_offset(self, tp: TopicPartition) -> int:
+        return end_offset(self._logs.log(tp.topic, tp.partition), self.config["isolation_level"])
 
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop handing out records of these partitions until :meth:`resume`."""
@@ -328,8 +336,8 @@ class Consumer:
         policy = self.config["auto_offset_reset"]
         if policy == EARLIEST:
             return start
-        if policy == LATEST:
-            return end
+        if policy == LATEST:  # at read_committed the last stable offset, as Kafka's ListOffsets LATEST
+            return self._end_offset(tp)
         if was is None:
             raise NoOffsetForPartitionError(
                 f"{tp}: group {self.config['group_id']!r} has no committed offset and auto_offset_reset is "

@@ -73,6 +73,20 @@ def fetch(log: PartitionLog, position: int, max_records: int | None, isolation_l
     return Fetch(transactions.visible(rows, aborted), next_offset, snap.log_start_offset, high_watermark, stable)
 
 
+def end_offset(log: PartitionLog, isolation_level: str) -> int:
+    """The end of ``log`` for a reader at ``isolation_level``: the high watermark (the log end offset) at
+    ``read_uncommitted``, the last stable offset at ``read_committed``.
+
+    Kafka's ListOffsets for the latest offset answers at the requesting consumer's isolation level
+    (``ListOffsetsRequest.isolationLevel``; ``UnifiedLog.fetchOffsetByTimestamp`` with ``LATEST_TIMESTAMP``
+    returns the last stable offset for ``READ_COMMITTED``): ``KafkaConsumer.endOffsets``, ``seekToEnd`` and
+    ``auto.offset.reset=latest`` all use it. A read_committed consumer placed at the log end while a
+    transaction is open would be past that transaction's records, and never see them once it commits."""
+    if isolation_level == READ_COMMITTED:
+        return log.txn_index().last_stable_offset
+    return log.head().log_end_offset
+
+
 def check_position(log: PartitionLog, position: int, log_start_offset: int, log_end_offset: int) -> None:
     if position < log_start_offset or position > log_end_offset:
         raise OffsetOutOfRangeError(

@@ -145,11 +145,27 @@ class KafkaProducer:
     def init_transactions(self, timeout: float | None = None) -> None:
         """Take over the transactional id: bump its epoch (fencing every older producer with the id) and start
         every partition's sequence at 0 (Kafka's ``initTransactions``; ``timeout`` is confluent-kafka's
-        argument, unused: the call does not wait on a broker)."""
+        argument, unused: the call does not wait on a broker).
+
+        Once per producer, as in Kafka, whose ``TransactionManager`` allows the move to ``INITIALIZING`` only from
+        ``UNINITIALIZED``: a second call raises :class:`~deltalog.errors.IllegalStateError` (the Java producer
+        throws "Invalid transition attempted from state READY to state INITIALIZING", an ``IllegalStateException``,
+        a ``KafkaException`` in older versions; kafka-python hands back the first call's result) and changes
+        nothing. It would otherwise bump the epoch again, abort this producer's own open transaction and fence
+        the producer itself. The one exception is a transactional id that expired
+        (``transactional.id.expiration.ms``; its sends raised :class:`~deltalog.errors.InvalidPidMappingError`):
+        the id no longer maps to this producer, and ``init_transactions()`` gets it a new producer id."""
         self._check_open("init_transactions")
         if self.transactional_id is None:
             raise IllegalStateError("Transactional method invoked on a non-transactional producer: set "
                                     "transactional_id to use init_transactions()")
+        if self.producer_id is not None and not self._id_expired():
+            state = "IN_TRANSACTION" if self._txn_partitions is not None else "READY"
+            raise IllegalStateError(
+                f"TransactionalId {self.transactional_id!r}: Invalid transition attempted from state {state} to "
+                f"state INITIALIZING: init_transactions() was already called on this producer (producer id "
+                f"{self.producer_id}, epoch {self.producer_epoch}); call it once per producer, and to start over "
+                "close this producer and create a new one with the same transactional_id")
         self.producer_id, self.producer_epoch = self._coordinator.init_producer_id(
             self.transactional_id, self.config["transaction_timeout_ms"], self.logs.clock.now_ms())
         self._sequences.clear()
@@ -371,6 +387,13 @@ class KafkaProducer:
     def _check_open(self, what: str) -> None:
         if self._closed:
             raise IllegalStateError(f"Cannot call {what}() after the producer is closed")
+
+    def _id_expired(self) -> bool:
+        """Whether this producer's transactional id was expired (marked Dead) since it was initialised."""
+        assert self.transactional_id is not None
+        doc = self.logs.storage.read_json(producer_state.transactional_location(self.logs.storage,
+                                                                                self.transactional_id))
+        return doc is not None and doc.get("state") == DEAD
 
     def _check_not_fenced(self) -> None:
         """A transactional producer whose id was taken over is fenced before it writes anything (one small read;

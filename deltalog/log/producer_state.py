@@ -154,8 +154,9 @@ def check_batch(version_of, batch: ProducerBatch, n: int, topic: str, partition:
     where = f"{topic}-{partition}"
     if batch.base_sequence + n > MAX_SEQUENCE:
         raise OutOfOrderSequenceError(f"producer {batch.producer_id} ran out of sequence numbers in {where} "
-                                      f"(at most {MAX_SEQUENCE} records per epoch and partition); call "
-                                      "init_transactions() or use a new producer")
+                                      f"(at most {MAX_SEQUENCE} records per epoch and partition); use a new "
+                                      "producer (with a transactional_id, its init_transactions() starts a new "
+                                      "epoch)")
     entry = ProducerStateEntry.read(version_of, batch.producer_id)
     if entry is None:
         if batch.base_sequence != 0:

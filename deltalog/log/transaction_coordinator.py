@@ -8,6 +8,12 @@ wrote to, when it started and its ``transaction.timeout.ms``. Every change is a 
 document's etag, so the id's epoch and its transaction's state change together, and of two processes sharing
 a transactional id exactly one wins each step (the other is fenced).
 
+**Time** is the coordinator's, as in Kafka: a transaction starts at the time the store stamped on the write that
+made it ``Ongoing`` (the document's modification time, :mod:`deltalog.log.store_clock`), and the timeout sweep
+compares it with the store's time now, never with the clock of the process that opened it. A producer whose
+clock runs a day ahead (and then dies) holds read_committed readers and the cleaner back for its timeout, not a
+day more; one whose clock is behind is not fenced before its timeout.
+
 A commit is Kafka's: the producer's records are already appended (each with its producer id and epoch); the
 state moves ``Ongoing -> PrepareCommit`` (the decision, durable), a COMMIT marker is written into every
 partition of the transaction (:meth:`~deltalog.log.partition_log.PartitionLog.write_marker`, idempotent), and the
@@ -30,9 +36,12 @@ from typing import TYPE_CHECKING, Any
 from deltalog.errors import CommitConflictError, IllegalStateError, InvalidPidMappingError, ProducerFencedError
 from deltalog.log import faults, producer_state
 from deltalog.log.record import ABORT, COMMIT
+from deltalog.log.store_clock import StoreClock
 
 if TYPE_CHECKING:
+    from deltalog.clock import Clock
     from deltalog.log.log_manager import LogManager
+    from deltalog.storage import Versioned
 
 EMPTY = "Empty"
 ONGOING = "Ongoing"
@@ -68,6 +77,18 @@ class TransactionMetadata:
     timeout_ms: int = DEFAULT_TIMEOUT_MS
     last_update_ms: int = 0
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: When the store last wrote the document, on the store's clock (not part of the document).
+    modified_ms: int | None = field(default=None, compare=False)
+
+    @classmethod
+    def of(cls, doc: Versioned) -> TransactionMetadata:
+        """The document as read, with the store's time of its last write. An ``Ongoing`` transaction's start is
+        left out by the write that began it (its writer's clock is not the coordinator's): that write's time, on
+        the store's clock, is the start, and the next change of the document records it."""
+        meta = replace(cls.parse(doc.data), modified_ms=doc.modified_ms)
+        if meta.state == ONGOING and meta.txn_start_ms is None:
+            meta = replace(meta, txn_start_ms=doc.modified_ms)
+        return meta
 
     @classmethod
     def parse(cls, data: bytes) -> TransactionMetadata:
@@ -93,9 +114,11 @@ class TransactionCoordinator:
     """The coordinator's operations over one store (Kafka's InitProducerId, AddPartitionsToTxn, EndTxn, and the
     timeout sweep)."""
 
-    def __init__(self, logs: LogManager) -> None:
+    def __init__(self, logs: LogManager, clock: Clock | None = None) -> None:
         self.logs = logs
         self.storage = logs.storage
+        #: The coordinator's clock for transaction timeouts: the store's (see the module docstring).
+        self.clock: Clock = clock if clock is not None else StoreClock(self.storage)
 
     # -- the document ------------------------------------------------------------------------------------
 
@@ -105,7 +128,7 @@ class TransactionCoordinator:
     def describe(self, transactional_id: str) -> TransactionMetadata | None:
         """The id's document; None if it was never initialised or has expired."""
         data = self.storage.read_versioned(self._location(transactional_id))
-        return _live(None if data is None else TransactionMetadata.parse(data.data))
+        return _live(None if data is None else TransactionMetadata.of(data))
 
     def list_transactions(self) -> list[TransactionMetadata]:
         """Every transactional id of the store that has not expired (Kafka's ``kafka-transactions.sh --list``)."""
@@ -113,7 +136,7 @@ class TransactionCoordinator:
         for info in self.storage.list_files(self.storage.location(*producer_state.TRANSACTIONAL_IDS)):
             if info.location.endswith(".json"):
                 data = self.storage.read_versioned(info.location)
-                meta = None if data is None else _live(TransactionMetadata.parse(data.data))
+                meta = None if data is None else _live(TransactionMetadata.of(data))
                 if meta is not None:
                     out.append(meta)
         return sorted(out, key=lambda m: m.transactional_id)
@@ -147,7 +170,7 @@ class TransactionCoordinator:
         location = self._location(transactional_id)
         for _ in range(producer_state.CAS_ATTEMPTS):
             current = self.storage.read_versioned(location)
-            meta = None if current is None else TransactionMetadata.parse(current.data)
+            meta = None if current is None else TransactionMetadata.of(current)
             new = step(meta)
             if new is None:
                 return meta
@@ -198,7 +221,8 @@ class TransactionCoordinator:
                        partitions: Iterable[tuple[str, int]], now_ms: int) -> None:
         """Record that the current transaction writes to ``partitions`` (Kafka's AddPartitionsToTxn), before
         anything is written there, so that a commit, an abort or a recovery marks every one of them. The first
-        call of a transaction starts it (state ``Ongoing``, its timeout running from now)."""
+        call of a transaction starts it (state ``Ongoing``, its timeout running from the time the store stamps on
+        that write: see :meth:`TransactionMetadata.of`)."""
         wanted = tuple(partitions)
 
         def add(meta: TransactionMetadata | None) -> TransactionMetadata | None:
@@ -211,7 +235,7 @@ class TransactionCoordinator:
                 if not new:
                     return None
                 return replace(meta, partitions=meta.partitions + new, last_update_ms=now_ms)
-            return replace(meta, state=ONGOING, partitions=tuple(dict.fromkeys(wanted)), txn_start_ms=now_ms,
+            return replace(meta, state=ONGOING, partitions=tuple(dict.fromkeys(wanted)), txn_start_ms=None,
                            last_update_ms=now_ms)
 
         self._update(transactional_id, add)
@@ -239,15 +263,27 @@ class TransactionCoordinator:
             meta = self._complete(meta, now_ms, markers_pid=producer_id)
         return meta
 
+    def now_ms(self) -> int:
+        """The time on the coordinator's clock (the store's)."""
+        return self.clock.now_ms()
+
     def abort_timed_out_transactions(self, now_ms: int) -> list[str]:
         """Abort every transaction ongoing for longer than its timeout, bumping its id's epoch so its producer
         is fenced, and finish every prepared transaction that has stayed prepared that long (its completer
-        died). Returns the transactional ids aborted or completed (Kafka's coordinator does this on a timer)."""
+        died). Returns the transactional ids aborted or completed (Kafka's coordinator does this on a timer).
+
+        How long is measured on the coordinator's clock, the store's (Kafka's ``timedOutTransactions`` reads the
+        coordinator's own clock), read once here when any transaction is in progress; ``now_ms``, the caller's
+        clock, only dates what this writes (the document's ``last_update_ms``, the markers' timestamps)."""
+        pending = [m for m in self.list_transactions() if m.state in (ONGOING, PREPARE_COMMIT, PREPARE_ABORT)]
+        if not pending:
+            return []
+        store_now = self.now_ms()
         done = []
-        for meta in self.list_transactions():
-            stale_prepare = (meta.state in (PREPARE_COMMIT, PREPARE_ABORT)
-                             and now_ms > meta.last_update_ms + meta.timeout_ms)
-            if not meta.timed_out(now_ms) and not stale_prepare:
+        for meta in pending:
+            stale_prepare = (meta.state in (PREPARE_COMMIT, PREPARE_ABORT) and meta.modified_ms is not None
+                             and store_now > meta.modified_ms + meta.timeout_ms)
+            if not meta.timed_out(store_now) and not stale_prepare:
                 continue
 
             def fence(m: TransactionMetadata | None, seen: TransactionMetadata = meta) -> TransactionMetadata | None:
