@@ -60,7 +60,7 @@ from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import PartitionLog
 from deltalog.log.retention import RetentionResult, apply_retention, delete_old_segments
 from deltalog.log.transaction_coordinator import TransactionCoordinator
-from deltalog.log.vacuum import VacuumResult, vacuum_staged, vacuum_store
+from deltalog.log.vacuum import VacuumResult, vacuum_staged, vacuum_store, vacuum_temp_files
 
 T = TypeVar("T")
 
@@ -473,7 +473,8 @@ class LogCleaner:
         vacuumed = []
         if self.vacuum:
             vacuumed = [v for v in (*vacuum_store(self.logs, dry_run=False, keep_going=True),
-                                    vacuum_staged(self.logs.storage, self.clock.now_ms(), dry_run=False)) if v.files]
+                                    vacuum_staged(self.logs.storage, self.clock.now_ms(), dry_run=False),
+                                    vacuum_temp_files(self.logs.storage, self.clock.now_ms(), dry_run=False)) if v.files]
         result = CycleResult(started, self.clock.now_ms(), tuple(retention), cleaning.cleans, cleaning.failures,
                              cleaning.conflicts, cleaning.busy, cleaning.uncleanable, tuple(vacuumed), expired)
         self.cycles_run += 1

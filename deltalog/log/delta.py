@@ -41,7 +41,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
-from deltalog.errors import CommitConflictError, CorruptLogError
+from deltalog.errors import CommitConflictError, CorruptLogError, plain
 from deltalog.log import damage, faults
 from deltalog.log.record import (
     CONTROL,
@@ -60,7 +60,8 @@ from deltalog.log.record import (
     VALUE,
     new_file_name,
 )
-from deltalog.storage import Storage, join
+from deltalog.storage import Storage, basename, join
+from deltalog.storage_faults import full_storage_error, is_storage_full, storage_full_as_error
 
 T = TypeVar("T")
 
@@ -168,15 +169,16 @@ def open_table(storage: Storage, uri: str) -> DeltaTable:
 def create_table(storage: Storage, uri: str, properties: Mapping[str, str], txns: Mapping[str, int]) -> DeltaTable:
     """Create an empty partition table with its properties and initial log positions in version 0."""
     storage.key(uri)
-    return DeltaTable.create(
-        uri,
-        RECORD_SCHEMA,
-        mode="error",
-        configuration=dict(properties),
-        raise_if_key_not_exists=False,
-        storage_options=storage.delta_options,
-        commit_properties=CommitProperties(app_transactions=[Transaction(k, int(v)) for k, v in txns.items()]),
-    )
+    with storage_full_as_error(uri, f"creating the Delta table {uri}"):
+        return DeltaTable.create(
+            uri,
+            RECORD_SCHEMA,
+            mode="error",
+            configuration=dict(properties),
+            raise_if_key_not_exists=False,
+            storage_options=storage.delta_options,
+            commit_properties=CommitProperties(app_transactions=[Transaction(k, int(v)) for k, v in txns.items()]),
+        )
 
 
 def app_transactions(txns: Mapping[str, int]) -> list[Transaction]:
@@ -321,8 +323,30 @@ def commit(
     try:
         dt.create_write_transaction(list(actions), mode="append", schema=RECORD_SCHEMA, commit_properties=props)
     except CommitFailedError as e:
-        raise CommitConflictError(f"{operation} lost a race with a concurrent commit: {e}") from e
+        raise CommitConflictError(f"{operation} lost a race with a concurrent commit: {plain(str(e))}") from e
+    except Exception as e:  # a full disk under the Delta log: one clear error, without delta-rs's colour codes
+        if is_storage_full(e):
+            raise full_storage_error(e, dt.table_uri, f"the {operation} commit to {dt.table_uri}") from e
+        raise
     faults.point(f"{operation}:after-commit")
+
+
+def file_committed(storage: Storage, table_uri: str, read_version: int, path: str) -> bool | None:
+    """Whether a commit after ``read_version`` added the data file ``path`` (its name is unique: only the
+    commit that wrote it can), read from the Delta log's JSON commits; None when the log cannot be read.
+
+    Asked after a commit failed on a full disk: delta-rs writes the commit file whole or not at all (object_store
+    puts it under a temporary name and renames it), but a hook after the commit (a checkpoint) can fail on the
+    same full disk once the commit is in. Only a file no commit added may be deleted."""
+    log_dir = join(table_uri, "_delta_log")
+    try:
+        later = [f.location for f in storage.list_files(log_dir)
+                 if basename(f.location).endswith(".json") and basename(f.location)[:20].isdigit()
+                 and int(basename(f.location)[:20]) > read_version]
+        needle = json.dumps(path)
+        return any(needle in storage.read_bytes(loc).decode("utf-8", "replace") for loc in later)
+    except Exception:  # noqa: BLE001 - unknown: the caller keeps the file (VACUUM removes an orphan later)
+        return None
 
 
 def retry_on_conflict(what: str, attempts: int, step: Callable[[int], T], *, backoff: bool = True) -> T:

@@ -1,0 +1,98 @@
+"""Which storage failures are the storage's and pass: a full disk, a used-up quota, a store that said it is full.
+
+Kafka tells the two kinds of failure apart. An ``IOException`` on a log directory (a full disk among them) goes to
+``LogDirFailureChannel``: the directory is taken offline until the operator repairs it, and nothing about the
+log's records is concluded from it. The cleaner's ``tryCleanFilthiestLog`` marks a partition uncleanable for
+errors of the log itself (a corrupt batch, a bug), which repeat on every try. A full disk is the first kind: once
+the operator frees space the same write works again, so deltalog
+
+* turns it, wherever it surfaces (Python's ``OSError`` with ``ENOSPC``/``EDQUOT``, pyarrow's ``OSError`` whose
+  errno is lost in the text, delta-rs's and object_store's wrapped messages, an object store's HTTP 507), into
+  one :class:`~deltalog.errors.StorageFullError` naming the location and the fix (:func:`full_storage_error`);
+* has the cleaner retry the partition next cycle instead of marking it uncleanable (:func:`is_transient`).
+
+This module runs in Spark's Python workers too (the cleaner's tasks write files): it imports only the standard
+library and :mod:`deltalog.errors`.
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from deltalog.errors import StorageFullError, plain
+
+#: What a full disk or quota says, in the words of the OS (strerror), Rust's ``io::Error`` (``os error 28``),
+#: pyarrow (``[errno 28]``), an object store (HTTP 507, MinIO's ``XMinioStorageFull``) and a JVM
+#: (``java.io.IOException: No space left on device``), whichever layer wrapped it.
+_FULL = re.compile(
+    r"No space left on device|Disk quota exceeded|\bos error (?:28|122)\b|\[errno (?:28|122)\]|\bENOSPC\b|\bEDQUOT\b"
+    r"|Insufficient Storage|XMinioStorageFull|StorageFullError",
+    re.IGNORECASE,
+)
+_FULL_ERRNOS = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", 122)})
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def is_storage_full(error: BaseException) -> bool:
+    """Whether ``error`` (or any error in its chain of causes) says the storage is full."""
+    for e in _chain(error):
+        if isinstance(e, StorageFullError):
+            return True
+        if isinstance(e, OSError) and e.errno in _FULL_ERRNOS:
+            return True
+        if _FULL.search(str(e)):
+            return True
+    return False
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether a failed clean is the storage's passing failure rather than its log's: the partition is not
+    marked uncleanable, and the next cycle tries it again (after ``log.cleaner.backoff.ms`` when it cleaned
+    nothing)."""
+    return is_storage_full(error)
+
+
+def _reason(error: BaseException) -> str:
+    for e in _chain(error):
+        text = plain(str(e))
+        match = _FULL.search(text)
+        if match:
+            return match.group(0) if match.group(0) != "StorageFullError" else text
+    return plain(str(error))
+
+
+def full_storage_error(error: BaseException, location: str, what: str) -> StorageFullError:
+    """``error`` (a full disk, see :func:`is_storage_full`) as the one :class:`StorageFullError`: what was
+    being written, where, and what to do."""
+    if isinstance(error, StorageFullError):
+        return error
+    reason = _reason(error)
+    return StorageFullError(
+        f"{what} failed: the storage at {location} is full ({reason}); nothing was half-written and nothing "
+        "acknowledged was lost. Free space there (or raise the quota), then retry: the same call works again",
+        location=location, reason=reason,
+    )
+
+
+@contextmanager
+def storage_full_as_error(location: str, what: str) -> Iterator[None]:
+    """Run the block; a full-storage error out of it becomes :class:`StorageFullError` (others pass unchanged)."""
+    try:
+        yield
+    except StorageFullError:
+        raise
+    except Exception as e:
+        if is_storage_full(e):
+            raise full_storage_error(e, location, what) from e
+        raise
