@@ -18,6 +18,7 @@ library and :mod:`deltalog.errors`.
 from __future__ import annotations
 
 import errno
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -63,13 +64,23 @@ def is_transient(error: BaseException) -> bool:
     return is_storage_full(error)
 
 
+#: What :func:`_reason` reports for each way of saying it.
+_REASONS = ((re.compile(r"No space left on device|os error 28\b|errno 28\b|\bENOSPC\b", re.I), "No space left on device"),
+            (re.compile(r"Disk quota exceeded|os error 122\b|errno 122\b|\bEDQUOT\b", re.I), "Disk quota exceeded"),
+            (re.compile(r"Insufficient Storage|XMinioStorageFull", re.I), "the object store answered 507 Insufficient Storage"))
+
+
 def _reason(error: BaseException) -> str:
+    """What the OS or the store said, in its words (``No space left on device``), not a bare errno or a worker's
+    traceback."""
     for e in _chain(error):
-        text = plain(str(e))
-        match = _FULL.search(text)
-        if match:
-            return match.group(0) if match.group(0) != "StorageFullError" else text
-    return plain(str(error))
+        if isinstance(e, OSError) and e.errno in _FULL_ERRNOS:
+            return os.strerror(e.errno)
+    text = " ".join(str(e) for e in _chain(error))
+    for pattern, reason in _REASONS:
+        if pattern.search(text):
+            return reason
+    return "the storage is full"
 
 
 def full_storage_error(error: BaseException, location: str, what: str) -> StorageFullError:
