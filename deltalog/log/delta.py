@@ -59,6 +59,7 @@ from deltalog.log.record import (
     TXN_FIRST_OFFSET,
     VALUE,
     new_file_name,
+    row_group_rows,
 )
 from deltalog.storage import Storage, basename, join
 from deltalog.storage_faults import full_storage_error, is_storage_full, storage_full_as_error
@@ -270,12 +271,13 @@ def stats_from_parquet_footer(storage: Storage, path: str) -> dict[str, Any]:
 def write_data_file(storage: Storage, table_uri: str, table: pa.Table, now_ms: int,
                     row_group_size: int | None = None) -> AddAction:
     """Write ``table`` (rows in offset order, one segment) as a new file and describe it as an add action
-    (in row groups of ``row_group_size`` rows if given: pyarrow's default is 1 Mi rows)."""
+    (in row groups of ``row_group_size`` rows if given, else of :func:`~deltalog.log.record.row_group_rows`: small
+    enough that a read of a few records reads little, see :mod:`deltalog.log.row_groups`)."""
     segment = table.column(SEGMENT)[0].as_py()
     first = table.column(OFFSET)[0].as_py()
     name = new_file_name(segment, first)
-    size = storage.write_parquet(join(table_uri, name), table, row_group_size=row_group_size,
-                                 **PARQUET_WRITE_OPTIONS)
+    size = storage.write_parquet(join(table_uri, name), table,
+                                 row_group_size=row_group_size or row_group_rows(table), **PARQUET_WRITE_OPTIONS)
     return AddAction(name, size, {}, now_ms, True, json.dumps(_stats_from_table(table)))
 
 

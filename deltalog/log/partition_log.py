@@ -15,7 +15,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from deltalake import DeltaTable
 
 from deltalog.config import TopicConfig
@@ -25,7 +24,7 @@ from deltalog.errors import (
     OffsetOutOfRangeError,
     StorageFullError,
 )
-from deltalog.log import arrow_records, damage, delta, transactions
+from deltalog.log import arrow_records, damage, delta, row_groups, transactions
 from deltalog.log.delta import DataFile
 from deltalog.log.producer_state import ProducerBatch, ProducerStateEntry, check_batch
 from deltalog.log.record import OFFSET, RECORD_SCHEMA, Record, table_to_records
@@ -400,8 +399,9 @@ class PartitionLog:
                 count += f.num_records
                 if max_records is not None and count >= max_records + skip:
                     break
-            try:
-                table = read_files(self.storage, self.uri, chosen, start)
+            try:  # the row groups the range needs, up to max_records rows: a poll costs what it returns
+                table = read_files(self.storage, self.uri, chosen, start,
+                                   upper if upper < snap.log_end_offset else None, max_records)
             except FileNotFoundError as e:
                 if attempt == 2:  # not a VACUUM race: the current version names a file that is gone
                     damage.raise_data_damage(self.storage, self.uri, chosen)
@@ -430,14 +430,15 @@ def _positions_after(head: LogHead, add: Any, n: int, base: int, opened: int | N
     return txns, active_bytes
 
 
-def read_files(storage: Storage, uri: str, files: Sequence[DataFile], from_offset: int) -> pa.Table:
-    """Rows of ``files`` with offset >= ``from_offset``; files hold disjoint offset ranges, so offset order
-    is file order. ``FileNotFoundError`` when a file is gone (a VACUUM removed it)."""
+def read_files(storage: Storage, uri: str, files: Sequence[DataFile], from_offset: int,
+               to_offset: int | None = None, limit: int | None = None) -> pa.Table:
+    """Rows of ``files`` with ``from_offset <= offset < to_offset``, the first ``limit`` of them; files hold
+    disjoint offset ranges, so offset order is file order. Only the row groups that hold wanted rows are read
+    (:mod:`deltalog.log.row_groups`). ``FileNotFoundError`` when a file is gone (a VACUUM removed it)."""
     if not files:
         return RECORD_SCHEMA.empty_table()
     try:
-        table = storage.read_parquet([join(uri, f.path) for f in files], schema=RECORD_SCHEMA,
-                                     filter=ds.field(OFFSET) >= from_offset)
+        table = row_groups.read_ranges(storage, [join(uri, f.path) for f in files], from_offset, to_offset, limit)
     except (pa.ArrowInvalid, OSError) as e:
         if isinstance(e, FileNotFoundError):
             raise
