@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from deltalog.errors import StorageFullError, plain
+from deltalog.errors import StorageFullError
 
 #: What a full disk or quota says, in the words of the OS (strerror), Rust's ``io::Error`` (``os error 28``),
 #: pyarrow (``[errno 28]``), an object store (HTTP 507, MinIO's ``XMinioStorageFull``) and a JVM
@@ -65,9 +65,11 @@ def is_transient(error: BaseException) -> bool:
 
 
 #: What :func:`_reason` reports for each way of saying it.
-_REASONS = ((re.compile(r"No space left on device|os error 28\b|errno 28\b|\bENOSPC\b", re.I), "No space left on device"),
-            (re.compile(r"Disk quota exceeded|os error 122\b|errno 122\b|\bEDQUOT\b", re.I), "Disk quota exceeded"),
-            (re.compile(r"Insufficient Storage|XMinioStorageFull", re.I), "the object store answered 507 Insufficient Storage"))
+_REASONS = (
+    (re.compile(r"No space left on device|os error 28\b|errno 28\b|\bENOSPC\b", re.I), "No space left on device"),
+    (re.compile(r"Disk quota exceeded|os error 122\b|errno 122\b|\bEDQUOT\b", re.I), "Disk quota exceeded"),
+    (re.compile(r"Insufficient Storage|XMinioStorageFull", re.I), "the object store answered 507 Insufficient Storage"),
+)
 
 
 def _reason(error: BaseException) -> str:
@@ -75,7 +77,7 @@ def _reason(error: BaseException) -> str:
     traceback."""
     for e in _chain(error):
         if isinstance(e, OSError) and e.errno in _FULL_ERRNOS:
-            return os.strerror(e.errno)
+            return os.strerror(e.errno or errno.ENOSPC)
     text = " ".join(str(e) for e in _chain(error))
     for pattern, reason in _REASONS:
         if pattern.search(text):

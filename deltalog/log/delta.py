@@ -164,7 +164,7 @@ def open_table(storage: Storage, uri: str) -> DeltaTable:
         with damage.reading_log(storage, uri):
             return DeltaTable(uri, storage_options=storage.delta_options)
     except TableNotFoundError as e:
-        raise CorruptLogError(f"no Delta table at {uri}: {e}") from None
+        raise CorruptLogError(f"no Delta table at {uri}: {plain(str(e))}") from None
 
 
 def create_table(storage: Storage, uri: str, properties: Mapping[str, str], txns: Mapping[str, int]) -> DeltaTable:
@@ -214,7 +214,8 @@ def add_producer_columns(dt: DeltaTable) -> None:
     try:
         dt.alter.add_columns(missing)
     except CommitFailedError as e:
-        raise CommitConflictError(f"adding the producer columns lost a race with a concurrent commit: {e}") from e
+        raise CommitConflictError(
+            f"adding the producer columns lost a race with a concurrent commit: {plain(str(e))}") from e
 
 
 def data_files(dt: DeltaTable) -> list[DataFile]:
