@@ -641,7 +641,9 @@ class ParquetSink:
             self._target = storage._path(location)
         else:
             storage.key(location)
-        with storage_full_as_error(location, f"writing {location}"):
+        # On an object store the file is first written locally: a full local disk is named as such.
+        self._where = location if storage.local else f"{tempfile.gettempdir()} (the local copy of {location})"
+        with storage_full_as_error(self._where, f"writing {location}"):
             if storage.local:
                 os.makedirs(os.path.dirname(self._target), exist_ok=True)
             else:
@@ -657,7 +659,7 @@ class ParquetSink:
     def write_table(self, table: pa.Table, row_group_size: int | None = None) -> None:
         """Write ``table`` in row groups of at most ``row_group_size`` rows; a full disk raises
         :class:`~deltalog.errors.StorageFullError` (then :meth:`abort` removes the partial file)."""
-        with storage_full_as_error(self.location, f"writing {self.location}"):
+        with storage_full_as_error(self._where, f"writing {self.location}"):
             self.writer.write_table(table, row_group_size=row_group_size)
 
     def close(self) -> int:
@@ -665,13 +667,14 @@ class ParquetSink:
         if self.closed:
             raise StorageError(f"the writer of {self.location} is already closed")
         self.closed = True
-        with storage_full_as_error(self.location, f"writing {self.location}"):
+        with storage_full_as_error(self._where, f"writing {self.location}"):
             try:
                 self.writer.close()
                 size = os.path.getsize(self._target)
             except BaseException:  # the footer did not fit: no partial file stays behind
                 _remove_quietly(self._target)
                 raise
+        with storage_full_as_error(self.location, f"writing {self.location}"):
             if not self.storage.local:
                 import obstore as obs
 

@@ -162,3 +162,29 @@ def test_vacuum_sweeps_temporary_files_of_killed_writes_once_a_day_old(store, cl
     assert stale.exists()  # a dry run by default
     assert store.vacuum_temp_files(dry_run=False).files_deleted == 1
     assert not stale.exists() and young.exists()
+
+
+@pytest.mark.parametrize("message, full", [
+    ("Generic LocalFileSystem error\n  \x1b[31m↳\x1b[0m Unable to copy data to file\n  \x1b[31m↳\x1b[0m "
+     "No space left on device (os error 28)\n", True),  # delta-rs, as it raised on the tmpfs above
+    ("[Errno 28] Error writing bytes to file. Detail: [errno 28] No space left on device", True),  # pyarrow
+    ("Generic S3 error: Error performing PUT http://minio:9000/b/k: Server returned non-2xx status code: "
+     "507 Insufficient Storage: <Code>XMinioStorageFull</Code>", True),  # an object store
+    ("Disk quota exceeded (os error 122)", True),
+    ("org.apache.spark.api.python.PythonException: Traceback ...\ndeltalog.errors.StorageFullError: writing "
+     "/s/t/0/cleaned-1/x.parquet failed: the storage at /s is full", True),  # a Spark task's, as text
+    ("[Errno 2] Failed to open local file '/s/t/0/x.parquet'. Detail: [errno 2] No such file or directory", False),
+    ("Parquet magic bytes not found in footer. Either the file is corrupted or this is not a parquet file.", False),
+    ("Generic S3 error: Server returned non-2xx status code: 403 Forbidden", False),
+])
+def test_which_errors_say_the_storage_is_full(message, full):
+    from deltalog.storage_faults import full_storage_error, is_storage_full, is_transient
+
+    error = OSError(message)
+    assert is_storage_full(error) is full and is_transient(error) is full
+    wrapped = RuntimeError("a pass failed")
+    wrapped.__cause__ = error
+    assert is_storage_full(wrapped) is full
+    if full:
+        text = str(full_storage_error(error, "/s", "writing x"))
+        assert "\x1b" not in text and "/s is full" in text and "Free space there" in text

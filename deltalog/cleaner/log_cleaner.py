@@ -58,6 +58,7 @@ from deltalog.errors import (
     InvalidConfigError,
     PartitionBusyError,
     PartitionUncleanableError,
+    StorageFullError,
     plain,
 )
 from deltalog.groups.offsets_topic import OffsetsTopic
@@ -501,7 +502,10 @@ class LogCleaner:
                              cleaning.retried)
         self.cycles_run += 1
         if self.metrics:
-            metrics.record_cycle(self.logs, result)
+            try:
+                metrics.record_cycle(self.logs, result)
+            except StorageFullError as e:  # the cycle's work is committed; its figures wait for space, said aloud
+                log.warning("the figures of this cleaner cycle were not recorded: %s", e)
         log.info("%s", result.summary())
         return result
 
