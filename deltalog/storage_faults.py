@@ -1,4 +1,5 @@
-"""Which storage failures are the storage's and pass: a full disk, a used-up quota, a store that said it is full.
+"""Which storage failures are the storage's and pass: a full disk, a used-up quota, a store that is full or out of
+reach.
 
 Kafka tells the two kinds of failure apart. An ``IOException`` on a log directory (a full disk among them) goes to
 ``LogDirFailureChannel``: the directory is taken offline until the operator repairs it, and nothing about the
@@ -9,7 +10,8 @@ the operator frees space the same write works again, so deltalog
 * turns it, wherever it surfaces (Python's ``OSError`` with ``ENOSPC``/``EDQUOT``, pyarrow's ``OSError`` whose
   errno is lost in the text, delta-rs's and object_store's wrapped messages, an object store's HTTP 507), into
   one :class:`~deltalog.errors.StorageFullError` naming the location and the fix (:func:`full_storage_error`);
-* has the cleaner retry the partition next cycle instead of marking it uncleanable (:func:`is_transient`).
+* has the cleaner retry the partition next cycle instead of marking it uncleanable (:func:`is_transient`: a full
+  storage, or an object store that could not be reached or asked the client to back off).
 
 This module runs in Spark's Python workers too (the cleaner's tasks write files): it imports only the standard
 library and :mod:`deltalog.errors`.
@@ -57,11 +59,26 @@ def is_storage_full(error: BaseException) -> bool:
     return False
 
 
+#: What object_store (through obstore or delta-rs) and the JVM say when the store could not be reached or asked the
+#: client to back off: the storage's passing trouble, not the log's. A missing or unreadable file is not among them.
+_UNREACHABLE = re.compile(
+    r"error sending request|Connection refused|Connection reset|connection closed before message completed"
+    r"|operation timed out|\b503 Service Unavailable\b|<Code>SlowDown</Code>|<Code>RequestTimeout</Code>"
+    r"|\b(?:ServerBusy|OperationTimedOut)\b",
+    re.IGNORECASE,
+)
+
+
+def is_unreachable(error: BaseException) -> bool:
+    """Whether ``error`` (or any in its chain) says the object store could not be reached or asked to back off."""
+    return any(isinstance(e, ConnectionError) or _UNREACHABLE.search(str(e)) for e in _chain(error))
+
+
 def is_transient(error: BaseException) -> bool:
-    """Whether a failed clean is the storage's passing failure rather than its log's: the partition is not
-    marked uncleanable, and the next cycle tries it again (after ``log.cleaner.backoff.ms`` when it cleaned
-    nothing)."""
-    return is_storage_full(error)
+    """Whether a failed clean is the storage's passing failure rather than its log's (a full disk, a store that
+    could not be reached): the partition is not marked uncleanable, and the next cycle tries it again (after
+    ``log.cleaner.backoff.ms`` when it cleaned nothing)."""
+    return is_storage_full(error) or is_unreachable(error)
 
 
 #: What :func:`_reason` reports for each way of saying it.

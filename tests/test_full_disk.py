@@ -164,6 +164,19 @@ def test_vacuum_sweeps_temporary_files_of_killed_writes_once_a_day_old(store, cl
     assert not stale.exists() and young.exists()
 
 
+def test_an_object_store_out_of_reach_is_transient_and_a_missing_file_is_not():
+    from deltalog.storage_faults import is_storage_full, is_transient
+
+    for text in ("Generic S3 error: Error after 10 retries in 3.2s, max_retries:10: error sending request for url "
+                 "(http://127.0.0.1:9/b/k): client error (Connect): tcp connect error: Connection refused",
+                 "Generic S3 error: Server returned non-2xx status code: 503 Service Unavailable: <Code>SlowDown</Code>"):
+        assert is_transient(OSError(text)) and not is_storage_full(OSError(text))
+    assert is_transient(ConnectionResetError("peer went away"))
+    for text in ("Object at location b/k not found: Client error with status 404 Not Found",
+                 "cannot read the Parquet footer of /s/t/0/x.parquet: Parquet file size is 0 bytes"):
+        assert not is_transient(OSError(text))
+
+
 @pytest.mark.parametrize("message, full", [
     ("Generic LocalFileSystem error\n  \x1b[31m↳\x1b[0m Unable to copy data to file\n  \x1b[31m↳\x1b[0m "
      "No space left on device (os error 28)\n", True),  # delta-rs, as it raised on the tmpfs above

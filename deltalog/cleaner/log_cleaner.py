@@ -538,7 +538,12 @@ def raise_failures(round_: CleaningRound) -> list[CleanResult]:
     when nothing else failed."""
     if not round_.failures:
         if round_.retried_errors:
-            raise round_.retried_errors[0]
+            first = round_.retried_errors[0]
+            if isinstance(first, StorageFullError):
+                raise first
+            names = ", ".join(f"{f.topic}-{f.partition} ({f.message[:600]})" for f in round_.retried)
+            raise CleaningFailedError(f"cleaning failed on the storage for {names}; not marked uncleanable: "
+                                      "the next clean tries again", results=round_.cleans) from first
         return list(round_.cleans)
     names = ", ".join(f"{f.topic}-{f.partition} ({f.error_type}: {f.message[:1500]})" for f in round_.failures)
     checks = [e for e in round_.errors if isinstance(e, CheckFailedError)]
