@@ -93,3 +93,25 @@ def test_a_poll_of_1000_records_costs_a_small_fraction_of_a_whole_file_read(big)
     # A whole-file read of 1.5 M records peaks above 100 MB; a poll decodes a row group or two.
     assert whole > 60_000_000, peaks
     assert peaks["read"] < whole / 8 and peaks["poll"] < whole / 8, peaks
+
+
+def test_the_cleaners_files_are_written_in_row_groups_a_read_can_take_alone(spark_store, clock):
+    """A pass recopies survivors in row groups as small as an append's, so reads of a cleaned log stay cheap."""
+    store = spark_store
+    store.create_topic("c", 1, config={"cleanup.policy": "compact"})
+    n = 150_000
+    keys = pa.array([b"k%07d" % i for i in range(n)], pa.binary())
+    store.append("c", 0, pa.table({"key": keys, "value": pa.array([b"old"] * n, pa.binary())}))
+    store.append("c", 0, pa.table({"key": keys.slice(0, 10), "value": pa.array([b"new"] * 10, pa.binary())}))
+    clock.advance(7 * 24 * 3_600_000 + 1)  # segment.ms: the next append rolls, so the records above are cleanable
+    store.append("c", 0, pa.table({"key": [b"last"], "value": [b"v"]}))
+    (result,) = store.clean()
+    assert result.records_written == n  # 10 records superseded
+    cleaned = [f for f in store.log("c", 0).snapshot().files if f.path.startswith("cleaned-")]
+    assert cleaned and sum(f.num_records for f in cleaned) == n
+    for f in cleaned:
+        meta = pq.read_metadata(Path(store.storage.root) / "topics" / "c" / "0" / f.path)
+        assert meta.num_row_groups >= 2 and max(meta.row_group(i).num_rows for i in range(meta.num_row_groups)) \
+            <= ROW_GROUP_MAX_ROWS
+    records = store.read("c", 0, 100_000, max_records=1000)
+    assert [r.key for r in records] == [b"k%07d" % i for i in range(100_000, 101_000)]
