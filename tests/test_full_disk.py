@@ -147,6 +147,24 @@ def test_a_clean_that_hits_a_full_disk_is_not_marked_uncleanable_and_succeeds_on
     assert {r.key: r.value for r in store.read("t", 0, 0)} == latest
 
 
+def test_the_console_producer_on_a_full_disk_exits_1_with_the_clear_error(disk, clock, capsys, monkeypatch):
+    from tests.conftest import run_cli
+
+    store = Store(disk / "store", clock=clock)
+    store.create_topic("t", 1)
+    filler = fill(disk, 4096)  # the data file fits, its Delta commit does not
+    code, _out, err = run_cli(capsys, "produce", "t", "--store", store.storage.root, "--property", "parse.key=true",
+                              stdin="k\tv\n" * 50, monkeypatch=monkeypatch)
+    assert code == 1 and err.startswith("deltalog: error: ") and "is full (No space left on device)" in err, err
+    assert "\x1b" not in err and "Traceback" not in err
+    assert left_behind(store, "t") == ([], [])
+    os.remove(filler)
+    code, _out, err = run_cli(capsys, "produce", "t", "--store", store.storage.root, "--property", "parse.key=true",
+                              stdin="k\tv\n" * 50, monkeypatch=monkeypatch)
+    assert code == 0, err
+    assert len(store.read("t", 0, 0)) == 50
+
+
 def test_vacuum_sweeps_temporary_files_of_killed_writes_once_a_day_old(store, clock):
     """A write killed between its temporary file and the rename leaves the file: VACUUM removes it after a day."""
     store.create_topic("t", 1)
@@ -160,6 +178,10 @@ def test_vacuum_sweeps_temporary_files_of_killed_writes_once_a_day_old(store, cl
     listed = store.vacuum_temp_files()
     assert listed.files == ("topics/t/_topic.json.0badc0de" + TMP_SUFFIX,) and listed.files_waiting == 1
     assert stale.exists()  # a dry run by default
+    from deltalog.doctor import WARN, check_store_damage
+
+    warned = [c for c in check_store_damage(store.storage.root) if c.name == "temporary files"]
+    assert len(warned) == 1 and warned[0].status == WARN and "2 temporary file(s)" in warned[0].detail
     assert store.vacuum_temp_files(dry_run=False).files_deleted == 1
     assert not stale.exists() and young.exists()
 
