@@ -48,6 +48,12 @@ def _offset_leaf(meta: pq.FileMetaData) -> int | None:
     return None
 
 
+#: Rows decoded at a time within a row group when a read has a limit: a file written before row groups were
+#: bounded has groups of 1 Mi records, and a poll of a few records then decodes a batch of them, not the group
+#: (measured: 16 MB against 80 MB of Arrow memory for a 1 Mi-record group).
+READ_BATCH_ROWS = 8192
+
+
 def read_range(storage: Storage, location: str, from_offset: int, to_offset: int | None = None,
                limit: int | None = None) -> pa.Table:
     """The rows of one data file with ``from_offset <= offset < to_offset``, in file (offset) order, at most
@@ -60,20 +66,31 @@ def read_range(storage: Storage, location: str, from_offset: int, to_offset: int
         parts: list[pa.Table] = []
         count = 0
         for i in wanted_row_groups(source.metadata, from_offset, to_offset):
-            part = source.read_row_group(i, columns=columns)
-            offsets = part.column(OFFSET)
-            keep = pc.greater_equal(offsets, from_offset)
-            if to_offset is not None:
-                keep = pc.and_(keep, pc.less(offsets, to_offset))
-            part = part.filter(keep)
-            if limit is not None and count + part.num_rows > limit:
-                part = part.slice(0, limit - count)
-            if part.num_rows:
-                parts.append(conform(part))
-                count += part.num_rows
+            if limit is None:
+                pieces = iter([source.read_row_group(i, columns=columns)])
+            else:
+                pieces = (pa.Table.from_batches([b]) for b in
+                          source.iter_batches(batch_size=READ_BATCH_ROWS, row_groups=[i], columns=columns))
+            for piece in pieces:
+                piece = _in_range(piece, from_offset, to_offset)
+                if limit is not None and count + piece.num_rows > limit:
+                    piece = piece.slice(0, limit - count)
+                if piece.num_rows:
+                    parts.append(conform(piece))
+                    count += piece.num_rows
+                if limit is not None and count >= limit:
+                    break
             if limit is not None and count >= limit:
                 break
     return pa.concat_tables(parts) if parts else RECORD_SCHEMA.empty_table()
+
+
+def _in_range(table: pa.Table, from_offset: int, to_offset: int | None) -> pa.Table:
+    offsets = table.column(OFFSET)
+    keep = pc.greater_equal(offsets, from_offset)
+    if to_offset is not None:
+        keep = pc.and_(keep, pc.less(offsets, to_offset))
+    return table.filter(keep)
 
 
 def read_ranges(storage: Storage, locations: Sequence[str], from_offset: int, to_offset: int | None = None,
