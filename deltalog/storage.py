@@ -300,7 +300,7 @@ class Storage:
             return
         import obstore as obs
 
-        with storage_full_as_error(location, f"writing {location}"):
+        with storage_full_as_error(self.root, f"writing {location}"):
             obs.put(self.store, self.key(location), data)
 
     def create(self, location: str, data: bytes) -> str | None:
@@ -314,7 +314,7 @@ class Storage:
             except FileExistsError:
                 return None
             except OSError:  # a filesystem without hard links (some FUSE mounts): O_EXCL instead
-                with storage_full_as_error(path, f"creating {path}"):
+                with storage_full_as_error(self.root, f"creating {path}"):
                     if not _create_exclusive(path, data):
                         return None
             finally:
@@ -324,7 +324,7 @@ class Storage:
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
         try:
-            with storage_full_as_error(location, f"creating {location}"):
+            with storage_full_as_error(self.root, f"creating {location}"):
                 result = obs.put(self.store, self.key(location), data, mode="create")
         except (AlreadyExistsError, PreconditionError):
             return None
@@ -339,7 +339,7 @@ class Storage:
         from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
 
         try:
-            with storage_full_as_error(location, f"replacing {location}"):
+            with storage_full_as_error(self.root, f"replacing {location}"):
                 result = obs.put(self.store, self.key(location), data, mode={"e_tag": etag})
         except (PreconditionError, NotFoundError, AlreadyExistsError, FileNotFoundError):
             return None
@@ -355,7 +355,7 @@ class Storage:
         """``data`` in a new temporary file beside ``path`` (same directory: same filesystem for the rename).
         A write that fails (a full disk) removes its temporary file: it would hold the space just freed."""
         tmp = f"{path}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}"
-        with storage_full_as_error(path, f"writing {path}"):
+        with storage_full_as_error(self.root, f"writing {path}"):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             try:
                 with open(tmp, "wb") as f:
@@ -594,7 +594,7 @@ class Storage:
         """Write ``table`` as one Parquet file; returns its size in bytes."""
         if self.local:
             path = self._path(location)
-            with storage_full_as_error(location, f"writing {location}"):
+            with storage_full_as_error(self.root, f"writing {location}"):
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 try:
                     pq.write_table(table, path, **options)
@@ -642,7 +642,7 @@ class ParquetSink:
         else:
             storage.key(location)
         # On an object store the file is first written locally: a full local disk is named as such.
-        self._where = location if storage.local else f"{tempfile.gettempdir()} (the local copy of {location})"
+        self._where = storage.root if storage.local else f"{tempfile.gettempdir()} (the local copy of {location})"
         with storage_full_as_error(self._where, f"writing {location}"):
             if storage.local:
                 os.makedirs(os.path.dirname(self._target), exist_ok=True)
@@ -674,7 +674,7 @@ class ParquetSink:
             except BaseException:  # the footer did not fit: no partial file stays behind
                 _remove_quietly(self._target)
                 raise
-        with storage_full_as_error(self.location, f"writing {self.location}"):
+        with storage_full_as_error(self.storage.root, f"writing {self.location}"):
             if not self.storage.local:
                 import obstore as obs
 
