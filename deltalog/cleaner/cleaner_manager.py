@@ -128,7 +128,12 @@ class LogCleanerManager:
     def mark_damaged(self, plog: PartitionLog, error: CorruptLogError, now_ms: int, owner: str
                      ) -> UncleanableMark | None:
         """``markPartitionUncleanable`` for a partition whose Delta log cannot be read at all (no snapshot, so
-        no offsets to record); not when its topic was deleted meanwhile."""
+        no offsets to record); not when its topic was deleted meanwhile, nor when the store could not be reached
+        (the log may be intact: it is looked at again next time)."""
+        if is_transient(error):
+            log.warning("the Delta log of %s-%d could not be read from the storage; not marking it uncleanable: %s",
+                        plog.topic, plog.partition, error)
+            return None
         try:
             topic_id = self.logs.topic_id(plog.topic)
         except UnknownTopicOrPartitionError:
