@@ -7,8 +7,12 @@ changes validate everything before the first Delta commit.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
+
+#: ANSI terminal escape sequences (colours, cursor moves): delta-rs formats the causes of its errors with them.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
 
 class DeltalogError(Exception):
@@ -37,6 +41,15 @@ def error_chain(error: BaseException | None) -> Iterator[BaseException]:
         seen.add(id(error))
         yield error
         error = error.__cause__ or error.__context__
+
+
+def plain(text: str) -> str:
+    """``text`` without terminal colour codes, its lines joined: delta-rs renders an error's chain of causes as
+    coloured lines (``Generic LocalFileSystem error\\n  \\x1b[31m↳\\x1b[0m No space left on device``), which a log
+    file, a JSON report or a non-terminal shows as garbage. Every message deltalog passes on from delta-rs or
+    object_store goes through here."""
+    lines = [line.strip() for line in _ANSI.sub("", text).splitlines()]
+    return ": ".join(line.lstrip("↳").strip() for line in lines if line.lstrip("↳").strip())
 
 
 class InvalidConfigError(DeltalogError, ValueError):
@@ -192,6 +205,22 @@ class QueryError(DeltalogError):
 class StorageError(DeltalogError):
     """The storage under a store cannot give what deltalog needs (conditional writes), or a store's own files
     are not as deltalog left them."""
+
+
+class StorageFullError(StorageError):
+    """The storage under a store has no space left (``ENOSPC``), or the user's quota is used up (``EDQUOT``),
+    or an object store answered that it is full (HTTP 507 Insufficient Storage). Nothing was half-written: the
+    write that failed left no temporary file and no commit refers to a partial file. Not a fault of the log
+    (Kafka's ``LogDirFailureChannel`` takes a full log directory offline; the cleaner, unlike for a damaged log,
+    does not mark the partition uncleanable): free space at ``location`` and the same call works again.
+
+    ``location`` is where the write was going (a path or URI); ``reason`` what the operating system or the
+    store said."""
+
+    def __init__(self, message: str, *, location: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.location = location
+        self.reason = reason
 
 
 class NoStoreError(DeltalogError):

@@ -47,6 +47,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from deltalog.errors import InvalidArgumentError, InvalidConfigError, StorageError, shown
+from deltalog.storage_faults import storage_full_as_error
 
 #: URI schemes of object stores (``file`` is a local path).
 OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "az", "abfs", "abfss", "adl", "azure")
@@ -299,7 +300,8 @@ class Storage:
             return
         import obstore as obs
 
-        obs.put(self.store, self.key(location), data)
+        with storage_full_as_error(self.root, f"writing {location}"):
+            obs.put(self.store, self.key(location), data)
 
     def create(self, location: str, data: bytes) -> str | None:
         """Write the file only if there is none (a conditional put); returns its etag, or None when a file
@@ -312,8 +314,9 @@ class Storage:
             except FileExistsError:
                 return None
             except OSError:  # a filesystem without hard links (some FUSE mounts): O_EXCL instead
-                if not _create_exclusive(path, data):
-                    return None
+                with storage_full_as_error(self.root, f"creating {path}"):
+                    if not _create_exclusive(path, data):
+                        return None
             finally:
                 _remove_quietly(tmp)
             return _local_etag(os.stat(path))
@@ -321,7 +324,8 @@ class Storage:
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
         try:
-            result = obs.put(self.store, self.key(location), data, mode="create")
+            with storage_full_as_error(self.root, f"creating {location}"):
+                result = obs.put(self.store, self.key(location), data, mode="create")
         except (AlreadyExistsError, PreconditionError):
             return None
         return str(result["e_tag"]) if result.get("e_tag") else self._etag(location)
@@ -335,7 +339,8 @@ class Storage:
         from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
 
         try:
-            result = obs.put(self.store, self.key(location), data, mode={"e_tag": etag})
+            with storage_full_as_error(self.root, f"replacing {location}"):
+                result = obs.put(self.store, self.key(location), data, mode={"e_tag": etag})
         except (PreconditionError, NotFoundError, AlreadyExistsError, FileNotFoundError):
             return None
         return str(result["e_tag"]) if result.get("e_tag") else self._etag(location)
@@ -347,11 +352,17 @@ class Storage:
         return info.etag
 
     def _local_tmp(self, path: str, data: bytes) -> str:
-        """``data`` in a new temporary file beside ``path`` (same directory: same filesystem for the rename)."""
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        """``data`` in a new temporary file beside ``path`` (same directory: same filesystem for the rename).
+        A write that fails (a full disk) removes its temporary file: it would hold the space just freed."""
         tmp = f"{path}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}"
-        with open(tmp, "wb") as f:
-            f.write(data)
+        with storage_full_as_error(self.root, f"writing {path}"):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(data)
+            except BaseException:
+                _remove_quietly(tmp)
+                raise
         return tmp
 
     def _local_replace(self, path: str, data: bytes, etag: str) -> str | None:
@@ -472,6 +483,24 @@ class Storage:
                                     meta.get("e_tag")))
         return sorted(out, key=lambda f: f.location)
 
+    def list_temp_files(self, location: str) -> list[FileInfo]:
+        """The temporary files (``*.deltalog-tmp``) of local writes under ``location`` that were never renamed into
+        place: a write killed between the two (a write that fails removes its own). An object store has none (a
+        put is atomic there)."""
+        if not self.local:
+            return []
+        out = []
+        for dirpath, _dirnames, filenames in os.walk(self._path(location)):
+            for name in filenames:
+                if name.endswith(TMP_SUFFIX):
+                    full = os.path.join(dirpath, name)
+                    try:
+                        st = os.stat(full)
+                    except FileNotFoundError:
+                        continue
+                    out.append(FileInfo(full, st.st_size, int(st.st_mtime * 1000), _local_etag(st)))
+        return sorted(out, key=lambda f: f.location)
+
     def list_dirs(self, location: str) -> list[str]:
         """The names of the directories (common prefixes) right under ``location``, sorted."""
         if self.local:
@@ -565,8 +594,13 @@ class Storage:
         """Write ``table`` as one Parquet file; returns its size in bytes."""
         if self.local:
             path = self._path(location)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            pq.write_table(table, path, **options)
+            with storage_full_as_error(self.root, f"writing {location}"):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                try:
+                    pq.write_table(table, path, **options)
+                except BaseException:  # a full disk: the partial file would hold the space
+                    _remove_quietly(path)
+                    raise
             return os.path.getsize(path)
         buffer = io.BytesIO()
         pq.write_table(table, buffer, **options)
@@ -605,32 +639,50 @@ class ParquetSink:
         self.location = location
         if storage.local:
             self._target = storage._path(location)
-            os.makedirs(os.path.dirname(self._target), exist_ok=True)
         else:
             storage.key(location)
-            fd, self._target = tempfile.mkstemp(prefix="deltalog-", suffix=".parquet")
-            os.close(fd)
-        self.writer = pq.ParquetWriter(self._target, schema, **options)
+        # On an object store the file is first written locally: a full local disk is named as such.
+        self._where = storage.root if storage.local else f"{tempfile.gettempdir()} (the local copy of {location})"
+        with storage_full_as_error(self._where, f"writing {location}"):
+            if storage.local:
+                os.makedirs(os.path.dirname(self._target), exist_ok=True)
+            else:
+                fd, self._target = tempfile.mkstemp(prefix="deltalog-", suffix=".parquet")
+                os.close(fd)
+            try:
+                self.writer = pq.ParquetWriter(self._target, schema, **options)
+            except BaseException:
+                _remove_quietly(self._target)
+                raise
         self.closed = False
 
     def write_table(self, table: pa.Table, row_group_size: int | None = None) -> None:
-        self.writer.write_table(table, row_group_size=row_group_size)
+        """Write ``table`` in row groups of at most ``row_group_size`` rows; a full disk raises
+        :class:`~deltalog.errors.StorageFullError` (then :meth:`abort` removes the partial file)."""
+        with storage_full_as_error(self._where, f"writing {self.location}"):
+            self.writer.write_table(table, row_group_size=row_group_size)
 
     def close(self) -> int:
         """Finish the file (upload it, on an object store); returns its size in bytes."""
         if self.closed:
             raise StorageError(f"the writer of {self.location} is already closed")
         self.closed = True
-        self.writer.close()
-        size = os.path.getsize(self._target)
-        if not self.storage.local:
-            import obstore as obs
-
+        with storage_full_as_error(self._where, f"writing {self.location}"):
             try:
-                with open(self._target, "rb") as f:
-                    obs.put(self.storage.store, self.storage.key(self.location), f)
-            finally:
+                self.writer.close()
+                size = os.path.getsize(self._target)
+            except BaseException:  # the footer did not fit: no partial file stays behind
                 _remove_quietly(self._target)
+                raise
+        with storage_full_as_error(self.storage.root, f"writing {self.location}"):
+            if not self.storage.local:
+                import obstore as obs
+
+                try:
+                    with open(self._target, "rb") as f:
+                        obs.put(self.storage.store, self.storage.key(self.location), f)
+                finally:
+                    _remove_quietly(self._target)
         return size
 
     def abort(self) -> None:
@@ -690,9 +742,14 @@ def _create_exclusive(path: str, data: bytes) -> bool:
     except FileExistsError:
         return False
     try:
-        os.write(fd, data)
-    finally:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except BaseException:  # a full disk: no half-written file is left under the name
         os.close(fd)
+        _remove_quietly(path)
+        raise
+    os.close(fd)
     return True
 
 

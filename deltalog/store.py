@@ -48,7 +48,7 @@ from deltalog.log.partition_log import PartitionLog
 from deltalog.log.producer import Producer, ProduceResult
 from deltalog.log.record import Record
 from deltalog.log.retention import DeleteRecordsResult, RetentionResult, apply_retention, delete_records
-from deltalog.log.vacuum import VacuumResult, vacuum_staged, vacuum_store
+from deltalog.log.vacuum import VacuumResult, vacuum_staged, vacuum_store, vacuum_temp_files
 from deltalog.storage import Storage
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
@@ -377,6 +377,11 @@ class Store:
         """Remove (default: only list) the files ``format("deltalog")`` writes staged and never committed, once
         a day old (:func:`deltalog.log.vacuum.vacuum_staged`); the cleaner's cycle runs it with VACUUM."""
         return vacuum_staged(self.storage, self.clock.now_ms(), dry_run=dry_run)
+
+    def vacuum_temp_files(self, *, dry_run: bool = True) -> VacuumResult:
+        """Remove (default: only list) the temporary files (``*.deltalog-tmp``) that killed local writes left,
+        once a day old (:func:`deltalog.log.vacuum.vacuum_temp_files`); the cleaner's cycle runs it with VACUUM."""
+        return vacuum_temp_files(self.storage, self.clock.now_ms(), dry_run=dry_run)
 
     # -- cleaning -------------------------------------------------------------------------------------
 

@@ -72,7 +72,7 @@ from deltalog.cleaner.task_plan import plan_runs
 from deltalog.cleaner.tasks import INLINE_PAYLOAD_BYTES, run_tasks
 from deltalog.cleaner.txn_plan import plan_txn_cleaning
 from deltalog.config import CleanerConfig
-from deltalog.errors import CleaningFailedError, CommitConflictError, CorruptLogError, DeltalogError
+from deltalog.errors import CleaningFailedError, CommitConflictError, CorruptLogError, DeltalogError, StorageFullError
 from deltalog.log import damage, delta
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import CONTROL, DELETE_HORIZON, KEY, OFFSET, PRODUCER_ID
@@ -80,6 +80,7 @@ from deltalog.log.segment import Segment
 from deltalog.log.transactions import may_hold_aborted, wholly_aborted
 from deltalog.spark import default_parallelism
 from deltalog.storage import Storage, join
+from deltalog.storage_faults import full_storage_error, is_storage_full
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -229,7 +230,7 @@ class Cleaner:
                                           aborted=index.aborted)
         except Exception as e:
             _remove_tree(storage, join(log.uri, out_dir))
-            raise _failure(snap, "pass 1 (building the offset map)", e)  # noqa: B904 - chained in _failure
+            raise _failure(snap, "pass 1 (building the offset map)", e, log.uri)  # noqa: B904 - chained in _failure
         map_ms = int((time.monotonic() - started) * 1000)
 
         copy_started = time.monotonic()
@@ -242,7 +243,7 @@ class Cleaner:
                                     max((f.max_offset + 1 for f in inputs), default=log_start))
         except Exception as e:
             _remove_tree(storage, join(log.uri, out_dir))
-            raise _failure(snap, "planning the transactions of pass 2", e)  # noqa: B904 - chained in _failure
+            raise _failure(snap, "planning the transactions of pass 2", e, log.uri)  # noqa: B904 - chained in _failure
         params = RecopyParams(storage, log.uri, out_dir, log_start, start, end, now,
                               now + snap.config.delete_retention_ms, aborted=txn.aborted,
                               stamp_markers=txn.stamp_markers)
@@ -255,7 +256,7 @@ class Cleaner:
             adds = [delta.add_action_for_file(storage, log.uri, p, now, size) for p, size in new_files]
         except Exception as e:
             _remove_tree(storage, join(log.uri, params.out_dir))
-            raise _failure(snap, "pass 2 (recopying the segments)", e)  # noqa: B904 - chained in _failure
+            raise _failure(snap, "pass 2 (recopying the segments)", e, log.uri)  # noqa: B904 - chained in _failure
         copy_ms = int((time.monotonic() - copy_started) * 1000)
 
         bytes_read = sum(f.size_bytes for f in inputs)
@@ -296,6 +297,10 @@ class Cleaner:
             )
         except CommitConflictError:
             _remove_tree(storage, join(log.uri, params.out_dir))
+            raise
+        except StorageFullError:  # the pass's files hold space: removed unless the commit is in after all
+            if adds and delta.file_committed(storage, log.uri, snap.version, adds[0].path) is False:
+                _remove_tree(storage, join(log.uri, params.out_dir))
             raise
         version = delta.committed_version(log.table(), snap.version, "pass_id", pass_id)
         result = CleanResult(**figures, version=version, now_ms=now)
@@ -406,10 +411,17 @@ def _first_survivor(storage: Storage, table_uri: str, group: Sequence[Segment], 
 _RAISED = re.compile(r"^((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Invalid)): (.+)$")
 
 
-def _failure(snap: LogSnapshot, phase: str, error: Exception) -> Exception:
+def _failure(snap: LogSnapshot, phase: str, error: Exception, uri: str) -> Exception:
     """Spark's error as a :class:`CleaningFailedError` that names the partition and the phase, caused by it
     (deltalog's own errors pass through unchanged, with their own cause: ``raise error from error`` would make
-    the error its own cause, a chain with no end)."""
+    the error its own cause, a chain with no end); a full disk under a task (its error reaches the driver as
+    text) as the :class:`~deltalog.errors.StorageFullError` the loop retries instead of marking the partition
+    uncleanable."""
+    if is_storage_full(error):
+        full = full_storage_error(error, uri, f"cleaning {snap.topic}-{snap.partition} ({phase})")
+        if full is not error:
+            full.__cause__ = error
+        return full
     if isinstance(error, DeltalogError):
         return error
     corrupt = damage.worker_error(error)  # a task's CorruptLogError names the damaged file: keep its type and words

@@ -26,6 +26,7 @@ from deltalog.cleaner.uncleanable import PartitionId, UncleanableMark, Uncleanab
 from deltalog.errors import CorruptLogError, UnknownTopicOrPartitionError
 from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import PartitionLog
+from deltalog.storage_faults import is_transient
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,10 @@ class LogCleanerManager:
         mark, or None when nothing was marked.
         """
         snap = ltc.snapshot
+        if is_transient(error):  # the storage's trouble (a full disk), not the log's: tried again next time
+            log.warning("cleaning %s-%d failed on the storage; not marking it uncleanable: %s", snap.topic,
+                        snap.partition, error)
+            return None
         if not self._still_exists(snap.topic, snap.partition, snap.topic_id):
             log.info("cleaning %s-%d failed after its topic was deleted; not marking it uncleanable: %s",
                      snap.topic, snap.partition, error)
@@ -123,7 +128,12 @@ class LogCleanerManager:
     def mark_damaged(self, plog: PartitionLog, error: CorruptLogError, now_ms: int, owner: str
                      ) -> UncleanableMark | None:
         """``markPartitionUncleanable`` for a partition whose Delta log cannot be read at all (no snapshot, so
-        no offsets to record); not when its topic was deleted meanwhile."""
+        no offsets to record); not when its topic was deleted meanwhile, nor when the store could not be reached
+        (the log may be intact: it is looked at again next time)."""
+        if is_transient(error):
+            log.warning("the Delta log of %s-%d could not be read from the storage; not marking it uncleanable: %s",
+                        plog.topic, plog.partition, error)
+            return None
         try:
             topic_id = self.logs.topic_id(plog.topic)
         except UnknownTopicOrPartitionError:

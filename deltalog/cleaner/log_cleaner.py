@@ -11,6 +11,10 @@ share of ``log.cleaner.dedupe.buffer.size`` (Kafka: buffer / threads), and has o
 * **a pass that throws** marks its partition uncleanable (:mod:`deltalog.cleaner.uncleanable`; not when the
   topic was deleted meanwhile) and the loop goes on with the others; the failures are reported at the end
   (``store.clean()`` then raises one :class:`~deltalog.errors.CleaningFailedError` naming them);
+* **a pass the storage failed** (a full disk: :mod:`deltalog.storage_faults`) is not a fault of the log either:
+  like Kafka, which marks a partition uncleanable only for errors of its log, the partition is not marked and is
+  tried again next cycle (after ``log.cleaner.backoff.ms`` when the cycle cleaned nothing); ``store.clean()``
+  raises the :class:`~deltalog.errors.StorageFullError` once every other partition was tried;
 * **a lost commit race** (a concurrent DeleteRecords, another cleaner) is not a fault: the partition is
   left for the next call or cycle;
 * **a partition another run holds** (its lease) is skipped this time;
@@ -54,14 +58,17 @@ from deltalog.errors import (
     InvalidConfigError,
     PartitionBusyError,
     PartitionUncleanableError,
+    StorageFullError,
     error_chain,
+    plain,
 )
 from deltalog.groups.offsets_topic import OffsetsTopic
 from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import PartitionLog
 from deltalog.log.retention import RetentionResult, apply_retention, delete_old_segments
 from deltalog.log.transaction_coordinator import TransactionCoordinator
-from deltalog.log.vacuum import VacuumResult, vacuum_staged, vacuum_store
+from deltalog.log.vacuum import VacuumResult, vacuum_staged, vacuum_store, vacuum_temp_files
+from deltalog.storage_faults import is_transient
 
 T = TypeVar("T")
 
@@ -104,6 +111,9 @@ class CleaningRound:
     uncleanable: tuple[PartitionId, ...]  # skipped: marked uncleanable before this round
     errors: tuple[BaseException, ...] = field(default=(), repr=False, compare=False)
     interrupted: tuple[PartitionId, ...] = ()  # passes cut short by the cleaner being stopped; not failures
+    #: Passes the storage failed (a full disk): not marked uncleanable, tried again next time; their errors.
+    retried: tuple[PassFailure, ...] = ()
+    retried_errors: tuple[BaseException, ...] = field(default=(), repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -121,6 +131,8 @@ class CycleResult:
     vacuum: tuple[VacuumResult, ...] = field(default=())
     #: Committed offsets removed by ``offsets.retention.minutes`` this cycle.
     offsets_expired: int = 0
+    #: Passes the storage failed (a full disk): not marked uncleanable, tried again next cycle.
+    retried: tuple[PassFailure, ...] = ()
 
     @property
     def did_clean(self) -> bool:
@@ -144,7 +156,8 @@ class CycleResult:
                 f"{self.segments_deleted} segment(s) deleted by retention, {self.files_vacuumed} file(s) vacuumed, "
                 f"{self.offsets_expired} committed offset(s) expired, "
                 f"{len(self.failures)} newly uncleanable, {len(self.uncleanable)} skipped as uncleanable, "
-                f"{len(self.busy)} busy, {len(self.conflicts)} lost race(s); "
+                f"{len(self.busy)} busy, {len(self.conflicts)} lost race(s), "
+                f"{len(self.retried)} failed on the storage (tried again next cycle); "
                 f"{self.finished_ms - self.started_ms} ms")
 
 
@@ -310,6 +323,8 @@ class LogCleaner:
         conflicts: list[PartitionId] = []
         busy: list[PartitionId] = []
         interrupted: list[PartitionId] = []
+        retried: list[PassFailure] = []
+        retried_errors: list[BaseException] = []
         passes = [0]
 
         def fail(ltc: LogToClean, error: BaseException) -> None:
@@ -363,6 +378,13 @@ class LogCleaner:
                         with lock:
                             interrupted.append(tp)
                             done_for_now.add(tp)
+                    elif is_transient(e):
+                        log.warning("cleaning %s-%d failed on the storage; it is not marked uncleanable and is "
+                                    "cleaned next time: %s", *tp, e)
+                        with lock:
+                            retried.append(PassFailure(*tp, type(e).__name__, plain(str(e))))
+                            retried_errors.append(e)
+                            done_for_now.add(tp)
                     else:
                         fail(ltc, e)
                 else:
@@ -387,7 +409,7 @@ class LogCleaner:
             log.error("the cleaning loop stopped after %d passes with partitions still eligible", MAX_PASSES)
         self._check(cleans, failures, errors)
         return CleaningRound(tuple(cleans), tuple(failures), tuple(conflicts), tuple(busy), tuple(sorted(uncleanable)),
-                             tuple(errors), tuple(interrupted))
+                             tuple(errors), tuple(interrupted), tuple(retried), tuple(retried_errors))
 
     def _stopping(self, error: BaseException) -> bool:
         """Whether a pass failed because the cleaner is being stopped rather than because of its partition.
@@ -446,7 +468,7 @@ class LogCleaner:
         except (PartitionBusyError, CommitConflictError):
             raise
         except Exception as e:
-            if not self._stopping(e):
+            if not self._stopping(e) and not is_transient(e):
                 self.manager.mark_uncleanable(ltc, e, self.clock.now_ms(), self.logs.leases.owner)
             raise
         if result is not None:
@@ -469,12 +491,17 @@ class LogCleaner:
         vacuumed = []
         if self.vacuum:
             vacuumed = [v for v in (*vacuum_store(self.logs, dry_run=False, keep_going=True),
-                                    vacuum_staged(self.logs.storage, self.clock.now_ms(), dry_run=False)) if v.files]
+                                    vacuum_staged(self.logs.storage, self.clock.now_ms(), dry_run=False),
+                                    vacuum_temp_files(self.logs.storage, self.clock.now_ms(), dry_run=False)) if v.files]
         result = CycleResult(started, self.clock.now_ms(), tuple(retention), cleaning.cleans, cleaning.failures,
-                             cleaning.conflicts, cleaning.busy, cleaning.uncleanable, tuple(vacuumed), expired)
+                             cleaning.conflicts, cleaning.busy, cleaning.uncleanable, tuple(vacuumed), expired,
+                             cleaning.retried)
         self.cycles_run += 1
         if self.metrics:
-            metrics.record_cycle(self.logs, result)
+            try:
+                metrics.record_cycle(self.logs, result)
+            except StorageFullError as e:  # the cycle's work is committed; its figures wait for space, said aloud
+                log.warning("the figures of this cleaner cycle were not recorded: %s", e)
         log.info("%s", result.summary())
         return result
 
@@ -502,8 +529,17 @@ class LogCleaner:
 
 def raise_failures(round_: CleaningRound) -> list[CleanResult]:
     """What ``store.clean()`` does with a round: the passes, or (after every partition was tried) one error
-    naming each partition that failed. A broken guarantee alone raises :class:`CheckFailedError`."""
+    naming each partition that failed. A broken guarantee alone raises :class:`CheckFailedError`; a pass the
+    storage failed (a full disk), not marked uncleanable, raises its :class:`~deltalog.errors.StorageFullError`
+    when nothing else failed."""
     if not round_.failures:
+        if round_.retried_errors:
+            first = round_.retried_errors[0]
+            if isinstance(first, StorageFullError):
+                raise first
+            names = ", ".join(f"{f.topic}-{f.partition} ({f.message[:600]})" for f in round_.retried)
+            raise CleaningFailedError(f"cleaning failed on the storage for {names}; not marked uncleanable: "
+                                      "the next clean tries again", results=round_.cleans) from first
         return list(round_.cleans)
     names = ", ".join(f"{f.topic}-{f.partition} ({f.error_type}: {f.message[:1500]})" for f in round_.failures)
     checks = [e for e in round_.errors if isinstance(e, CheckFailedError)]

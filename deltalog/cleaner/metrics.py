@@ -29,6 +29,7 @@ from deltalog.cleaner.cleaner_manager import LogCleanerManager
 from deltalog.cleaner.log_to_clean import LogToClean
 from deltalog.errors import CorruptLogError
 from deltalog.log.log_manager import LogManager
+from deltalog.storage_faults import storage_full_as_error
 from deltalog.text import format_table as text_table
 
 #: Under the store's state directory ``<root>/_deltalog``.
@@ -253,9 +254,10 @@ def metrics_table_uri(logs: LogManager) -> str:
 
 def append_metrics(logs: LogManager, metrics: StoreMetrics, cycle: CycleFigures | None = None) -> None:
     """Append the rows to ``<root>/_deltalog/metrics`` (created on first use); concurrent jobs may append."""
-    write_deltalake(metrics_table_uri(logs), metrics_rows(metrics, cycle), mode="append",
-                    storage_options=logs.storage.delta_options,
-                    commit_properties=CommitProperties(max_commit_retries=50))
+    uri = metrics_table_uri(logs)
+    with storage_full_as_error(uri, "appending the cleaner metrics"):
+        write_deltalake(uri, metrics_rows(metrics, cycle), mode="append", storage_options=logs.storage.delta_options,
+                        commit_properties=CommitProperties(max_commit_retries=50))
 
 
 def record_cycle(logs: LogManager, cycle: CycleFigures) -> StoreMetrics:

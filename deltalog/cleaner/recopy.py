@@ -21,8 +21,9 @@ hashes go only to tasks with clean files (with the task, or written once to the 
 many need them or they are big).
 The task streams the files batch by batch with pyarrow (vectorized: no Python per record), filters with
 numpy, and writes the survivors of each segment group as Parquet files into the pass's directory,
-flushing a row group every :data:`ROW_GROUP_ROWS` survivors, so its memory stays bounded whatever the file
-sizes. Its files hold ascending offsets and never overlap another task's (chunks are disjoint offset runs).
+flushing every :data:`ROW_GROUP_ROWS` survivors, so its memory stays bounded whatever the file sizes; the
+files' row groups are as small as an append's (:func:`~deltalog.log.record.row_group_rows`), so that a later read
+of a few records reads little. Its files hold ascending offsets and never overlap another task's (chunks are disjoint offset runs).
 
 This module runs in Spark's Python workers: it imports only numpy, pyarrow, deltalog's record schema and
 hash, and the storage layer (every file is opened through the :class:`~deltalog.storage.Storage` the task
@@ -58,6 +59,7 @@ from deltalog.log.record import (
     VALUE,
     conform,
     new_file_name,
+    row_group_rows,
 )
 from deltalog.log.transactions import AbortedTxn, aborted_mask
 from deltalog.storage import ParquetSink, Storage, join
@@ -66,8 +68,7 @@ from deltalog.storage import ParquetSink, Storage, join
 BATCH_ROWS = 65_536
 #: Directory (inside a pass's directory) of what the driver leaves for the pass's tasks while they run.
 TASKS_DIR = "_tasks"
-#: Survivors buffered before a row group is written: row groups of ~1 M records, as Spark and pyarrow
-#: write by default.
+#: Survivors buffered before they are written (in row groups of :func:`~deltalog.log.record.row_group_rows`).
 ROW_GROUP_ROWS = 1_048_576
 
 
@@ -324,7 +325,7 @@ def _null_mask(column: pa.ChunkedArray) -> np.ndarray:
 
 
 class _SegmentWriter:
-    """Writes survivors to one Parquet file per new segment, a row group per :data:`ROW_GROUP_ROWS` records."""
+    """Writes survivors to one Parquet file per new segment, flushed every :data:`ROW_GROUP_ROWS` records."""
 
     def __init__(self, params: RecopyParams) -> None:
         self.params = params
@@ -365,7 +366,7 @@ class _SegmentWriter:
             path = join(self.params.table_uri, relative)
             self.writer = self.params.storage.open_parquet_writer(path, RECORD_SCHEMA, **PARQUET_WRITE_OPTIONS)
             self.written.append(relative)
-        self.writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        self.writer.write_table(table, row_group_size=row_group_rows(table))
 
     def _finish(self) -> None:
         self._flush()

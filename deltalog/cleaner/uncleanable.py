@@ -17,6 +17,11 @@ Deliberate difference: Kafka forgets the set on restart (a broker restart is the
 cleaner is a job that starts afresh every run, so the mark is durable and only
 ``deltalog cleaner reset-uncleanable`` (:meth:`UncleanablePartitions.reset`) clears it, once someone has
 repaired or accepted the partition. A corrupt data file would otherwise fail every scheduled run.
+
+Only failures of the log are marked. A pass that failed on the storage (a full disk or quota, an object store out
+of reach: :func:`deltalog.storage_faults.is_transient`) is not: Kafka hands such an ``IOException`` to its log
+directory failure handling, never to the uncleanable set, and once space is freed the same pass succeeds, so the
+cleaner tries the partition again next cycle instead of waiting for someone to reset a mark.
 """
 
 from __future__ import annotations

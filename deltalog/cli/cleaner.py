@@ -19,7 +19,7 @@ from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.cli import output
 from deltalog.jobs.cleaner_job import JobConfig, cycle_json
 from deltalog.jobs.cleaner_job import run as run_job
-from deltalog.log.vacuum import STAGED_MAX_AGE_MS, STORE_LEVEL
+from deltalog.log.vacuum import STAGED_MAX_AGE_MS, STORE_LEVEL, TEMP_FILES, TEMP_MAX_AGE_MS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -177,6 +177,7 @@ def vacuum(args: argparse.Namespace) -> int:
     results = store.vacuum(args.topic, dry_run=not args.apply)
     if args.topic is None:  # the whole store: its staging directory of format("deltalog") writes too
         results.append(store.vacuum_staged(dry_run=not args.apply))
+        results.append(store.vacuum_temp_files(dry_run=not args.apply))
     if output.wants_json(args):
         for r in results:
             output.emit(dataclasses.asdict(r))
@@ -184,6 +185,10 @@ def vacuum(args: argparse.Namespace) -> int:
     verb = "removed" if args.apply else "would remove"
     for r in results:
         if r.files or r.files_waiting:
+            if r.partition == STORE_LEVEL and r.topic == TEMP_FILES:
+                print(f"{r.topic}: {verb} {len(r.files)} temporary file(s) of killed writes, {r.bytes:,} bytes; "
+                      f"{r.files_waiting} file(s) younger than {TEMP_MAX_AGE_MS // 3_600_000} h")
+                continue
             if r.partition == STORE_LEVEL:
                 print(f"{r.topic}: {verb} {len(r.files)} staged file(s) of unfinished writes, {r.bytes:,} bytes; "
                       f"{r.files_waiting} file(s) younger than {STAGED_MAX_AGE_MS // 3_600_000} h")

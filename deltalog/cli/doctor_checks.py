@@ -339,6 +339,13 @@ def check_store_damage(path: str, storage_options: Mapping[str, str] | None = No
                             f"(left by writers killed before their commit): {where}",
                             "nothing to restore: VACUUM ('deltalog cleaner vacuum --apply', or each cleaner cycle) "
                             "removes them once older than file.delete.delay.ms (and at least 60 s)"))
+    temp = storage.list_temp_files(storage.root)
+    if temp:
+        checks.append(Check("temporary files", WARN, f"{len(temp)} temporary file(s) (*.deltalog-tmp, "
+                            f"{sum(f.size for f in temp):,} bytes) of writes killed before their rename, e.g. "
+                            f"{storage.key(temp[0].location)}",
+                            "nothing to restore: 'deltalog cleaner vacuum --apply' (or each cleaner cycle) removes "
+                            "them once a day old; sooner, delete them by hand while no deltalog process runs"))
     if not scan.damages:
         checks.insert(0, Check("partitions", OK, f"{scan.partitions} partition(s): every Delta log and data file "
                                "reads, every data file has the size its commit records"))

@@ -31,7 +31,7 @@ from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 
-from deltalog.errors import CorruptLogError
+from deltalog.errors import CorruptLogError, plain
 from deltalog.storage import Storage, basename, join
 
 if TYPE_CHECKING:
@@ -253,7 +253,7 @@ def log_error(storage: Storage, table_uri: str, error: BaseException) -> Corrupt
     if found:
         return CorruptLogError("; ".join(d.message() for d in found))
     topic, partition = _named(table_uri)
-    text = " ".join(str(error).split())[:600]
+    text = " ".join(plain(str(error)).split())[:600]  # delta-rs colours its chain of causes
     return CorruptLogError(f"partition {topic}-{partition}: the Delta log at {join(table_uri, DELTA_LOG_DIR)} cannot "
                            f"be read ({type(error).__name__}: {text}){detail}; {DOCTOR}")
 

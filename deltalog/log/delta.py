@@ -41,7 +41,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
-from deltalog.errors import CommitConflictError, CorruptLogError
+from deltalog.errors import CommitConflictError, CorruptLogError, plain
 from deltalog.log import damage, faults
 from deltalog.log.record import (
     CONTROL,
@@ -59,8 +59,10 @@ from deltalog.log.record import (
     TXN_FIRST_OFFSET,
     VALUE,
     new_file_name,
+    row_group_rows,
 )
-from deltalog.storage import Storage, join
+from deltalog.storage import Storage, basename, join
+from deltalog.storage_faults import full_storage_error, is_storage_full, storage_full_as_error
 
 T = TypeVar("T")
 
@@ -162,21 +164,22 @@ def open_table(storage: Storage, uri: str) -> DeltaTable:
         with damage.reading_log(storage, uri):
             return DeltaTable(uri, storage_options=storage.delta_options)
     except TableNotFoundError as e:
-        raise CorruptLogError(f"no Delta table at {uri}: {e}") from None
+        raise CorruptLogError(f"no Delta table at {uri}: {plain(str(e))}") from None
 
 
 def create_table(storage: Storage, uri: str, properties: Mapping[str, str], txns: Mapping[str, int]) -> DeltaTable:
     """Create an empty partition table with its properties and initial log positions in version 0."""
     storage.key(uri)
-    return DeltaTable.create(
-        uri,
-        RECORD_SCHEMA,
-        mode="error",
-        configuration=dict(properties),
-        raise_if_key_not_exists=False,
-        storage_options=storage.delta_options,
-        commit_properties=CommitProperties(app_transactions=[Transaction(k, int(v)) for k, v in txns.items()]),
-    )
+    with storage_full_as_error(uri, f"creating the Delta table {uri}"):
+        return DeltaTable.create(
+            uri,
+            RECORD_SCHEMA,
+            mode="error",
+            configuration=dict(properties),
+            raise_if_key_not_exists=False,
+            storage_options=storage.delta_options,
+            commit_properties=CommitProperties(app_transactions=[Transaction(k, int(v)) for k, v in txns.items()]),
+        )
 
 
 def app_transactions(txns: Mapping[str, int]) -> list[Transaction]:
@@ -211,7 +214,8 @@ def add_producer_columns(dt: DeltaTable) -> None:
     try:
         dt.alter.add_columns(missing)
     except CommitFailedError as e:
-        raise CommitConflictError(f"adding the producer columns lost a race with a concurrent commit: {e}") from e
+        raise CommitConflictError(
+            f"adding the producer columns lost a race with a concurrent commit: {plain(str(e))}") from e
 
 
 def data_files(dt: DeltaTable) -> list[DataFile]:
@@ -268,12 +272,13 @@ def stats_from_parquet_footer(storage: Storage, path: str) -> dict[str, Any]:
 def write_data_file(storage: Storage, table_uri: str, table: pa.Table, now_ms: int,
                     row_group_size: int | None = None) -> AddAction:
     """Write ``table`` (rows in offset order, one segment) as a new file and describe it as an add action
-    (in row groups of ``row_group_size`` rows if given: pyarrow's default is 1 Mi rows)."""
+    (in row groups of ``row_group_size`` rows if given, else of :func:`~deltalog.log.record.row_group_rows`: small
+    enough that a read of a few records reads little, see :mod:`deltalog.log.row_groups`)."""
     segment = table.column(SEGMENT)[0].as_py()
     first = table.column(OFFSET)[0].as_py()
     name = new_file_name(segment, first)
-    size = storage.write_parquet(join(table_uri, name), table, row_group_size=row_group_size,
-                                 **PARQUET_WRITE_OPTIONS)
+    size = storage.write_parquet(join(table_uri, name), table,
+                                 row_group_size=row_group_size or row_group_rows(table), **PARQUET_WRITE_OPTIONS)
     return AddAction(name, size, {}, now_ms, True, json.dumps(_stats_from_table(table)))
 
 
@@ -321,8 +326,30 @@ def commit(
     try:
         dt.create_write_transaction(list(actions), mode="append", schema=RECORD_SCHEMA, commit_properties=props)
     except CommitFailedError as e:
-        raise CommitConflictError(f"{operation} lost a race with a concurrent commit: {e}") from e
+        raise CommitConflictError(f"{operation} lost a race with a concurrent commit: {plain(str(e))}") from e
+    except Exception as e:  # a full disk under the Delta log: one clear error, without delta-rs's colour codes
+        if is_storage_full(e):
+            raise full_storage_error(e, dt.table_uri, f"the {operation} commit to {dt.table_uri}") from e
+        raise
     faults.point(f"{operation}:after-commit")
+
+
+def file_committed(storage: Storage, table_uri: str, read_version: int, path: str) -> bool | None:
+    """Whether a commit after ``read_version`` added the data file ``path`` (its name is unique: only the
+    commit that wrote it can), read from the Delta log's JSON commits; None when the log cannot be read.
+
+    Asked after a commit failed on a full disk: delta-rs writes the commit file whole or not at all (object_store
+    puts it under a temporary name and renames it), but a hook after the commit (a checkpoint) can fail on the
+    same full disk once the commit is in. Only a file no commit added may be deleted."""
+    log_dir = join(table_uri, "_delta_log")
+    try:
+        later = [f.location for f in storage.list_files(log_dir)
+                 if basename(f.location).endswith(".json") and basename(f.location)[:20].isdigit()
+                 and int(basename(f.location)[:20]) > read_version]
+        needle = json.dumps(path)
+        return any(needle in storage.read_bytes(loc).decode("utf-8", "replace") for loc in later)
+    except Exception:  # noqa: BLE001 - unknown: the caller keeps the file (VACUUM removes an orphan later)
+        return None
 
 
 def retry_on_conflict(what: str, attempts: int, step: Callable[[int], T], *, backoff: bool = True) -> T:

@@ -23,8 +23,9 @@ from deltalog.errors import (
     CommitConflictError,
     CorruptLogError,
     OffsetOutOfRangeError,
+    StorageFullError,
 )
-from deltalog.log import arrow_records, damage, delta, transactions
+from deltalog.log import arrow_records, damage, delta, row_groups, transactions
 from deltalog.log.delta import DataFile
 from deltalog.log.producer_state import ProducerBatch, ProducerStateEntry, check_batch
 from deltalog.log.record import OFFSET, RECORD_SCHEMA, Record, table_to_records
@@ -247,6 +248,9 @@ class PartitionLog:
             except CommitConflictError:
                 delta.delete_quietly(self.storage, self.uri, [add.path])
                 raise
+            except StorageFullError:
+                if not self._landed_on_full_disk(read_version, add.path):
+                    raise
             # If the next refresh finds exactly one new version, it is this commit: its head is this.
             self._next_head = (read_version + 1, replace(
                 head, log_end_offset=leo + n, active_segment_base=base, active_segment_bytes=active_bytes,
@@ -255,6 +259,16 @@ class PartitionLog:
 
         return delta.retry_on_conflict(f"append to {self.topic}-{self.partition} (the race for the log end offset)",
                                        APPEND_MAX_ATTEMPTS, attempt)
+
+    def _landed_on_full_disk(self, read_version: int, path: str) -> bool:
+        """After a commit of the data file ``path`` failed on a full disk: True when the commit is in anyway (a
+        hook after it failed), so the append succeeded; else the file, which nothing references, is removed so
+        that it holds no space (kept when the Delta log cannot tell)."""
+        landed = delta.file_committed(self.storage, self.uri, read_version, path)
+        if landed is False:
+            delta.delete_quietly(self.storage, self.uri, [path])
+        self._next_head = None
+        return bool(landed)
 
     def _ensure_producer_columns(self) -> None:
         """Give a table made before transactions existed the producer columns (one metadata commit, once), so
@@ -296,12 +310,16 @@ class PartitionLog:
             entry = ProducerStateEntry.read(dt.transaction_version, producer_id)
             if entry is None or entry.producer_epoch < producer_epoch:  # a new epoch starts at sequence 0
                 txns.update(ProducerBatch(producer_id, producer_epoch, 0).txns(leo, 0))
+            read_version = dt.version()
             try:
                 delta.commit(dt, [add], txns=txns, operation="txn_marker",
                              metadata={"control": control, "producer_id": producer_id})
             except CommitConflictError:
                 delta.delete_quietly(self.storage, self.uri, [add.path])
                 raise
+            except StorageFullError:
+                if not self._landed_on_full_disk(read_version, add.path):
+                    raise
             self._next_head = None
             return leo
 
@@ -382,8 +400,9 @@ class PartitionLog:
                 count += f.num_records
                 if max_records is not None and count >= max_records + skip:
                     break
-            try:
-                table = read_files(self.storage, self.uri, chosen, start)
+            try:  # the row groups the range needs, up to max_records rows: a poll costs what it returns
+                table = read_files(self.storage, self.uri, chosen, start,
+                                   upper if upper < snap.log_end_offset else None, max_records)
             except FileNotFoundError as e:
                 if attempt == 2:  # not a VACUUM race: the current version names a file that is gone
                     damage.raise_data_damage(self.storage, self.uri, chosen)
@@ -412,14 +431,25 @@ def _positions_after(head: LogHead, add: Any, n: int, base: int, opened: int | N
     return txns, active_bytes
 
 
-def read_files(storage: Storage, uri: str, files: Sequence[DataFile], from_offset: int) -> pa.Table:
-    """Rows of ``files`` with offset >= ``from_offset``; files hold disjoint offset ranges, so offset order
-    is file order. ``FileNotFoundError`` when a file is gone (a VACUUM removed it)."""
+def read_files(storage: Storage, uri: str, files: Sequence[DataFile], from_offset: int,
+               to_offset: int | None = None, limit: int | None = None) -> pa.Table:
+    """Rows of ``files`` with ``from_offset <= offset < to_offset``, the first ``limit`` of them; files hold
+    disjoint offset ranges, so offset order is file order. With a ``limit``, only the row groups that hold wanted
+    rows are read, a batch at a time, until the limit (:mod:`deltalog.log.row_groups`); without one, everything
+    from ``from_offset`` on is returned anyway and the files are scanned as one dataset, in parallel (measured on
+    2,000 files of 20 records, best of 5: 0.46 s against 0.99 s one file after the other). ``FileNotFoundError``
+    when a file is gone (a VACUUM removed it)."""
     if not files:
         return RECORD_SCHEMA.empty_table()
+    locations = [join(uri, f.path) for f in files]
     try:
-        table = storage.read_parquet([join(uri, f.path) for f in files], schema=RECORD_SCHEMA,
-                                     filter=ds.field(OFFSET) >= from_offset)
+        if limit is None:
+            wanted = ds.field(OFFSET) >= from_offset
+            if to_offset is not None:
+                wanted = wanted & (ds.field(OFFSET) < to_offset)
+            table = storage.read_parquet(locations, schema=RECORD_SCHEMA, filter=wanted)
+        else:
+            table = row_groups.read_ranges(storage, locations, from_offset, to_offset, limit)
     except (pa.ArrowInvalid, OSError) as e:
         if isinstance(e, FileNotFoundError):
             raise

@@ -37,7 +37,7 @@ from urllib.parse import unquote
 from deltalog.log import delta
 from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import PartitionLog, snapshot_of
-from deltalog.storage import Storage, basename, join
+from deltalog.storage import TMP_SUFFIX, Storage, basename, join
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +192,34 @@ def vacuum_staged(storage: Storage, now_ms: int, *, dry_run: bool = True,
     base = storage.key(location)
     files = tuple(sorted(storage.key(d)[len(base):].lstrip("/") for d in doomed))
     return VacuumResult(SINK_STAGING_DIR, STORE_LEVEL, -1, dry_run, files, size, waiting, now_ms)
+
+
+#: The ``topic`` of the :class:`VacuumResult` of :func:`vacuum_temp_files`.
+TEMP_FILES = "*" + TMP_SUFFIX
+#: A temporary file of a local write is removed once it is this old: a write renames its temporary file into
+#: place within moments, so one a day old belongs to a process that was killed between the two.
+TEMP_MAX_AGE_MS = 24 * 3_600_000
+
+
+def vacuum_temp_files(storage: Storage, now_ms: int, *, dry_run: bool = True,
+                      max_age_ms: int = TEMP_MAX_AGE_MS) -> VacuumResult:
+    """Remove (or list) the temporary files (``*.deltalog-tmp``) that local writes of state files left anywhere in
+    the store when killed before their rename, once older than ``max_age_ms`` by their modification time: on a
+    disk that filled up, they hold space the operator freed. A write that fails removes its own; an object store
+    has none. Reported as a :class:`VacuumResult` whose ``topic`` is :data:`TEMP_FILES` and whose ``partition``
+    is :data:`STORE_LEVEL`."""
+    doomed, size, waiting = [], 0, 0
+    for f in storage.list_temp_files(storage.root):
+        if now_ms >= f.modified_ms + max_age_ms:
+            doomed.append(f.location)
+            size += f.size
+        else:
+            waiting += 1
+    if doomed and not dry_run:
+        storage.delete_many(doomed)
+        log.info("VACUUM removed %d temporary file(s) of killed writes, %d bytes", len(doomed), size)
+    files = tuple(sorted(storage.key(d) for d in doomed))
+    return VacuumResult(TEMP_FILES, STORE_LEVEL, -1, dry_run, files, size, waiting, now_ms)
 
 
 def vacuum_store(logs: LogManager, topic: str | None = None, *, dry_run: bool = True,
