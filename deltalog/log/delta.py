@@ -172,17 +172,56 @@ def open_table(storage: Storage, uri: str) -> DeltaTable:
 
 
 def create_table(storage: Storage, uri: str, properties: Mapping[str, str], txns: Mapping[str, int]) -> DeltaTable:
-    """Create an empty partition table with its properties and initial log positions in version 0."""
+    """Create an empty partition table with its properties and initial log positions in version 0.
+
+    Version 0 carries a commit id, like every commit (see :func:`commit`): a create whose answer the store lost
+    (the client retried the PUT of version 0 and found it there) is told from a table someone else created by
+    reading version 0 back."""
     storage.key(uri)
-    return DeltaTable.create(
-        uri,
-        RECORD_SCHEMA,
-        mode="error",
-        configuration=dict(properties),
-        raise_if_key_not_exists=False,
-        storage_options=storage.delta_options,
-        commit_properties=CommitProperties(app_transactions=[Transaction(k, int(v)) for k, v in txns.items()]),
-    )
+    commit_id = new_commit_id()
+    try:
+        return DeltaTable.create(
+            uri,
+            RECORD_SCHEMA,
+            mode="error",
+            configuration=dict(properties),
+            raise_if_key_not_exists=False,
+            storage_options=storage.delta_options,
+            commit_properties=CommitProperties(
+                custom_metadata={"deltalog.operation": "create", COMMIT_ID: commit_id},
+                app_transactions=[Transaction(k, int(v)) for k, v in txns.items()]),
+        )
+    except Exception as e:  # noqa: BLE001 - any failure: version 0 says whether this create landed
+        error = e
+    for attempt in range(RESOLVE_ATTEMPTS):
+        try:
+            dt = DeltaTable(uri, storage_options=storage.delta_options, version=0)
+            ours = any(entry.get(COMMIT_ID) == commit_id for entry in dt.history(1))
+        except TableNotFoundError:
+            raise StorageError(f"creating the Delta table at {uri} failed and it was not created: {error}. "
+                               "Nothing was written; try again") from error
+        except Exception:  # noqa: BLE001 - the store still fails: try again, then say it is unknown
+            time.sleep(0.2 * (attempt + 1))
+            continue
+        if ours:
+            return DeltaTable(uri, storage_options=storage.delta_options)
+        raise error
+    raise CommitOutcomeUnknownError(
+        f"creating the Delta table at {uri} failed ({error}) and its log could not be read to tell whether it was "
+        "created; look again once the store answers"
+    ) from error
+
+
+def alter_properties(dt: DeltaTable, properties: Mapping[str, str]) -> None:
+    """Set table properties (one metadata commit), resolved like :func:`commit` when the call fails: setting the
+    same properties is idempotent, but a landed change must not be reported as failed."""
+    commit_id = new_commit_id()
+    read_version = dt.version()
+    try:
+        dt.alter.set_table_properties(dict(properties), raise_if_not_exists=False, commit_properties=CommitProperties(
+            custom_metadata={"deltalog.operation": "alter_config", COMMIT_ID: commit_id}))
+    except Exception as e:  # noqa: BLE001 - any failure: the log says whether the change landed
+        resolve_commit(dt, read_version, commit_id, "alter_config", e)
 
 
 def app_transactions(txns: Mapping[str, int]) -> list[Transaction]:
@@ -214,10 +253,13 @@ def add_producer_columns(dt: DeltaTable) -> None:
                if f.name not in names]
     if not missing:
         return
+    commit_id = new_commit_id()
+    read_version = dt.version()
     try:
-        dt.alter.add_columns(missing)
-    except CommitFailedError as e:
-        raise CommitConflictError(f"adding the producer columns lost a race with a concurrent commit: {e}") from e
+        dt.alter.add_columns(missing, commit_properties=CommitProperties(
+            custom_metadata={"deltalog.operation": "add_producer_columns", COMMIT_ID: commit_id}))
+    except Exception as e:  # noqa: BLE001 - any failure: the log says whether the change landed
+        resolve_commit(dt, read_version, commit_id, "adding the producer columns", e)
 
 
 def data_files(dt: DeltaTable) -> list[DataFile]:
