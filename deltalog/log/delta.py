@@ -20,6 +20,10 @@ refuses the second of two commits that carry the same app id, so two appenders c
 offsets assigned from the same log end. A cleaning pass carries only the cleaner checkpoint: it rebases
 over concurrent appends, and two cleaners on one partition cannot both commit.
 
+Every commit carries a commit id of its own in its commit info (:data:`COMMIT_ID`): an object store can apply a
+write and lose its answer, and a commit call that fails is resolved by finding that id in the log (see
+:func:`commit`) before anything is retried or removed.
+
 Files are written by pyarrow (appends) or Spark (cleaning) and committed as ``AddAction`` s whose stats
 (min/max offset, segment, timestamp, delete horizon; null counts of key and value) come from the data or
 the Parquet footer, so planning never scans data.
