@@ -153,6 +153,7 @@ def test_create_topic_whose_answers_are_lost_makes_a_ready_topic(store, fault_pr
     store.create_topic("t", 2)
     assert fault_proxy.fired() == [2, 1]
     assert store.list_topics() == ["t"] and store.partitions("t") == [0, 1]
+    assert [store.log("t", p).table().version() for p in (0, 1)] == [0, 0]  # created once, not again as version 1
     assert store.append("t", 1, recs("a", 1)) == [0]
     assert_sound(store, "t")
 

@@ -40,9 +40,9 @@ import time
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlparse
 
 LOOPBACK = "127.0.0.1"

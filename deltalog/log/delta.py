@@ -43,7 +43,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
-from deltalake.exceptions import CommitFailedError, TableNotFoundError
+from deltalake.exceptions import (
+    CommitFailedError,
+    DeltaError,
+    DeltaProtocolError,
+    SchemaMismatchError,
+    TableNotFoundError,
+)
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
 from deltalog.errors import CommitConflictError, CommitOutcomeUnknownError, CorruptLogError, StorageError
@@ -191,8 +197,10 @@ def create_table(storage: Storage, uri: str, properties: Mapping[str, str], txns
             configuration=dict(properties),
             raise_if_key_not_exists=False,
             storage_options=storage.delta_options,
+            # No retry at a later version: delta-rs would write a second "create" as version 1 when the retried
+            # PUT of version 0 finds its own file (measured); version 0 is resolved below instead.
             commit_properties=CommitProperties(
-                custom_metadata={"deltalog.operation": "create", COMMIT_ID: commit_id},
+                custom_metadata={"deltalog.operation": "create", COMMIT_ID: commit_id}, max_commit_retries=0,
                 app_transactions=[Transaction(k, int(v)) for k, v in txns.items()]),
         )
     except Exception as e:  # noqa: BLE001 - any failure: version 0 says whether this create landed
@@ -430,6 +438,9 @@ def resolve_commit(dt: DeltaTable, read_version: int, commit_id: str, operation:
             return version
         if isinstance(error, CommitFailedError):
             raise CommitConflictError(f"{operation} lost a race with a concurrent commit: {error}") from error
+        refused = isinstance(error, (SchemaMismatchError, DeltaProtocolError))
+        if refused or not isinstance(error, (OSError, DeltaError)):
+            raise error  # refused for what it is, not for the store: not landed, and not a storage failure
         raise StorageError(
             f"the {operation} commit to {dt.table_uri} failed and did not land (the Delta log has no version with "
             f"its commit id after version {read_version}): {error}. Nothing of it is in the log; try again"
