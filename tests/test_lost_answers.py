@@ -145,6 +145,20 @@ def test_commit_transaction_whose_marker_answers_are_lost_completes(store, fault
     assert_sound(store, "t")
 
 
+@pytest.mark.parametrize("when,action", [("after", "drop"), ("before", "500")])
+def test_delete_records_whose_commit_answer_is_lost_moves_the_log_start_once(store, fault_proxy, when, action):
+    store.create_topic("t", 1)
+    store.append("t", 0, recs("a", 2))
+    store.append("t", 0, recs("b", 2))
+    fault_proxy.add(method="PUT", key=COMMIT_FILE, when=when, action=action)
+    result = store.delete_records("t", 0, 2)
+    assert fault_proxy.fired() == [1]
+    assert (result.low_watermark, result.files_deleted, result.records_deleted) == (2, 1, 2)
+    assert result.version == store.log("t", 0).snapshot().version  # the version it landed as
+    assert values(store, "t") == {2: b"b-0", 3: b"b-1"}
+    assert_sound(store, "t")
+
+
 @pytest.mark.parametrize("when,action", FAULTS)
 def test_create_topic_whose_answers_are_lost_makes_a_ready_topic(store, fault_proxy, when, action):
     # the topic marker's create and its swaps to ready, and version 0 of each partition
