@@ -172,6 +172,16 @@ def test_create_topic_whose_answers_are_lost_makes_a_ready_topic(store, fault_pr
     assert_sound(store, "t")
 
 
+@pytest.mark.parametrize("when,action", [("after", "500"), ("after", "drop")])
+def test_a_lease_whose_create_answer_is_lost_is_held_by_its_taker(store, fault_proxy, when, action):
+    store.create_topic("t", 1)
+    fault_proxy.add(method="PUT", key=r"/leases/.*\.lease$", when=when, action=action)
+    with store.leases.hold("t", 0, "clean") as lease:  # not "busy": the lease found is its own
+        assert store.leases.holder("t", 0).owner == lease.manager.owner
+    assert fault_proxy.fired() == [1]
+    assert store.leases.holder("t", 0) is None
+
+
 def test_two_writers_of_identical_bytes_never_both_win_a_compare_and_swap(faulty_s3, fault_proxy):
     uri, options = faulty_s3
     first, second = Storage(uri, options), Storage(uri, options)
