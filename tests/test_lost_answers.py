@@ -1,4 +1,4 @@
-"""Writes whose answer the object store loses (issue 21): nothing acknowledged is lost, nothing landed is removed.
+"""Writes whose answer the object store loses: nothing acknowledged is lost, nothing landed is removed.
 
 A real moto S3 server behind a real fault-injecting proxy (``tooling.fault_proxy``): a fault ``after`` lets the
 PUT land in the store and then answers 500 or drops the connection (a timeout, a network blip); a fault

@@ -370,7 +370,10 @@ def commit(
     Every commit carries a commit id of its own (``deltalog.commit_id`` in its commit info), so that a commit
     whose answer the store lost is told apart from a concurrent writer's by reading the log (see
     :func:`resolve_commit`): the object store's client retries a commit-file PUT whose answer was lost and then
-    finds the file there (its own), and delta-rs takes that for a concurrent commit. Raises
+    finds the file there (its own), and delta-rs takes that for a concurrent commit. This is the store-side half
+    of what Kafka's idempotence gives a producer whose acknowledgement was lost: the broker
+    (``ProducerStateManager``'s duplicate check) answers the retried batch with its original offsets rather than
+    append it again or call it a failure. Raises
     :class:`CommitConflictError` only when the log proves the commit did not land and a concurrent writer won
     (same app id, or a file this commit removes is already gone): then the caller may remove the files it wrote
     for it, and decide whether to retry from a fresh snapshot. An I/O failure proven not landed raises
