@@ -16,8 +16,10 @@ import urllib.error
 import urllib.request
 
 import pytest
+from deltalake import DeltaTable
 
 from deltalog import ManualClock, Record, Store
+from deltalog.cleaner.metrics import append_metrics, collect, metrics_table_uri
 from deltalog.errors import DeltalogError, StorageError
 from deltalog.log import damage, producer_state
 from deltalog.storage import Storage
@@ -180,6 +182,21 @@ def test_a_lease_whose_create_answer_is_lost_is_held_by_its_taker(store, fault_p
         assert store.leases.holder("t", 0).owner == lease.manager.owner
     assert fault_proxy.fired() == [1]
     assert store.leases.holder("t", 0) is None
+
+
+@pytest.mark.parametrize("when,action", [("after", "500"), ("before", "drop")])
+def test_metrics_rows_whose_commit_answer_is_lost_are_appended_once(store, fault_proxy, when, action):
+    store.create_topic("t", 1)
+    store.append("t", 0, recs("a", 1))
+    uri = metrics_table_uri(store.log_manager)
+    for version in (0, 1):  # the table's creation, then an append
+        fault_proxy.add(method="PUT", key=rf"/metrics/_delta_log/{version:020d}\.json$", when=when, action=action)
+        append_metrics(store.log_manager, collect(store.log_manager))
+    table = DeltaTable(uri, storage_options=store.storage.delta_options)
+    assert table.version() == 1  # one commit per batch: a lost answer did not make delta-rs commit it again
+    rows = table.to_pyarrow_table().to_pylist()
+    assert sorted(r["scope"] for r in rows) == ["partition", "partition", "store", "store"]
+    assert fault_proxy.fired() == [1, 1]
 
 
 def test_two_writers_of_identical_bytes_never_both_win_a_compare_and_swap(faulty_s3, fault_proxy):
