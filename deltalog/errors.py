@@ -223,6 +223,13 @@ class StorageFullError(StorageError):
         self.reason = reason
 
 
+class CommitOutcomeUnknownError(StorageError):
+    """A write to the store failed in a way that leaves unknown whether it landed (its answer was lost: a timeout,
+    a dropped connection, a 5xx after the store applied it), and the store could not be read back to tell. Nothing
+    written for it was removed (VACUUM removes files no version references); read the partition to see whether
+    the records are there, or retry an idempotent send (its sequence makes the retry safe)."""
+
+
 class NoStoreError(DeltalogError):
     """A command that only reads was pointed at a location that holds no store."""
 

@@ -34,6 +34,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -46,7 +47,14 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from deltalog.errors import InvalidArgumentError, InvalidConfigError, StorageError, shown
+from deltalog.errors import (
+    CommitOutcomeUnknownError,
+    InvalidArgumentError,
+    InvalidConfigError,
+    StorageError,
+    StorageFullError,
+    shown,
+)
 from deltalog.storage_faults import storage_full_as_error
 
 #: URI schemes of object stores (``file`` is a local path).
@@ -54,6 +62,11 @@ OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "az", "abfs", "abfss", "adl", "azure"
 #: Storage options that are HTTP client settings for obstore rather than store config (delta-rs takes both
 #: in one mapping).
 _CLIENT_OPTIONS = ("allow_http", "allow_invalid_certificates", "timeout", "connect_timeout", "proxy_url")
+#: The object metadata key of a conditional put's write id (letters only: a valid metadata name on S3, Azure
+#: and GCS alike), by which a write whose answer was lost is recognised as one's own.
+WRITE_ID_ATTRIBUTE = "deltalogwriteid"
+#: Puts of one conditional write whose outcome was unknown and proven not landed, and reads back to tell.
+CONDITIONAL_PUT_ATTEMPTS = 3
 #: Suffix of the temporary files a local write renames into place (listings of state skip them).
 TMP_SUFFIX = ".deltalog-tmp"
 
@@ -305,7 +318,10 @@ class Storage:
 
     def create(self, location: str, data: bytes) -> str | None:
         """Write the file only if there is none (a conditional put); returns its etag, or None when a file
-        was already there (then nothing is written)."""
+        was already there (then nothing is written).
+
+        On an object store the write carries a write id of its own (object metadata :data:`WRITE_ID_ATTRIBUTE`),
+        so a create whose answer was lost is resolved by reading back (see :meth:`_conditional_put`)."""
         if self.local:
             path = self._path(location)
             tmp = self._local_tmp(path, data)
@@ -320,30 +336,80 @@ class Storage:
             finally:
                 _remove_quietly(tmp)
             return _local_etag(os.stat(path))
-        import obstore as obs
-        from obstore.exceptions import AlreadyExistsError, PreconditionError
-
-        try:
-            with storage_full_as_error(self.root, f"creating {location}"):
-                result = obs.put(self.store, self.key(location), data, mode="create")
-        except (AlreadyExistsError, PreconditionError):
-            return None
-        return str(result["e_tag"]) if result.get("e_tag") else self._etag(location)
+        return self._conditional_put(location, data, None)
 
     def replace(self, location: str, data: bytes, etag: str) -> str | None:
         """Compare-and-swap: write the file only if it still has ``etag`` (nobody wrote it since it was read);
-        returns the new etag, or None when it changed or is gone (then nothing is written)."""
+        returns the new etag, or None when it changed or is gone (then nothing is written). Resolved like
+        :meth:`create` when the store loses the answer."""
         if self.local:
             return self._local_replace(self._path(location), data, etag)
+        return self._conditional_put(location, data, etag)
+
+    def _conditional_put(self, location: str, data: bytes, etag: str | None) -> str | None:
+        """A create (``etag`` None) or compare-and-swap on an object store, resolved when its answer is lost.
+
+        The object store's client retries a PUT whose answer was lost (a timeout, a dropped connection, a 5xx
+        after the store applied it), and the retry is refused: the object is there, or no longer has ``etag``,
+        because of the write itself. Nor can the content tell whose write is stored: two writers of a counter
+        write the same bytes. So every conditional put carries a write id of its own, and a refused or failed
+        put reads the object back: if it carries this write's id, the write landed and is this caller's. A
+        failed put that did not land (the object is absent, or still has ``etag``) is tried again; one that
+        cannot be read back raises :class:`CommitOutcomeUnknownError`.
+        """
         import obstore as obs
         from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
 
-        try:
-            with storage_full_as_error(self.root, f"replacing {location}"):
-                result = obs.put(self.store, self.key(location), data, mode={"e_tag": etag})
-        except (PreconditionError, NotFoundError, AlreadyExistsError, FileNotFoundError):
-            return None
-        return str(result["e_tag"]) if result.get("e_tag") else self._etag(location)
+        key = self.key(location)
+        write_id = uuid.uuid4().hex
+        mode: Any = "create" if etag is None else {"e_tag": etag}
+        error: Exception | None = None
+        for _ in range(CONDITIONAL_PUT_ATTEMPTS):
+            try:
+                with storage_full_as_error(self.root, f"writing {location}"):
+                    result = obs.put(self.store, key, data, mode=mode, attributes={WRITE_ID_ATTRIBUTE: write_id})
+            except StorageFullError:
+                raise  # the store refused it for want of space: nothing landed
+            except (AlreadyExistsError, PreconditionError, NotFoundError, FileNotFoundError) as e:
+                refused, error = True, e
+            except Exception as e:  # noqa: BLE001 - the outcome is unknown: the store says what it holds
+                refused, error = False, e
+            else:
+                return str(result["e_tag"]) if result.get("e_tag") else self._etag(location)
+            stored = self._stored_write(location)
+            if stored is not None and stored[1] == write_id:
+                return stored[0]  # this write landed; its answer was lost
+            if refused:
+                return None  # another writer's object (or none, where one was expected)
+            if etag is None and stored is not None:
+                return None  # failed, and another writer created it meanwhile
+            if etag is not None and (stored is None or stored[0] != etag):
+                return None  # failed, and another writer changed or removed it meanwhile
+            # failed and did not land: put again
+        raise StorageError(f"the conditional write of {location} failed {CONDITIONAL_PUT_ATTEMPTS} times and did not "
+                           f"land (read back, the store holds no write of this call): {error}; try again")
+
+    def _stored_write(self, location: str) -> tuple[str, str | None] | None:
+        """(etag, write id) of the object now stored, or None when there is none; raises
+        :class:`CommitOutcomeUnknownError` when the store cannot be read."""
+        import obstore as obs
+
+        last: Exception | None = None
+        for attempt in range(CONDITIONAL_PUT_ATTEMPTS):
+            try:
+                result = obs.get(self.store, self.key(location))
+                result.bytes()
+            except Exception as e:  # noqa: BLE001
+                if isinstance(_not_found(e, location), FileNotFoundError):
+                    return None
+                last = e
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            attributes = result.attributes or {}
+            return str(result.meta["e_tag"]), attributes.get(WRITE_ID_ATTRIBUTE)
+        raise CommitOutcomeUnknownError(
+            f"a conditional write of {location} failed and the file could not be read back to tell whether it "
+            f"landed: {last}; look again once the store answers")
 
     def _etag(self, location: str) -> str:
         info = self.info(location)

@@ -107,6 +107,22 @@ def s3_store_uri(_s3_bucket, request) -> str:
     return f"{_s3_bucket}/{_test_prefix(request)}"
 
 
+@pytest.fixture
+def fault_proxy(s3_server):
+    """A fault-injecting proxy (``tooling.fault_proxy``) in front of the S3 server, with no faults yet: add them
+    with ``fault_proxy.add(method=, key=, when=, action=, times=, probability=)``."""
+    from tooling.fault_proxy import FaultProxy
+
+    with FaultProxy(s3_server.endpoint_url, max_seconds=900) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def faulty_s3(fault_proxy, s3_store_uri, s3_server) -> tuple[str, dict[str, str]]:
+    """(uri, storage_options) of a fresh store prefix on the S3 server, reached through ``fault_proxy``."""
+    return s3_store_uri, fault_proxy.storage_options(s3_server.storage_options)
+
+
 @pytest.fixture(scope="session")
 def azurite():
     """Azurite's blob service (installed with npm on first use): ``.env``, ``.storage_options``, ``.create_container``."""

@@ -154,7 +154,7 @@ def test_vacuum_sweeps_temporary_files_of_killed_writes_once_a_day_old(store, cl
     listed = store.vacuum_temp_files()
     assert listed.files == ("topics/t/_topic.json.0badc0de" + TMP_SUFFIX,) and listed.files_waiting == 1
     assert stale.exists()  # a dry run by default
-    from deltalog.doctor import WARN, check_store_damage
+    from deltalog.cli.doctor_checks import WARN, check_store_damage
 
     warned = [c for c in check_store_damage(store.storage.root) if c.name == "temporary files"]
     assert len(warned) == 1 and warned[0].status == WARN and "2 temporary file(s)" in warned[0].detail

@@ -287,7 +287,7 @@ class Cleaner:
         )
         removes = [delta.remove_action(f, now) for f in inputs]
         try:
-            delta.commit(
+            commit_id = delta.commit(
                 log.table_at(snap.version),  # conflicts are checked against commits since the plan
                 [*removes, *adds],
                 txns={delta.TXN_CLEANER_CHECKPOINT: end},
@@ -302,7 +302,7 @@ class Cleaner:
             if adds and delta.file_committed(storage, log.uri, snap.version, adds[0].path) is False:
                 _remove_tree(storage, join(log.uri, params.out_dir))
             raise
-        version = delta.committed_version(log.table(), snap.version, "pass_id", pass_id)
+        version = delta.committed_version(log.table(), snap.version, commit_id)
         result = CleanResult(**figures, version=version, now_ms=now)
         logger.info("%s", result.summary())
         self._throttle(started, bytes_read + bytes_written)

@@ -18,16 +18,20 @@ dashboards can chart it.
 
 from __future__ import annotations
 
+import random
+import time
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 import pyarrow as pa
-from deltalake import CommitProperties, write_deltalake
+from deltalake import CommitProperties, DeltaTable, write_deltalake
+from deltalake.exceptions import DeltaError, DeltaProtocolError, SchemaMismatchError, TableNotFoundError
 
 from deltalog.cleaner.cleaner import CleanResult
 from deltalog.cleaner.cleaner_manager import LogCleanerManager
 from deltalog.cleaner.log_to_clean import LogToClean
 from deltalog.errors import CorruptLogError
+from deltalog.log import delta
 from deltalog.log.log_manager import LogManager
 from deltalog.storage_faults import storage_full_as_error
 from deltalog.text import format_table as text_table
@@ -253,11 +257,47 @@ def metrics_table_uri(logs: LogManager) -> str:
 
 
 def append_metrics(logs: LogManager, metrics: StoreMetrics, cycle: CycleFigures | None = None) -> None:
-    """Append the rows to ``<root>/_deltalog/metrics`` (created on first use); concurrent jobs may append."""
+    """Append the rows to ``<root>/_deltalog/metrics`` (created on first use); concurrent jobs may append.
+
+    Exactly once, even when the store loses the answer to the commit: delta-rs would take its own landed commit
+    for a concurrent one and, the rows being a blind append, write them again at the next version. So delta-rs
+    does not retry (``max_commit_retries=0``); each failure is resolved by the commit id in the log (see
+    :func:`deltalog.log.delta.commit`), and only an append proven not landed is tried again."""
     uri = metrics_table_uri(logs)
     with storage_full_as_error(uri, "appending the cleaner metrics"):
-        write_deltalake(uri, metrics_rows(metrics, cycle), mode="append", storage_options=logs.storage.delta_options,
-                        commit_properties=CommitProperties(max_commit_retries=50))
+        _append_once(uri, metrics_rows(metrics, cycle), logs.storage.delta_options)
+
+
+def _append_once(uri: str, rows: pa.Table, options: dict[str, str] | None) -> None:
+    for attempt in range(METRICS_COMMIT_ATTEMPTS):
+        commit_id = delta.new_commit_id()
+        read_version = _metrics_version(uri, options)
+        try:
+            write_deltalake(uri, rows, mode="append", storage_options=options,
+                            commit_properties=CommitProperties(max_commit_retries=0, custom_metadata={
+                                "deltalog.operation": "metrics", delta.COMMIT_ID: commit_id}))
+            return
+        except Exception as e:  # noqa: BLE001 - any failure: the log says whether the rows landed
+            error = e
+        if _metrics_version(uri, options) is not None and delta.find_commit(
+                DeltaTable(uri, storage_options=options), -1 if read_version is None else read_version,
+                commit_id) is not None:
+            return  # landed; its answer was lost
+        lost_race = isinstance(error, DeltaError) and not isinstance(error, (SchemaMismatchError, DeltaProtocolError))
+        if attempt == METRICS_COMMIT_ATTEMPTS - 1 or not lost_race:
+            raise error
+        time.sleep(random.uniform(0.001, 0.005 * min(attempt + 1, 20)))  # a concurrent job won: append again
+
+
+#: Appends of one metrics batch that lost a race before giving up (as delta-rs's own retries did before).
+METRICS_COMMIT_ATTEMPTS = 50
+
+
+def _metrics_version(uri: str, options: dict[str, str] | None) -> int | None:
+    try:
+        return DeltaTable(uri, storage_options=options).version()
+    except TableNotFoundError:
+        return None
 
 
 def record_cycle(logs: LogManager, cycle: CycleFigures) -> StoreMetrics:

@@ -20,6 +20,10 @@ refuses the second of two commits that carry the same app id, so two appenders c
 offsets assigned from the same log end. A cleaning pass carries only the cleaner checkpoint: it rebases
 over concurrent appends, and two cleaners on one partition cannot both commit.
 
+Every commit carries a commit id of its own in its commit info (:data:`COMMIT_ID`): an object store can apply a
+write and lose its answer, and a commit call that fails is resolved by finding that id in the log (see
+:func:`commit`) before anything is retried or removed.
+
 Files are written by pyarrow (appends) or Spark (cleaning) and committed as ``AddAction`` s whose stats
 (min/max offset, segment, timestamp, delete horizon; null counts of key and value) come from the data or
 the Parquet footer, so planning never scans data.
@@ -30,6 +34,7 @@ from __future__ import annotations
 import json
 import random
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -38,10 +43,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
-from deltalake.exceptions import CommitFailedError, TableNotFoundError
+from deltalake.exceptions import (
+    CommitFailedError,
+    DeltaError,
+    DeltaProtocolError,
+    SchemaMismatchError,
+    TableNotFoundError,
+)
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
-from deltalog.errors import CommitConflictError, CorruptLogError, plain
+from deltalog.errors import CommitConflictError, CommitOutcomeUnknownError, CorruptLogError, StorageError, plain
 from deltalog.log import damage, faults
 from deltalog.log.record import (
     CONTROL,
@@ -62,7 +73,7 @@ from deltalog.log.record import (
     row_group_rows,
 )
 from deltalog.storage import Storage, basename, join
-from deltalog.storage_faults import full_storage_error, is_storage_full, storage_full_as_error
+from deltalog.storage_faults import full_storage_error, is_storage_full
 
 T = TypeVar("T")
 
@@ -79,6 +90,11 @@ TXN_CLEANER_CHECKPOINT = "deltalog.cleaner.checkpoint"
 EXPIRING_APP_PREFIX = "deltalog.producer."
 #: Delta's table property for how long an app id with a ``lastUpdated`` time lives.
 SET_TXN_RETENTION = "delta.setTransactionRetentionDuration"
+
+#: The commit-info key of every deltalog commit's own id: how a commit whose answer was lost is found in the log.
+COMMIT_ID = "deltalog.commit_id"
+#: Reads of the log to resolve a failed commit before its outcome is declared unknown.
+RESOLVE_ATTEMPTS = 3
 
 #: Table properties that hold topic configs are prefixed so they never clash with ``delta.*`` ones.
 CONFIG_PREFIX = "deltalog.topic."
@@ -168,9 +184,14 @@ def open_table(storage: Storage, uri: str) -> DeltaTable:
 
 
 def create_table(storage: Storage, uri: str, properties: Mapping[str, str], txns: Mapping[str, int]) -> DeltaTable:
-    """Create an empty partition table with its properties and initial log positions in version 0."""
+    """Create an empty partition table with its properties and initial log positions in version 0.
+
+    Version 0 carries a commit id, like every commit (see :func:`commit`): a create whose answer the store lost
+    (the client retried the PUT of version 0 and found it there) is told from a table someone else created by
+    reading version 0 back."""
     storage.key(uri)
-    with storage_full_as_error(uri, f"creating the Delta table {uri}"):
+    commit_id = new_commit_id()
+    try:
         return DeltaTable.create(
             uri,
             RECORD_SCHEMA,
@@ -178,8 +199,45 @@ def create_table(storage: Storage, uri: str, properties: Mapping[str, str], txns
             configuration=dict(properties),
             raise_if_key_not_exists=False,
             storage_options=storage.delta_options,
-            commit_properties=CommitProperties(app_transactions=[Transaction(k, int(v)) for k, v in txns.items()]),
+            # No retry at a later version: delta-rs would write a second "create" as version 1 when the retried
+            # PUT of version 0 finds its own file (measured); version 0 is resolved below instead.
+            commit_properties=CommitProperties(
+                custom_metadata={"deltalog.operation": "create", COMMIT_ID: commit_id}, max_commit_retries=0,
+                app_transactions=[Transaction(k, int(v)) for k, v in txns.items()]),
         )
+    except Exception as e:  # noqa: BLE001 - any failure: version 0 says whether this create landed
+        error = e
+    for attempt in range(RESOLVE_ATTEMPTS):
+        try:
+            dt = DeltaTable(uri, storage_options=storage.delta_options, version=0)
+            ours = any(entry.get(COMMIT_ID) == commit_id for entry in dt.history(1))
+        except TableNotFoundError:
+            if is_storage_full(error):
+                raise full_storage_error(error, uri, f"creating the Delta table {uri}") from error
+            raise StorageError(f"creating the Delta table at {uri} failed and it was not created: {plain(str(error))}. "
+                               "Nothing was written; try again") from error
+        except Exception:  # noqa: BLE001 - the store still fails: try again, then say it is unknown
+            time.sleep(0.2 * (attempt + 1))
+            continue
+        if ours:
+            return DeltaTable(uri, storage_options=storage.delta_options)
+        raise error
+    raise CommitOutcomeUnknownError(
+        f"creating the Delta table at {uri} failed ({error}) and its log could not be read to tell whether it was "
+        "created; look again once the store answers"
+    ) from error
+
+
+def alter_properties(dt: DeltaTable, properties: Mapping[str, str]) -> None:
+    """Set table properties (one metadata commit), resolved like :func:`commit` when the call fails: setting the
+    same properties is idempotent, but a landed change must not be reported as failed."""
+    commit_id = new_commit_id()
+    read_version = dt.version()
+    try:
+        dt.alter.set_table_properties(dict(properties), raise_if_not_exists=False, commit_properties=CommitProperties(
+            custom_metadata={"deltalog.operation": "alter_config", COMMIT_ID: commit_id}))
+    except Exception as e:  # noqa: BLE001 - any failure: the log says whether the change landed
+        resolve_commit(dt, read_version, commit_id, "alter_config", e)
 
 
 def app_transactions(txns: Mapping[str, int]) -> list[Transaction]:
@@ -211,11 +269,13 @@ def add_producer_columns(dt: DeltaTable) -> None:
                if f.name not in names]
     if not missing:
         return
+    commit_id = new_commit_id()
+    read_version = dt.version()
     try:
-        dt.alter.add_columns(missing)
-    except CommitFailedError as e:
-        raise CommitConflictError(
-            f"adding the producer columns lost a race with a concurrent commit: {plain(str(e))}") from e
+        dt.alter.add_columns(missing, commit_properties=CommitProperties(
+            custom_metadata={"deltalog.operation": "add_producer_columns", COMMIT_ID: commit_id}))
+    except Exception as e:  # noqa: BLE001 - any failure: the log says whether the change landed
+        resolve_commit(dt, read_version, commit_id, "adding the producer columns", e)
 
 
 def data_files(dt: DeltaTable) -> list[DataFile]:
@@ -308,13 +368,25 @@ def commit(
     metadata: Mapping[str, Any] | None = None,
     operation: str,
     retries: int | None = None,
-) -> None:
-    """One atomic Delta commit of data actions and log positions.
+) -> str:
+    """One atomic Delta commit of data actions and log positions, based on ``dt``'s version; returns its commit
+    id (:func:`committed_version` finds the version it landed as).
 
-    Raises :class:`CommitConflictError` when a concurrent writer won (same app id, or a file this commit
-    removes is already gone); the caller decides whether to retry from a fresh snapshot.
+    Every commit carries a commit id of its own (``deltalog.commit_id`` in its commit info), so that a commit
+    whose answer the store lost is told apart from a concurrent writer's by reading the log (see
+    :func:`resolve_commit`): the object store's client retries a commit-file PUT whose answer was lost and then
+    finds the file there (its own), and delta-rs takes that for a concurrent commit. This is the store-side half
+    of what Kafka's idempotence gives a producer whose acknowledgement was lost: the broker
+    (``ProducerStateManager``'s duplicate check) answers the retried batch with its original offsets rather than
+    append it again or call it a failure. Raises
+    :class:`CommitConflictError` only when the log proves the commit did not land and a concurrent writer won
+    (same app id, or a file this commit removes is already gone): then the caller may remove the files it wrote
+    for it, and decide whether to retry from a fresh snapshot. An I/O failure proven not landed raises
+    :class:`StorageError`; one whose outcome the log cannot tell raises :class:`CommitOutcomeUnknownError`. In
+    neither case may the caller remove what it wrote: VACUUM removes files no version references.
     """
-    custom: dict[str, Any] = {"deltalog.operation": operation}
+    commit_id = new_commit_id()
+    custom: dict[str, Any] = {"deltalog.operation": operation, COMMIT_ID: commit_id}
     if metadata:
         custom.update({f"deltalog.{k}": v for k, v in metadata.items()})
     props = CommitProperties(
@@ -322,16 +394,72 @@ def commit(
         max_commit_retries=retries,
         app_transactions=app_transactions(txns),
     )
+    read_version = dt.version()
     faults.point(f"{operation}:before-commit")  # inert unless the reliability harness asks (see faults)
     try:
         dt.create_write_transaction(list(actions), mode="append", schema=RECORD_SCHEMA, commit_properties=props)
-    except CommitFailedError as e:
-        raise CommitConflictError(f"{operation} lost a race with a concurrent commit: {plain(str(e))}") from e
-    except Exception as e:  # a full disk under the Delta log: one clear error, without delta-rs's colour codes
-        if is_storage_full(e):
-            raise full_storage_error(e, dt.table_uri, f"the {operation} commit to {dt.table_uri}") from e
-        raise
+    except Exception as e:  # noqa: BLE001 - any failure: the log says whether the commit landed
+        resolve_commit(dt, read_version, commit_id, operation, e)
     faults.point(f"{operation}:after-commit")
+    return commit_id
+
+
+def new_commit_id() -> str:
+    return uuid.uuid4().hex
+
+
+def committed_version(dt: DeltaTable, read_version: int, commit_id: str) -> int:
+    """The version of the commit with ``commit_id`` made on ``read_version`` (Delta may have rebased it over
+    others), found in the history written since."""
+    version = find_commit(dt, read_version, commit_id)
+    if version is None:
+        raise CorruptLogError(f"the commit with {COMMIT_ID}={commit_id!r} is not in the history of {dt.table_uri}")
+    return version
+
+
+def find_commit(dt: DeltaTable, read_version: int, commit_id: str) -> int | None:
+    """The version after ``read_version`` whose commit info carries ``commit_id``, or None when none does (read
+    from the table's history, which :meth:`DeltaTable.history` lists newest first)."""
+    dt.update_incremental()
+    newer = dt.version() - read_version
+    if newer <= 0:
+        return None
+    for entry in dt.history(newer):
+        if entry.get(COMMIT_ID) == commit_id:
+            return int(entry["version"])
+    return None
+
+
+def resolve_commit(dt: DeltaTable, read_version: int, commit_id: str, operation: str, error: BaseException) -> int:
+    """After a commit call failed with ``error``: the version the commit landed as, if it did (its answer was
+    lost and the retried write found its own file, or a hook after the commit failed); else the error it stands
+    for. Reading the log is tried a few times: until it answers, nothing is known."""
+    last: Exception | None = None
+    for attempt in range(RESOLVE_ATTEMPTS):
+        try:
+            version = find_commit(dt, read_version, commit_id)
+        except Exception as e:  # noqa: BLE001 - the store still fails: try again, then say it is unknown
+            last = e
+            time.sleep(0.2 * (attempt + 1))
+            continue
+        if version is not None:
+            return version
+        if isinstance(error, CommitFailedError):
+            raise CommitConflictError(f"{operation} lost a race with a concurrent commit: {plain(str(error))}") from error
+        if is_storage_full(error):  # a full disk under the Delta log: one clear error, without colour codes
+            raise full_storage_error(error, dt.table_uri, f"the {operation} commit to {dt.table_uri}") from error
+        refused = isinstance(error, (SchemaMismatchError, DeltaProtocolError))
+        if refused or not isinstance(error, (OSError, DeltaError)):
+            raise error  # refused for what it is, not for the store: not landed, and not a storage failure
+        raise StorageError(
+            f"the {operation} commit to {dt.table_uri} failed and did not land (the Delta log has no version with "
+            f"its commit id after version {read_version}): {plain(str(error))}. Nothing of it is in the log; try again"
+        ) from error
+    raise CommitOutcomeUnknownError(
+        f"the {operation} commit to {dt.table_uri} failed ({error}) and the Delta log could not be read to tell "
+        f"whether it landed ({last}). The files written for it are kept (VACUUM removes them if no version "
+        "references them); read the partition once the store answers to see whether it is there"
+    ) from error
 
 
 def file_committed(storage: Storage, table_uri: str, read_version: int, path: str) -> bool | None:
@@ -368,18 +496,10 @@ def retry_on_conflict(what: str, attempts: int, step: Callable[[int], T], *, bac
                               f"last error: {last}")
 
 
-def committed_version(dt: DeltaTable, read_version: int, key: str, value: object) -> int:
-    """The version of a commit made on ``read_version`` (Delta may have rebased it over others): the one
-    whose metadata carries ``deltalog.<key> = value``, found in the history written since."""
-    dt.update_incremental()
-    for entry in dt.history(dt.version() - read_version):
-        if entry.get(f"deltalog.{key}") == value:
-            return int(entry["version"])
-    raise CorruptLogError(f"the commit with deltalog.{key}={value!r} is not in the history of {dt.table_uri}")
-
-
 def delete_quietly(storage: Storage, table_uri: str, paths: Iterable[str]) -> None:
-    """Remove files this process wrote but never committed; VACUUM would remove them later anyway."""
+    """Remove files this process wrote for a commit the log proved did not land (a :class:`CommitConflictError`
+    from :func:`commit`); VACUUM would remove them later anyway. Never call it for a commit whose outcome is
+    unknown: a file its landed version references would be gone."""
     try:
         storage.delete_many([join(table_uri, p) for p in paths])
     except Exception:  # noqa: BLE001 - best effort: the commit's own error is the one to report

@@ -58,6 +58,7 @@ from deltalog.errors import (
     UnknownTopicOrPartitionError,
     shown,
 )
+from deltalog.log import delta
 from deltalog.log.lease import LeaseManager, owner_is_dead
 from deltalog.log.partition_log import PartitionLog, config_to_table_properties
 from deltalog.storage import Storage, Versioned
@@ -418,7 +419,7 @@ class LogManager:
         new = self.topic_config(topic).with_overrides(validate_config_mapping(config, "topic config"))
         props = config_to_table_properties(new)
         for log in self.logs(topic):
-            log.table().alter.set_table_properties(props, raise_if_not_exists=False)
+            delta.alter_properties(log.table(), props)
         return new
 
     # -- partition logs ------------------------------------------------------------------------------------

@@ -26,7 +26,6 @@ removes the files that lie entirely below it.
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass
 
 from deltalog.errors import InvalidConfigError, OffsetOutOfRangeError
@@ -215,13 +214,11 @@ def _commit_removal(log_: PartitionLog, snap: LogSnapshot, files: list[DataFile]
     """
     dt = delta.open_table(log_.storage, log_.uri)
     dt.load_as_version(snap.version)
-    commit_id = uuid.uuid4().hex[:12]
-    delta.commit(
+    commit_id = delta.commit(
         dt, [delta.remove_action(f, now_ms) for f in files],
-        txns={delta.TXN_LOG_START_OFFSET: new_start}, metadata={**metadata, "commit_id": commit_id},
-        operation=operation,
+        txns={delta.TXN_LOG_START_OFFSET: new_start}, metadata=metadata, operation=operation,
     )
-    return delta.committed_version(dt, snap.version, "commit_id", commit_id)
+    return delta.committed_version(dt, snap.version, commit_id)
 
 
 def apply_retention(logs: LogManager, topic: str | None = None, *, keep_going: bool = False

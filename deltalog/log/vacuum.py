@@ -10,7 +10,8 @@ is deleted only when
   ``deletionTimestamp`` of its remove action in the Delta log, or, for a file no commit ever added (the
   output of a pass that failed or lost a race, or of an append that lost the race for the log end), its
   modification time. Such an orphan is given at least :data:`ORPHAN_MIN_AGE_MS`, because it may also be
-  the file of an append that is about to commit.
+  the file of a commit still in flight: one whose answer the store lost is retried by the object store's
+  client for minutes, and may land long after its file was written.
 
 Until then a reader holding an older snapshot, and Delta time travel to an older version, keep working.
 
@@ -42,8 +43,11 @@ from deltalog.storage import TMP_SUFFIX, Storage, basename, join
 log = logging.getLogger(__name__)
 
 DELTA_LOG_DIR = "_delta_log"
-#: A file no commit references is never removed younger than this: it may belong to a commit in flight.
-ORPHAN_MIN_AGE_MS = 60_000
+#: A file no commit references is never removed younger than this: it may belong to a commit in flight. An hour
+#: is far beyond the longest a commit can take: object_store retries a request for up to 3 minutes (its
+#: ``retry_timeout``), a commit that loses races is planned again a bounded number of times, and a commit whose
+#: outcome is unknown is resolved by reading the log before anything retries it (see ``delta.commit``).
+ORPHAN_MIN_AGE_MS = 3_600_000
 #: Where ``df.write.format("deltalog")`` tasks stage records until the write's commit appends them and removes
 #: the staged files (``deltalog.sql.kafka_source.STAGING_DIR``; a test checks they agree). A write whose job
 #: failed without running its abort, or whose driver died, leaves them behind.

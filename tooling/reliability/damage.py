@@ -260,7 +260,8 @@ class OrphanOutcome:
 
 def orphan_round_trip(root: str) -> OrphanOutcome:
     """Write a data file the way an append does and never commit it, then run doctor, VACUUM inside the delay
-    and VACUUM past it (the store's manual clock moved 61 s: ``file.delete.delay.ms`` 1 s, orphans at least 60 s)."""
+    and VACUUM past it (the store's manual clock moved past ``ORPHAN_MIN_AGE_MS``: ``file.delete.delay.ms`` is 1 s,
+    an orphan waits at least that long)."""
     from deltalog.cli.doctor_checks import WARN, check_store_damage
     from deltalog.clock import ManualClock
     from deltalog.log import arrow_records, delta
@@ -280,7 +281,9 @@ def orphan_round_trip(root: str) -> OrphanOutcome:
     warned = [c for c in check_store_damage(store.root) if c.status == WARN]
     count = int(warned[0].detail.split(" ", 1)[0]) if warned else 0
     kept = store.vacuum(dry_run=False)[0].files == ()
-    clock.advance(61_000)
+    from deltalog.log.vacuum import ORPHAN_MIN_AGE_MS
+
+    clock.advance(ORPHAN_MIN_AGE_MS + 1_000)
     removed = store.vacuum(dry_run=False)[0].files == (orphan.path,)
     after = check_store_damage(store.root)
     return OrphanOutcome(count, kept, removed, "/".join(c.status for c in after),

@@ -259,7 +259,7 @@ def render(run: Run) -> str:
         if run.orphaned_files is not None:
             out.append(f"Data files left on disk that no commit references (appends and passes killed before their "
                        f"commit): {run.orphaned_files}; VACUUM removes such files after `file.delete.delay.ms` "
-                       "(at least 60 s), which the damage work measures.")
+                       "(at least an hour), which the damage work measures.")
     if ck:
         out += ["", "### Cleaner runs", "",
                 "Before each run the harness appends two batches to every partition of `crash` (compact, 3 "
@@ -393,7 +393,7 @@ def _damage_section(outcomes: Sequence[Any], orphans: Any) -> list[str]:
                 "file written that way and never committed was "
                 f"{'counted by doctor as 1 orphan (WARN)' if orphans.doctor_warned == 1 else f'counted as {orphans.doctor_warned} orphan(s) by doctor'}; "
                 f"VACUUM inside the delay {'kept it' if orphans.kept_inside_delay else '**removed it**'}; VACUUM once "
-                f"`file.delete.delay.ms` and the 60 s orphan minimum had passed on the store's clock "
+                f"`file.delete.delay.ms` and the one-hour orphan minimum had passed on the store's clock "
                 f"{'removed it, and nothing else' if orphans.removed_after_delay else '**did not remove it (alone)**'}; "
                 f"doctor afterwards: {orphans.doctor_after}; the committed records "
                 f"{'read as before' if orphans.records_intact else '**changed**'}."]
