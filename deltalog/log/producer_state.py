@@ -35,17 +35,20 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from deltalog.errors import (
-    CommitConflictError,
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
     ProducerFencedError,
     UnknownProducerIdError,
 )
 from deltalog.storage import Storage
+
+if TYPE_CHECKING:
+    from deltalog.log.log_manager import LogManager
 
 #: Kafka's producer epochs are shorts; a transactional id whose epoch reaches this gets a new producer id.
 MAX_EPOCH = 32_766
@@ -184,21 +187,12 @@ def batch_digest(rows: pa.Table) -> int:
 
 # -- store-wide: producer ids and transactional ids ---------------------------------------------------
 
-def allocate_producer_id(storage: Storage) -> int:
-    """A producer id no other producer of the store ever got (compare-and-swap on one counter file)."""
-    location = storage.location(*PRODUCER_IDS)
-    for _ in range(CAS_ATTEMPTS):
-        current = storage.read_versioned(location)
-        if current is None:
-            if storage.create_json(location, {"next_producer_id": 1}) is not None:
-                return 0
-            continue
-        import json  # the counter is one small JSON document
+def allocate_producer_id(storage: Storage, logs: LogManager | None = None) -> int:
+    """A producer id no other producer of the store ever got (compare-and-swap on one counter file, rebuilt from
+    the Delta logs if it was lost; see :mod:`deltalog.log.producer_ids`)."""
+    from deltalog.log import producer_ids
 
-        nxt = int(json.loads(current.data)["next_producer_id"])
-        if storage.replace_json(location, {"next_producer_id": nxt + 1}, current.etag) is not None:
-            return nxt
-    raise CommitConflictError(f"allocating a producer id lost the race for {location} {CAS_ATTEMPTS} times")
+    return producer_ids.allocate(storage, logs)
 
 
 def transactional_location(storage: Storage, transactional_id: str) -> str:
