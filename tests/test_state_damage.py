@@ -288,3 +288,62 @@ def test_the_cli_reports_a_damaged_document_by_name_and_lists_the_others(tmp_pat
     assert "Traceback" not in p.stderr
     p = _console(root, "transactions", "abort-timed-out")
     assert p.returncode == 1 and "Aborted 0" in p.stdout and str(path) in p.stderr
+
+
+# -- the doctor, and an object store -------------------------------------------------------------------------------
+
+
+def test_doctor_reports_damaged_documents_and_hanging_transactions_naming_the_fix(tmp_path):
+    root = tmp_path / "store"
+    Store(root).create_topic("t", 2, config={"cleanup.policy": "compact"})
+    _kill_mid_transaction(root)
+    store = Store(root)
+    txn_doc(store, "app").unlink()
+    store.producer(transactional_id="other").init_transactions()
+    txn_doc(store, "other").write_text('{"transactional_id": "other", "producer_id": -3, "producer_epoch": 0}')
+    counter(store).write_text('{"next_producer_id": "many"}')
+
+    from deltalog import doctor
+
+    checks = doctor.check_state_documents(str(root))
+    fails = [c for c in checks if c.status == doctor.FAIL]
+    assert sorted(c.detail.split(":")[0] for c in fails) == sorted([str(counter(store)), str(txn_doc(store, "other"))])
+    assert all("Delete the file" in c.fix for c in fails)
+    assert not [c for c in checks if c.name.startswith("hanging")]  # written to moments ago: not hanging yet
+    found = {c.name: c for c in doctor.check_state_documents(str(root))}
+    assert "producer_id=-3" in " ".join(c.detail for c in found.values())
+
+    from deltalog import state_check
+
+    _, problems = state_check.scan_state(store.storage, now_ms=store.clock.now_ms() + 20 * MINUTE)
+    hanging_rows = [p for p in problems if p.name.startswith("hanging")]
+    assert [p.name for p in hanging_rows] == ["hanging t-0", "hanging t-1"]
+    assert hanging_rows[0].fix == "deltalog transactions abort --topic t --partition 0 --start-offset 1"
+
+    p = _console(root, "doctor", "--no-spark")
+    assert p.returncode == 1 and str(txn_doc(store, "other")) in p.stdout and "Traceback" not in p.stderr
+    txn_doc(store, "other").unlink()
+    counter(store).unlink()
+    checks = doctor.check_state_documents(str(root))
+    assert [c.status for c in checks] == [doctor.OK], checks
+
+
+def test_lost_and_damaged_state_on_s3(s3_server, s3_store_uri):
+    store = Store(s3_store_uri, storage_options=s3_server.storage_options)
+    store.create_topic("t")
+    old = store.producer()
+    old.send("t", recs(("k", "v")), partition=0)
+    tx = store.producer(transactional_id="app")
+    tx.init_transactions()
+    store.storage.delete(store.storage.location(*producer_ids.PRODUCER_IDS))
+    new = store.producer()
+    new.send("t", recs(("k", "v")), partition=0)
+    assert new.producer_id == 2 and [v for _, _, v in seen(store, "t")] == ["v", "v"]
+    location = producer_state.transactional_location(store.storage, "app")
+    store.storage.write_bytes(location, b'{"transactional_id": "app", "producer_id"')
+    with pytest.raises(CorruptStateError) as e:
+        TransactionCoordinator(store.log_manager).describe("app")
+    assert e.value.location == location and location.startswith("s3://")
+    from deltalog import doctor
+
+    assert [c.status for c in doctor.check_state_documents(s3_store_uri, s3_server.storage_options)] == [doctor.FAIL]
