@@ -347,3 +347,28 @@ def test_lost_and_damaged_state_on_s3(s3_server, s3_store_uri):
     from deltalog import doctor
 
     assert [c.status for c in doctor.check_state_documents(s3_store_uri, s3_server.storage_options)] == [doctor.FAIL]
+
+
+# -- topic markers -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content", [b'{"state": "ready", "parti', b'{"state": "ready", "partitions": -2}',
+                                     b'{"state": "gone", "partitions": 1}', b'{"state": "ready", "partitions": "1"}'])
+def test_a_damaged_topic_marker_hides_its_topic_only_and_stops_a_counter_rebuild(store, content):
+    store.create_topic("good")
+    store.create_topic("bad")
+    store.producer().send("bad", recs(("k", "v")))
+    marker = Path(store.log_manager._marker_path("bad"))
+    marker.write_bytes(content)
+    store = Store(store.root)  # a process that has not opened the topic yet
+    assert store.list_topics() == ["good"]
+    with pytest.raises(CorruptStateError) as e:
+        store.read("bad", 0)
+    assert e.value.location == str(marker) and "remove it and the topic's files" in str(e.value)
+    store.produce("good", recs(("k", "v")))  # the other topic works
+    counter(store).unlink()
+    with pytest.raises(CorruptStateError, match="cannot be rebuilt while a topic's marker is damaged"):
+        store.producer().send("good", recs(("k", "w")))
+    from deltalog import doctor
+
+    assert [c.status for c in doctor.check_state_documents(store.root)] == [doctor.FAIL]

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from deltalog.errors import CorruptStateError, InvalidArgumentError, InvalidProducerEpochError
 from deltalog.log.producer_state import ProducerStateEntry
 from deltalog.log.record import ABORT, PRODUCER_EPOCH
-from deltalog.log.transaction_coordinator import PREPARE_ABORT, PREPARE_COMMIT, ONGOING, TransactionCoordinator
+from deltalog.log.transaction_coordinator import ONGOING, PREPARE_ABORT, PREPARE_COMMIT, TransactionCoordinator
 
 if TYPE_CHECKING:
     from deltalog.log.log_manager import LogManager

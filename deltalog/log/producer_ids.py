@@ -83,10 +83,24 @@ def rebuilt_next_id(storage: Storage, logs: LogManager | None = None) -> int:
     from deltalog.clock import WallClock
     from deltalog.log.log_manager import LogManager
 
+    from deltalog.errors import InvalidTopicError, UnknownTopicOrPartitionError
+    from deltalog.log.log_manager import TOPICS_DIR
+
     logs = logs if logs is not None else LogManager(storage, WallClock(), create=False)
     top = -1
-    for topic in logs.list_topics():
-        for partition in logs.partitions(topic):
+    # every topic directory, not list_topics(): a topic whose marker is damaged is hidden there, and its
+    # producer ids must not be handed out again, so its damage stops the rebuild instead
+    for topic in storage.list_dirs(storage.location(TOPICS_DIR)):
+        try:
+            partitions = logs.partitions(topic)
+        except (UnknownTopicOrPartitionError, InvalidTopicError):
+            continue  # being created or deleted, or not a topic
+        except CorruptStateError as e:
+            location = counter_location(storage)
+            raise CorruptStateError(f"{location} is missing and cannot be rebuilt while a topic's marker is "
+                                    f"damaged (its partitions may hold producer ids): {e}", location=e.location
+                                    ) from None
+        for partition in partitions:
             top = max(top, max_producer_id_of_partition(logs, topic, partition))
     return max(top, max_transactional_producer_id(storage)) + 1
 

@@ -37,8 +37,8 @@ from deltalog.errors import (
 )
 from deltalog.log import faults, producer_state
 from deltalog.log.producer_ids import MAX_PRODUCER_ID
-from deltalog.log.state_docs import Document
 from deltalog.log.record import ABORT, COMMIT
+from deltalog.log.state_docs import Document
 
 if TYPE_CHECKING:
     from deltalog.log.log_manager import LogManager
