@@ -372,3 +372,18 @@ def test_a_damaged_topic_marker_hides_its_topic_only_and_stops_a_counter_rebuild
     from deltalog import doctor
 
     assert [c.status for c in doctor.check_state_documents(store.root)] == [doctor.FAIL]
+
+
+def test_damaged_cleaner_figures_read_as_none_and_doctor_warns(store):
+    from deltalog import doctor
+    from deltalog.cleaner import metrics
+
+    store.create_topic("t", config={"cleanup.policy": "compact"})
+    path = Path(store.log_manager.state_path(metrics.CLEANER_STATE_DIR, "last-run.json"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for content in ('["not", "figures"]', '{"finished_ms": "soon"}', '{"finished'):
+        path.write_text(content)
+        assert metrics.last_run(store.log_manager) is None
+        assert metrics.collect(store.log_manager).last_run_ms is None
+    checks = doctor.check_state_documents(store.root)
+    assert [(c.status, c.detail.split(":")[0]) for c in checks] == [(doctor.WARN, str(path))]
