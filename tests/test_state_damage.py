@@ -387,3 +387,23 @@ def test_damaged_cleaner_figures_read_as_none_and_doctor_warns(store):
         assert metrics.collect(store.log_manager).last_run_ms is None
     checks = doctor.check_state_documents(store.root)
     assert [(c.status, c.detail.split(":")[0]) for c in checks] == [(doctor.WARN, str(path))]
+
+
+def test_store_clean_goes_on_past_a_damaged_transactional_id_and_aborts_the_others(spark_store, clock):
+    """store.clean() used to raise a raw JSONDecodeError before cleaning anything: the coordinator's sweep runs
+    first. Now the damaged id is skipped (logged, and named by doctor), the other id's timed-out transaction is
+    aborted, and the pass runs past it."""
+    store = spark_store
+    store.create_topic("c", 1, config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.01})
+    timed_out = store.producer(transactional_id="slow", transaction_timeout_ms=1000)
+    timed_out.init_transactions()
+    timed_out.begin_transaction()
+    timed_out.send("c", recs(("k", "aborted")), partition=0)
+    store.producer(transactional_id="torn").init_transactions()
+    txn_doc(store, "torn").write_bytes(b'{"transactional_id": "to')
+    store.append("c", 0, recs(("k", "1"), ("k", "2")))
+    store.roll("c", 0)
+    clock.advance(5000)
+    results = store.clean()
+    assert [(r.topic, r.partition) for r in results] == [("c", 0)]
+    assert seen(store, "c", 0) == [(2, "k", "2")]  # the aborted record dropped, the older value compacted away
