@@ -4,7 +4,9 @@ Three pieces of state, each changed only by compare-and-swap so that several pro
 
 * **Producer ids** come from one store-wide counter, ``_deltalog/producers/producer_ids.json``, advanced by a
   conditional put (create, then compare-and-swap on its etag; Kafka's ``ProducerIdManager`` hands out blocks
-  from ZooKeeper or the controller the same way). Ids are never reused.
+  from ZooKeeper or the controller the same way). Ids are never reused: a lost counter is rebuilt from what
+  the Delta logs and the transactional-id documents hold, and a damaged one is refused
+  (:mod:`deltalog.log.producer_ids`).
 * **Transactional ids** map to (producer id, epoch) and their transaction's state in
   ``_deltalog/producers/transactional_ids/<sha256 of the id>.json`` (:mod:`deltalog.log.transaction_coordinator`).
   ``init_transactions()`` bumps the epoch by a compare-and-swap, so of two processes starting with one
@@ -45,6 +47,7 @@ from deltalog.errors import (
     ProducerFencedError,
     UnknownProducerIdError,
 )
+from deltalog.log.producer_ids import PRODUCER_IDS, allocate  # noqa: F401 (PRODUCER_IDS: where the counter lives)
 from deltalog.storage import Storage
 
 if TYPE_CHECKING:
@@ -55,7 +58,6 @@ MAX_EPOCH = 32_766
 #: Sequences are Kafka's int32 per (producer, partition).
 MAX_SEQUENCE = 2**31 - 1
 CAS_ATTEMPTS = 100
-PRODUCER_IDS = ("_deltalog", "producers", "producer_ids.json")
 TRANSACTIONAL_IDS = ("_deltalog", "producers", "transactional_ids")
 
 
@@ -190,9 +192,7 @@ def batch_digest(rows: pa.Table) -> int:
 def allocate_producer_id(storage: Storage, logs: LogManager | None = None) -> int:
     """A producer id no other producer of the store ever got (compare-and-swap on one counter file, rebuilt from
     the Delta logs if it was lost; see :mod:`deltalog.log.producer_ids`)."""
-    from deltalog.log import producer_ids
-
-    return producer_ids.allocate(storage, logs)
+    return allocate(storage, logs)
 
 
 def transactional_location(storage: Storage, transactional_id: str) -> str:
