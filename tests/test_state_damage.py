@@ -407,3 +407,20 @@ def test_store_clean_goes_on_past_a_damaged_transactional_id_and_aborts_the_othe
     results = store.clean()
     assert [(r.topic, r.partition) for r in results] == [("c", 0)]
     assert seen(store, "c", 0) == [(2, "k", "2")]  # the aborted record dropped, the older value compacted away
+
+
+def test_an_uncleanable_mark_of_the_wrong_shape_still_marks_its_partition_and_reset_clears_it(store):
+    from deltalog.cleaner.uncleanable import UncleanablePartitions
+
+    store.create_topic("t", 2, config={"cleanup.policy": "compact"})
+    marks = UncleanablePartitions(store.storage)
+    path = Path(marks._path("t", 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    good = {"topic": "t", "partition": 1, "marked_ms": 1, "error_type": "X", "message": "m",
+            "first_dirty_offset": 0, "first_uncleanable_offset": 3, "owner": "o"}
+    for change in ({"partition": 0}, {"partition": "1"}, {"first_dirty_offset": "0"}, {"marked_ms": None}):
+        path.write_text(json.dumps({**good, **change}))
+        [mark] = marks.marks()
+        assert (mark.topic, mark.partition) == ("t", 1) and str(path) in mark.message
+    assert [(m.topic, m.partition) for m in marks.reset("t", 1)] == [("t", 1)]
+    assert not path.exists() and marks.marks() == []
