@@ -424,3 +424,18 @@ def test_an_uncleanable_mark_of_the_wrong_shape_still_marks_its_partition_and_re
         assert (mark.topic, mark.partition) == ("t", 1) and str(path) in mark.message
     assert [(m.topic, m.partition) for m in marks.reset("t", 1)] == [("t", 1)]
     assert not path.exists() and marks.marks() == []
+
+
+def test_find_hanging_and_abort_refuse_a_command_line_without_their_scope(tmp_path):
+    root = tmp_path / "store"
+    Store(root).create_topic("t")
+    p = _console(root, "transactions", "find-hanging")
+    assert p.returncode == 2 and "requires either --topic or --broker-id" in p.stderr
+    p = _console(root, "transactions", "find-hanging", "--broker-id", "0", "--partition", "0")
+    assert p.returncode == 2 and "--partition argument requires --topic" in p.stderr
+    p = _console(root, "transactions", "abort", "--topic", "t", "--partition", "0")
+    assert p.returncode == 2 and "--start-offset" in p.stderr
+    p = _console(root, "transactions", "abort", "--topic", "t", "--partition", "0", "--start-offset", "0")
+    assert p.returncode == 1 and "Could not find any open transactions starting at offset 0" in p.stderr
+    p = _console(root, "transactions", "find-hanging", "--topic", "nope")
+    assert p.returncode == 1 and "does not exist" in p.stderr
