@@ -81,10 +81,8 @@ def rebuilt_next_id(storage: Storage, logs: LogManager | None = None) -> int:
     """One more than the largest producer id the store's records and transactional-id documents carry (0 for a
     store that never had a producer)."""
     from deltalog.clock import WallClock
-    from deltalog.log.log_manager import LogManager
-
     from deltalog.errors import InvalidTopicError, UnknownTopicOrPartitionError
-    from deltalog.log.log_manager import TOPICS_DIR
+    from deltalog.log.log_manager import TOPICS_DIR, LogManager
 
     logs = logs if logs is not None else LogManager(storage, WallClock(), create=False)
     top = -1
