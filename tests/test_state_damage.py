@@ -4,6 +4,7 @@ console script."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -30,6 +31,14 @@ def recs(*pairs):
 
 def seen(store, topic, partition=0, level="read_committed"):
     return [(r.offset, r.key.decode(), r.value.decode()) for r in store.read(topic, partition, isolation_level=level)]
+
+
+def doctor_checks():
+    """``deltalog doctor``'s checks (``deltalog.cli.doctor_checks`` where the CLI-only modules live in cli/)."""
+    try:
+        return importlib.import_module("deltalog.cli.doctor_checks")
+    except ModuleNotFoundError:
+        return importlib.import_module("deltalog.doctor")
 
 
 def counter(store) -> Path:
@@ -303,8 +312,7 @@ def test_doctor_reports_damaged_documents_and_hanging_transactions_naming_the_fi
     txn_doc(store, "other").write_text('{"transactional_id": "other", "producer_id": -3, "producer_epoch": 0}')
     counter(store).write_text('{"next_producer_id": "many"}')
 
-    from deltalog import doctor
-
+    doctor = doctor_checks()
     checks = doctor.check_state_documents(str(root))
     fails = [c for c in checks if c.status == doctor.FAIL]
     assert sorted(c.detail.split(":")[0] for c in fails) == sorted([str(counter(store)), str(txn_doc(store, "other"))])
@@ -344,8 +352,7 @@ def test_lost_and_damaged_state_on_s3(s3_server, s3_store_uri):
     with pytest.raises(CorruptStateError) as e:
         TransactionCoordinator(store.log_manager).describe("app")
     assert e.value.location == location and location.startswith("s3://")
-    from deltalog import doctor
-
+    doctor = doctor_checks()
     assert [c.status for c in doctor.check_state_documents(s3_store_uri, s3_server.storage_options)] == [doctor.FAIL]
 
 
@@ -369,13 +376,12 @@ def test_a_damaged_topic_marker_hides_its_topic_only_and_stops_a_counter_rebuild
     counter(store).unlink()
     with pytest.raises(CorruptStateError, match="cannot be rebuilt while a topic's marker is damaged"):
         store.producer().send("good", recs(("k", "w")))
-    from deltalog import doctor
-
+    doctor = doctor_checks()
     assert [c.status for c in doctor.check_state_documents(store.root)] == [doctor.FAIL]
 
 
 def test_damaged_cleaner_figures_read_as_none_and_doctor_warns(store):
-    from deltalog import doctor
+    doctor = doctor_checks()
     from deltalog.cleaner import metrics
 
     store.create_topic("t", config={"cleanup.policy": "compact"})
