@@ -187,9 +187,11 @@ class CorruptStateError(StorageError):
     document belongs to (one transactional id, one partition): everything else goes on, and
     ``deltalog doctor`` reports it."""
 
-    def __init__(self, message: str, *, location: str) -> None:
+    def __init__(self, message: str, *, location: str, fix: str = "") -> None:
         super().__init__(message)
         self.location = location
+        #: How to recover (also the end of the message).
+        self.fix = fix
 
 
 class NoStoreError(DeltalogError):

@@ -50,8 +50,9 @@ def scan_state(storage: Storage, *, now_ms: int | None = None) -> tuple[int, lis
         try:
             check(found.data, location)
         except CorruptStateError as e:
-            detail, _, fix = str(e).partition(". ")
-            problems.append(StateProblem(status, "state", detail, fix or "delete the file"))
+            message = str(e)
+            detail = message[: -len(e.fix)].rstrip(" .") if e.fix and message.endswith(e.fix) else message
+            problems.append(StateProblem(status, "state", detail, e.fix or "delete the file"))
 
     each(storage.location(*producer_ids.PRODUCER_IDS), producer_ids.parse_counter)
     for info in storage.list_files(storage.location(*producer_state.TRANSACTIONAL_IDS)):
@@ -60,9 +61,10 @@ def scan_state(storage: Storage, *, now_ms: int | None = None) -> tuple[int, lis
 
     def marker(raw: bytes, location: str) -> None:
         if TopicMarker.parse(raw) is None:
-            raise CorruptStateError(f"{location}: the topic marker is not valid JSON or lacks its state and "
-                                    "partitions. Every command that lists topics fails until it is fixed: "
-                                    "remove it and the topic's files to drop the topic", location=location)
+            fix = ("The topic is hidden from every listing until it is fixed: restore it from a backup, or remove "
+                   "it and the topic's files to drop the topic")
+            raise CorruptStateError(f"{location}: the topic marker is not valid JSON or holds a wrong state, "
+                                    f"partition count or type. {fix}", location=location, fix=fix)
 
     for topic in storage.list_dirs(storage.location(TOPICS_DIR)):
         each(storage.location(TOPICS_DIR, topic, TOPIC_MARKER), marker)
@@ -74,7 +76,8 @@ def scan_state(storage: Storage, *, now_ms: int | None = None) -> tuple[int, lis
             except ValueError:
                 ok = False
             if not ok:
-                raise CorruptStateError(f"{location}: the {what} is not a JSON object. {fix}", location=location)
+                raise CorruptStateError(f"{location}: the {what} is not a JSON object. {fix}", location=location,
+                                        fix=fix)
         return check
 
     for info in storage.list_files(storage.location(STATE_DIR, UNCLEANABLE_DIR)):

@@ -245,9 +245,10 @@ class LogManager:
         marker = TopicMarker.parse(found.data)
         if marker is None:
             path = self._marker_path(topic)
+            fix = "Restore it from a backup, or remove it and the topic's files to drop the topic"
             raise CorruptStateError(f"{path}: the topic marker of {topic!r} is not valid JSON or holds a wrong state, "
-                                    "partition count or type; it was not written by deltalog. Restore it from a "
-                                    "backup, or remove it and the topic's files to drop the topic", location=path)
+                                    f"partition count or type; it was not written by deltalog. {fix}", location=path,
+                                    fix=fix)
         return marker, found
 
     def _legacy_partitions(self, topic: str) -> list[int]:

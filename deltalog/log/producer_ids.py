@@ -71,7 +71,7 @@ def allocate(storage: Storage, logs: LogManager | None = None) -> int:
         nxt = parse_counter(current.data, location)
         if nxt >= MAX_PRODUCER_ID:
             raise CorruptStateError(f"{location}: the producer-id counter is exhausted ({nxt}). {FIX}",
-                                    location=location)
+                                    location=location, fix=FIX)
         if storage.replace_json(location, {"next_producer_id": nxt + 1}, current.etag) is not None:
             return nxt
     raise CommitConflictError(f"allocating a producer id lost the race for {location} {CAS_ATTEMPTS} times")
@@ -96,8 +96,8 @@ def rebuilt_next_id(storage: Storage, logs: LogManager | None = None) -> int:
         except CorruptStateError as e:
             location = counter_location(storage)
             raise CorruptStateError(f"{location} is missing and cannot be rebuilt while a topic's marker is "
-                                    f"damaged (its partitions may hold producer ids): {e}", location=e.location
-                                    ) from None
+                                    f"damaged (its partitions may hold producer ids): {e}", location=e.location,
+                                    fix=e.fix) from None
         for partition in partitions:
             top = max(top, max_producer_id_of_partition(logs, topic, partition))
     return max(top, max_transactional_producer_id(storage)) + 1

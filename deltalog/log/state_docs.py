@@ -82,4 +82,4 @@ class Document:
 
 def corrupt(location: str, what: str, problem: str, fix: str) -> CorruptStateError:
     """The error for a damaged document: which file, what it is, what is wrong, and how to recover."""
-    return CorruptStateError(f"{location}: the {what} {problem}. {fix}", location=location)
+    return CorruptStateError(f"{location}: the {what} {problem}. {fix}", location=location, fix=fix)
