@@ -52,7 +52,7 @@ def scan_state(storage: Storage, *, now_ms: int | None = None) -> tuple[int, lis
         except CorruptStateError as e:
             message = str(e)
             detail = message[: -len(e.fix)].rstrip(" .") if e.fix and message.endswith(e.fix) else message
-            problems.append(StateProblem(status, "state", detail, e.fix or "delete the file"))
+            problems.append(StateProblem(status, "state document", detail, e.fix or "delete the file"))
 
     each(storage.location(*producer_ids.PRODUCER_IDS), producer_ids.parse_counter)
     for info in storage.list_files(storage.location(*producer_state.TRANSACTIONAL_IDS)):

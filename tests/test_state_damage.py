@@ -146,7 +146,7 @@ def test_one_damaged_transactional_id_does_not_stop_the_sweep_of_the_others(stor
     assert store.log_cleaner().abort_timed_out_transactions() == ["good"]
     assert coordinator.describe("good").state == COMPLETE_ABORT
     assert store.describe(topic)[0].last_stable_offset == 2
-    with pytest.raises(CorruptStateError, match="transactional-id document is not valid JSON"):
+    with pytest.raises(CorruptStateError, match="transactional-id document of 'bad' is not valid JSON"):
         coordinator.describe("bad")
     with pytest.raises(CorruptStateError, match="Only this transactional id is affected"):
         store.producer(transactional_id="bad").init_transactions()

@@ -380,7 +380,7 @@ class KafkaProducer:
             return
         location = producer_state.transactional_location(self.logs.storage, self.transactional_id)
         found = self.logs.storage.read_versioned(location)
-        meta = None if found is None else TransactionMetadata.parse(found.data, location)  # damage: named error
+        meta = None if found is None else TransactionMetadata.parse(found.data, location, self.transactional_id)
         if meta is not None and meta.state == DEAD:
             if self._txn_partitions is None:
                 return  # an idempotent send outside a transaction: its producer id still holds in the partitions

@@ -86,11 +86,13 @@ class TransactionMetadata:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, data: bytes, location: str = "<transactional-id document>") -> TransactionMetadata:
+    def parse(cls, data: bytes, location: str = "<transactional-id document>",
+              transactional_id: str | None = None) -> TransactionMetadata:
         """The document, checked as Kafka's ``TransactionLog.readTxnRecordValue`` checks a record of
         ``__transaction_state``: a torn file, a missing key, or a value of the wrong type or out of range raises
         :class:`~deltalog.errors.CorruptStateError` naming ``location``."""
-        doc = Document.parse(data, location, "transactional-id document", DAMAGED_FIX)
+        what = "transactional-id document" + ("" if transactional_id is None else f" of {transactional_id!r}")
+        doc = Document.parse(data, location, what, DAMAGED_FIX)
         known = {"transactional_id", "producer_id", "producer_epoch", "state", "partitions", "txn_start_ms",
                  "timeout_ms", "last_update_ms"}
         partitions = []
@@ -137,13 +139,13 @@ class TransactionCoordinator:
         :class:`~deltalog.errors.CorruptStateError` naming its file."""
         location = self._location(transactional_id)
         data = self.storage.read_versioned(location)
-        return _live(None if data is None else TransactionMetadata.parse(data.data, location))
+        return _live(None if data is None else TransactionMetadata.parse(data.data, location, transactional_id))
 
     def list_transactions(self, damaged: list[CorruptStateError] | None = None) -> list[TransactionMetadata]:
         """Every transactional id of the store that has not expired (Kafka's ``kafka-transactions.sh --list``).
         A damaged document is left out (one bad id does not hide the others, as one unreadable partition of
         ``__transaction_state`` does not stop Kafka's other coordinators): its error is added to ``damaged``
-        when a list is given, and logged."""
+        when a list is given, else logged."""
         out = []
         for info in self.storage.list_files(self.storage.location(*producer_state.TRANSACTIONAL_IDS)):
             if info.location.endswith(".json"):
@@ -151,9 +153,10 @@ class TransactionCoordinator:
                 try:
                     meta = None if data is None else _live(TransactionMetadata.parse(data.data, info.location))
                 except CorruptStateError as e:
-                    log.error("%s", e)
                     if damaged is not None:
-                        damaged.append(e)
+                        damaged.append(e)  # the caller reports it
+                    else:
+                        log.error("%s", e)
                     continue
                 if meta is not None:
                     out.append(meta)
@@ -192,7 +195,7 @@ class TransactionCoordinator:
         location = self._location(transactional_id)
         for _ in range(producer_state.CAS_ATTEMPTS):
             current = self.storage.read_versioned(location)
-            meta = None if current is None else TransactionMetadata.parse(current.data, location)
+            meta = None if current is None else TransactionMetadata.parse(current.data, location, transactional_id)
             new = step(meta)
             if new is None:
                 return meta
