@@ -39,7 +39,7 @@ HANGING_COLUMNS = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "Coordin
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "transactions", help="list and describe transactions, abort timed-out ones (kafka-transactions)",
+        "transactions", help="list and describe transactions, find hanging ones, abort (kafka-transactions)",
         description="The store's transactional ids and their transactions (Kafka's kafka-transactions.sh).")
     actions = p.add_subparsers(dest="action", metavar="ACTION", title="actions")
     ls = actions.add_parser("list", help="every transactional id and its state")
