@@ -97,11 +97,14 @@ def hanging_problems(storage: Storage, *, now_ms: int | None, hanging) -> list[S
     from deltalog.log.log_manager import LogManager
 
     logs = LogManager(storage, WallClock(), create=False)
+    unreadable: list = []
     try:
-        found = hanging.find_hanging(logs, now_ms=now_ms, damaged=[])
-    except DeltalogError as e:  # a damaged partition: the partitions check reports it
-        return [StateProblem(WARN, "hanging transactions", f"not searched: {e}", "see the damage rows")]
-    return [StateProblem(
+        found = hanging.find_hanging(logs, now_ms=now_ms, damaged=[], unreadable=unreadable)
+    except DeltalogError as e:
+        return [StateProblem(WARN, "hanging transactions", f"not searched: {e}", "see the rows above")]
+    skipped = [StateProblem(WARN, "hanging transactions", f"a partition was not searched: {e}",
+                            "see the damage rows: repair the partition, then run doctor again") for e in unreadable]
+    return skipped + [StateProblem(
         WARN, f"hanging {t.topic}-{t.partition}",
         f"producer {t.producer_id} (epoch {t.producer_epoch}) has a transaction open since offset {t.start_offset}, "
         f"last written {(logs.clock.now_ms() if now_ms is None else now_ms) - t.last_timestamp_ms} ms ago, that no "

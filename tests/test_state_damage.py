@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from deltalog import CorruptStateError, InvalidArgumentError, Record, Store
+from deltalog import CorruptLogError, CorruptStateError, InvalidArgumentError, Record, Store
 from deltalog.clock import ManualClock
 from deltalog.log import producer_ids, producer_state
 from deltalog.log.transaction_coordinator import COMPLETE_ABORT, TransactionCoordinator
@@ -445,3 +445,24 @@ def test_find_hanging_and_abort_refuse_a_command_line_without_their_scope(tmp_pa
     assert p.returncode == 1 and "Could not find any open transactions starting at offset 0" in p.stderr
     p = _console(root, "transactions", "find-hanging", "--topic", "nope")
     assert p.returncode == 1 and "does not exist" in p.stderr
+
+
+def test_find_hanging_searches_past_a_partition_whose_delta_log_is_damaged(tmp_path):
+    root = tmp_path / "store"
+    store = Store(root)
+    store.create_topic("t", 2, config={"cleanup.policy": "compact"})
+    p = store.producer(transactional_id="app")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("t", recs(("k", "v")), partition=0)
+    txn_doc(store, "app").unlink()
+    for i in range(3):
+        store.append("t", 1, recs(("k", str(i))))
+    commits = sorted((Path(store.log("t", 1).uri) / "_delta_log").glob("*.json"))
+    commits[1].unlink()  # a gap in partition 1's Delta log
+    p = _console(root, "transactions", "find-hanging", "--topic", "t", "--max-transaction-timeout", "0")
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+    assert [line.split()[:2] for line in p.stdout.splitlines()[1:]] == [["t", "0"]]
+    assert "t-1" in p.stderr or "/1/_delta_log" in p.stderr
+    with pytest.raises(CorruptLogError, match="_delta_log"):
+        Store(root).find_hanging_transactions("t", max_transaction_timeout_ms=0)

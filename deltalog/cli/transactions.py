@@ -12,7 +12,8 @@ partition: there are no brokers) lists the transactions open longer than that wh
 (Kafka's columns: ``Topic Partition ProducerId ProducerEpoch CoordinatorEpoch StartOffset LastTimestamp
 Duration(min)``), and ``abort --topic T --partition P --start-offset N`` (or ``--producer-id --producer-epoch
 --coordinator-epoch``) writes the ABORT marker of one of them (see :mod:`deltalog.log.hanging`). A damaged
-transactional-id document is reported on stderr by every action (exit code 1); the others are still listed.
+transactional-id document (or, for find-hanging, a partition whose Delta log cannot be read) is reported on stderr
+by every action (exit code 1); the others are still listed.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import sys
 
 import deltalog.cli.common as common
 from deltalog.cli import output
-from deltalog.errors import CorruptStateError
+from deltalog.errors import CorruptStateError, DeltalogError
 from deltalog.log import hanging
 from deltalog.log.transaction_coordinator import ONGOING, TransactionCoordinator, TransactionMetadata
 from deltalog.store import Store
@@ -103,10 +104,11 @@ class _Coordinator(TransactionCoordinator):
 
     def __init__(self, logs) -> None:  # noqa: ANN001
         super().__init__(logs)
-        self.damaged: list[CorruptStateError] = []
+        #: Damaged documents the listings skipped, and partitions find-hanging could not read.
+        self.damaged: list[DeltalogError] = []
 
     def list_transactions(self, damaged: list[CorruptStateError] | None = None) -> list[TransactionMetadata]:
-        return super().list_transactions(self.damaged if damaged is None else damaged)
+        return super().list_transactions(self.damaged if damaged is None else damaged)  # type: ignore[arg-type]
 
 
 def _row(meta: TransactionMetadata, now_ms: int) -> dict[str, object]:
@@ -181,7 +183,7 @@ def _find_hanging(store: Store, coordinator: _Coordinator, args: argparse.Namesp
     now = store.clock.now_ms()
     found = hanging.find_hanging(store.log_manager, topic=args.topic, partition=args.partition,
                                  max_transaction_timeout_ms=args.max_transaction_timeout * 60_000, now_ms=now,
-                                 damaged=coordinator.damaged)
+                                 damaged=coordinator.damaged, unreadable=coordinator.damaged)
     rows = hanging.describe(found, now)
     if output.wants_json(args):
         for r in rows:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow.compute as pc
 
-from deltalog.errors import CorruptStateError, InvalidArgumentError, InvalidProducerEpochError
+from deltalog.errors import CorruptLogError, CorruptStateError, InvalidArgumentError, InvalidProducerEpochError
 from deltalog.log.producer_state import ProducerStateEntry
 from deltalog.log.record import ABORT, PRODUCER_EPOCH
 from deltalog.log.transaction_coordinator import ONGOING, PREPARE_ABORT, PREPARE_COMMIT, TransactionCoordinator
@@ -103,17 +103,27 @@ def partitions_to_search(logs: LogManager, topic: str | None, partition: int | N
 
 def find_hanging(logs: LogManager, *, topic: str | None = None, partition: int | None = None,
                  max_transaction_timeout_ms: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, now_ms: int | None = None,
-                 damaged: list[CorruptStateError] | None = None) -> list[OpenTransaction]:
+                 damaged: list[CorruptStateError] | None = None,
+                 unreadable: list[CorruptLogError] | None = None) -> list[OpenTransaction]:
     """The hanging transactions of the partitions searched (see the module doc). A transactional-id document that
-    cannot be read maps no producer id, so its open transactions are listed (its error goes to ``damaged``)."""
+    cannot be read maps no producer id, so its open transactions are listed (its error goes to ``damaged``). A
+    partition whose Delta log cannot be read raises, or, when ``unreadable`` is a list, is skipped and its error
+    added there."""
     if not isinstance(max_transaction_timeout_ms, int) or isinstance(max_transaction_timeout_ms, bool) \
             or max_transaction_timeout_ms < 0:
         raise InvalidArgumentError(f"max transaction timeout must be a non-negative number of ms, not "
                                    f"{max_transaction_timeout_ms!r}")
     now_ms = logs.clock.now_ms() if now_ms is None else now_ms
-    candidates = [t for tp in partitions_to_search(logs, topic, partition)
-                  for t in open_transactions(logs.log(*tp))
-                  if t.duration_ms(now_ms) > max_transaction_timeout_ms]
+    candidates = []
+    for tp in partitions_to_search(logs, topic, partition):
+        try:
+            opened = open_transactions(logs.log(*tp))
+        except CorruptLogError as e:  # one damaged partition does not hide the others' hanging transactions
+            if unreadable is None:
+                raise
+            unreadable.append(e)
+            continue
+        candidates += [t for t in opened if t.duration_ms(now_ms) > max_transaction_timeout_ms]
     if not candidates:
         return []
     live: dict[int, set[tuple[str, int]]] = {}
