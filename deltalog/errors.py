@@ -230,6 +230,20 @@ class CommitOutcomeUnknownError(StorageError):
     the records are there, or retry an idempotent send (its sequence makes the retry safe)."""
 
 
+class CorruptStateError(StorageError):
+    """A document deltalog keeps beside the Delta logs (the producer-id counter, a transactional id's state, a
+    lease, a topic marker, an uncleanable mark, ...) is not valid JSON or holds a value of the wrong type or out
+    of range. ``location`` names the file; the message says how to recover. The damage is confined to what the
+    document belongs to (one transactional id, one partition): everything else goes on, and
+    ``deltalog doctor`` reports it."""
+
+    def __init__(self, message: str, *, location: str, fix: str = "") -> None:
+        super().__init__(message)
+        self.location = location
+        #: How to recover (also the end of the message).
+        self.fix = fix
+
+
 class NoStoreError(DeltalogError):
     """A command that only reads was pointed at a location that holds no store."""
 

@@ -33,7 +33,7 @@ from deltalog.errors import InvalidArgumentError, InvalidConfigError, InvalidRec
 from deltalog.groups import admin as group_admin
 from deltalog.groups.consumer import Consumer
 from deltalog.groups.offsets_topic import OffsetsTopic
-from deltalog.log import arrow_records, damage
+from deltalog.log import arrow_records, damage, hanging
 from deltalog.log.idempotent_producer import KafkaProducer
 from deltalog.log.lease import LeaseManager
 from deltalog.log.log_manager import (
@@ -212,6 +212,27 @@ class Store:
         takes them): ``init_transactions``, ``send``/``produce``, ``poll``, ``flush``, ``close``. An idempotent
         producer's retried batch lands once; see :mod:`deltalog.log.idempotent_producer`."""
         return KafkaProducer(self.log_manager, **{**dict(config or {}), **configs})
+
+    def find_hanging_transactions(self, topic: str | None = None, partition: int | None = None, *,
+                                  max_transaction_timeout_ms: int = hanging.DEFAULT_MAX_TRANSACTION_TIMEOUT_MS
+                                  ) -> list[hanging.OpenTransaction]:
+        """Transactions open in the store's partitions (one topic's, or one partition's) for longer than
+        ``max_transaction_timeout_ms`` that no transactional id's state will ever end: they hold their partition's
+        last stable offset back for ever (Kafka's ``kafka-transactions.sh find-hanging``). End one with
+        :meth:`abort_transaction`. See :mod:`deltalog.log.hanging`."""
+        return hanging.find_hanging(self.log_manager, topic=topic, partition=partition,
+                                    max_transaction_timeout_ms=max_transaction_timeout_ms)
+
+    def abort_transaction(self, topic: str, partition: int, *, start_offset: int | None = None,
+                          producer_id: int | None = None, producer_epoch: int | None = None,
+                          coordinator_epoch: int = hanging.NO_COORDINATOR_EPOCH) -> int:
+        """Abort the transaction open in ``topic``-``partition`` that starts at ``start_offset`` (or that of
+        ``producer_id`` at ``producer_epoch``) by writing its ABORT marker; returns the marker's offset (Kafka's
+        ``Admin.abortTransaction``, ``kafka-transactions.sh abort``). A last resort for a hanging transaction:
+        its records are dropped for ``read_committed`` readers and the cleaner."""
+        return hanging.abort_transaction(self.log_manager, topic, partition, start_offset=start_offset,
+                                         producer_id=producer_id, producer_epoch=producer_epoch,
+                                         coordinator_epoch=coordinator_epoch)
 
     def roll(self, topic: str, partition: int) -> int:
         """Close the active segment now; returns the base offset of the new active segment."""

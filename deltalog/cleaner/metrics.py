@@ -68,11 +68,21 @@ def record_clean(logs: LogManager, result: CleanResult) -> None:
 
 
 def last_clean(logs: LogManager, topic: str, partition: int) -> dict[str, Any] | None:
-    return logs.storage.read_json(_last_clean_path(logs, topic, partition))
+    return _figures(logs.storage.read_json(_last_clean_path(logs, topic, partition)),
+                    ("now_ms", "map_ms", "copy_ms", "map_utilization"))
 
 
 def last_run(logs: LogManager) -> dict[str, Any] | None:
-    return logs.storage.read_json(logs.state_path(CLEANER_STATE_DIR, "last-run.json"))
+    return _figures(logs.storage.read_json(logs.state_path(CLEANER_STATE_DIR, "last-run.json")), ("finished_ms",))
+
+
+def _figures(doc: Any, numbers: tuple[str, ...]) -> dict[str, Any] | None:
+    """Figures kept for reports only: a damaged file (torn, not a JSON object, or without the numbers the report
+    reads) reads as none (the next pass writes it again), and ``deltalog doctor`` names it."""
+    if not isinstance(doc, dict):
+        return None
+    ok = all(isinstance(doc.get(k), (int, float)) and not isinstance(doc.get(k), bool) for k in numbers)
+    return doc if ok else None
 
 
 def forget_topic(logs: LogManager, topic: str) -> None:

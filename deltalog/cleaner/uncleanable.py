@@ -97,7 +97,11 @@ class UncleanablePartitions:
         try:
             mark = UncleanableMark(**data)
         except TypeError:
-            mark = UncleanableMark(topic, int(partition), 0, "Unknown", "the uncleanable mark is unreadable",
+            mark = None
+        if mark is None or not _valid(mark, topic, int(partition)):
+            # a damaged mark still marks the partition, under the file's own topic and partition (so that
+            # reset-uncleanable clears this very file); doctor names it
+            mark = UncleanableMark(topic, int(partition), 0, "Unknown", f"the uncleanable mark {path} is unreadable",
                                    None, None, "")
         return mark if mark.applies_to(topic_id) else None
 
@@ -128,3 +132,14 @@ class UncleanablePartitions:
     def forget_topic(self, topic: str) -> None:
         """Drop every mark of a deleted topic (Kafka removes deleted partitions from its set)."""
         self.storage.delete_tree(self.storage.location(STATE_DIR, UNCLEANABLE_DIR, topic))
+
+
+def _valid(mark: UncleanableMark, topic: str, partition: int) -> bool:
+    """The mark is the one its file's path names, with the types deltalog writes."""
+    def opt_int(v: object) -> bool:
+        return v is None or (isinstance(v, int) and not isinstance(v, bool))
+
+    return (mark.topic == topic and mark.partition == partition and isinstance(mark.marked_ms, int)
+            and isinstance(mark.error_type, str) and isinstance(mark.message, str)
+            and opt_int(mark.first_dirty_offset) and opt_int(mark.first_uncleanable_offset)
+            and (mark.topic_id is None or isinstance(mark.topic_id, str)))

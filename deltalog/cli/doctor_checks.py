@@ -352,6 +352,27 @@ def check_store_damage(path: str, storage_options: Mapping[str, str] | None = No
     return checks
 
 
+def check_state_documents(path: str, storage_options: Mapping[str, str] | None = None) -> list[Check]:
+    """One FAIL per damaged state document (the producer-id counter, a transactional id's document, a topic
+    marker, an uncleanable mark), a WARN per damaged cleaner figure and per hanging transaction, naming the file
+    or the partition and the fix; or one OK (see :mod:`deltalog.state_check`)."""
+    from deltalog import state_check
+
+    try:
+        storage = Storage(path, storage_options)
+        if not is_store(storage):
+            return []
+        count, problems = state_check.scan_state(storage)
+    except Exception as e:  # the store check above already says why the store cannot be reached
+        return [Check("state", FAIL, f"cannot read the store's state documents: {' '.join(str(e).split())[:300]}",
+                      "see the store row above")]
+    checks = [Check(p.name, p.status, p.detail, p.fix) for p in problems]
+    if not problems:
+        checks.append(Check("state", OK, f"{count} state document(s) (producer ids, transactional ids, topic "
+                                         "markers, cleaner state) read and valid; no hanging transaction"))
+    return checks
+
+
 def run_checks(store_path: str, *, spark: bool = True, storage_options: Mapping[str, str] | None = None
                ) -> list[Check]:
     """Every check, in the order a newcomer should fix them."""
@@ -371,6 +392,7 @@ def run_checks(store_path: str, *, spark: bool = True, storage_options: Mapping[
     checks.append(check_delta_spark_jars(session))
     checks.append(check_store_writable(store_path, storage_options))
     checks += check_store_damage(store_path, storage_options)
+    checks += check_state_documents(store_path, storage_options)
     return checks
 
 

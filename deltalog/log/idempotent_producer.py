@@ -54,7 +54,7 @@ from deltalog.log.client_shapes import SentFuture, deliver, is_batch, one_record
 from deltalog.log.producer import Producer, ProduceResult
 from deltalog.log.producer_state import ProducerBatch, batch_digest
 from deltalog.log.record import Record
-from deltalog.log.transaction_coordinator import DEAD, TransactionCoordinator
+from deltalog.log.transaction_coordinator import DEAD, TransactionCoordinator, TransactionMetadata
 from deltalog.structs import TopicPartition
 
 if TYPE_CHECKING:
@@ -293,7 +293,8 @@ class KafkaProducer:
             if self.transactional_id is not None:
                 raise IllegalStateError("Cannot perform a 'send' before completing a call to init_transactions "
                                         "when transactions are enabled (transactional_id is set)")
-            self.producer_id, self.producer_epoch = producer_state.allocate_producer_id(self.logs.storage), 0
+            self.producer_id = producer_state.allocate_producer_id(self.logs.storage, self.logs)
+            self.producer_epoch = 0
         sent: dict[int, int] = {}
 
         def batch_for(p: int, rows: pa.Table) -> ProducerBatch:
@@ -400,15 +401,16 @@ class KafkaProducer:
         the partitions fence it too, once the newer epoch has written to them)."""
         if self.transactional_id is None:
             return
-        doc = self.logs.storage.read_json(producer_state.transactional_location(self.logs.storage,
-                                                                                self.transactional_id))
-        if doc is not None and doc.get("state") == DEAD:
+        location = producer_state.transactional_location(self.logs.storage, self.transactional_id)
+        found = self.logs.storage.read_versioned(location)
+        meta = None if found is None else TransactionMetadata.parse(found.data, location, self.transactional_id)
+        if meta is not None and meta.state == DEAD:
             if self._txn_partitions is None:
                 return  # an idempotent send outside a transaction: its producer id still holds in the partitions
             raise InvalidPidMappingError(
                 f"transactional id {self.transactional_id!r} expired (transactional.id.expiration.ms) and no longer "
                 f"maps to producer id {self.producer_id}: call init_transactions() again")
-        now = None if doc is None else (int(doc["producer_id"]), int(doc["producer_epoch"]))
+        now = None if meta is None else (meta.producer_id, meta.producer_epoch)
         if now is not None and now != (self.producer_id, self.producer_epoch):
             raise ProducerFencedError(
                 f"There is a newer producer with the same transactional_id {self.transactional_id!r} "

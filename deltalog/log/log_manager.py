@@ -50,10 +50,10 @@ from deltalog.clock import Clock
 from deltalog.config import TopicConfig
 from deltalog.errors import (
     CorruptLogError,
+    CorruptStateError,
     InvalidConfigError,
     InvalidTopicError,
     NoStoreError,
-    StorageError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
     shown,
@@ -152,12 +152,18 @@ class TopicMarker:
 
     @classmethod
     def parse(cls, data: bytes) -> TopicMarker | None:
+        """The marker, or None when it is not one deltalog wrote (not JSON, a key missing, a value of the wrong
+        type or out of range: an unknown state, a partition count below 1)."""
         try:
             d = json.loads(data)
-            return cls(str(d["state"]), d.get("topic_id"), int(d["partitions"]), str(d.get("owner", "")),
-                       int(d.get("updated_ms", 0)))
-        except (ValueError, KeyError, TypeError):
+            marker = cls(d["state"], d.get("topic_id"), d["partitions"], d.get("owner", ""), d.get("updated_ms", 0))
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None
+        ints_ok = all(isinstance(v, int) and not isinstance(v, bool) for v in (marker.partitions, marker.updated_ms))
+        if not (ints_ok and marker.state in (TOPIC_CREATING, TOPIC_READY, TOPIC_DELETING) and marker.partitions >= 1
+                and isinstance(marker.owner, str) and (marker.topic_id is None or isinstance(marker.topic_id, str))):
+            return None
+        return marker
 
     def stale(self, modified_ms: int, now_wall_ms: int) -> bool:
         """A ``creating``/``deleting`` marker whose owner died, or that nobody touched for the timeout."""
@@ -239,8 +245,11 @@ class LogManager:
             return None
         marker = TopicMarker.parse(found.data)
         if marker is None:
-            raise StorageError(f"the topic marker {self._marker_path(topic)} is not valid JSON; it was not "
-                               "written by deltalog (remove it, and the topic's files, to drop the topic)")
+            path = self._marker_path(topic)
+            fix = "Restore it from a backup, or remove it and the topic's files to drop the topic"
+            raise CorruptStateError(f"{path}: the topic marker of {topic!r} is not valid JSON or holds a wrong state, "
+                                    f"partition count or type; it was not written by deltalog. {fix}", location=path,
+                                    fix=fix)
         return marker, found
 
     def _legacy_partitions(self, topic: str) -> list[int]:
@@ -346,7 +355,12 @@ class LogManager:
                 validate_topic_name(name)
             except InvalidTopicError:
                 continue
-            if self._ready_partitions(name) is not None:
+            try:
+                ready = self._ready_partitions(name) is not None
+            except CorruptStateError as e:  # one topic's damaged marker hides that topic only (doctor names it)
+                log.error("%s", e)
+                continue
+            if ready:
                 names.append(name)
         return names
 

@@ -4,7 +4,9 @@ Three pieces of state, each changed only by compare-and-swap so that several pro
 
 * **Producer ids** come from one store-wide counter, ``_deltalog/producers/producer_ids.json``, advanced by a
   conditional put (create, then compare-and-swap on its etag; Kafka's ``ProducerIdManager`` hands out blocks
-  from ZooKeeper or the controller the same way). Ids are never reused.
+  from ZooKeeper or the controller the same way). Ids are never reused: a lost counter is rebuilt from what
+  the Delta logs and the transactional-id documents hold, and a damaged one is refused
+  (:mod:`deltalog.log.producer_ids`).
 * **Transactional ids** map to (producer id, epoch) and their transaction's state in
   ``_deltalog/producers/transactional_ids/<sha256 of the id>.json`` (:mod:`deltalog.log.transaction_coordinator`).
   ``init_transactions()`` bumps the epoch by a compare-and-swap, so of two processes starting with one
@@ -35,24 +37,27 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from deltalog.errors import (
-    CommitConflictError,
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
     ProducerFencedError,
     UnknownProducerIdError,
 )
+from deltalog.log.producer_ids import PRODUCER_IDS, allocate  # noqa: F401 (PRODUCER_IDS: where the counter lives)
 from deltalog.storage import Storage
+
+if TYPE_CHECKING:
+    from deltalog.log.log_manager import LogManager
 
 #: Kafka's producer epochs are shorts; a transactional id whose epoch reaches this gets a new producer id.
 MAX_EPOCH = 32_766
 #: Sequences are Kafka's int32 per (producer, partition).
 MAX_SEQUENCE = 2**31 - 1
 CAS_ATTEMPTS = 100
-PRODUCER_IDS = ("_deltalog", "producers", "producer_ids.json")
 TRANSACTIONAL_IDS = ("_deltalog", "producers", "transactional_ids")
 
 
@@ -185,21 +190,10 @@ def batch_digest(rows: pa.Table) -> int:
 
 # -- store-wide: producer ids and transactional ids ---------------------------------------------------
 
-def allocate_producer_id(storage: Storage) -> int:
-    """A producer id no other producer of the store ever got (compare-and-swap on one counter file)."""
-    location = storage.location(*PRODUCER_IDS)
-    for _ in range(CAS_ATTEMPTS):
-        current = storage.read_versioned(location)
-        if current is None:
-            if storage.create_json(location, {"next_producer_id": 1}) is not None:
-                return 0
-            continue
-        import json  # the counter is one small JSON document
-
-        nxt = int(json.loads(current.data)["next_producer_id"])
-        if storage.replace_json(location, {"next_producer_id": nxt + 1}, current.etag) is not None:
-            return nxt
-    raise CommitConflictError(f"allocating a producer id lost the race for {location} {CAS_ATTEMPTS} times")
+def allocate_producer_id(storage: Storage, logs: LogManager | None = None) -> int:
+    """A producer id no other producer of the store ever got (compare-and-swap on one counter file, rebuilt from
+    the Delta logs if it was lost; see :mod:`deltalog.log.producer_ids`)."""
+    return allocate(storage, logs)
 
 
 def transactional_location(storage: Storage, transactional_id: str) -> str:

@@ -28,20 +28,31 @@ small document per transactional id, which gives the same compare-and-swap witho
 
 from __future__ import annotations
 
-import json
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from deltalog.errors import CommitConflictError, IllegalStateError, InvalidPidMappingError, ProducerFencedError
+from deltalog.errors import (
+    CommitConflictError,
+    CorruptStateError,
+    DeltalogError,
+    IllegalStateError,
+    InvalidPidMappingError,
+    ProducerFencedError,
+)
 from deltalog.log import faults, producer_state
+from deltalog.log.producer_ids import MAX_PRODUCER_ID
 from deltalog.log.record import ABORT, COMMIT
+from deltalog.log.state_docs import Document
 from deltalog.log.store_clock import StoreClock
 
 if TYPE_CHECKING:
     from deltalog.clock import Clock
     from deltalog.log.log_manager import LogManager
     from deltalog.storage import Versioned
+
+log = logging.getLogger(__name__)
 
 EMPTY = "Empty"
 ONGOING = "Ongoing"
@@ -56,6 +67,11 @@ IDLE = (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
 #: ``__transaction_state``; here the document stays, marked, because the store has no conditional delete to
 #: remove it without racing an ``init_transactions()`` that revives it (a few hundred bytes per id).
 DEAD = "Dead"
+STATES = (EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD)
+#: What to do with a damaged transactional-id document (see :class:`~deltalog.errors.CorruptStateError`).
+DAMAGED_FIX = ("Only this transactional id is affected. Delete the file: the id's next init_transactions() starts "
+               "it afresh with a new producer id; a transaction it left open in a partition is then found by "
+               "'deltalog transactions find-hanging' and ended by 'deltalog transactions abort'")
 #: Kafka's default ``transactional.id.expiration.ms`` (7 days).
 DEFAULT_EXPIRATION_MS = 604_800_000
 
@@ -81,24 +97,41 @@ class TransactionMetadata:
     modified_ms: int | None = field(default=None, compare=False)
 
     @classmethod
-    def of(cls, doc: Versioned) -> TransactionMetadata:
+    def of(cls, doc: Versioned, location: str = "<transactional-id document>",
+           transactional_id: str | None = None) -> TransactionMetadata:
         """The document as read, with the store's time of its last write. An ``Ongoing`` transaction's start is
         left out by the write that began it (its writer's clock is not the coordinator's): that write's time, on
         the store's clock, is the start, and the next change of the document records it."""
-        meta = replace(cls.parse(doc.data), modified_ms=doc.modified_ms)
+        meta = replace(cls.parse(doc.data, location, transactional_id), modified_ms=doc.modified_ms)
         if meta.state == ONGOING and meta.txn_start_ms is None:
             meta = replace(meta, txn_start_ms=doc.modified_ms)
         return meta
 
     @classmethod
-    def parse(cls, data: bytes) -> TransactionMetadata:
-        doc = json.loads(data)
+    def parse(cls, data: bytes, location: str = "<transactional-id document>",
+              transactional_id: str | None = None) -> TransactionMetadata:
+        """The document, checked as Kafka's ``TransactionLog.readTxnRecordValue`` checks a record of
+        ``__transaction_state``: a torn file, a missing key, or a value of the wrong type or out of range raises
+        :class:`~deltalog.errors.CorruptStateError` naming ``location``."""
+        what = "transactional-id document" + ("" if transactional_id is None else f" of {transactional_id!r}")
+        doc = Document.parse(data, location, what, DAMAGED_FIX)
         known = {"transactional_id", "producer_id", "producer_epoch", "state", "partitions", "txn_start_ms",
                  "timeout_ms", "last_update_ms"}
-        return cls(str(doc["transactional_id"]), int(doc["producer_id"]), int(doc["producer_epoch"]),
-                   str(doc.get("state") or EMPTY), tuple((str(t), int(p)) for t, p in doc.get("partitions") or ()),
-                   doc.get("txn_start_ms"), int(doc.get("timeout_ms") or DEFAULT_TIMEOUT_MS),
-                   int(doc.get("last_update_ms") or 0), {k: v for k, v in doc.items() if k not in known})
+        partitions = []
+        for p in doc.list("partitions", default=[]):
+            if not (isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], int)
+                    and not isinstance(p[1], bool) and p[1] >= 0):
+                raise doc.bad("partitions", p, "[topic, partition] pairs")
+            partitions.append((p[0], p[1]))
+        extra = {k: v for k, v in doc.data.items() if k not in known}
+        if "previous_producer_id" in extra:
+            doc.int("previous_producer_id", maximum=MAX_PRODUCER_ID)
+        return cls(doc.str("transactional_id"), doc.int("producer_id", maximum=MAX_PRODUCER_ID),
+                   doc.int("producer_epoch", maximum=producer_state.MAX_EPOCH + 1),
+                   doc.str("state", choices=STATES, default=EMPTY), tuple(partitions),
+                   doc.int("txn_start_ms", nullable=True, default=None),
+                   doc.int("timeout_ms", minimum=1, default=None) or DEFAULT_TIMEOUT_MS,
+                   doc.int("last_update_ms", default=0), extra)
 
     def payload(self) -> dict[str, Any]:
         return {**self.extra, "transactional_id": self.transactional_id, "producer_id": self.producer_id,
@@ -126,17 +159,29 @@ class TransactionCoordinator:
         return producer_state.transactional_location(self.storage, transactional_id)
 
     def describe(self, transactional_id: str) -> TransactionMetadata | None:
-        """The id's document; None if it was never initialised or has expired."""
-        data = self.storage.read_versioned(self._location(transactional_id))
-        return _live(None if data is None else TransactionMetadata.of(data))
+        """The id's document; None if it was never initialised or has expired. A damaged one raises
+        :class:`~deltalog.errors.CorruptStateError` naming its file."""
+        location = self._location(transactional_id)
+        data = self.storage.read_versioned(location)
+        return _live(None if data is None else TransactionMetadata.of(data, location, transactional_id))
 
-    def list_transactions(self) -> list[TransactionMetadata]:
-        """Every transactional id of the store that has not expired (Kafka's ``kafka-transactions.sh --list``)."""
+    def list_transactions(self, damaged: list[CorruptStateError] | None = None) -> list[TransactionMetadata]:
+        """Every transactional id of the store that has not expired (Kafka's ``kafka-transactions.sh --list``).
+        A damaged document is left out (one bad id does not hide the others, as one unreadable partition of
+        ``__transaction_state`` does not stop Kafka's other coordinators): its error is added to ``damaged``
+        when a list is given, else logged."""
         out = []
         for info in self.storage.list_files(self.storage.location(*producer_state.TRANSACTIONAL_IDS)):
             if info.location.endswith(".json"):
                 data = self.storage.read_versioned(info.location)
-                meta = None if data is None else _live(TransactionMetadata.of(data))
+                try:
+                    meta = None if data is None else _live(TransactionMetadata.of(data, info.location))
+                except CorruptStateError as e:
+                    if damaged is not None:
+                        damaged.append(e)  # the caller reports it
+                    else:
+                        log.error("%s", e)
+                    continue
                 if meta is not None:
                     out.append(meta)
         return sorted(out, key=lambda m: m.transactional_id)
@@ -157,7 +202,11 @@ class TransactionCoordinator:
                     return None  # used meanwhile
                 return replace(m, state=DEAD, partitions=(), txn_start_ms=None, last_update_ms=now_ms)
 
-            new = self._update(meta.transactional_id, kill)
+            try:
+                new = self._update(meta.transactional_id, kill)
+            except DeltalogError as e:  # one id's damage does not stop the others' expiry
+                log.warning("expiring transactional id %r failed: %s", meta.transactional_id, e)
+                continue
             if new is not None and new.state == DEAD:
                 done.append(meta.transactional_id)
         return done
@@ -170,7 +219,7 @@ class TransactionCoordinator:
         location = self._location(transactional_id)
         for _ in range(producer_state.CAS_ATTEMPTS):
             current = self.storage.read_versioned(location)
-            meta = None if current is None else TransactionMetadata.of(current)
+            meta = None if current is None else TransactionMetadata.of(current, location, transactional_id)
             new = step(meta)
             if new is None:
                 return meta
@@ -194,11 +243,11 @@ class TransactionCoordinator:
 
         def bump(meta: TransactionMetadata | None) -> TransactionMetadata:
             if meta is None or meta.state == DEAD:  # never initialised, or expired: a new producer id
-                return TransactionMetadata(transactional_id, producer_state.allocate_producer_id(self.storage), 0,
+                return TransactionMetadata(transactional_id, producer_state.allocate_producer_id(self.storage, self.logs), 0,
                                            timeout_ms=timeout_ms, last_update_ms=now_ms)
             pid, epoch = meta.producer_id, meta.producer_epoch + 1
             if epoch > producer_state.MAX_EPOCH:
-                pid, epoch = producer_state.allocate_producer_id(self.storage), 0
+                pid, epoch = producer_state.allocate_producer_id(self.storage, self.logs), 0
             state = meta.state
             if state == ONGOING:
                 state = PREPARE_ABORT  # the old holder's transaction cannot commit any more
@@ -294,11 +343,15 @@ class TransactionCoordinator:
                 return replace(m, producer_epoch=m.producer_epoch + 1, state=state, last_update_ms=now_ms,
                                extra={**m.extra, "previous_producer_id": m.producer_id})
 
-            new = self._update(meta.transactional_id, fence)
-            if new is not None and new.producer_epoch == meta.producer_epoch + 1 \
-                    and new.state in (PREPARE_COMMIT, PREPARE_ABORT):
-                self._complete(new, now_ms, markers_pid=meta.producer_id)
-                done.append(meta.transactional_id)
+            try:
+                new = self._update(meta.transactional_id, fence)
+                if new is not None and new.producer_epoch == meta.producer_epoch + 1 \
+                        and new.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                    self._complete(new, now_ms, markers_pid=meta.producer_id)
+                    done.append(meta.transactional_id)
+            except DeltalogError as e:  # one id's failure (its document damaged meanwhile, a partition that
+                # cannot take its marker) does not stop the sweep of the others; the next sweep tries again
+                log.warning("aborting the timed-out transaction of %r failed: %s", meta.transactional_id, e)
         return done
 
     # -- internals ---------------------------------------------------------------------------------------
