@@ -371,6 +371,8 @@ class Storage:
             except StorageFullError:
                 raise  # the store refused it for want of space: nothing landed
             except (AlreadyExistsError, PreconditionError, NotFoundError, FileNotFoundError) as e:
+                if etag is None and isinstance(e, (NotFoundError, FileNotFoundError)):
+                    raise  # a create has nothing to find: the bucket or container itself is missing
                 refused, error = True, e
             except Exception as e:  # noqa: BLE001 - the outcome is unknown: the store says what it holds
                 refused, error = False, e
