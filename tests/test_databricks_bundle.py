@@ -295,12 +295,13 @@ def test_the_bundle_job_runs_a_cleaner_cycle(tmp_path, spark, monkeypatch):
         b"k0": b"v1", b"k1": b"v1", b"k2": b"v1", b"active": b"a"}
 
 
-def test_the_artifact_build_command_is_the_provided_spark_build():
+def test_the_artifact_build_command_is_the_templates_and_uploads_what_it_builds():
+    """The build Databricks' default-python template uses; tests/test_packaging.py runs it and checks the wheel."""
     artifact = bundle_root_config()["artifacts"]["deltalog_wheel"]
-    argv = shlex.split(artifact["build"])
-    assert argv[:2] == ["python", "build_backend/deltalog_build.py"] and os.path.isfile(os.path.join(ROOT, argv[1]))
+    assert shlex.split(artifact["build"]) == ["uv", "build", "--wheel"] and artifact["path"] == "."
+    assert pyproject()["build-system"]["build-backend"] == "setuptools.build_meta"
     [source] = [f["source"] for f in artifact["files"]]
-    assert os.path.normpath(os.path.dirname(source)) == os.path.normpath(argv[2])  # uploads what it builds
+    assert os.path.normpath(source) == os.path.join("dist", "*.whl")  # uv build's output directory
 
 
 def test_the_job_json_is_a_valid_jobs_api_request():

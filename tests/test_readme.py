@@ -17,7 +17,7 @@ def readme() -> str:
 
 def test_the_two_set_up_commands_and_ci():
     text = readme()
-    assert "```bash\npip install -e . && deltalog demo\n```" in text
+    assert '```bash\npip install -e ".[spark]" && deltalog demo\n```' in text  # the demo needs the Spark extra
     assert '```bash\npip install -e ".[dev]" && python -m pytest\n```' in text
     with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
         assert 'pip install -e ".[dev]" && python -m pytest' in f.read().splitlines()

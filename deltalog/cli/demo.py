@@ -22,6 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     output.add_output_option(p, text="the walkthrough, step by step", json_help="one object: the store, the "
                              "offsets produced, and the topic before the first clean and after each clean")
     p.set_defaults(func=demo)
+    common.needs_extras(p, "spark")
 
 
 def demo(args: argparse.Namespace) -> int:
