@@ -194,6 +194,7 @@ def test_each_target_deploys_a_valid_job(target):
     assert [os.path.normpath(w) for w in wheels] == [os.path.normpath(wheel_glob)]
 
 
+@pytest.mark.subprocess
 def test_the_job_runs_the_entry_point_with_absolute_paths():
     job = target_config("dev", deploy_vars=deploy_vars("dev"))["resources"]["jobs"][JOB]
     task = wheel_task(job)["python_wheel_task"]
@@ -242,6 +243,7 @@ def test_the_validation_catches_a_misspelled_field():
         assert_sdk_round_trip(bad)
 
 
+@pytest.mark.subprocess
 def test_the_entry_point_exists_and_answers_help_in_a_subprocess():
     task = wheel_task(bundle_root_config()["resources"]["jobs"][JOB])["python_wheel_task"]
     target = pyproject()["project"]["scripts"][task["entry_point"]]

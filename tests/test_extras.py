@@ -44,6 +44,7 @@ def test_commands_that_need_spark_say_which_extra_in_one_line(no_pyspark, comman
     assert not (tmp_path / "store").exists()  # refused before anything was written
 
 
+@pytest.mark.subprocess  # doctor runs `java -version`
 def test_commands_without_spark_still_run(no_pyspark, tmp_path, capsys):
     store = str(tmp_path / "store")
     assert run_cli(capsys, "--store", store, "topics", "create", "t", "--config", "cleanup.policy=compact")[0] == 0

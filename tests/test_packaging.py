@@ -114,6 +114,7 @@ def test_the_dev_extra_brings_spark_checks_and_every_test_library():
         assert dist in declared, f"{module} ({dist}) is not in the dev extra"
 
 
+@pytest.mark.subprocess
 def test_the_wheel_holds_the_package_alone_and_requires_no_spark(wheel):
     names, requires, scripts = wheel_contents(wheel)
     assert wheel.name == f"deltalog-{project()['project']['version']}-py3-none-any.whl"
