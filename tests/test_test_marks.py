@@ -78,7 +78,8 @@ def selected(pytester, expr: str) -> set[str]:
 def test_marks_come_from_fixtures_parameters_and_implications(inner):
     assert selected(inner, "object_store") == {"test_uses_the_s3_fixture"}
     assert selected(inner, "spark") == {"test_by_parameter[classic]", "test_connect_implies_spark"}
-    assert selected(inner, "subprocess") == {"test_marked_starts_a_process", "test_uses_the_s3_fixture"}
+    assert selected(inner, "subprocess") == {"test_marked_starts_a_process", "test_uses_the_s3_fixture",
+                                             "test_connect_implies_spark"}  # servers are processes
 
 
 @pytest.mark.subprocess

@@ -66,12 +66,16 @@ def marks_for(item: pytest.Item) -> set[str]:
 
 
 def apply(items: list[pytest.Item]) -> None:
-    """Add the marks each item's fixtures imply; ``connect``/``cluster`` imply ``spark`` even when set by hand."""
+    """Add the marks each item's fixtures imply. Set by hand too, ``connect`` and ``cluster`` imply ``spark`` and
+    ``subprocess`` (their servers are processes), ``object_store`` implies ``subprocess``: so ``not subprocess``
+    leaves out every test that starts anything beyond this process and its local Spark session."""
     for item in items:
         have = {m.name for m in item.iter_markers()}
         wanted = marks_for(item)
-        if have & {"connect", "cluster"}:
-            wanted.add("spark")
+        if (have | wanted) & {"connect", "cluster"}:
+            wanted |= {"spark", "subprocess"}
+        if "object_store" in have | wanted:
+            wanted.add("subprocess")
         for name in sorted(wanted - have):
             item.add_marker(name)
 
@@ -125,7 +129,8 @@ def guard(item: pytest.Item, monkeypatch: pytest.MonkeyPatch) -> None:
 
         def popen_init(self: subprocess.Popen, args: Any, *rest: Any, **kwargs: Any) -> None:
             argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
-            caught("subprocess", " ".join(map(str, argv[:3])))
+            if not ("spark" in have and str(argv[0]).endswith("spark-submit")):  # the local session's own JVM
+                caught("subprocess", " ".join(map(str, argv[:3])))
             real_init(self, args, *rest, **kwargs)
 
         monkeypatch.setattr(subprocess.Popen, "__init__", popen_init)
