@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tooling import test_marks
+
 pytest_plugins = ["pytester"]
 
 CONFTEST = '''
@@ -67,6 +69,17 @@ def inner(pytester, monkeypatch):
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_inner=TESTS)
     return pytester
+
+
+def test_every_mark_is_registered_for_strict_markers():
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    with open(Path(__file__).resolve().parent.parent / "pyproject.toml", "rb") as f:
+        registered = {m.split(":")[0] for m in tomllib.load(f)["tool"]["pytest"]["ini_options"]["markers"]}
+    assert set(test_marks.MARKS) <= registered
+    assert {m for marks in test_marks.FIXTURE_MARKS.values() for m in marks} <= set(test_marks.MARKS)
 
 
 def selected(pytester, expr: str) -> set[str]:

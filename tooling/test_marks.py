@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -110,7 +111,7 @@ def guard(item: pytest.Item, monkeypatch: pytest.MonkeyPatch) -> None:
             return session
 
         monkeypatch.setattr(session, "local_session", local_session)
-        job = __import__("sys").modules.get("deltalog.jobs.cleaner_job")
+        job = sys.modules.get("deltalog.jobs.cleaner_job")  # it binds local_session at import
         if job is not None:
             monkeypatch.setattr(job, "local_session", local_session)
 
