@@ -79,3 +79,14 @@ def test_an_import_error_of_an_extras_module_becomes_the_one_line_error():
 def test_doctor_names_the_extra_of_a_missing_package():
     check = doctor_checks.check_package("no-such-distribution-xyz", extra="quality", used_by="deltalog check")
     assert check.status == doctor_checks.INFO and "pip install 'deltalog[quality]'" in check.detail
+
+
+def test_a_json_schema_names_the_extra_and_creates_nothing(no_pyspark, tmp_path):
+    """A json encoding's schema is parsed with pyspark's types (no JVM): without them, the topic is refused."""
+    from deltalog.log.encoding import parse_schema
+
+    parse_schema.cache_clear()  # a schema parsed earlier in this process would be served from the cache
+    store = Store(str(tmp_path / "store"))
+    with pytest.raises(MissingExtraError, match=r"value\.schema .*pip install 'deltalog\[spark\]'"):
+        store.create_topic("prices", config={"value.encoding": "json", "value.schema": "price DOUBLE"})
+    assert store.list_topics() == []
