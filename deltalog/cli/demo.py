@@ -1,4 +1,4 @@
-"""``deltalog demo``: the seed 000 fruit-prices walkthrough on a fresh demo store (see :mod:`deltalog.cli.demo_walkthrough`)."""
+"""``deltalog demo``: the seed 000 fruit-prices walkthrough on a fresh demo store (see :mod:`.demo_walkthrough`)."""
 
 from __future__ import annotations
 
