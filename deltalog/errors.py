@@ -254,3 +254,8 @@ class DemoStoreError(DeltalogError):
 
 class UsageError(DeltalogError):
     """A command line that parses but makes no sense (the CLI exits with code 2)."""
+
+
+class MissingExtraError(DeltalogError, ImportError):
+    """Something needs a library that the base install leaves out (pyspark for Spark, great-expectations for
+    checks); the message names the extra that brings it (``pip install 'deltalog[spark]'``)."""

@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from deltalog import extras
 from deltalog.cleaner import metrics
 from deltalog.cleaner.cleaner import CleanResult
 from deltalog.cleaner.log_cleaner import LogCleaner, raise_failures
@@ -363,12 +364,14 @@ class Store:
         """Run the compaction-guarantee suites (Great Expectations) on ``topic``; results are saved under
         ``<root>/_deltalog/checks/``. ``cleans``: "last", "all", "none", or partition -> clean versions;
         ``data_docs`` builds the HTML site. See :mod:`deltalog.quality`."""
+        extras.require("quality", "Store.check")
         from deltalog.quality import check_topic
 
         return check_topic(self.log_manager, self.spark, topic, partitions=partitions, cleans=cleans, data_docs=data_docs,
                            save=save)
 
     def _check_after_clean(self, topic: str, results: Sequence[CleanResult]) -> dict[int, CheckFailedError]:
+        extras.require("quality", "deltalog.check.after.clean")
         from deltalog.quality import check_after_clean  # see above: great-expectations takes seconds to import
 
         return check_after_clean(self.log_manager, self.spark, topic, results)

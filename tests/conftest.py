@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from deltalog import ManualClock, Store
+from tooling import test_marks
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -207,15 +208,26 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"services started: {started}")
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m selects: the marks it selects on are given here
 def pytest_collection_modifyitems(config, items):
-    """The full-size reliability runs (``full_size``: about half an hour) run only when the slow suite is asked
-    for by name (``-m slow``); a plain ``python -m pytest`` leaves them out (deselected, not skipped)."""
+    """Each test is marked by what it starts (``spark``, ``connect``, ``cluster``, ``object_store``, ``subprocess``:
+    :mod:`tooling.test_marks`), from its fixtures. The full-size reliability runs (``full_size``: about half an
+    hour) run only when the slow suite is asked for by name (``-m slow``); any other run leaves them out
+    (deselected, not skipped)."""
+    test_marks.apply(items)
     if "slow" in (config.getoption("markexpr") or ""):
         return
     kept = [item for item in items if item.get_closest_marker("full_size") is None]
     if len(kept) != len(items):
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
+
+
+@pytest.fixture(autouse=True)
+def _starts_only_what_its_marks_say(request, monkeypatch):
+    """A test that asks for a Spark session or starts a process without the mark that says so fails (so the
+    quick selection never starts a JVM); see :func:`tooling.test_marks.guard`."""
+    test_marks.guard(request.node, monkeypatch)
 
 
 # -- the CLI, run in this process -------------------------------------------------------------------------------

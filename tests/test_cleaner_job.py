@@ -222,6 +222,8 @@ JOB_CONFIG = {
 
 
 @pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.subprocess
 def test_two_overlapping_job_runs_never_clean_a_partition_twice(tmp_path):
     """Two runs of the job as real processes, started together: every partition is cleaned exactly once."""
     root = tmp_path / "store"

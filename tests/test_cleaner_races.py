@@ -64,6 +64,7 @@ PRODUCER = textwrap.dedent(
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_producer_appending_during_cleaning_loses_nothing(spark_store, tmp_path):
     """Cleaning commits rebase over a concurrent producer's appends: nothing lost, no offset reused."""
     store = spark_store
@@ -117,6 +118,7 @@ def _wait_for_pass_output(partition_dir: str, proc: subprocess.Popen, timeout_s:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("delay_after_write_starts", [0.0, 0.5])
+@pytest.mark.subprocess
 def test_a_cleaner_killed_at_any_moment_leaves_the_old_or_the_new_log(tmp_path, clock, spark,
                                                                       delay_after_write_starts):
     """SIGKILL a cleaning process while it writes (or commits): the table holds either the old or the new

@@ -221,6 +221,8 @@ def test_the_clean_command_reports_a_damaged_partition_and_cleans_the_others(spa
     assert "Cleaned log t-1" in out and "deltalog: error: cleaning failed" in err and "t-0" in err
 
 
+@pytest.mark.spark
+@pytest.mark.subprocess
 def test_current_state_works_as_the_first_spark_call_in_a_process(tmp_path):
     root = tmp_path / "s"
     store = Store(root, clock=ManualClock(1_700_000_000_000))

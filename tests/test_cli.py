@@ -318,6 +318,7 @@ def test_doctor_finds_a_runtime_pyspark_that_is_no_distribution(spark, monkeypat
     assert check.status == doctor.OK and check.detail.startswith(f"pyspark {pyspark.__version__}:"), check.detail
 
 
+@pytest.mark.subprocess
 def test_doctor_without_spark(capsys, root):
     code, out, _ = run(capsys, "--store", root, "doctor", "--no-spark", "--json")
     report = json.loads(out)
@@ -331,6 +332,7 @@ def test_doctor_without_spark(capsys, root):
     assert not os.path.exists(root)  # doctor only probes
 
 
+@pytest.mark.subprocess
 def test_doctor_finds_an_unwritable_store(capsys, tmp_path):
     a_file = tmp_path / "file"
     a_file.write_text("x")
@@ -351,6 +353,7 @@ def test_doctor_version_rules():
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_doctor_starts_spark_and_runs_a_job(capsys, root, spark):
     from deltalog.cli import doctor_checks as doctor
 
@@ -364,6 +367,7 @@ def test_doctor_starts_spark_and_runs_a_job(capsys, root, spark):
 # -- the real console script ---------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_console_script_end_to_end(tmp_path):
     exe = shutil.which("deltalog") or os.path.join(os.path.dirname(sys.executable), "deltalog")
     env = {**os.environ, "DELTALOG_STORE": str(tmp_path / "s")}

@@ -242,6 +242,7 @@ def test_follow_with_a_timeout_stops_after_an_idle_spell(capsys, monkeypatch, ro
 
 
 @pytest.mark.parametrize(("sig", "exit_code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.subprocess
 def test_follow_sees_records_produced_after_it_started_until_interrupted(root, fruit, sig, exit_code):
     """A consumer in its own process follows the topic; records produced after it printed the old ones arrive;
     Ctrl-C (or SIGTERM) ends it cleanly, with Kafka's exit code and summary line."""

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import run_cli
 
 from deltalog import ManualClock, Record, Store
@@ -48,6 +49,7 @@ def test_every_command_takes_output_json_and_verbose():
         assert "--verbose" in options, name
 
 
+@pytest.mark.subprocess
 def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
     root = str(tmp_path / "store")
     dirty_topic(root)
@@ -137,6 +139,8 @@ def test_sql_errors_are_sparks_message_without_a_java_stack(capsys, tmp_path, sp
         assert len(e) < 1000
 
 
+@pytest.mark.spark
+@pytest.mark.subprocess
 def test_without_verbose_spark_and_java_stay_off_stderr(tmp_path):
     """A fresh process: the JVM's start-up lines, log4j's WARNs and PySpark's logged Java stack of a failed query
     (6 KB before) do not reach stderr; only deltalog's short error does."""

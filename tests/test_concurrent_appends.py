@@ -80,6 +80,7 @@ def check(store: Store, results: dict[str, list[list[int]]], *, workers: int, ba
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_processes_racing_on_one_partition(tmp_path, any_store):
     store = any_store
     store.create_topic("t", config={"cleanup.policy": "compact"})
@@ -91,6 +92,7 @@ def test_processes_racing_on_one_partition(tmp_path, any_store):
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_processes_racing_while_segments_roll(tmp_path, any_store):
     """segment.bytes=14 makes every append roll, so the race also covers the active-segment bookkeeping."""
     store = any_store

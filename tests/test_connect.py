@@ -150,6 +150,8 @@ _EMBEDDED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.connect
+@pytest.mark.subprocess
 def test_the_embedded_session_is_a_connect_session_under_spark_remote(tmp_path):
     env = {**os.environ, "SPARK_REMOTE": "local[2]", "PYTHONPATH": str(REPO_ROOT),
            "PYSPARK_PYTHON": sys.executable}

@@ -394,6 +394,7 @@ def _cli(store_path, *argv, stdin=None):
     return subprocess.run([exe, *argv], input=stdin, capture_output=True, text=True, env=env, timeout=120)
 
 
+@pytest.mark.subprocess
 def test_cli_consume_group_resumes_and_consumer_groups_describe_reset_delete(tmp_path):
     root = tmp_path / "s"
     store = Store(root)
@@ -438,6 +439,7 @@ def test_cli_consume_group_resumes_and_consumer_groups_describe_reset_delete(tmp
     assert Store(root).list_consumer_groups() == []
 
 
+@pytest.mark.subprocess
 def test_cli_consume_group_follow_commits_what_it_printed_on_ctrl_c(tmp_path):
     import signal
 
@@ -462,6 +464,7 @@ def test_cli_consume_group_follow_commits_what_it_printed_on_ctrl_c(tmp_path):
     assert Store(root).list_consumer_group_offsets("f") == {TP0: OffsetAndMetadata(3), TP1: OffsetAndMetadata(3)}
 
 
+@pytest.mark.subprocess
 def test_cli_consumer_groups_errors(tmp_path):
     root = tmp_path / "s"
     _fill(Store(root), 2)

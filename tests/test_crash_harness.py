@@ -166,6 +166,7 @@ def _assert_survived(outcomes, *, expect_killed=True):
             assert o.killed, (o.kind, o.how, o.entry, o.target, o.where)
 
 
+@pytest.mark.subprocess
 def test_killed_producers_lose_nothing(harness):
     outcomes = [harness.producer_kill() for _ in range(2)]
     outcomes += [harness.producer_kill(f"{point}@{n}") for point, n in
@@ -181,6 +182,7 @@ def test_killed_producers_lose_nothing(harness):
     assert "**Records lost: 0**" in report and "| boundary | at append:after-commit #3 | 1 | 1 of 1 |" in report
 
 
+@pytest.mark.subprocess
 def test_killed_cleaner_runs_lose_nothing_and_the_next_pass_completes(harness):
     outcomes = [harness.cleaner_kill("job"),
                 harness.cleaner_kill("api", "clean:after-commit@1"),
@@ -195,6 +197,7 @@ def test_killed_cleaner_runs_lose_nothing_and_the_next_pass_completes(harness):
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_producers_and_two_cleaner_jobs_together(harness):
     out = harness.concurrency(15, producers=3, jobs=2)
     assert not out.problems, out.problems[:5]
@@ -238,6 +241,7 @@ def test_full_size_concurrency(harness):
 
 
 @pytest.mark.parametrize("harness", ["local"], indirect=True)
+@pytest.mark.subprocess
 def test_sigterm_to_the_job_mid_pass_marks_nothing_uncleanable(tmp_path, harness):
     """Ctrl-C in a terminal, or a service manager's stop, signals the job's whole process group: Spark's JVM
     then stops its context under the running pass. That pass was interrupted, not failed: its partition must
@@ -260,6 +264,8 @@ def test_sigterm_to_the_job_mid_pass_marks_nothing_uncleanable(tmp_path, harness
     assert harness.store().log_cleaner().manager.uncleanable_partitions() == set(), text[-3000:]
 
 
+@pytest.mark.spark
+@pytest.mark.subprocess
 def test_the_figures_command_writes_the_report(tmp_path):
     """``python -m tooling.reliability`` end to end on its fastest part (the kills and the concurrency run
     render through the same code in the tests above)."""

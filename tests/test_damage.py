@@ -34,7 +34,9 @@ def damaged_stores(tmp_path_factory):
 def _cases():
     for kind in damage.KINDS:
         for entry in damage.ENTRIES:
-            marks = []
+            marks = [pytest.mark.spark] if entry in damage.SPARK_ENTRIES else []
+            if entry == "doctor":  # it runs `java -version`
+                marks.append(pytest.mark.subprocess)
             if (kind, entry) in damage.BLIND_SPOTS:  # by design; strict: a fix shows up here
                 marks.append(pytest.mark.xfail(strict=True, reason=damage.BLIND_SPOTS[kind, entry]))
                 if entry in damage.SPARK_ENTRIES:  # a failing Spark job: ~30 s on 2 shared cores

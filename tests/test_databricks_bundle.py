@@ -194,6 +194,7 @@ def test_each_target_deploys_a_valid_job(target):
     assert [os.path.normpath(w) for w in wheels] == [os.path.normpath(wheel_glob)]
 
 
+@pytest.mark.subprocess
 def test_the_job_runs_the_entry_point_with_absolute_paths():
     job = target_config("dev", deploy_vars=deploy_vars("dev"))["resources"]["jobs"][JOB]
     task = wheel_task(job)["python_wheel_task"]
@@ -242,6 +243,7 @@ def test_the_validation_catches_a_misspelled_field():
         assert_sdk_round_trip(bad)
 
 
+@pytest.mark.subprocess
 def test_the_entry_point_exists_and_answers_help_in_a_subprocess():
     task = wheel_task(bundle_root_config()["resources"]["jobs"][JOB])["python_wheel_task"]
     target = pyproject()["project"]["scripts"][task["entry_point"]]
@@ -295,12 +297,13 @@ def test_the_bundle_job_runs_a_cleaner_cycle(tmp_path, spark, monkeypatch):
         b"k0": b"v1", b"k1": b"v1", b"k2": b"v1", b"active": b"a"}
 
 
-def test_the_artifact_build_command_is_the_provided_spark_build():
+def test_the_artifact_build_command_is_the_templates_and_uploads_what_it_builds():
+    """The build Databricks' default-python template uses; tests/test_packaging.py runs it and checks the wheel."""
     artifact = bundle_root_config()["artifacts"]["deltalog_wheel"]
-    argv = shlex.split(artifact["build"])
-    assert argv[:2] == ["python", "build_backend/deltalog_build.py"] and os.path.isfile(os.path.join(ROOT, argv[1]))
+    assert shlex.split(artifact["build"]) == ["uv", "build", "--wheel"] and artifact["path"] == "."
+    assert pyproject()["build-system"]["build-backend"] == "setuptools.build_meta"
     [source] = [f["source"] for f in artifact["files"]]
-    assert os.path.normpath(os.path.dirname(source)) == os.path.normpath(argv[2])  # uploads what it builds
+    assert os.path.normpath(source) == os.path.join("dist", "*.whl")  # uv build's output directory
 
 
 def test_the_job_json_is_a_valid_jobs_api_request():

@@ -210,6 +210,7 @@ def test_a_new_epoch_recognises_the_resend_of_the_previous_epochs_last_batch(sto
     assert newer.send("t", recs(("d", "2")))[0].offset == 4
 
 
+@pytest.mark.subprocess
 def test_producer_ids_are_unique_across_processes(store):
     root = store.root
     script = textwrap.dedent(f"""
@@ -250,6 +251,7 @@ def run_worker(root, tid, n, fault=None):
                           env=env, timeout=120)
 
 
+@pytest.mark.subprocess
 def test_sigkill_between_commit_and_acknowledgement_then_a_new_process_retries(tmp_path):
     root = tmp_path / "store"
     Store(root).create_topic("t", 2, config={"cleanup.policy": "compact"})
@@ -272,6 +274,7 @@ def test_sigkill_between_commit_and_acknowledgement_then_a_new_process_retries(t
     assert sorted(r.key for p in (0, 1) for r in store.read("t", p)) == sorted(b"k%d" % i for i in range(20))
 
 
+@pytest.mark.subprocess
 def test_sigkill_before_the_second_partition_commits_then_a_new_process_completes_it(tmp_path):
     root = tmp_path / "store"
     Store(root).create_topic("t", 2, config={"cleanup.policy": "compact"})

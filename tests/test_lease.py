@@ -126,6 +126,7 @@ RACER = textwrap.dedent("""
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_processes_racing_for_the_same_partitions_never_both_win(store_location):
     """On a local disk (hard links) and on S3 (If-None-Match), four processes, forty partitions."""
     uri, options = store_location
@@ -138,6 +139,7 @@ def test_processes_racing_for_the_same_partitions_never_both_win(store_location)
     assert flat == list(range(40)), wins  # every partition won exactly once
 
 
+@pytest.mark.subprocess
 def test_a_lease_of_a_dead_local_process_is_taken_over_before_it_expires(tmp_path):
     """A crashed job must not block the next run for the whole TTL: its pid is gone on this machine."""
     import subprocess

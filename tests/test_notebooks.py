@@ -14,7 +14,7 @@ import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.subprocess]  # a kernel, and Spark in it
 
 
 @pytest.fixture(scope="module")

@@ -117,6 +117,7 @@ def _dead_owner() -> str:
     return f"{socket.gethostname()}:{int(proc.stdout)}:gone"
 
 
+@pytest.mark.subprocess
 def test_a_topic_half_made_by_a_dead_process_is_invisible_then_taken_over(store_location, clock):
     uri, options = store_location
     store = Store(uri, storage_options=options, clock=clock)

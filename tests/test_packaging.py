@@ -1,7 +1,11 @@
-"""Packaging: a laptop install brings pyspark, the wheel built for Databricks leaves it to the runtime.
+"""Packaging: one wheel, installed like a library. The base install runs everything that needs no Spark;
+pyspark (``deltalog[spark]``) and great-expectations (``deltalog[quality]``) are extras, so that a Databricks
+runtime keeps its own Spark.
 
-Real builds through pip and the in-tree backend (build_backend/deltalog_build.py), the same commands the
-README and databricks.yml give; the wheels' metadata and RECORD are read back and checked.
+Real builds: the wheel is built by the Databricks bundle's own artifact command (``uv build --wheel``, as
+Databricks' default-python template) from a copy of the repository's files, its file list, RECORD and metadata
+are read back, and it is installed into a fresh virtual environment without pyspark, where the console script
+creates a topic, produces, consumes and describes, and a command that needs Spark names the extra to install.
 """
 
 from __future__ import annotations
@@ -9,13 +13,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib.metadata
-import importlib.util
+import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -27,20 +33,18 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_spec = importlib.util.spec_from_file_location("deltalog_build", os.path.join(ROOT, "build_backend", "deltalog_build.py"))
-assert _spec and _spec.loader
-deltalog_build = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(deltalog_build)
+ROOT = Path(__file__).resolve().parent.parent
+#: What a user's install must not bring: a second Spark on a Databricks cluster, seconds of import for checks.
+EXTRAS_ONLY = {"pyspark", "great-expectations", "pandas"}
 
 
 def project() -> dict:
-    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+    with open(ROOT / "pyproject.toml", "rb") as f:
         return tomllib.load(f)
 
 
-def wheel_metadata(path: str) -> tuple[list[Requirement], dict[str, str]]:
-    """The wheel's Requires-Dist and console scripts, after checking every file against RECORD."""
+def wheel_contents(path: Path) -> tuple[list[str], list[Requirement], dict[str, str]]:
+    """The wheel's file names, Requires-Dist and console scripts, after checking every file against RECORD."""
     with zipfile.ZipFile(path) as z:
         names = z.namelist()
         [record] = [n for n in names if n.endswith(".dist-info/RECORD")]
@@ -56,37 +60,38 @@ def wheel_metadata(path: str) -> tuple[list[Requirement], dict[str, str]]:
     requires = [Requirement(v) for k, v in (line.split(": ", 1) for line in metadata.splitlines() if ": " in line)
                 if k == "Requires-Dist"]
     scripts = dict(re.findall(r"^(\S+) = (\S+)$", entry_points.split("[console_scripts]", 1)[1], re.M))
-    return requires, scripts
+    return names, requires, scripts
 
 
 def unconditional(requires: list[Requirement]) -> dict[str, Requirement]:
     return {canonicalize_name(r.name): r for r in requires if r.marker is None or "extra" not in str(r.marker)}
 
 
-def test_strip_provided_drops_only_the_unconditional_pyspark_requirement():
-    metadata = (
-        "Metadata-Version: 2.1\nName: deltalog\n"
-        "Requires-Dist: pyspark<4.4,>=4.0\n"
-        "Requires-Dist: PySpark[connect]>=4.0; python_version >= \"3.10\"\n"
-        "Requires-Dist: pyspark-stubs>=1\n"
-        "Requires-Dist: deltalake<2,>=1.6\n"
-        "Requires-Dist: pyspark>=4.0; extra == \"spark\"\n"
-    )
-    assert deltalog_build.strip_provided(metadata) == (
-        "Metadata-Version: 2.1\nName: deltalog\n"
-        "Requires-Dist: pyspark-stubs>=1\n"
-        "Requires-Dist: deltalake<2,>=1.6\n"
-        "Requires-Dist: pyspark>=4.0; extra == \"spark\"\n"
-    )
-    assert deltalog_build.spark_provided({"deltalog.spark": "provided"})
-    assert deltalog_build.spark_provided({"deltalog.spark": ["required", "provided"]})  # the last -C wins
-    assert not deltalog_build.spark_provided(None) and not deltalog_build.spark_provided({"other": "x"})
-    with pytest.raises(ValueError, match="allowed values are required, provided"):
-        deltalog_build.spark_provided({"deltalog.spark": "none"})
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The wheel the bundle deploys, built by its artifact command from a copy of the repository's files (what
+    git tracks or would track), so the build sees what a fresh clone holds and leaves the checkout alone."""
+    with open(ROOT / "databricks.yml", encoding="utf-8") as f:
+        artifact = yaml.safe_load(f)["artifacts"]["deltalog_wheel"]
+    src = tmp_path_factory.mktemp("clone")
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, src / name)
+    argv = shlex.split(artifact["build"])
+    assert shutil.which(argv[0]), f"{argv[0]} is not installed: pip install -e '.[dev]'"
+    subprocess.run(argv, cwd=src, check=True, timeout=600, capture_output=True)
+    [source] = [f["source"] for f in artifact["files"]]
+    [built] = sorted(src.glob(source))  # the one wheel the bundle uploads
+    return built
 
 
 def test_the_declared_pyspark_range_covers_the_supported_runtimes():
-    [spark] = [Requirement(d) for d in project()["project"]["dependencies"] if d.startswith("pyspark")]
+    [spark] = [Requirement(d) for d in project()["project"]["optional-dependencies"]["spark"]
+               if d.startswith("pyspark")]
+    assert spark.extras == {"connect"}  # Spark Connect sessions (builder.remote) need its client
     # 4.0: Databricks Runtime 17.3 LTS, serverless environment 4; 4.1: 18 LTS; 4.2: 19; 4.3: the embedded default
     for version in ("4.0.0", "4.1.0", "4.2.0", "4.3.0"):
         assert spark.specifier.contains(version), version
@@ -94,40 +99,51 @@ def test_the_declared_pyspark_range_covers_the_supported_runtimes():
     assert spark.specifier.contains(importlib.metadata.version("pyspark"))
 
 
-def test_the_databricks_wheel_leaves_pyspark_to_the_runtime(tmp_path):
-    """Build both wheels as their users do: the bundle's artifact command, and a plain ``pip wheel``."""
-    with open(os.path.join(ROOT, "databricks.yml"), encoding="utf-8") as f:
-        build = yaml.safe_load(f)["artifacts"]["deltalog_wheel"]["build"]
-    argv = shlex.split(build)
-    assert argv[0] == "python"
-    out = tmp_path / "databricks"
-    subprocess.run([sys.executable, *argv[1:-1], str(out)], cwd=ROOT, check=True, timeout=600)
-    [provided_wheel] = os.listdir(out)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", ROOT, "--no-deps", "--quiet", "--wheel-dir",
-                    str(tmp_path / "laptop")], check=True, timeout=600)
-    [laptop_wheel] = os.listdir(tmp_path / "laptop")
-    assert provided_wheel == laptop_wheel  # same name and version: only the metadata differs
+def test_the_dev_extra_brings_spark_checks_and_every_test_library():
+    extras = project()["project"]["optional-dependencies"]
+    dev = [Requirement(d) for d in extras["dev"]]
+    [itself] = [r for r in dev if canonicalize_name(r.name) == "deltalog"]
+    assert {"spark", "quality"} <= itself.extras
+    # every third-party module the tests and tooling import at their top is a requirement of dev (or of its extras)
+    declared = {canonicalize_name(r.name) for r in dev} | {
+        canonicalize_name(Requirement(d).name) for e in itself.extras for d in extras[e]} | {
+        canonicalize_name(Requirement(d).name) for d in project()["project"]["dependencies"]}
+    for module, dist in (("pytest", "pytest"), ("hypothesis", "hypothesis"), ("moto", "moto"), ("yaml", "pyyaml"),
+                         ("databricks.bundles", "databricks-bundles"), ("kafka", "kafka-python"),
+                         ("great_expectations", "great-expectations"), ("pyspark", "pyspark"), ("uv", "uv")):
+        assert dist in declared, f"{module} ({dist}) is not in the dev extra"
 
-    provided, provided_scripts = wheel_metadata(str(out / provided_wheel))
-    laptop, laptop_scripts = wheel_metadata(str(tmp_path / "laptop" / laptop_wheel))
+
+@pytest.mark.subprocess
+def test_the_wheel_holds_the_package_alone_and_requires_no_spark(wheel):
+    names, requires, scripts = wheel_contents(wheel)
+    assert wheel.name == f"deltalog-{project()['project']['version']}-py3-none-any.whl"
+    assert {n.split("/")[0] for n in names} == {"deltalog", "-".join(wheel.name.split("-")[:2]) + ".dist-info"}
+    assert not [n for n in names if re.search(r"(^|/)(tooling|tests|benchmarks|reliability|testing)/", n)]
+    assert "deltalog/cli/doctor_checks.py" in names and "deltalog/log/faults.py" in names
+
+    base = unconditional(requires)
     declared = {canonicalize_name(Requirement(d).name): Requirement(d) for d in project()["project"]["dependencies"]}
-    assert {k: str(v.specifier) for k, v in unconditional(laptop).items()} == {
-        k: str(v.specifier) for k, v in declared.items()}
-    assert unconditional(provided).keys() == declared.keys() - {"pyspark"}
-    assert sorted(map(str, provided)) == sorted(str(r) for r in laptop if canonicalize_name(r.name) != "pyspark"
-                                                or (r.marker and "extra" in str(r.marker)))
-    assert provided_scripts == laptop_scripts == project()["project"]["scripts"]
+    assert {k: str(v.specifier) for k, v in base.items()} == {k: str(v.specifier) for k, v in declared.items()}
+    assert not EXTRAS_ONLY & base.keys()
+    by_extra: dict[str, set[str]] = {}
+    for r in requires:
+        for extra in re.findall(r'extra == "([^"]+)"', str(r.marker or "")):
+            by_extra.setdefault(extra, set()).add(canonicalize_name(r.name))
+    assert {"pyspark", "pandas"} <= by_extra["spark"] and "great-expectations" not in by_extra["spark"]
+    assert "great-expectations" in by_extra["quality"] and "pyspark" not in by_extra["quality"]
+    assert scripts == project()["project"]["scripts"]
 
 
-def test_no_dependency_of_the_databricks_wheel_brings_pyspark_back():
-    """What pip would install with the wheel on a cluster, walked through the installed distributions'
-    own metadata: none of it requires pyspark (which would drag a second Spark onto the cluster)."""
+def test_no_dependency_of_the_base_install_brings_pyspark_back():
+    """What pip installs with the wheel, walked through the installed distributions' own metadata: none of it
+    requires pyspark (which would drag a second Spark onto a cluster) or great-expectations."""
     seen: set[str] = set()
-    todo = [Requirement(d) for d in project()["project"]["dependencies"] if not d.startswith("pyspark")]
+    todo = [Requirement(d) for d in project()["project"]["dependencies"]]
     while todo:
         req = todo.pop()
         name = canonicalize_name(req.name)
-        assert name != "pyspark", f"{req} brings pyspark"
+        assert name not in EXTRAS_ONLY, f"{req} brings {name}"
         if name in seen:
             continue
         seen.add(name)
@@ -139,4 +155,54 @@ def test_no_dependency_of_the_databricks_wheel_brings_pyspark_back():
             sub = Requirement(line)
             if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in (req.extras or {""})):
                 todo.append(sub)
-    assert {"deltalake", "pyarrow", "numpy", "great-expectations", "pandas"} <= seen
+    assert {"deltalake", "pyarrow", "numpy", "obstore"} <= seen
+
+
+@pytest.mark.subprocess
+@pytest.mark.network
+def test_the_base_install_runs_without_spark_and_names_the_extra(wheel, tmp_path):
+    """A fresh virtual environment, the wheel with its base requirements only (from PyPI): the console script
+    works on a store, and a command that needs Spark says in one line which extra to install."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    bindir = venv / "bin"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "DELTALOG_STORE")}
+    env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
+    subprocess.run([str(bindir / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                    str(wheel)], check=True, timeout=900, env=env, cwd=tmp_path, capture_output=True)
+    probe = subprocess.run([str(bindir / "python"), "-c",
+                            "import importlib.util as u, deltalog, deltalog.cli, deltalog.store, deltalog.jobs.cleaner_job;"
+                            "print(deltalog.__file__);"
+                            "print([m for m in ('pyspark', 'great_expectations', 'pandas') if u.find_spec(m)])"],
+                           check=True, timeout=120, env=env, cwd=tmp_path, capture_output=True, text=True)
+    where, present = probe.stdout.splitlines()
+    assert where.startswith(str(venv)) and present == "[]"  # the installed wheel, and no Spark beside it
+
+    store = str(tmp_path / "store")
+
+    def deltalog(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([str(bindir / "deltalog"), "--store", store, *args], input=stdin, env=env,
+                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+    created = deltalog("topics", "create", "fruit-prices", "-p", "2", "--config", "cleanup.policy=compact")
+    assert created.returncode == 0, created.stderr
+    produced = deltalog("produce", "fruit-prices", "--property", "parse.key=true", "--property", "key.separator=:",
+                        stdin="grape:2.69\nlime:0.49\n")
+    assert produced.returncode == 0, produced.stderr
+    consumed = deltalog("consume", "fruit-prices", "--from-beginning", "--property", "print.key=true",
+                        "--property", "print.partition=true")
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.splitlines() == ["Partition:0\tlime\t0.49", "Partition:1\tgrape\t2.69"]  # murmur2
+    described = deltalog("topics", "describe", "fruit-prices", "--output", "json")
+    assert described.returncode == 0, described.stderr
+    [topic] = [json.loads(line) for line in described.stdout.splitlines()]
+    assert [p["log_end_offset"] for p in topic["partitions"]] == [1, 1]
+    doctor = deltalog("doctor", "--no-spark")
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+
+    for command in (["demo"], ["clean"], ["sql", "SELECT 1"]):
+        result = deltalog(*command)
+        assert result.returncode == 1 and result.stdout == ""
+        [line] = result.stderr.splitlines()  # one line, no traceback
+        assert line.startswith(f"deltalog: error: deltalog {command[0]} needs Spark") and \
+            "pip install 'deltalog[spark]'" in line, line

@@ -25,8 +25,6 @@ PARTITION_SUITE = {
 CLEAN_SUITE = {"latest_records_kept", "no_new_records", "aborted_records_dropped", "markers_kept_until_horizon",
                "tail_unchanged"}
 
-pytestmark = pytest.mark.slow
-
 
 def first_clean(store: Store, clock) -> None:
     """Seed 000's fruit-prices partition after its first clean: 2 grape tombstone, 3 lime | 4 lime (active)."""
@@ -62,6 +60,7 @@ def failed(result) -> dict[str, list[dict]]:
     return {e.name: list(e.sample) for _, e in result.failures()}
 
 
+@pytest.mark.slow
 def test_a_correctly_cleaned_topic_passes_every_expectation(spark_store, clock):
     store = spark_store
     first_clean(store, clock)
@@ -97,6 +96,7 @@ def test_duplicate_key_in_the_clean_section_fails_with_the_offsets(spark_store, 
     assert set(bad) == {"clean_section_keys_unique"} and saved["success"] is False
 
 
+@pytest.mark.slow
 def test_a_clean_that_deletes_a_record_from_the_tail_fails(spark_store, clock):
     store = spark_store
     first_clean(store, clock)
@@ -112,6 +112,7 @@ def test_a_clean_that_deletes_a_record_from_the_tail_fails(spark_store, clock):
     assert all(s.partition == 0 for s, _ in result.failures())
 
 
+@pytest.mark.slow
 def test_an_expired_tombstone_left_behind_fails(spark_store, clock):
     store = spark_store
     first_clean(store, clock)
@@ -123,6 +124,7 @@ def test_an_expired_tombstone_left_behind_fails(spark_store, clock):
     assert [(r["offset"], r["key"]) for r in bad["no_expired_tombstones"]] == [(2, "grape")]
 
 
+@pytest.mark.slow
 def test_a_tombstone_without_horizon_and_a_record_that_appears_fail(spark_store, clock):
     store = spark_store
     first_clean(store, clock)
@@ -134,6 +136,7 @@ def test_a_tombstone_without_horizon_and_a_record_that_appears_fail(spark_store,
     assert "latest_records_kept" not in bad and "tail_unchanged" not in bad
 
 
+@pytest.mark.slow
 def test_check_after_clean_setting_runs_the_suites(tmp_path, clock, spark):
     store = Store(tmp_path / "s", clock=clock, spark=spark, config={"deltalog.check.after.clean": "true"})
     first_clean(store, clock)  # clean() ran the checks; a failure would have raised CheckFailedError
@@ -143,6 +146,7 @@ def test_check_after_clean_setting_runs_the_suites(tmp_path, clock, spark):
     assert saved["success"] is True and {s["suite"] for s in saved["suites"]} == {"partition", "clean"}
 
 
+@pytest.mark.slow
 def test_check_after_clean_also_runs_after_clean_partition(tmp_path, clock, spark):
     store = Store(tmp_path / "s", clock=clock, spark=spark, config={"deltalog.check.after.clean": "true"})
     store.create_topic(TOPIC, config={"cleanup.policy": "compact"})

@@ -248,6 +248,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.subprocess
 def test_stopping_a_service_ends_processes_that_left_its_group(tmp_path):
     process = _Process("tree", [sys.executable, "-c", _TREE], cwd=tmp_path, env=dict(os.environ),
                        log_path=tmp_path / "tree.log")
@@ -264,6 +265,7 @@ def test_stopping_a_service_ends_processes_that_left_its_group(tmp_path):
     assert alive == []
 
 
+@pytest.mark.subprocess
 def test_a_stopped_server_no_longer_answers():
     with S3Server() as server:
         port = server.port

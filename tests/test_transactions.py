@@ -280,6 +280,7 @@ def test_sql_views_and_current_state_read_committed_by_default(spark_store):
     assert [bytes(r.value) for r in df.orderBy("offset").collect()] == [b"committed", b"open"]
 
 
+@pytest.mark.subprocess
 def test_a_killed_producer_s_transaction_is_aborted_by_the_next_init_transactions(tmp_path):
     """A real process SIGKILLed in the middle of a transaction: its records are never visible to read_committed,
     the next producer with the id aborts the transaction, and the log's LSO moves on."""
@@ -398,6 +399,7 @@ def test_the_transactions_and_consume_commands_speak_kafkas_tools(store, topic, 
     ("txn_marker:after-commit@1", "init_transactions"),  # one partition marked, the other not
     ("txn_marker:before-commit@2", "timeout"),  # the second marker's file written, not committed
 ])
+@pytest.mark.subprocess
 def test_a_commit_killed_after_its_decision_is_completed_by_whoever_finds_it(tmp_path, kill_at, recover):
     """Kafka's two-phase commit across a SIGKILL at each step after PrepareCommit: the decision stands, and the
     next holder of the transactional id (or the timeout sweep of the cleaner's cycle) writes the missing markers,

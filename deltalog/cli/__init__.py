@@ -16,7 +16,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from deltalog import __version__
+from deltalog import __version__, extras
 from deltalog.cli import (
     check,
     clean,
@@ -81,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
+        common.require_extras(args)  # a command that needs Spark says which extra brings it, in one line
         with output.command_output(bool(getattr(args, "verbose", False))):
             return int(func(args) or 0)
     except common.UsageError as e:
@@ -94,6 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("deltalog: interrupted", file=sys.stderr)
         return 130
+    except ImportError as e:  # a path that reached pyspark or great-expectations without asking first
+        missing = extras.from_import_error(e, f"deltalog {args.command}")
+        if missing is None:
+            raise
+        print(f"deltalog: error: {missing}", file=sys.stderr)
+        return 1
     except Exception as e:
         if not output.is_spark_error(e):
             raise

@@ -32,6 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              json_help="one object: the whole result (success, suites, expectations, samples)")
     common.add_store_option(p)
     p.set_defaults(func=check)
+    common.needs_extras(p, "spark", "quality")
 
 
 def check(args: argparse.Namespace) -> int:

@@ -36,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              json_help="one object per pass with every figure")
     common.add_store_option(p)
     p.set_defaults(func=clean)
+    common.needs_extras(p, "spark")
 
 
 def clean(args: argparse.Namespace) -> int:

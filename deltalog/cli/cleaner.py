@@ -42,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              json_help="one object per cycle, the job's line")
     common.add_store_option(p)
     p.set_defaults(func=run)
+    common.needs_extras(p, "spark")
 
     p = sub.add_parser("reset-uncleanable", help="clear uncleanable marks so the cleaner tries again",
                        description="Clear the uncleanable mark of one partition, of a topic, or (no arguments) "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from deltalog import extras
 from deltalog.errors import NoStoreError, UsageError
 from deltalog.storage import normalize_root
 from deltalog.store import Store
@@ -13,7 +14,7 @@ STORE_ENV = "DELTALOG_STORE"
 DEFAULT_STORE = "./deltalog-store"
 
 __all__ = ["DEFAULT_STORE", "STORE_ENV", "NoStoreError", "UsageError", "add_global_options", "add_store_option",
-           "key_value", "open_store", "storage_options", "store_path"]
+           "key_value", "needs_extras", "open_store", "require_extras", "storage_options", "store_path"]
 
 _STORE_HELP = (f"the store: a local path or an s3://, az://, abfss:// or gs:// URI (default: ${STORE_ENV}, else "
                f"{DEFAULT_STORE}); credentials and endpoints come from the cloud's environment variables "
@@ -80,3 +81,16 @@ def open_store(args: argparse.Namespace, *, create: bool = False) -> Store:
             f"no deltalog store at {normalize_root(where)}; create a topic first "
             f"('deltalog topics create NAME') or point --store / ${STORE_ENV} at an existing store"
         ) from None
+
+
+def needs_extras(parser: argparse.ArgumentParser, *extra_names: str) -> None:
+    """Mark a command as needing extras the base install leaves out (``spark``, ``quality``): before it runs,
+    :func:`deltalog.cli.main` checks they are importable and otherwise names the one to install, in one line."""
+    parser.set_defaults(needs_extras=(parser.prog, extra_names))
+
+
+def require_extras(args: argparse.Namespace) -> None:
+    """Raise :class:`~deltalog.errors.MissingExtraError` if the command ``args`` parsed needs a missing extra."""
+    prog, extra_names = getattr(args, "needs_extras", ("", ()))
+    for extra in extra_names:
+        extras.require(extra, prog)

@@ -1,4 +1,4 @@
-"""``deltalog demo``: the seed 000 fruit-prices walkthrough on a fresh demo store (see :mod:`deltalog.cli.demo_walkthrough`)."""
+"""``deltalog demo``: the seed 000 fruit-prices walkthrough on a fresh demo store (see :mod:`.demo_walkthrough`)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     output.add_output_option(p, text="the walkthrough, step by step", json_help="one object: the store, the "
                              "offsets produced, and the topic before the first clean and after each clean")
     p.set_defaults(func=demo)
+    common.needs_extras(p, "spark")
 
 
 def demo(args: argparse.Namespace) -> int:

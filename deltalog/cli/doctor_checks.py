@@ -118,12 +118,16 @@ def _import_or_none(module: str) -> object | None:
         return None
 
 
-def check_package(name: str, *, needed: bool = True, below_major: int | None = None, why: str = "") -> Check:
-    """A distribution's installed version (read from its metadata, so nothing heavy is imported)."""
+def check_package(name: str, *, needed: bool = True, below_major: int | None = None, why: str = "",
+                  extra: str | None = None, used_by: str = "") -> Check:
+    """A distribution's installed version (read from its metadata, so nothing heavy is imported). One that an
+    ``extra`` brings is only named when missing (INFO): the base install leaves it out on purpose."""
     version = package_version(name)
+    if version is None and extra is not None:
+        return Check(name, INFO, f"not installed: only {used_by} needs it (pip install 'deltalog[{extra}]')")
     if version is None:
         status = FAIL if needed else INFO
-        return Check(name, status, "not installed", f"pip install -e . (installs {name})" if needed else "")
+        return Check(name, status, "not installed", f"pip install deltalog (installs {name})" if needed else "")
     if below_major is not None and _version_tuple(version)[:1] >= (below_major,):
         return Check(name, WARN, f"{name} {version}; {why}", f"pip install '{name}<{below_major}'")
     return Check(name, OK, f"{name} {version}")
@@ -133,7 +137,7 @@ def check_delta_rs() -> Check:
     """delta-rs really creates a table, commits to it and reads it back (in a temporary directory)."""
     version = package_version("deltalake")
     if version is None:
-        return Check("deltalake", FAIL, "deltalake (delta-rs) is not installed", "pip install -e .")
+        return Check("deltalake", FAIL, "deltalake (delta-rs) is not installed", "pip install deltalog")
     try:  # importing them is part of the check: a broken native library fails here
         import pyarrow as pa
         from deltalake import DeltaTable, write_deltalake
@@ -154,7 +158,9 @@ def check_spark() -> tuple[Check, object | None]:
     # Databricks Runtime ships pyspark as files on the path, not as a distribution: ask the module.
     version = package_version("pyspark") or getattr(_import_or_none("pyspark"), "__version__", None)
     if version is None:
-        return Check("spark", FAIL, "pyspark is not installed", "pip install -e ."), None
+        return Check("spark", FAIL, "pyspark is not installed (the base install of deltalog leaves it out)",
+                     "pip install 'deltalog[spark]' (on Databricks the runtime provides pyspark), or doctor "
+                     "--no-spark"), None
     try:  # starting Spark is the check (and `doctor --no-spark` must not import pyspark)
         from deltalog.sql.session import local_session
 
@@ -387,8 +393,9 @@ def run_checks(store_path: str, *, spark: bool = True, storage_options: Mapping[
     checks.append(check_delta_rs())
     checks.append(check_package("pyarrow"))
     checks.append(check_package("numpy"))
-    checks.append(check_package("pandas", below_major=3, why="PySpark 4.2/4.3 warns under pandas 3"))
-    checks.append(check_package("great-expectations"))
+    checks.append(check_package("pandas", below_major=3, why="PySpark 4.2/4.3 warns under pandas 3", extra="spark",
+                                used_by="Spark"))
+    checks.append(check_package("great-expectations", extra="quality", used_by="deltalog check"))
     checks.append(check_delta_spark_jars(session))
     checks.append(check_store_writable(store_path, storage_options))
     checks += check_store_damage(store_path, storage_options)

@@ -106,7 +106,7 @@ def _mute_pyspark_query_loggers() -> list[tuple[logging.Logger, bool]]:
     """When a Spark session already runs in this process (the CLI called from a notebook or a test), PySpark's
     query-error loggers were not pointed away at its start (:func:`deltalog.sql.session.local_session`): mute them
     for the command. Without pyspark imported there is nothing to mute, and nothing is imported."""
-    if "pyspark" not in sys.modules:
+    if sys.modules.get("pyspark") is None:  # never imported (or blocked, as an uninstalled extra)
         return []
     from pyspark.logger import PySparkLogger  # pyspark is imported already (above): this costs nothing
 

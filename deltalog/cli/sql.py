@@ -34,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              json_help="one JSON object per row (bytes as UTF-8 text, else {\"b64\": ...})")
     common.add_store_option(p)
     p.set_defaults(func=sql)
+    common.needs_extras(p, "spark")
 
 
 def _plain(value: Any) -> Any:

@@ -34,6 +34,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from deltalog import extras
 from deltalog.errors import InvalidConfigError, shown
 
 if TYPE_CHECKING:
@@ -199,7 +200,9 @@ class _DDLParser:
 
 @lru_cache(maxsize=256)
 def parse_schema(text: str) -> StructType:
-    """A Spark ``StructType`` from a DDL field list or the JSON form of a ``StructType`` (no JVM needed)."""
+    """A Spark ``StructType`` from a DDL field list or the JSON form of a ``StructType`` (no JVM needed, but
+    pyspark's types: a schema needs the spark extra, which the base install leaves out)."""
+    extras.require("spark", "key.schema / value.schema (a json encoding's schema)")
     from pyspark.sql.types import StructType  # only for json encodings: appends of bytes never import pyspark
 
     text = text.strip()

@@ -21,6 +21,7 @@ import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from deltalog import extras
 from deltalog.spark import default_parallelism, is_connect, job_tag
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ def local_session(master: str | None = None, conf: dict[str, Any] | None = None,
     With ``$DELTALOG_SPARK_OUTPUT`` set, a session created here sends Spark's own output to that file (see
     :data:`SPARK_OUTPUT_ENV`).
     """
+    extras.require("spark", "a Spark job (the embedded Spark session)")  # the base install has no pyspark
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     _let_workers_import_deltalog()

@@ -1,0 +1,92 @@
+"""What the base install leaves out (pyspark: ``deltalog[spark]``, great-expectations: ``deltalog[quality]``) is
+named in one line by whatever needs it. Here the module is made unimportable in this process the way Python
+itself blocks an import (``sys.modules[name] = None``); tests/test_packaging.py does it for real, in a fresh
+virtual environment without pyspark."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from conftest import run_cli
+
+from deltalog import Store
+from deltalog.cli import doctor_checks
+from deltalog.errors import DeltalogError, MissingExtraError
+from deltalog.extras import from_import_error, require
+
+
+@pytest.fixture
+def no_pyspark(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+
+
+@pytest.fixture
+def no_great_expectations(monkeypatch):
+    monkeypatch.setitem(sys.modules, "great_expectations", None)
+
+
+def test_require_names_the_extra_and_is_a_deltalog_error(no_pyspark):
+    with pytest.raises(MissingExtraError, match=r"^Store\.sql needs Spark \(pyspark\), .*pip install 'deltalog\[spark\]'"):
+        require("spark", "Store.sql")
+    assert issubclass(MissingExtraError, DeltalogError) and issubclass(MissingExtraError, ImportError)
+    require("quality", "anything")  # great-expectations is here: nothing raised
+
+
+@pytest.mark.parametrize("command", [["demo"], ["clean"], ["sql", "SELECT 1"], ["cleaner", "run", "--once"],
+                                     ["check", "t"]])
+def test_commands_that_need_spark_say_which_extra_in_one_line(no_pyspark, command, tmp_path, capsys):
+    code, out, err = run_cli(capsys, "--store", str(tmp_path / "store"), *command)
+    assert (code, out) == (1, "")
+    [line] = err.splitlines()
+    assert line.startswith(f"deltalog: error: deltalog {' '.join(command[:2] if command[0] == 'cleaner' else command[:1])} "
+                           "needs Spark (pyspark)") and "pip install 'deltalog[spark]'" in line
+    assert not (tmp_path / "store").exists()  # refused before anything was written
+
+
+@pytest.mark.subprocess  # doctor runs `java -version`
+def test_commands_without_spark_still_run(no_pyspark, tmp_path, capsys):
+    store = str(tmp_path / "store")
+    assert run_cli(capsys, "--store", store, "topics", "create", "t", "--config", "cleanup.policy=compact")[0] == 0
+    code, out, err = run_cli(capsys, "--store", store, "doctor", "--no-spark", "--output", "json")
+    assert code == 0, out + err
+
+
+def test_check_names_the_quality_extra(no_great_expectations, tmp_path, capsys):
+    code, out, err = run_cli(capsys, "--store", str(tmp_path / "store"), "check", "t")
+    [line] = err.splitlines()
+    assert code == 1 and "needs Great Expectations" in line and "pip install 'deltalog[quality]'" in line
+
+
+def test_the_embedded_session_names_the_extra(no_pyspark, tmp_path):
+    store = Store(str(tmp_path / "store"))
+    with pytest.raises(MissingExtraError, match=r"pip install 'deltalog\[spark\]'"):
+        store.spark  # noqa: B018 - the property starts the session
+
+
+def test_an_import_error_of_an_extras_module_becomes_the_one_line_error():
+    try:
+        import great_expectations.no_such_module  # noqa: F401
+    except ImportError as e:
+        error = from_import_error(e, "deltalog check")
+    assert error is not None and "pip install 'deltalog[quality]'" in str(error)
+    try:
+        import no_such_module_xyz  # noqa: F401
+    except ImportError as e:
+        assert from_import_error(e, "x") is None
+
+
+def test_doctor_names_the_extra_of_a_missing_package():
+    check = doctor_checks.check_package("no-such-distribution-xyz", extra="quality", used_by="deltalog check")
+    assert check.status == doctor_checks.INFO and "pip install 'deltalog[quality]'" in check.detail
+
+
+def test_a_json_schema_names_the_extra_and_creates_nothing(no_pyspark, tmp_path):
+    """A json encoding's schema is parsed with pyspark's types (no JVM): without them, the topic is refused."""
+    from deltalog.log.encoding import parse_schema
+
+    parse_schema.cache_clear()  # a schema parsed earlier in this process would be served from the cache
+    store = Store(str(tmp_path / "store"))
+    with pytest.raises(MissingExtraError, match=r"value\.schema .*pip install 'deltalog\[spark\]'"):
+        store.create_topic("prices", config={"value.encoding": "json", "value.schema": "price DOUBLE"})
+    assert store.list_topics() == []
