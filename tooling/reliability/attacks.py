@@ -12,7 +12,8 @@ theirs (:func:`tooling.reliability.model.verify`):
   ``transaction.timeout.ms`` has passed on the store's clock and the coordinator's timer
   (:meth:`~deltalog.cleaner.log_cleaner.LogCleaner.abort_timed_out_transactions`, Kafka's
   ``TransactionStateManager`` timer) has run, so ``read_committed`` readers and the cleaner are held back;
-* **partition unreadable**: a read of a partition, or the verification's own reads, raised;
+* **partition unreadable**: a read of a partition, or the verification's own reads, raised (unless the error is
+  a deltalog error naming the damaged document: then the read was *refused* clearly, which is counted apart);
 * **errors**: every error a producer, a read or a cleaning pass met, sorted into those that are a
   :class:`~deltalog.errors.DeltalogError` naming the damaged file (a clear answer) and all others (an error
   that is not deltalog's, or does not say which file; a silent wrong answer shows up as a loss instead).
@@ -51,6 +52,8 @@ class AttackOutcome:
     stuck: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
     errors_named: int = 0  # DeltalogErrors that named the damaged file (or, with no file to name, any DeltalogError)
+    refused: list[str] = field(default_factory=list)  # reads refused with an error naming the damaged file
+    fenced: list[str] = field(default_factory=list)  # live producers fenced as if they had timed out
     errors_other: list[str] = field(default_factory=list)
     verification: Verification | None = None
     problems: list[str] = field(default_factory=list)
@@ -66,6 +69,7 @@ class AttackOutcome:
         parts = [f"{n} {what}" for n, what in ((self.lost, "records lost"), (self.changed, "offsets changed"),
                                                 (len(self.stuck), "reads stuck"),
                                                 (len(self.unreadable), "partitions unreadable"),
+                                                (len(self.fenced), "producers fenced wrongly"),
                                                 (len(self.errors_other), "errors not naming the file")) if n]
         return ", ".join(parts) or "failed: " + self.problems[0][:200]
 
@@ -110,14 +114,14 @@ def judge(outcome: AttackOutcome, store: Any, side_dir: Path, *, names: Sequence
             store.log_cleaner().abort_timed_out_transactions()
         except Exception as e:  # noqa: BLE001 - the verdict sorts it
             errors.append(("the coordinator's timer", e))
-    _model(outcome, store, batches, errors, "")
-    if txn_timers and not outcome.unreadable:
+    _model(outcome, store, batches, errors, "", names)
+    if txn_timers and not (outcome.unreadable or outcome.refused):
         for topic, partition in sorted({(b.topic, b.partition) for b in batches}):
             try:
                 state = store.describe(topic)[partition]
                 store.read(topic, partition, "earliest", isolation_level="read_committed")
             except Exception as e:  # noqa: BLE001
-                outcome.unreadable.append(f"{topic}-{partition}: {type(e).__name__}: {str(e)[:300]}")
+                _unreadable(outcome, f"{topic}-{partition} read_committed", e, names)
                 errors.append((f"reading {topic}-{partition} read_committed", e))
                 continue
             if state.last_stable_offset is not None and state.last_stable_offset < state.log_end_offset:
@@ -125,7 +129,7 @@ def judge(outcome: AttackOutcome, store: Any, side_dir: Path, *, names: Sequence
                     f"{topic}-{partition}: last stable offset {state.last_stable_offset} < log end offset "
                     f"{state.log_end_offset} after every transaction.timeout.ms passed and the coordinator's timer ran "
                     f"(ongoing: {state.ongoing_transactions if hasattr(state, 'ongoing_transactions') else '?'})")
-    if clean is not None and not outcome.unreadable:
+    if clean is not None and not (outcome.unreadable or outcome.refused):
         try:
             round_ = clean()
         except Exception as e:  # noqa: BLE001
@@ -139,7 +143,7 @@ def judge(outcome: AttackOutcome, store: Any, side_dir: Path, *, names: Sequence
             if round_.busy or round_.conflicts:
                 outcome.problems.append(f"the next cleaning pass found {len(round_.busy)} partition(s) busy and lost "
                                         f"{len(round_.conflicts)} race(s)")
-        _model(outcome, store, batches, errors, "after the next pass: ")
+        _model(outcome, store, batches, errors, "after the next pass: ", names)
         if not outcome.unreadable:
             try:
                 outcome.problems += [f"after the next pass: {p}" for p in verify_compacted(store, batches)]
@@ -150,15 +154,21 @@ def judge(outcome: AttackOutcome, store: Any, side_dir: Path, *, names: Sequence
             outcome.errors_named += 1
         else:
             outcome.errors_other.append(describe_error(where, e))
-    outcome.problems += outcome.stuck + outcome.unreadable + outcome.errors_other
+    outcome.problems += outcome.stuck + outcome.unreadable + outcome.fenced + outcome.errors_other
     return outcome
 
 
-def _model(outcome: AttackOutcome, store: Any, batches: list[Batch], errors: list[Any], prefix: str) -> None:
+def _unreadable(outcome: AttackOutcome, what: str, e: BaseException, names: Sequence[str]) -> None:
+    line = f"{what} raised {type(e).__name__}: {str(e)[:300]}"
+    (outcome.refused if names and error_names(e, names) else outcome.unreadable).append(line)
+
+
+def _model(outcome: AttackOutcome, store: Any, batches: list[Batch], errors: list[Any], prefix: str,
+           names: Sequence[str]) -> None:
     try:
         v = verify(store, batches)
     except Exception as e:  # noqa: BLE001 - a read that raises is the verdict "unreadable"
-        outcome.unreadable.append(f"{prefix}the model's read raised {type(e).__name__}: {str(e)[:300]}")
+        _unreadable(outcome, f"{prefix}the model's read", e, names)
         errors.append((f"{prefix}reading the store back", e))
         return
     outcome.verification = v
