@@ -70,7 +70,7 @@ class AttackOutcome:
                                                 (len(self.stuck), "reads stuck"),
                                                 (len(self.unreadable), "partitions unreadable"),
                                                 (len(self.fenced), "producers fenced wrongly"),
-                                                (len(self.errors_other), "errors not naming the file")) if n]
+                                                (len(self.errors_other), "unclear errors")) if n]
         return ", ".join(parts) or "failed: " + self.problems[0][:200]
 
 

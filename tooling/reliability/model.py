@@ -151,7 +151,7 @@ class Workload:
     rolls: float = 0.3
     age_ms: Mapping[str, int] = field(default_factory=dict)  # topic -> how old its records' timestamps are
     pause_s: float = 0.0
-    value_bytes: int = 0  # padding after each value's id (the full-disk attack fills a disk with it)
+    value_bytes: int = 0  # random hex after each value's id (the full-disk attack fills a disk with it)
 
     def as_json(self) -> dict[str, Any]:
         return {"topics": dict(self.topics), "keys": self.keys, "max_batch": self.max_batch,
@@ -197,9 +197,8 @@ class Producer:
         ts = now - w.age_ms.get(topic, 0)
         batch_id = f"{self.name}:{self.batches}"
         self.batches += 1
-        pad = "." * w.value_bytes
         records = [SentRecord(f"{batch_id}:{i}", f"k{rng.randrange(w.keys)}",
-                              None if rng.random() < w.tombstones else f"{batch_id}:{i}{pad}", ts)
+                              None if rng.random() < w.tombstones else f"{batch_id}:{i}{self._pad()}", ts)
                    for i in range(rng.randint(1, w.max_batch))]
         self.side.write({"intent": batch_id, "topic": topic, "partition": partition, "t": now,
                          "records": [{"id": r.id, "key": r.key, "value": r.value, "ts": r.timestamp_ms}
@@ -218,6 +217,11 @@ class Producer:
         if rng.random() < w.rolls:
             self.store.roll(topic, partition)
         return offsets
+
+    def _pad(self) -> str:
+        """Random hex (it does not compress away), ``value_bytes`` long; "" by default."""
+        n = self.workload.value_bytes
+        return f":{self.rng.randbytes((n + 1) // 2).hex()[:n]}" if n else ""
 
     def acknowledge(self) -> None:
         """Acknowledge the last batch (sent with ``ack=False``), once its transaction committed."""
