@@ -48,9 +48,11 @@ CASES: dict[str, tuple[str, int]] = {
 
 
 def clock_run(harness: Any, case: str, *, clean: Callable[[], Any] | None = None,
-              sabotage: Callable[[Any], None] | None = None) -> AttackOutcome:
+              sabotage: Callable[[Any], None] | None = None, dead_timeout_ms: int = DEAD_TIMEOUT_MS) -> AttackOutcome:
     """One run of ``case`` on ``harness``'s (fresh) store; ``sabotage(store)``, for the tests, does something the
-    verdict must catch before it is given."""
+    verdict must catch before it is given. The verdict comes :data:`DEAD_TIMEOUT_MS` after a dead producer's
+    transaction opened, whatever ``dead_timeout_ms`` the transaction has (the tests lengthen it to make reads
+    stuck on purpose)."""
     what, offset = CASES[case]
     side = harness.workdir / "side"
     side.mkdir(parents=True, exist_ok=True)
@@ -64,7 +66,7 @@ def clock_run(harness: Any, case: str, *, clean: Callable[[], Any] | None = None
             "tolerate": True}
     if case.endswith("dies"):
         proc, logfile = start_producer(harness, side, "skewed", WORKLOAD, batches=4, open_transaction="die",
-                                       transaction_timeout_ms=DEAD_TIMEOUT_MS, **spec)
+                                       transaction_timeout_ms=dead_timeout_ms, **spec)
         if (e := finish(proc, logfile)) is not None:
             errors.append(("the skewed producer", e))
         if IN_TRANSACTION not in logfile.read_text(errors="replace"):

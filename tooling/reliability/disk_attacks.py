@@ -94,16 +94,16 @@ def disk_run(harness_for: Callable[[str], Any], mount: Path, *, clean: Callable[
                    for name, mode in (("idem", "idempotent"), ("plain", "append"))]
         errors: list[tuple[str, Any]] = []
         refused = 0
-        if clean is not None:
+        for (proc, logfile), name in zip(started, ("idempotent", "plain"), strict=True):
+            if (e := finish(proc, logfile)) is not None:
+                errors.append((f"the {name} producer", e))
+        if clean is not None:  # on the disk the producers filled: its output has no room
             try:
                 round_ = clean(harness.store())
                 refused += len(round_.failures)
             except Exception as e:  # noqa: BLE001 - the verdict sorts it
                 errors.append(("the cleaning round on the full disk", e))
                 refused += 1
-        for (proc, logfile), name in zip(started, ("idempotent", "plain"), strict=True):
-            if (e := finish(proc, logfile)) is not None:
-                errors.append((f"the {name} producer", e))
         free_at_end = os.statvfs(mount).f_bavail * os.statvfs(mount).f_frsize
         ballast.unlink()
         if sabotage is not None:

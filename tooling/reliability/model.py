@@ -167,7 +167,7 @@ class Producer:
     """Appends a :class:`Workload` to a store, recording intents and acknowledgements in its side file.
 
     ``send(topic, partition, records) -> offsets`` is how a batch goes out (default: ``store.append``; the
-    attacks send through Kafka's idempotent or transactional producer). An exception of a ``tolerate``\ d type
+    attacks send through Kafka's idempotent or transactional producer). An exception of a type in ``tolerate``
     is written to the side file as the batch's ``error`` (its type, message and whether it is a
     :class:`~deltalog.errors.DeltalogError`) and the producer goes on: the batch stays unacknowledged, so the
     model allows it to have landed whole or not at all, as Kafka's producer leaves a batch whose send failed."""
