@@ -28,7 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tooling.reliability.model import Batch, Verification, read_side_errors, read_side_files, verify, verify_compacted
+from tooling.reliability.model import (
+    Batch,
+    Verification,
+    read_side_errors,
+    read_side_files,
+    verify,
+    verify_compacted,
+    wall_ms,
+)
 
 #: The attack classes, by the name ``--only`` and ``--skip`` take, with their report heading.
 CLASSES = {
@@ -167,10 +175,16 @@ def _model(outcome: AttackOutcome, store: Any, batches: list[Batch], errors: lis
            names: Sequence[str]) -> None:
     try:
         v = verify(store, batches)
-    except Exception as e:  # noqa: BLE001 - a read that raises is the verdict "unreadable"
-        _unreadable(outcome, f"{prefix}the model's read", e, names)
-        errors.append((f"{prefix}reading the store back", e))
-        return
+    except Exception:  # noqa: BLE001 - partition by partition: which ones are unreadable, and the others' figures
+        reports = []
+        for (topic, partition) in sorted({(b.topic, b.partition) for b in batches}):
+            try:
+                reports += verify(store, [b for b in batches if (b.topic, b.partition) == (topic, partition)]
+                                  ).partitions
+            except Exception as e:  # noqa: BLE001 - a read that raises is the verdict "unreadable"
+                _unreadable(outcome, f"{prefix}{topic}-{partition}: the model's read", e, names)
+                errors.append((f"{prefix}reading {topic}-{partition} back", e))
+        v = Verification(reports, wall_ms())
     outcome.verification = v
     outcome.lost = max(outcome.lost, v.total("lost"))
     outcome.changed = max(outcome.changed, v.total("changed") + v.total("duplicated") + v.total("unknown")
