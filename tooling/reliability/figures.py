@@ -1,5 +1,6 @@
-"""``python -m tooling.reliability``: run the hostile-input suite, the crash harness and the damage matrix, and
-write the figures.
+"""``python -m tooling.reliability``: run the hostile-input suite, the crash harness, the damage matrix and the
+attack classes (:mod:`tooling.reliability.attacks`: damaged state documents, clock skew, a full disk, object-store
+faults), and write the figures.
 
 One command anyone can run from a checkout with the ``dev`` extra installed::
 
@@ -10,7 +11,9 @@ One command anyone can run from a checkout with the ``dev`` extra installed::
 
 It prints a line per step and writes a Markdown report: what was tried, where each kill landed, what the
 model found (records lost, offsets changed or duplicated), what the concurrency run did, how many hostile
-inputs each category tried, and which entry points named each kind of damage. The exit code is 0 when
+inputs each category tried, which entry points named each kind of damage, and each attack class's verdicts.
+A part left out (``--skip``, or not named by ``--only``) keeps its Summary row and line and its section from
+the report already at ``--out``. The exit code is 0 when
 everything held, 1 otherwise (the report says what broke).
 """
 
