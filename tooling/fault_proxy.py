@@ -40,9 +40,9 @@ import time
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlparse
 
 LOOPBACK = "127.0.0.1"
@@ -236,6 +236,8 @@ class FaultProxy:
 class _Handler(BaseHTTPRequestHandler):
     state: _State
     protocol_version = "HTTP/1.1"  # keep-alive: the clients pool their connections
+    timeout = 120  # an idle kept-alive connection ends its thread after this long
+
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
         pass
@@ -333,6 +335,11 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # Spark tasks and delta-rs open many connections at once
+
+
 
 def serve(upstream: str, seed: int, max_seconds: float, parent: int | None) -> None:
     """Serve until stopped, ``max_seconds`` passed, or the ``parent`` process is gone; prints the port first."""
@@ -343,8 +350,7 @@ def serve(upstream: str, seed: int, max_seconds: float, parent: int | None) -> N
         pass
 
     Handler.state = state
-    server = ThreadingHTTPServer((LOOPBACK, 0), Handler)
-    server.daemon_threads = True
+    server = _Server((LOOPBACK, 0), Handler)
     print(server.server_address[1], flush=True)
 
     def watch() -> None:
