@@ -31,11 +31,12 @@ ABOUT = {
             "file but for 1.5 MB, then two producer processes writing incompressible values and a cleaning round until "
             "refused for space; the ballast is deleted and the store judged. Also: no temporary file left on the disk, "
             "no partition marked uncleanable. Any error must be a deltalog error.",
-    "store-faults": "`tooling/reliability/store_fault_attacks.py` with `tooling/fault_proxy.py`: two producer "
-                    "processes (idempotent and plain) write through a fault-injecting proxy in front of moto's S3 "
-                    "server; each run one plan fails 30% (seeded) of the PUTs of Delta commits, data files or the "
-                    "store's documents with a 500 or a dropped connection, before or after the store applied them. The "
-                    "store is then judged straight from the server. Any error must be a deltalog error.",
+    "store-faults": "`tooling/reliability/store_fault_attacks.py` with `tooling/fault_proxy.py`: three producer "
+                    "processes (idempotent, transactional and plain) write through a fault-injecting proxy in front of "
+                    "moto's S3 server; each run one plan fails 30% (seeded) of the PUTs of Delta commits or of data "
+                    "files, or the first three PUTs of the store's documents, with a 500 or a dropped connection, "
+                    "before or after the store applied them. The store is then judged straight from the server. Any "
+                    "error must be a deltalog error.",
 }
 
 _OTHER_PARTS = {"kills": "## Kills", "concurrency": "## Concurrency", "hostile": "## Hostile input",

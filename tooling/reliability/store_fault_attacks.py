@@ -7,16 +7,18 @@ version), and a failed write must leave all of its batch or none. Kafka's produc
 produce request whose response is lost (``Sender`` retries it, and the broker's ``ProducerStateManager`` answers
 the retry with the batch's first offsets).
 
-Each run starts two producer processes (one idempotent, one plain ``store.append``) whose store endpoint is
-:class:`tooling.fault_proxy.FaultProxy` in front of the S3 server, with one fault plan: which requests (PUTs
-of Delta commits, of data files, or of the store's own documents), before or after the store applied them, a 500
-or a dropped connection, with a seeded probability. The producers write through it, their failed sends written
-to their side files; then the faults are cleared and :func:`~tooling.reliability.attacks.judge` reads the store
-straight from the S3 server (and, with a Spark session, runs the next cleaning pass there).
+Each run starts three producer processes (idempotent, transactional, and plain ``store.append``) whose store
+endpoint is :class:`tooling.fault_proxy.FaultProxy` in front of the S3 server, with one fault plan: which
+requests (PUTs of Delta commits or of data files, 30% of them by a seeded draw; or the first three of the
+store's own documents), before or after the store applied them, a 500 or a dropped connection. The producers
+write through it, their failed sends written to their side files; then the faults are cleared and
+:func:`~tooling.reliability.attacks.judge` reads the store straight from the S3 server (and, with a Spark
+session, runs the next cleaning pass there).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -25,15 +27,19 @@ from tooling.reliability.model import Workload
 
 TOPIC = "faulty"
 WORKLOAD = Workload({TOPIC: 2}, keys=20, max_batch=5, tombstones=0.0, rolls=0.2)
-#: Which PUTs a plan fails: (what the report says, the key pattern searched in the request's bucket/key path).
+#: Which PUTs a plan fails: (what the report says, the key pattern searched in the request's bucket/key path,
+#: the probability of each matching PUT, at most how many). The store's documents are few (a producer id, a
+#: transactional id's state changes), so their plan fails the first ones; commits and data files, a share.
 TARGETS = {
-    "commit": ("Delta commits", r"/_delta_log/"),
-    "data": ("data files", r"\.parquet$"),
-    "state": ("the store's documents", r"/_deltalog/"),
+    "commit": ("Delta commits", r"/_delta_log/", 0.3, None),
+    "data": ("data files", r"\.parquet$", 0.3, None),
+    "state": ("the store's documents", r"/_deltalog/", 1.0, 3),
 }
 WHEN = ("after", "before")
 ACTIONS = ("500", "drop")
-PROBABILITY = 0.3
+#: The transactional producer's timeout: a transaction its failed answers left open is aborted by the
+#: coordinator's timer after it, before the verdict.
+TRANSACTION_TIMEOUT_MS = 3_000
 
 
 def plans() -> list[tuple[str, str, str]]:
@@ -61,16 +67,20 @@ def store_fault_run(harness: Any, proxy: Any, plan: tuple[str, str, str], *, cle
     options = proxy.storage_options(harness.storage_options)
     env = {"AWS_ENDPOINT_URL": proxy.url, "AWS_ENDPOINT_URL_S3": proxy.url}
     proxy.clear()
-    proxy.add(method="PUT", key=TARGETS[target][1], when=when, action=action, times=None, probability=PROBABILITY)
-    started = [start_producer(harness, side, name, WORKLOAD, batches=batches, tolerate=True, mode=mode, env=env,
-                              storage_options=options)
-               for name, mode in (("idem", "idempotent"), ("plain", "append"))]
+    _, key, probability, times = TARGETS[target]
+    proxy.add(method="PUT", key=key, when=when, action=action, times=times, probability=probability)
+    producers = (("idem", {"mode": "idempotent"}), ("plain", {"mode": "append"}),
+                 ("txn", {"mode": "transactional", "transactional_id": "faulty-writer",
+                          "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS}))
+    started = [start_producer(harness, side, name, WORKLOAD, batches=batches, tolerate=True, env=env,
+                              storage_options=options, **spec) for name, spec in producers]
     errors: list[tuple[str, Any]] = []
-    for (proc, logfile), name in zip(started, ("idempotent", "plain"), strict=True):
+    for (proc, logfile), (name, _) in zip(started, producers, strict=True):
         if (e := finish(proc, logfile)) is not None:
             errors.append((f"the {name} producer", e))
     injected = sum(proxy.fired())
     proxy.clear()
+    time.sleep(TRANSACTION_TIMEOUT_MS / 1000 + 1.0)  # a transaction left open is past its timeout
     if sabotage is not None:
         sabotage(store)
     outcome = AttackOutcome("store-faults", describe(plan), injected=injected, detail="/".join(plan))
