@@ -73,6 +73,21 @@ def test_every_error_must_name_the_damaged_document(tmp_path):
     assert o.held == (not o.errors_other and not o.lost and not o.changed and not o.unreadable and not o.stuck)
 
 
+def test_a_producer_id_given_to_two_producers_is_reported(tmp_path):
+    """Kafka never hands one producer id to two producers; producers of one transactional id share theirs."""
+    from tooling.reliability.attacks import reused_producer_ids
+    from tooling.reliability.model import SideFile
+
+    def side(name, pid, tid=None):
+        f = SideFile(tmp_path / f"{name}.side.jsonl")
+        f.write({"producer_id": pid, "transactional_id": tid, "name": name})
+        f.close()
+        return tmp_path / f"{name}.side.jsonl"
+
+    paths = [side("a", 0), side("b", 0), side("c", 1, "t"), side("d", 1, "t"), side("e", 2)]
+    assert reused_producer_ids(paths) == ["producer id 0 was given to 2 producers: a, b"]
+
+
 # -- clock skew ---------------------------------------------------------------------------------------------------
 
 

@@ -63,21 +63,23 @@ def section(cls: str, outcomes: Sequence[AttackOutcome], table: object) -> list[
     """The class's section; ``table(header, rows, align)`` is the report's table renderer."""
     out = ["", f"## {CLASSES[cls]}", "", ABOUT[cls], ""]
     attacks = list(dict.fromkeys(o.attack for o in outcomes))
-    fenced = cls == "clock"
+    fenced, reused = cls == "clock", cls == "state"
     header = ["what was attacked", "runs", "faults injected", "records lost", "offsets changed", "reads stuck",
-              "unreadable", *(["fenced wrongly"] if fenced else []), "unclear errors", "errors naming the file",
-              "held"]
+              "unreadable", *(["fenced wrongly"] if fenced else []), *(["producer id given twice"] if reused else []),
+              "unclear errors", "errors naming the file", "held"]
     rows = []
     for attack in attacks:
         os_ = [o for o in outcomes if o.attack == attack]
         rows.append([attack, len(os_), sum(o.injected for o in os_), sum(o.lost for o in os_),
                      sum(o.changed for o in os_), sum(1 for o in os_ if o.stuck),
                      sum(1 for o in os_ if o.unreadable), *([sum(1 for o in os_ if o.fenced)] if fenced else []),
+                     *([sum(1 for o in os_ if o.reused_ids)] if reused else []),
                      sum(len(o.errors_other) for o in os_),
                      sum(o.errors_named for o in os_) + sum(len(o.refused) for o in os_),
                      f"{sum(o.held for o in os_)} of {len(os_)}"])
     out += table(header, rows, "l" + "r" * (len(header) - 1))  # type: ignore[operator]
-    out += ["", "Reads stuck, unreadable and fenced count runs; the other columns count records or errors."]
+    out += ["", "Reads stuck, unreadable, fenced and producer ids given twice count runs; the other columns count "
+            "records or errors."]
     failed = [o for o in outcomes if not o.held]
     if failed:
         out += ["", "Not held (first finding of each run):", ""]

@@ -62,6 +62,7 @@ class AttackOutcome:
     errors_named: int = 0  # DeltalogErrors that named the damaged file (or, with no file to name, any DeltalogError)
     refused: list[str] = field(default_factory=list)  # reads refused with an error naming the damaged file
     fenced: list[str] = field(default_factory=list)  # live producers fenced as if they had timed out
+    reused_ids: list[str] = field(default_factory=list)  # one producer id given to two producers
     errors_other: list[str] = field(default_factory=list)
     verification: Verification | None = None
     problems: list[str] = field(default_factory=list)
@@ -78,6 +79,7 @@ class AttackOutcome:
                                                 (len(self.stuck), "reads stuck"),
                                                 (len(self.unreadable), "partitions unreadable"),
                                                 (len(self.fenced), "producers fenced wrongly"),
+                                                (len(self.reused_ids), "producer ids given twice"),
                                                 (len(self.errors_other), "unclear errors")) if n]
         return ", ".join(parts) or "failed: " + self.problems[0][:200]
 
@@ -162,8 +164,31 @@ def judge(outcome: AttackOutcome, store: Any, side_dir: Path, *, names: Sequence
             outcome.errors_named += 1
         else:
             outcome.errors_other.append(describe_error(where, e))
-    outcome.problems += outcome.stuck + outcome.unreadable + outcome.fenced + outcome.errors_other
+    outcome.reused_ids += reused_producer_ids(paths)
+    outcome.problems += outcome.stuck + outcome.unreadable + outcome.fenced + outcome.reused_ids + outcome.errors_other
     return outcome
+
+
+def reused_producer_ids(paths: Iterable[Path]) -> list[str]:
+    """Producer ids that two producers got (the ids the workers wrote to their side files): Kafka's
+    ``ProducerIdManager`` never hands one out twice, and producers of one transactional id share theirs by design."""
+    import json
+
+    holders: dict[int, set[tuple[str, str | None]]] = {}
+    for path in paths:
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if "producer_id" in entry:
+                holders.setdefault(entry["producer_id"], set()).add((entry["name"], entry.get("transactional_id")))
+    out = []
+    for pid, who in sorted(holders.items()):
+        ids = {tid for _, tid in who}
+        if len(who) > 1 and (len(ids) > 1 or None in ids):
+            out.append(f"producer id {pid} was given to {len(who)} producers: {', '.join(sorted(n for n, _ in who))}")
+    return out
 
 
 def _unreadable(outcome: AttackOutcome, what: str, e: BaseException, names: Sequence[str]) -> None:

@@ -105,6 +105,9 @@ def producer(spec: dict[str, Any]) -> int:
                     raise
     print(READY, file=sys.stderr, flush=True)
     p.run(batches=spec.get("batches"), seconds=spec.get("seconds"))
+    if kafka is not None and kafka.producer_id is not None:  # the verdict checks no two producers got one id
+        p.side.write({"producer_id": kafka.producer_id, "transactional_id": spec.get("transactional_id"),
+                      "name": spec["name"]})
     opening = spec.get("open_transaction")
     if opening:
         assert kafka is not None and mode == "transactional"
