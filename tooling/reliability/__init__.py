@@ -9,8 +9,14 @@
   (:mod:`deltalog.log.faults`), two cleaner jobs and several producers running together, and the store
   verified afterwards against an independent model built from what producers were told
   (:mod:`tooling.reliability.model`).
-* ``python -m tooling.reliability`` runs both and writes ``docs/RELIABILITY.md``.
+* :mod:`tooling.reliability.attacks` and its classes (:mod:`~tooling.reliability.state_attacks`,
+  :mod:`~tooling.reliability.clock_attacks`, :mod:`~tooling.reliability.disk_attacks`,
+  :mod:`~tooling.reliability.store_fault_attacks`; run in series by :mod:`~tooling.reliability.attack_runs`,
+  reported by :mod:`~tooling.reliability.attack_report`): documents outside the Delta logs damaged or lost, a
+  producer's clock a day off, a full disk, and an object store's failed answers, judged by the same model.
+* ``python -m tooling.reliability`` runs them all and writes ``docs/RELIABILITY.md``.
 
-The tests (``tests/test_hostile_input.py``, ``tests/test_crash_harness.py``) run the same code at a smaller
+The tests (``tests/test_hostile_input.py``, ``tests/test_crash_harness.py``, ``tests/test_attack_harness.py``)
+run the same code at a smaller
 size. Needs the ``dev`` extra (hypothesis).
 """

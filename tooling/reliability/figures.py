@@ -1,15 +1,19 @@
-"""``python -m tooling.reliability``: run the hostile-input suite, the crash harness and the damage matrix, and
-write the figures.
+"""``python -m tooling.reliability``: run the hostile-input suite, the crash harness, the damage matrix and the
+attack classes (:mod:`tooling.reliability.attacks`: damaged state documents, clock skew, a full disk, object-store
+faults), and write the figures.
 
 One command anyone can run from a checkout with the ``dev`` extra installed::
 
     python -m tooling.reliability                    # full size: 30 kills of each kind, 60 s of concurrency
     python -m tooling.reliability --quick            # a few of each, for a smoke run (minutes)
     python -m tooling.reliability --out /tmp/r.md    # write somewhere else than docs/RELIABILITY.md
+    python -m tooling.reliability --only state       # one part; the others' sections are kept from --out
 
 It prints a line per step and writes a Markdown report: what was tried, where each kill landed, what the
 model found (records lost, offsets changed or duplicated), what the concurrency run did, how many hostile
-inputs each category tried, and which entry points named each kind of damage. The exit code is 0 when
+inputs each category tried, which entry points named each kind of damage, and each attack class's verdicts.
+A part left out (``--skip``, or not named by ``--only``) keeps its Summary row and line and its section from
+the report already at ``--out``. The exit code is 0 when
 everything held, 1 otherwise (the report says what broke).
 """
 
@@ -29,6 +33,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from tooling.reliability import attack_report
+from tooling.reliability.attack_runs import run_class
+from tooling.reliability.attacks import CLASSES, AttackOutcome
 from tooling.reliability.damage import BLIND_SPOTS, ENTRIES, KINDS
 from tooling.reliability.damage import TOPIC as DAMAGE_TOPIC
 from tooling.reliability.harness import (
@@ -41,6 +48,11 @@ from tooling.reliability.harness import (
 )
 
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "docs" / "RELIABILITY.md"
+#: The parts ``--skip`` and ``--only`` take: the first four, then the attack classes.
+PARTS = ("hostile", "kills", "concurrency", "damage", *CLASSES)
+#: Runs of each attack class: every case of the class at least twice (one case for the disk).
+ATTACK_RUNS = {"state": 16, "clock": 8, "disk": 6, "store-faults": 12}
+QUICK_ATTACK_RUNS = {"state": 8, "clock": 4, "disk": 1, "store-faults": 4}
 
 
 @dataclass
@@ -67,6 +79,8 @@ class Run:
     orphaned_files: int | None = None
     damage: list[Any] = field(default_factory=list)  # tooling.reliability.damage.Outcome
     orphan_round_trip: Any = None  # tooling.reliability.damage.OrphanOutcome
+    attacks: dict[str, list[AttackOutcome]] = field(default_factory=dict)  # attack class -> its runs
+    carried: attack_report.Carried | None = None  # the previous report's parts this run left out
     seconds: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -85,6 +99,8 @@ class Run:
                 if not o.held and (o.kind, o.entry) not in BLIND_SPOTS]
         if self.orphan_round_trip is not None and not self.orphan_round_trip.held:
             out.append(f"orphaned file: {self.orphan_round_trip}")
+        out += [f"{CLASSES[cls]}, {o.attack}: {o.problems[0]}" for cls, os_ in self.attacks.items() for o in os_
+                if not o.held]
         return out
 
 
@@ -192,6 +208,12 @@ def render(run: Run) -> str:
         "",
     ]
     pk, ck = run.producer_kills, run.cleaner_kills
+    carried = run.carried or attack_report.Carried()
+    if carried.rows or carried.lines or carried.sections:
+        kept = [p for p in ("kills", "concurrency", "hostile", "damage", *CLASSES) if p in carried.sections]
+        out[2] += (f" Not run this time and kept from the previous report "
+                   f"({attack_report.previous_date(carried.written)}): {', '.join(kept)}.")
+
     def row(label: str, kills: list[KillOutcome]) -> list[Any]:
         return [label, len(kills), sum(k.killed for k in kills), sum(k.survived for k in kills)]
 
@@ -201,11 +223,19 @@ def render(run: Run) -> str:
         row("cleaner runs SIGKILLed at a random moment (with their Spark JVM)", [k for k in ck if k.how == "random"]),
         row("cleaner runs killed at a cleaning/retention commit boundary", [k for k in ck if k.how == "boundary"]),
     ]
-    out += _table(["tried", "runs", "killed", "store intact, next pass completed"], rows)
-    out += ["", "A run that finished before its random moment came, or never reached its boundary, is not a kill."]
+    table = ["| " + " | ".join(str(c) for c in r) + " |" for r in rows] if run.kills else carried.rows.get("kills", [])
+    table += ["| " + " | ".join(str(c) for c in attack_report.summary_row(cls, run.attacks[cls])) + " |"
+              if cls in run.attacks else line for cls in CLASSES for line in
+              ([""] if cls in run.attacks else carried.rows.get(cls, []))]
+    if table:
+        out += _table(["tried", "runs", "killed or attacked", "store intact, next pass completed / held"], [])
+        out += table
+    if any(line.startswith(attack_report.KILL_ROWS, 2) for line in table):
+        out += ["", "A run that finished before its random moment came, or never reached its boundary, is not a kill."]
     acked = sum(k.verification.total("acked") for k in run.kills[-1:] if k.verification)
     c = run.concurrency
-    out += ["",
+    out += [""]
+    out += carried.lines.get("kills", []) if not run.kills else [
             f"- **Records lost: {_count(run.kills, 'lost') + (c.verification.total('lost') if c and c.verification else 0)}**; "
             f"offsets changed: {_count(run.kills, 'changed') + (c.verification.total('changed') if c and c.verification else 0)}; "
             f"duplicated: {_count(run.kills, 'duplicated') + (c.verification.total('duplicated') if c and c.verification else 0)}; "
@@ -214,6 +244,9 @@ def render(run: Run) -> str:
             f"(checked after every kill and again after the next pass; {acked:,} acknowledged records in the "
             "kill scenarios' store at the end).",
             ]
+    out += carried.lines.get("concurrency", []) if not c else []
+    out += carried.lines.get("hostile", []) if not run.hostile else []
+    out += carried.lines.get("damage", []) if not run.damage else []
     if c:
         out.append(f"- Concurrency: {c.producers} producer processes x {c.seconds:.0f} s with {c.jobs} cleaner jobs started "
                    f"together: {c.records_acked:,} records acknowledged, {sum(c.passes)} passes, "
@@ -229,10 +262,14 @@ def render(run: Run) -> str:
                    f"points: {held} of {len(run.damage)} answered with a deltalog error naming the partition and the "
                    f"file; {blind} known blind spot(s) (below); "
                    f"{len(run.damage) - held - blind} other failure(s).")
+    for cls in CLASSES:
+        out += [attack_report.summary_line(cls, run.attacks[cls])] if cls in run.attacks else carried.lines.get(cls, [])
     problems = run.problems
     if problems:
         out += ["", "**What broke:**", ""] + [f"- {p[:600]}" for p in problems[:30]]
 
+    if not run.kills:
+        out += carried.sections.get("kills", [])
     if run.kills:
         out += ["", "## Kills", "",
                 "A kill is SIGKILL, not an exception: nothing in the process runs after it. A cleaner run is killed "
@@ -285,6 +322,8 @@ def render(run: Run) -> str:
         out += _table(["boundary", "entry", "runs", "killed there", "held"],
                       [[t, e, n, sum(k.killed for k in bnd if (k.target, k.entry) == (t, e)),
                         _held([k for k in bnd if (k.target, k.entry) == (t, e)])] for (t, e), n in sorted(groups.items())])
+    if not c:
+        out += carried.sections.get("concurrency", [])
     if c:
         out += ["", "## Concurrency", "",
                 f"{c.producers} producer processes appended for {c.seconds:.0f} s (batches of 1-10 records over 50 keys, "
@@ -318,6 +357,8 @@ def render(run: Run) -> str:
                  f"**{v.total('lost')}, {v.total('changed')}, {v.total('duplicated')}, {v.total('order')}**"],
             ]
         out += _table(["", ""], rows, "lr")
+    if not run.hostile:
+        out += carried.sections.get("hostile", [])
     if run.hostile:
         out += ["", "## Hostile input", "",
                 "Property-based (hypothesis, `tooling/reliability/hostile.py`, also `tests/test_hostile_input.py`): "
@@ -332,6 +373,11 @@ def render(run: Run) -> str:
                       "lrlll")
     if run.damage:
         out += _damage_section(run.damage, run.orphan_round_trip)
+    else:
+        out += carried.sections.get("damage", [])
+    for cls in CLASSES:
+        out += attack_report.section(cls, run.attacks[cls], _table) if cls in run.attacks else \
+            carried.sections.get(cls, [])
     out += ["", "## How the store is checked", "",
             "Every producer writes, before each append, the batch it is about to send (each record with a unique "
             "id, also carried as a header) and, after the append returns, the offsets it was told, each as one "
@@ -415,9 +461,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "directory under --workdir)")
     p.add_argument("--workdir", help="where side files and logs go (default: a new temporary directory, kept)")
     p.add_argument("--seed", type=int, default=14)
-    p.add_argument("--skip", action="append", default=[], choices=("hostile", "kills", "concurrency", "damage"),
-                   help="leave a part out (repeatable)")
+    p.add_argument("--skip", action="append", default=[], choices=PARTS,
+                   help="leave a part out (repeatable); its section of the previous report at --out is kept")
+    p.add_argument("--only", action="append", default=[], choices=PARTS,
+                   help="run only this part (repeatable); every other section of the previous report is kept")
+    p.add_argument("--runs", type=int, help="runs of each attack class (default: "
+                   + ", ".join(f"{c} {n}" for c, n in ATTACK_RUNS.items()) + "; --quick: "
+                   + ", ".join(f"{c} {n}" for c, n in QUICK_ATTACK_RUNS.items()) + ")")
+    p.add_argument("--no-clean-after-attacks", action="store_true",
+                   help="judge each attack without the next cleaning pass (no Spark session: faster)")
     args = p.parse_args(argv)
+    if args.only:
+        args.skip = [part for part in PARTS if part not in args.only]
     if "hostile" not in args.skip:
         try:
             import hypothesis  # noqa: F401 - only checked: the hostile-input part draws its inputs with it
@@ -433,7 +488,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
 
     shown = [f"--{k} {getattr(args, k)}" for k in ("kills", "seconds", "examples") if getattr(args, k) is not None]
-    shown = (["--quick"] if args.quick else []) + shown + [f"--skip {s}" for s in args.skip]
+    shown = (["--quick"] if args.quick else []) + shown + (
+        [f"--only {s}" for s in args.only] if args.only else [f"--skip {s}" for s in args.skip])
     run = Run(datetime.now(timezone.utc), {"argv": " ".join(shown)})
     log(f"store {location}, side files and logs in {workdir}")
     if "hostile" not in args.skip:
@@ -449,6 +505,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         run.seconds["concurrency"] = time.monotonic() - started
     if "damage" not in args.skip:
         run_damage(workdir, run, log)
+    for cls in CLASSES:
+        if cls not in args.skip:
+            started = time.monotonic()
+            runs = args.runs or (QUICK_ATTACK_RUNS if args.quick else ATTACK_RUNS)[cls]
+            run.attacks[cls] = run_class(cls, runs, workdir / "attacks", log, seed=args.seed,
+                                         clean=not args.no_clean_after_attacks)
+            run.seconds[cls] = time.monotonic() - started
+    previous = Path(args.out)
+    if args.skip and previous.exists():
+        run.carried = attack_report.carry(previous.read_text(), args.skip)
     Path(args.out).write_text(render(run))
     log(f"wrote {args.out}: {'everything held' if not run.problems else f'{len(run.problems)} problem(s)'}")
     return 0 if not run.problems else 1

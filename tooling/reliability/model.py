@@ -37,7 +37,7 @@ import json
 import os
 import random
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,6 +100,21 @@ class Batch:
         return self.offsets is not None
 
 
+def read_side_errors(paths: Iterable[str | os.PathLike[str]]) -> list[dict[str, Any]]:
+    """Every ``error`` line of the side files: the sends that raised (see :class:`Producer`)."""
+    out = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if "error" in entry:
+                    out.append(entry)
+    return out
+
+
 def read_side_files(paths: Iterable[str | os.PathLike[str]]) -> list[Batch]:
     """Every batch of every side file, in the order each producer wrote them."""
     batches: dict[str, Batch] = {}
@@ -136,11 +151,12 @@ class Workload:
     rolls: float = 0.3
     age_ms: Mapping[str, int] = field(default_factory=dict)  # topic -> how old its records' timestamps are
     pause_s: float = 0.0
+    value_bytes: int = 0  # random hex after each value's id (the full-disk attack fills a disk with it)
 
     def as_json(self) -> dict[str, Any]:
         return {"topics": dict(self.topics), "keys": self.keys, "max_batch": self.max_batch,
                 "tombstones": self.tombstones, "rolls": self.rolls, "age_ms": dict(self.age_ms),
-                "pause_s": self.pause_s}
+                "pause_s": self.pause_s, "value_bytes": self.value_bytes}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Workload:
@@ -148,19 +164,32 @@ class Workload:
 
 
 class Producer:
-    """Appends a :class:`Workload` to a store, recording intents and acknowledgements in its side file."""
+    """Appends a :class:`Workload` to a store, recording intents and acknowledgements in its side file.
+
+    ``send(topic, partition, records) -> offsets`` is how a batch goes out (default: ``store.append``; the
+    attacks send through Kafka's idempotent or transactional producer). An exception of a type in ``tolerate``
+    is written to the side file as the batch's ``error`` (its type, message and whether it is a
+    :class:`~deltalog.errors.DeltalogError`) and the producer goes on: the batch stays unacknowledged, so the
+    model allows it to have landed whole or not at all, as Kafka's producer leaves a batch whose send failed."""
 
     def __init__(self, store: Any, name: str, side_file: str | os.PathLike[str], workload: Workload,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, *, send: Callable[[str, int, list[Record]], Sequence[int]] | None = None,
+                 tolerate: tuple[type[BaseException], ...] = ()) -> None:
         self.store = store
         self.name = name
         self.side = SideFile(side_file)
         self.workload = workload
         self.rng = random.Random(seed)
         self.batches = 0
+        self.errors = 0
+        self.last: tuple[str, list[int]] = ("", [])
+        self._send = send or (lambda topic, partition, records: self.store.append(topic, partition, records))
+        self._tolerate = tolerate
 
-    def batch(self, topic: str | None = None, partition: int | None = None) -> list[int]:
-        """Append one random batch (to ``topic``/``partition`` if given); returns its offsets."""
+    def batch(self, topic: str | None = None, partition: int | None = None, *, ack: bool = True) -> list[int]:
+        """Append one random batch (to ``topic``/``partition`` if given); returns its offsets. ``ack=False``: the
+        offsets are written as ``pending``, not acknowledged (a batch in a transaction still open: it counts once
+        :meth:`acknowledge` is called, after its commit)."""
         w, rng = self.workload, self.rng
         topic = topic if topic is not None else rng.choice(sorted(w.topics))
         partition = partition if partition is not None else rng.randrange(w.topics[topic])
@@ -169,16 +198,35 @@ class Producer:
         batch_id = f"{self.name}:{self.batches}"
         self.batches += 1
         records = [SentRecord(f"{batch_id}:{i}", f"k{rng.randrange(w.keys)}",
-                              None if rng.random() < w.tombstones else f"{batch_id}:{i}", ts)
+                              None if rng.random() < w.tombstones else f"{batch_id}:{i}{self._pad()}", ts)
                    for i in range(rng.randint(1, w.max_batch))]
         self.side.write({"intent": batch_id, "topic": topic, "partition": partition, "t": now,
                          "records": [{"id": r.id, "key": r.key, "value": r.value, "ts": r.timestamp_ms}
                                      for r in records]})
-        offsets = self.store.append(topic, partition, [r.as_record() for r in records])
-        self.side.write({"ack": batch_id, "offsets": offsets, "t": wall_ms()})
+        try:
+            offsets = [int(o) for o in self._send(topic, partition, [r.as_record() for r in records])]
+        except self._tolerate as e:
+            from deltalog.errors import DeltalogError
+
+            self.errors += 1
+            self.side.write({"error": batch_id, "type": type(e).__name__, "message": str(e)[:2000],
+                             "deltalog": isinstance(e, DeltalogError), "t": wall_ms()})
+            return []
+        self.side.write({"ack" if ack else "pending": batch_id, "offsets": offsets, "t": wall_ms()})
+        self.last = (batch_id, offsets)
         if rng.random() < w.rolls:
             self.store.roll(topic, partition)
         return offsets
+
+    def _pad(self) -> str:
+        """Random hex (it does not compress away), ``value_bytes`` long; "" by default."""
+        n = self.workload.value_bytes
+        return f":{self.rng.randbytes((n + 1) // 2).hex()[:n]}" if n else ""
+
+    def acknowledge(self) -> None:
+        """Acknowledge the last batch (sent with ``ack=False``), once its transaction committed."""
+        batch_id, offsets = self.last
+        self.side.write({"ack": batch_id, "offsets": offsets, "t": wall_ms()})
 
     def run(self, *, batches: int | None = None, seconds: float | None = None) -> int:
         """Append ``batches`` batches, or for ``seconds``; returns how many were appended."""
