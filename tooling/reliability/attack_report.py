@@ -80,6 +80,11 @@ def section(cls: str, outcomes: Sequence[AttackOutcome], table: object) -> list[
     out += table(header, rows, "l" + "r" * (len(header) - 1))  # type: ignore[operator]
     out += ["", "Reads stuck, unreadable, fenced and producer ids given twice count runs; the other columns count "
             "records or errors."]
+    hanging = sum(o.hanging_aborted for o in outcomes)
+    if hanging:
+        out += ["", f"Hanging transactions (their transactional id's document lost while open) found by "
+                f"`find-hanging` and ended by `transactions abort`, the operator's way out as in Kafka: {hanging}; "
+                "a run holds only if, after that, no partition's reads are stuck."]
     failed = [o for o in outcomes if not o.held]
     if failed:
         out += ["", "Not held (first finding of each run):", ""]

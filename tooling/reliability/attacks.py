@@ -58,6 +58,8 @@ class AttackOutcome:
     lost: int = 0
     changed: int = 0  # changed, duplicated, unknown or out-of-order records
     stuck: list[str] = field(default_factory=list)
+    #: Hanging transactions that find-hanging named and abort ended (the operator's way out, as in Kafka).
+    hanging_aborted: int = 0
     unreadable: list[str] = field(default_factory=list)
     errors_named: int = 0  # DeltalogErrors that named the damaged file (or, with no file to name, any DeltalogError)
     refused: list[str] = field(default_factory=list)  # reads refused with an error naming the damaged file
@@ -108,11 +110,15 @@ def side_files(side_dir: Path) -> list[Path]:
 
 def judge(outcome: AttackOutcome, store: Any, side_dir: Path, *, names: Sequence[str] = (),
           txn_timers: bool = False, clean: Callable[[], Any] | None = None,
-          extra_errors: Iterable[tuple[str, BaseException]] = ()) -> AttackOutcome:
+          extra_errors: Iterable[tuple[str, BaseException]] = (),
+          recover_hanging_after_ms: int | None = None) -> AttackOutcome:
     """The verdict on ``store`` (module docstring): the producers' errors from their side files, the
     ``extra_errors`` the attack met itself, the model's checks, with ``txn_timers`` the coordinator's timer and
     the last-stable-offset check, and with ``clean`` (a cleaning round, the harness's own) the next pass, which
-    must complete, after which the store is checked again with the compaction check."""
+    must complete, after which the store is checked again with the compaction check. With
+    ``recover_hanging_after_ms`` the operator's way out of a hanging transaction (a transaction whose coordinator
+    state was lost: Kafka's ``kafka-transactions.sh find-hanging``, then ``abort``) runs before the
+    last-stable-offset check: a run holds only if find-hanging names every transaction that would hold reads back."""
     paths = side_files(side_dir)
     batches: list[Batch] = read_side_files(paths)
     outcome.acked = sum(len(b.records) for b in batches if b.acked)
@@ -124,6 +130,14 @@ def judge(outcome: AttackOutcome, store: Any, side_dir: Path, *, names: Sequence
             store.log_cleaner().abort_timed_out_transactions()
         except Exception as e:  # noqa: BLE001 - the verdict sorts it
             errors.append(("the coordinator's timer", e))
+    if recover_hanging_after_ms is not None:
+        try:
+            found = store.find_hanging_transactions(max_transaction_timeout_ms=recover_hanging_after_ms)
+            for h in found:
+                store.abort_transaction(h.topic, h.partition, start_offset=h.start_offset)
+            outcome.hanging_aborted += len(found)
+        except Exception as e:  # noqa: BLE001 - the verdict sorts it
+            errors.append(("find-hanging and abort", e))
     _model(outcome, store, batches, errors, "", names)
     if txn_timers and not (outcome.unreadable or outcome.refused):
         for topic, partition in sorted({(b.topic, b.partition) for b in batches}):

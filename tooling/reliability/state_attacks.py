@@ -115,7 +115,8 @@ def state_run(harness: Any, kind: str, *, clean: Callable[[], Any] | None = None
         sabotage(store)
     outcome = AttackOutcome("state", KINDS[kind][0], injected=1, detail=kind)
     judge(outcome, harness.store(), side, names=(Path(location).name,), txn_timers=True, clean=clean,
-          extra_errors=errors)
+          extra_errors=errors,
+          recover_hanging_after_ms=TRANSACTION_TIMEOUT_MS if kind == "transactional-id-lost-open" else None)
     harness.log(f"state ({kind}): {outcome.verdict()} ({outcome.acked} records acknowledged, "
                 f"{outcome.errors_named} error(s) naming the file){'' if outcome.held else ': ' + str(outcome.problems[:3])}")
     return outcome
