@@ -528,19 +528,7 @@ class Storage:
         """Every file under ``location`` (recursively), in location order; a local write's temporary file is
         left out."""
         if self.local:
-            top = self._path(location)
-            out = []
-            for dirpath, _dirnames, filenames in os.walk(top):
-                for name in filenames:
-                    if name.endswith(TMP_SUFFIX):
-                        continue
-                    full = os.path.join(dirpath, name)
-                    try:
-                        st = os.stat(full)
-                    except FileNotFoundError:
-                        continue
-                    out.append(FileInfo(full, st.st_size, int(st.st_mtime * 1000), _local_etag(st)))
-            return sorted(out, key=lambda f: f.location)
+            return _walk_local(self._path(location), temporary=False)
         import obstore as obs
 
         prefix = self.key(location)
@@ -557,17 +545,7 @@ class Storage:
         put is atomic there)."""
         if not self.local:
             return []
-        out = []
-        for dirpath, _dirnames, filenames in os.walk(self._path(location)):
-            for name in filenames:
-                if name.endswith(TMP_SUFFIX):
-                    full = os.path.join(dirpath, name)
-                    try:
-                        st = os.stat(full)
-                    except FileNotFoundError:
-                        continue
-                    out.append(FileInfo(full, st.st_size, int(st.st_mtime * 1000), _local_etag(st)))
-        return sorted(out, key=lambda f: f.location)
+        return _walk_local(self._path(location), temporary=True)
 
     def list_dirs(self, location: str) -> list[str]:
         """The names of the directories (common prefixes) right under ``location``, sorted."""
@@ -792,6 +770,23 @@ class _Reader(io.RawIOBase):
     def close(self) -> None:
         self._reader.close()
         super().close()
+
+
+def _walk_local(top: str, *, temporary: bool) -> list[FileInfo]:
+    """The files under the local directory ``top``, in order: the temporary files of writes (``*.deltalog-tmp``)
+    when ``temporary``, else every other file."""
+    out = []
+    for dirpath, _dirnames, filenames in os.walk(top):
+        for name in filenames:
+            if name.endswith(TMP_SUFFIX) != temporary:
+                continue
+            full = os.path.join(dirpath, name)
+            try:
+                st = os.stat(full)
+            except FileNotFoundError:
+                continue  # removed while listed
+            out.append(FileInfo(full, st.st_size, int(st.st_mtime * 1000), _local_etag(st)))
+    return sorted(out, key=lambda f: f.location)
 
 
 def _json_bytes(payload: Any, indent: int | None) -> bytes:

@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
 from deltalog.log import delta
 from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import PartitionLog, snapshot_of
-from deltalog.storage import TMP_SUFFIX, Storage, basename, join
+from deltalog.storage import TMP_SUFFIX, FileInfo, Storage, basename, join
 
 log = logging.getLogger(__name__)
 
@@ -182,13 +183,7 @@ def vacuum_staged(storage: Storage, now_ms: int, *, dry_run: bool = True,
     ``max_age_ms`` by their modification time. Reported as a :class:`VacuumResult` whose ``topic`` is the
     staging directory and whose ``partition`` is :data:`STORE_LEVEL`."""
     location = storage.location(SINK_STAGING_DIR)
-    doomed, size, waiting = [], 0, 0
-    for f in storage.list_files(location):
-        if now_ms >= f.modified_ms + max_age_ms:
-            doomed.append(f.location)
-            size += f.size
-        else:
-            waiting += 1
+    doomed, size, waiting = _aged_out(storage.list_files(location), now_ms, max_age_ms)
     if doomed and not dry_run:
         storage.delete_many(doomed)
         log.info("VACUUM removed %d staged file(s) of unfinished format(\"deltalog\") writes, %d bytes",
@@ -196,6 +191,19 @@ def vacuum_staged(storage: Storage, now_ms: int, *, dry_run: bool = True,
     base = storage.key(location)
     files = tuple(sorted(storage.key(d)[len(base):].lstrip("/") for d in doomed))
     return VacuumResult(SINK_STAGING_DIR, STORE_LEVEL, -1, dry_run, files, size, waiting, now_ms)
+
+
+def _aged_out(files: Iterable[FileInfo], now_ms: int, max_age_ms: int) -> tuple[list[str], int, int]:
+    """The locations of ``files`` at least ``max_age_ms`` old by their modification time, their bytes, and how
+    many are younger (they wait)."""
+    doomed, size, waiting = [], 0, 0
+    for f in files:
+        if now_ms >= f.modified_ms + max_age_ms:
+            doomed.append(f.location)
+            size += f.size
+        else:
+            waiting += 1
+    return doomed, size, waiting
 
 
 #: The ``topic`` of the :class:`VacuumResult` of :func:`vacuum_temp_files`.
@@ -212,13 +220,7 @@ def vacuum_temp_files(storage: Storage, now_ms: int, *, dry_run: bool = True,
     disk that filled up, they hold space the operator freed. A write that fails removes its own; an object store
     has none. Reported as a :class:`VacuumResult` whose ``topic`` is :data:`TEMP_FILES` and whose ``partition``
     is :data:`STORE_LEVEL`."""
-    doomed, size, waiting = [], 0, 0
-    for f in storage.list_temp_files(storage.root):
-        if now_ms >= f.modified_ms + max_age_ms:
-            doomed.append(f.location)
-            size += f.size
-        else:
-            waiting += 1
+    doomed, size, waiting = _aged_out(storage.list_temp_files(storage.root), now_ms, max_age_ms)
     if doomed and not dry_run:
         storage.delete_many(doomed)
         log.info("VACUUM removed %d temporary file(s) of killed writes, %d bytes", len(doomed), size)
