@@ -162,3 +162,22 @@ def test_a_lease_of_a_dead_local_process_is_taken_over_before_it_expires(tmp_pat
     other = LeaseManager(str(tmp_path), clock)
     assert other.acquire("t", 0, "clean") is None
     assert other.holder("t", 0).owner == mine.owner
+
+
+def test_a_damaged_lease_holds_its_partition_for_moments_not_for_its_ttl(tmp_path, clock, caplog):
+    """A lease is always written whole (a conditional put), so a torn lease file is damage: it holds the partition
+    for UNREADABLE_GRACE_MS after it was written, then is taken over with a warning naming the file (before, it
+    held for the whole TTL: every clean of the partition was busy for ten minutes)."""
+    from deltalog.log.lease import UNREADABLE_GRACE_MS
+
+    a, b = managers(tmp_path, clock)
+    lease = a.acquire("t", 0, "clean")
+    with open(lease.path, "r+b") as f:
+        f.truncate(10)
+    written_s = os.stat(lease.path).st_mtime
+    clock.set(int(written_s * 1000) + 1_000)  # within the grace: still held
+    assert b.acquire("t", 0, "clean") is None
+    clock.set(int(written_s * 1000) + UNREADABLE_GRACE_MS + 1)
+    taken = b.acquire("t", 0, "clean")
+    assert taken is not None and taken.still_held()
+    assert any(lease.path in r.getMessage() and "damaged" in r.getMessage() for r in caplog.records)

@@ -50,6 +50,8 @@ _SUFFIX = ".lease"
 _READ_ATTEMPTS = 5
 #: The owner shown for a lease file that cannot be parsed.
 UNREADABLE = "<unreadable>"
+#: How long a lease file that cannot be read still holds its partition (see :meth:`LeaseManager._read`).
+UNREADABLE_GRACE_MS = 5_000
 
 
 def default_owner() -> str:
@@ -216,8 +218,11 @@ class LeaseManager:
 
     def _read(self, topic: str, partition: int, generation: int) -> LeaseInfo | None:
         """The lease file's content; None if it is gone. A file still being written (empty or cut short)
-        is read again a few times; one that stays unreadable (its writer died between creating and
-        writing it) counts as held until the TTL has passed since it was created."""
+        is read again a few times. Every write of a lease puts the whole document at once (a conditional put; on a
+        disk, a hard link of a written file), so one that stays unreadable is damage: it counts as held for
+        :data:`UNREADABLE_GRACE_MS` after it was written (a filesystem without hard links creates the file before
+        writing it), then it is taken over like an expired lease, with a warning naming the file; a damaged lease
+        stalls its partition for moments, not for its TTL."""
         path = self._file(topic, partition, generation)
         for attempt in range(_READ_ATTEMPTS):
             found = self.storage.read_versioned(path)
@@ -231,7 +236,11 @@ class LeaseManager:
             except (ValueError, KeyError, TypeError):
                 if attempt + 1 < _READ_ATTEMPTS:
                     time.sleep(0.01)
-        return LeaseInfo(UNREADABLE, "<unknown>", mtime_ms, mtime_ms + self.ttl_ms, generation)
+        log.warning("the lease file %s is damaged (not a lease document); it holds %s-%d for %d ms after it was "
+                    "written, then the partition is taken over (a holder renews by rewriting it whole, so a torn "
+                    "file is damage, not a write in progress)", path, topic, partition, UNREADABLE_GRACE_MS)
+        return LeaseInfo(UNREADABLE, "<unknown>", mtime_ms, mtime_ms + min(UNREADABLE_GRACE_MS, self.ttl_ms),
+                         generation)
 
     def holder(self, topic: str, partition: int) -> LeaseInfo | None:
         """The live lease on a partition, or None when it is free (no lease, or only expired ones)."""

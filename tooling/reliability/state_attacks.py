@@ -111,6 +111,17 @@ def state_run(harness: Any, kind: str, *, clean: Callable[[], Any] | None = None
         if (e := finish(proc, logfile)) is not None:
             errors.append((f"producer c ({TRANSACTIONAL_ID!r} again: init_transactions)", e))
         time.sleep(TRANSACTION_TIMEOUT_MS / 1000 + 1.0)  # every transaction past its timeout, on every clock here
+    if kind == "uncleanable-mark-damaged":
+        # The damaged mark keeps its partition uncleanable (the safe direction): the operator's way out is what
+        # doctor says, 'deltalog cleaner reset-uncleanable'. The run holds only if doctor names the file.
+        from deltalog.cleaner.uncleanable import UncleanablePartitions
+        from deltalog.state_check import scan_state
+
+        named = [p for p in scan_state(store.storage)[1] if Path(location).name in p.detail + p.name]
+        if named:
+            UncleanablePartitions(store.storage).reset()
+        else:
+            errors.append(("doctor", RuntimeError(f"doctor did not name the damaged mark {location}")))
     if sabotage is not None:
         sabotage(store)
     outcome = AttackOutcome("state", KINDS[kind][0], injected=1, detail=kind)
