@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from deltalog.clock import Clock
-from deltalog.errors import InvalidConfigError, PartitionBusyError
+from deltalog.errors import InvalidConfigError, PartitionBusyError, StorageFullError
 from deltalog.storage import Storage, as_storage, basename
 
 log = logging.getLogger(__name__)
@@ -189,8 +189,15 @@ class Lease:
         gens = self.manager._generations(self.topic, self.partition)
         info = self.manager._read(self.topic, self.partition, self.generation)
         if gens and gens[-1] == self.generation and info is not None and info.owner == self.manager.owner:
-            self.manager.storage.write_json(self.path, self._payload(self.manager.clock.now_ms(), released=True),
-                                            indent=None)
+            try:
+                self.manager.storage.write_json(self.path, self._payload(self.manager.clock.now_ms(), released=True),
+                                                indent=None)
+            except StorageFullError:
+                # No space to rewrite it: delete it instead (a delete needs none), or the partition would stay
+                # busy for the TTL after the disk is freed. The generation may then be created again, which
+                # only a holder of this very generation could mistake, and that holder is this one, done.
+                log.warning("no space to mark the lease %s released; deleted it instead", self.path)
+                self.manager.storage.delete(self.path)
 
 
 class LeaseManager:
