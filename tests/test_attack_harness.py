@@ -25,6 +25,9 @@ from tooling.reliability.harness import Harness
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
 
+#: Every run starts producer processes (and some a proxy, an S3 server or a tmpfs).
+pytestmark = pytest.mark.subprocess
+
 
 def _harness(tmp_path, name="h", **kw):
     return Harness(str(tmp_path / name / "store"), tmp_path / name / "work", seed=3, **kw)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 from deltalog import CorruptLogError, Record, Store
 from deltalog.errors import DeltalogError, error_chain
 
@@ -51,6 +53,7 @@ def test_a_chain_of_causes_that_loops_back_is_walked_once():
     assert list(error_chain(None)) == []
 
 
+@pytest.mark.subprocess
 def test_a_pass_whose_topic_another_process_deletes_is_dropped_and_the_loop_moves_on(spark_store):
     """Kafka aborts the cleaning of a deleted log (LogCleanerManager.abortCleaning): no uncleanable mark, no
     failure; the cleaner thread goes on to the next log.

@@ -17,6 +17,7 @@ from deltalog import ManualClock, Record, Store
 from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.cli import build_parser, output
 from deltalog.cli.progress import CleanProgress
+from deltalog.log import producer_state
 from deltalog.sql.session import SPARK_OUTPUT_ENV
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,6 +71,8 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
         "transactions describe": ["transactions", "describe", "--transactional-id", "tx"],
         "transactions describe-producers": ["transactions", "describe-producers", "--topic", "tx", "--partition", "0"],
         "transactions abort-timed-out": ["transactions", "abort-timed-out"],
+        "transactions find-hanging": ["transactions", "find-hanging", "--topic", "tx", "--max-transaction-timeout", "0"],
+        "transactions abort": [],  # its start offset once the hanging transaction below is open
         "sql": ["sql", "SELECT key, count(*) AS n FROM t GROUP BY key ORDER BY key"],
         "clean": ["clean", "t", "-p", "0", "--force"],
         "check": ["check", "t"],
@@ -92,6 +95,14 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
     tx.begin_transaction()
     tx.send("tx", [Record(key=b"grape", value=b"3")], partition=0)
     tx.commit_transaction()
+    hang = store.producer(transactional_id="hang")  # a transaction whose id's document is lost: hanging
+    hang.init_transactions()
+    hang.begin_transaction()
+    hang.send("tx", [Record(key=b"lime", value=b"4")], partition=0)
+    store.storage.delete(producer_state.transactional_location(store.storage, "hang"))
+    start = store.find_hanging_transactions("tx", max_transaction_timeout_ms=0)[0].start_offset
+    commands["transactions abort"] = ["transactions", "abort", "--topic", "tx", "--partition", "0",
+                                      "--start-offset", str(start)]
     shapes = {}
     for name, argv in commands.items():
         flag = ["--json"] if name in ("list", "describe") else ["--output", "json"]  # the short form works too

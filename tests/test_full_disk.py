@@ -50,6 +50,7 @@ def batch(start: int, n: int) -> list[Record]:
     return [Record(key=b"k%d" % (i % 50), value=os.urandom(64)) for i in range(start, start + n)]
 
 
+@pytest.mark.subprocess
 def test_appends_on_a_full_disk_fail_clearly_leave_nothing_and_work_once_space_is_freed(disk, clock):
     store = Store(disk / "store", clock=clock)
     store.create_topic("t", 1)
@@ -81,6 +82,7 @@ def test_appends_on_a_full_disk_fail_clearly_leave_nothing_and_work_once_space_i
     assert failures >= 10  # the disk really was full for most of them
 
 
+@pytest.mark.subprocess
 def test_topic_creation_on_a_full_disk_fails_clearly_and_works_once_space_is_freed(disk, clock):
     store = Store(disk / "store", clock=clock)
     store.create_topic("before", 1)
@@ -93,6 +95,7 @@ def test_topic_creation_on_a_full_disk_fails_clearly_and_works_once_space_is_fre
     assert store.append("t", 0, [Record(key=b"k", value=b"v")]) == [0]
 
 
+@pytest.mark.subprocess
 def test_a_clean_that_hits_a_full_disk_is_not_marked_uncleanable_and_succeeds_once_space_is_freed(
         disk, clock, spark):
     store = Store(disk / "store", clock=clock, spark=spark)
@@ -123,6 +126,7 @@ def test_a_clean_that_hits_a_full_disk_is_not_marked_uncleanable_and_succeeds_on
     assert {r.key: r.value for r in store.read("t", 0, 0)} == latest
 
 
+@pytest.mark.subprocess
 def test_the_console_producer_on_a_full_disk_exits_1_with_the_clear_error(disk, clock, capsys, monkeypatch):
     from tests.conftest import run_cli
 

@@ -63,6 +63,7 @@ def test_a_read_from_any_position_returns_exactly_the_records_there(big, positio
     assert [r.value for r in records] == [b"v%07d-%s" % (i, b"." * 16) for i in wanted]
 
 
+@pytest.mark.subprocess
 def test_a_poll_of_1000_records_costs_a_small_fraction_of_a_whole_file_read(big):
     """Peak Arrow memory of ``store.read`` and of a consumer's poll, then of reading the whole file, in one fresh
     process (the peak only grows, so the small reads go first)."""

@@ -218,6 +218,7 @@ def _console(root: Path, *argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([exe, *argv], capture_output=True, text=True, env=env, timeout=180)
 
 
+@pytest.mark.subprocess
 def test_a_killed_producer_s_lost_document_leaves_a_hanging_transaction_that_abort_ends(tmp_path):
     root = tmp_path / "store"
     Store(root).create_topic("t", 2, config={"cleanup.policy": "compact"})
@@ -282,6 +283,7 @@ def test_abort_refuses_what_it_cannot_find_with_the_open_transactions_named(stor
     assert seen(store, topic, 0, "read_uncommitted") == [(0, "k", "v")]
 
 
+@pytest.mark.subprocess
 def test_the_cli_reports_a_damaged_document_by_name_and_lists_the_others(tmp_path):
     root = tmp_path / "store"
     store = Store(root)
@@ -303,6 +305,7 @@ def test_the_cli_reports_a_damaged_document_by_name_and_lists_the_others(tmp_pat
 # -- the doctor, and an object store -------------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_doctor_reports_damaged_documents_and_hanging_transactions_naming_the_fix(tmp_path):
     root = tmp_path / "store"
     Store(root).create_topic("t", 2, config={"cleanup.policy": "compact"})
@@ -433,6 +436,7 @@ def test_an_uncleanable_mark_of_the_wrong_shape_still_marks_its_partition_and_re
     assert not path.exists() and marks.marks() == []
 
 
+@pytest.mark.subprocess
 def test_find_hanging_and_abort_refuse_a_command_line_without_their_scope(tmp_path):
     root = tmp_path / "store"
     Store(root).create_topic("t")
@@ -448,6 +452,7 @@ def test_find_hanging_and_abort_refuse_a_command_line_without_their_scope(tmp_pa
     assert p.returncode == 1 and "does not exist" in p.stderr
 
 
+@pytest.mark.subprocess
 def test_find_hanging_searches_past_a_partition_whose_delta_log_is_damaged(tmp_path):
     root = tmp_path / "store"
     store = Store(root)

@@ -13,6 +13,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from deltalog import ManualClock, Record, Store
 from deltalog.log.store_clock import StoreClock
 from deltalog.log.transaction_coordinator import COMPLETE_ABORT, COMPLETE_COMMIT, ONGOING, TransactionCoordinator
@@ -37,6 +39,7 @@ def test_the_store_clock_is_the_time_the_store_stamps_on_a_write(store_location)
     assert before - 2_000 <= now <= wall_ms() + 1_000  # object stores keep Last-Modified to the second
 
 
+@pytest.mark.subprocess
 def test_a_dead_producer_whose_clock_ran_a_day_ahead_is_aborted_after_its_timeout(tmp_path):
     """A real process, its clock a day ahead, opens a transaction and is SIGKILLed: the cleaner's sweep (on a
     correct clock) aborts it once the timeout has passed on the store's clock, not a day later."""

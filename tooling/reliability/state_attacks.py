@@ -122,6 +122,10 @@ def state_run(harness: Any, kind: str, *, clean: Callable[[], Any] | None = None
             UncleanablePartitions(store.storage).reset()
         else:
             errors.append(("doctor", RuntimeError(f"doctor did not name the damaged mark {location}")))
+    if kind == "lease-truncated":  # a damaged lease holds its partition for moments (lease.UNREADABLE_GRACE_MS)
+        from deltalog.log.lease import UNREADABLE_GRACE_MS
+
+        time.sleep(UNREADABLE_GRACE_MS / 1000 + 0.5)
     if sabotage is not None:
         sabotage(store)
     outcome = AttackOutcome("state", KINDS[kind][0], injected=1, detail=kind)
