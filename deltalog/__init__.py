@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from deltalog.log.producer import ProduceResult, RecordMetadata
     from deltalog.store import Store
 
-__version__ = "0.1.0"
+from deltalog.version import __version__  # noqa: E402 - after the public names, as before
 
 
 def __getattr__(name: str) -> object:

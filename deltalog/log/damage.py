@@ -35,7 +35,7 @@ from deltalog.errors import CorruptLogError, plain
 from deltalog.storage import Storage, basename, join
 
 if TYPE_CHECKING:
-    from deltalog.log.delta import DataFile
+    from deltalog.log.data_file import DataFile
 
 DELTA_LOG_DIR = "_delta_log"
 LAST_CHECKPOINT = "_last_checkpoint"

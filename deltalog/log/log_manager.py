@@ -45,7 +45,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-import deltalog
 from deltalog.clock import Clock
 from deltalog.config import TopicConfig
 from deltalog.errors import (
@@ -62,6 +61,7 @@ from deltalog.log import delta
 from deltalog.log.lease import LeaseManager, owner_is_dead
 from deltalog.log.partition_log import PartitionLog, config_to_table_properties
 from deltalog.storage import Storage, Versioned
+from deltalog.version import __version__
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -218,7 +218,7 @@ class LogManager:
         if self.storage.exists(marker):
             return
         payload = {"format": 1, "store_id": uuid.uuid4().hex, "created_ms": _wall_ms(),
-                   "created_by": f"deltalog {deltalog.__version__}"}
+                   "created_by": f"deltalog {__version__}"}
         if not self.storage.local:
             # A store is made once: prove here that the storage honours conditional puts (see Storage).
             self.storage.check_conditional_put(self.state_path())
