@@ -1,4 +1,4 @@
-"""Damaged and lost state documents (issue 21): the producer-id counter, transactional-id documents, hanging
+"""Damaged and lost state documents: the producer-id counter, transactional-id documents, hanging
 transactions and their abort. Real stores, real files deleted or truncated, a real SIGKILLed producer, the real
 console script."""
 

@@ -295,12 +295,8 @@ class Cleaner:
                           **{k: v for k, v in figures.items() if k not in ("topic", "partition")}},
                 operation="clean",
             )
-        except CommitConflictError:
+        except (CommitConflictError, StorageFullError):  # proven not landed: the pass's files are nobody's
             _remove_tree(storage, join(log.uri, params.out_dir))
-            raise
-        except StorageFullError:  # the pass's files hold space: removed unless the commit is in after all
-            if adds and delta.file_committed(storage, log.uri, snap.version, adds[0].path) is False:
-                _remove_tree(storage, join(log.uri, params.out_dir))
             raise
         version = delta.committed_version(log.table(), snap.version, commit_id)
         result = CleanResult(**figures, version=version, now_ms=now)

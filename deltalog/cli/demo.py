@@ -1,4 +1,4 @@
-"""``deltalog demo``: the seed 000 fruit-prices walkthrough on a fresh demo store (see :mod:`.demo_walkthrough`)."""
+"""``deltalog demo``: the fruit-prices walkthrough of Kafka's compaction on a fresh demo store (see :mod:`.demo_walkthrough`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from deltalog.cli.demo_walkthrough import DEFAULT_DEMO_STORE, MARKER, run_demo
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "demo", help="replay the fruit-prices walkthrough on a fresh demo store",
-        description="Create a compacted fruit-prices topic in a fresh demo store, append the seed 000 "
-        "walkthrough's events (seven days pass on a manual clock), and print the log and the partition's "
+        description="Create a compacted fruit-prices topic in a fresh demo store, append the "
+        "fruit-prices walkthrough's events (seven days pass on a manual clock), and print the log and the partition's "
         f"state. The demo store is wiped first, so the demo only uses an empty directory or one marked by "
         f"{MARKER}.",
     )

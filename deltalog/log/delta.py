@@ -65,7 +65,7 @@ from deltalog.log.record import (
     new_file_name,
     row_group_rows,
 )
-from deltalog.storage import Storage, basename, join
+from deltalog.storage import Storage, join
 from deltalog.storage_faults import full_storage_error, is_storage_full
 
 T = TypeVar("T")
@@ -312,9 +312,11 @@ def commit(
     append it again or call it a failure. Raises
     :class:`CommitConflictError` only when the log proves the commit did not land and a concurrent writer won
     (same app id, or a file this commit removes is already gone): then the caller may remove the files it wrote
-    for it, and decide whether to retry from a fresh snapshot. An I/O failure proven not landed raises
-    :class:`StorageError`; one whose outcome the log cannot tell raises :class:`CommitOutcomeUnknownError`. In
-    neither case may the caller remove what it wrote: VACUUM removes files no version references.
+    for it, and decide whether to retry from a fresh snapshot. A full disk proven not landed raises
+    :class:`StorageFullError`: the caller removes what it wrote too, so that it holds no space. Another I/O
+    failure proven not landed raises :class:`StorageError`; one whose outcome the log cannot tell raises
+    :class:`CommitOutcomeUnknownError`. In those two cases the caller keeps what it wrote: VACUUM removes files
+    no version references.
     """
     commit_id = new_commit_id()
     custom: dict[str, Any] = {"deltalog.operation": operation, COMMIT_ID: commit_id}
@@ -391,24 +393,6 @@ def resolve_commit(dt: DeltaTable, read_version: int, commit_id: str, operation:
         f"whether it landed ({last}). The files written for it are kept (VACUUM removes them if no version "
         "references them); read the partition once the store answers to see whether it is there"
     ) from error
-
-
-def file_committed(storage: Storage, table_uri: str, read_version: int, path: str) -> bool | None:
-    """Whether a commit after ``read_version`` added the data file ``path`` (its name is unique: only the
-    commit that wrote it can), read from the Delta log's JSON commits; None when the log cannot be read.
-
-    Asked after a commit failed on a full disk: delta-rs writes the commit file whole or not at all (object_store
-    puts it under a temporary name and renames it), but a hook after the commit (a checkpoint) can fail on the
-    same full disk once the commit is in. Only a file no commit added may be deleted."""
-    log_dir = join(table_uri, "_delta_log")
-    try:
-        later = [f.location for f in storage.list_files(log_dir)
-                 if basename(f.location).endswith(".json") and basename(f.location)[:20].isdigit()
-                 and int(basename(f.location)[:20]) > read_version]
-        needle = json.dumps(path)
-        return any(needle in storage.read_bytes(loc).decode("utf-8", "replace") for loc in later)
-    except Exception:  # noqa: BLE001 - unknown: the caller keeps the file (VACUUM removes an orphan later)
-        return None
 
 
 def retry_on_conflict(what: str, attempts: int, step: Callable[[int], T], *, backoff: bool = True) -> T:

@@ -245,12 +245,9 @@ class PartitionLog:
                     self.table(refresh=False), [add], txns=txns, operation="append",
                     metadata={"records": n, "rolled": rolled},
                 )
-            except CommitConflictError:
+            except (CommitConflictError, StorageFullError):  # proven not landed: the file is nobody's
                 delta.delete_quietly(self.storage, self.uri, [add.path])
                 raise
-            except StorageFullError:
-                if not self._landed_on_full_disk(read_version, add.path):
-                    raise
             # If the next refresh finds exactly one new version, it is this commit: its head is this.
             self._next_head = (read_version + 1, replace(
                 head, log_end_offset=leo + n, active_segment_base=base, active_segment_bytes=active_bytes,
@@ -259,16 +256,6 @@ class PartitionLog:
 
         return delta.retry_on_conflict(f"append to {self.topic}-{self.partition} (the race for the log end offset)",
                                        APPEND_MAX_ATTEMPTS, attempt)
-
-    def _landed_on_full_disk(self, read_version: int, path: str) -> bool:
-        """After a commit of the data file ``path`` failed on a full disk: True when the commit is in anyway (a
-        hook after it failed), so the append succeeded; else the file, which nothing references, is removed so
-        that it holds no space (kept when the Delta log cannot tell)."""
-        landed = delta.file_committed(self.storage, self.uri, read_version, path)
-        if landed is False:
-            delta.delete_quietly(self.storage, self.uri, [path])
-        self._next_head = None
-        return bool(landed)
 
     def _ensure_producer_columns(self) -> None:
         """Give a table made before transactions existed the producer columns (one metadata commit, once), so
@@ -310,16 +297,12 @@ class PartitionLog:
             entry = ProducerStateEntry.read(dt.transaction_version, producer_id)
             if entry is None or entry.producer_epoch < producer_epoch:  # a new epoch starts at sequence 0
                 txns.update(ProducerBatch(producer_id, producer_epoch, 0).txns(leo, 0))
-            read_version = dt.version()
             try:
                 delta.commit(dt, [add], txns=txns, operation="txn_marker",
                              metadata={"control": control, "producer_id": producer_id})
-            except CommitConflictError:
+            except (CommitConflictError, StorageFullError):  # proven not landed: the file is nobody's
                 delta.delete_quietly(self.storage, self.uri, [add.path])
                 raise
-            except StorageFullError:
-                if not self._landed_on_full_disk(read_version, add.path):
-                    raise
             self._next_head = None
             return leo
 

@@ -37,7 +37,7 @@ import json
 import os
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,36 +102,31 @@ class Batch:
 
 def read_side_errors(paths: Iterable[str | os.PathLike[str]]) -> list[dict[str, Any]]:
     """Every ``error`` line of the side files: the sends that raised (see :class:`Producer`)."""
-    out = []
+    return [entry for entry in _side_entries(paths) if "error" in entry]
+
+
+def _side_entries(paths: Iterable[str | os.PathLike[str]]) -> Iterator[dict[str, Any]]:
+    """The lines of the side files as JSON objects, file by file; a line cut by a kill is skipped."""
     for path in paths:
         with open(path, encoding="utf-8") as f:
             for line in f:
                 try:
-                    entry = json.loads(line)
+                    yield json.loads(line)
                 except ValueError:
                     continue
-                if "error" in entry:
-                    out.append(entry)
-    return out
 
 
 def read_side_files(paths: Iterable[str | os.PathLike[str]]) -> list[Batch]:
     """Every batch of every side file, in the order each producer wrote them."""
     batches: dict[str, Batch] = {}
-    for path in paths:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue  # a line cut by the kill
-                if "intent" in entry:
-                    batches[entry["intent"]] = Batch(
-                        entry["intent"], entry["topic"], entry["partition"],
-                        [SentRecord(r["id"], r["key"], r["value"], r["ts"]) for r in entry["records"]], entry["t"])
-                elif "ack" in entry and entry["ack"] in batches:
-                    batches[entry["ack"]].offsets = entry["offsets"]
-                    batches[entry["ack"]].ack_ms = entry["t"]
+    for entry in _side_entries(paths):
+        if "intent" in entry:
+            batches[entry["intent"]] = Batch(
+                entry["intent"], entry["topic"], entry["partition"],
+                [SentRecord(r["id"], r["key"], r["value"], r["ts"]) for r in entry["records"]], entry["t"])
+        elif "ack" in entry and entry["ack"] in batches:
+            batches[entry["ack"]].offsets = entry["offsets"]
+            batches[entry["ack"]].ack_ms = entry["t"]
     return list(batches.values())
 
 
