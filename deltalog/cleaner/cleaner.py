@@ -1,7 +1,7 @@
 """One cleaning pass over one partition: Kafka's ``Cleaner.doClean`` as a Spark job.
 
-The algorithm, following seed 001 ("Detailed mechanics, compaction") and seed 000 ("How Topic
-Compaction Works"):
+The algorithm, following Kafka's ``Cleaner.doClean`` (``buildOffsetMap``, ``groupSegmentsBySize``,
+``cleanSegments``):
 
 1. **Plan** from the Delta snapshot alone (:mod:`deltalog.cleaner.log_to_clean`): the cleanable section is
    ``[first dirty, first uncleanable)``; the active segment, the segment holding the last stable offset and
@@ -24,7 +24,7 @@ Compaction Works"):
    whatever its own timestamp.
 4. **Write** the survivors as new Parquet files, consecutive old segments grouped so a group stays within
    ``segment.bytes`` (Kafka's ``groupSegmentsBySize``); each group becomes one segment named by the first
-   offset it holds, as seed 000 draws it (``002.log`` after the first clean of ``fruit-prices``).
+   offset it holds (``002.log`` after the first clean of ``fruit-prices``, whose first record left is offset 2).
 5. **Commit** in one Delta commit: remove the replaced files, add the new ones, and move the cleaner
    checkpoint (app id ``deltalog.cleaner.checkpoint``) to the end of the mapped range, with the pass's
    figures in the commit metadata. Producers appending meanwhile are rebased over (their commits
@@ -37,7 +37,7 @@ Arrow batches with numpy. Each output file holds a contiguous, ordered run of of
 
 Deliberate differences from Kafka: a dirty record is kept by its offset (is it in the map's set of latest
 offsets?) rather than by looking its key up again, which keeps the same records; the cleaned segment is
-named by its first offset (seed 000) where Kafka's code keeps the base offset of the group's first
+named by its first offset (so a segment's name is an offset it holds) where Kafka's code keeps the base offset of the group's first
 segment; and the mapped range ends before the first key that does not fit rather than at the first record
 after the map is full.
 """
@@ -70,14 +70,14 @@ from deltalog.cleaner.recopy import (
 )
 from deltalog.cleaner.task_plan import plan_runs
 from deltalog.cleaner.tasks import INLINE_PAYLOAD_BYTES, run_tasks
-from deltalog.cleaner.txn_plan import plan_txn_cleaning
+from deltalog.cleaner.txn_plan import TxnCleaning, plan_txn_cleaning
 from deltalog.config import CleanerConfig
 from deltalog.errors import CleaningFailedError, CommitConflictError, CorruptLogError, DeltalogError, StorageFullError
 from deltalog.log import damage, delta
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import CONTROL, DELETE_HORIZON, KEY, OFFSET, PRODUCER_ID
 from deltalog.log.segment import Segment
-from deltalog.log.transactions import may_hold_aborted, wholly_aborted
+from deltalog.log.transactions import TxnIndex, may_hold_aborted, wholly_aborted
 from deltalog.spark import default_parallelism
 from deltalog.storage import Storage, join
 from deltalog.storage_faults import full_storage_error, is_storage_full
@@ -184,6 +184,64 @@ def group_segments_by_size(segments: Sequence[Segment], max_bytes: int) -> list[
     return groups
 
 
+@dataclass
+class _Pass:
+    """One pass's plan and timings, shared by the steps of :meth:`Cleaner.clean`."""
+
+    log: PartitionLog
+    snap: LogSnapshot
+    now: int
+    start: int  # the first dirty offset
+    stop: int  # the first uncleanable offset, never past the last stable offset
+    index: TxnIndex
+    pass_id: str
+    out_dir: str  # the pass's directory, relative to the table
+    started: float  # time.monotonic() at the start
+    copy_started: float = 0.0
+    map_ms: int = 0
+    copy_ms: int = 0
+
+    @property
+    def storage(self) -> Storage:
+        return self.log.storage
+
+    @property
+    def uri(self) -> str:
+        return self.log.uri
+
+    @property
+    def out_path(self) -> str:
+        return join(self.log.uri, self.out_dir)
+
+    def figures(self, offset_map: OffsetMap, capacity: int, segments: list[Segment], names: list[int | None],
+                adds: list[delta.AddAction], counts: RecopyCounts) -> dict[str, Any]:
+        """The pass's figures (:class:`CleanResult` but the commit's version), also written into the commit."""
+        return dict(
+            topic=self.snap.topic,
+            partition=self.snap.partition,
+            first_dirty_offset=self.start,
+            end_offset=offset_map.end_offset,
+            first_uncleanable_offset=self.stop,
+            records_read=counts.records_read,
+            records_written=counts.records_written,
+            bytes_read=sum(f.size_bytes for s in segments for f in s.files),
+            bytes_written=sum(a.size for a in adds),
+            map_entries=offset_map.entries,
+            map_capacity=capacity,
+            map_utilization=offset_map.utilization,
+            map_ms=self.map_ms,
+            copy_ms=self.copy_ms,
+            tombstones_stamped=counts.tombstones_stamped,
+            tombstones_removed=counts.tombstones_removed,
+            keyless_dropped=counts.keyless_dropped,
+            aborted_dropped=counts.aborted_dropped,
+            markers_stamped=counts.markers_stamped,
+            markers_removed=counts.markers_removed,
+            segments_read=len(segments),
+            segments_written=sum(1 for name in names if name is not None),
+        )
+
+
 class Cleaner:
     """Runs one pass. Its time is the plan's (``LogToClean.now_ms``), never the wall clock; the Spark
     session is the caller's.
@@ -207,102 +265,109 @@ class Cleaner:
             )
 
     def clean(self, ltc: LogToClean, log: PartitionLog) -> CleanResult:
-        """Clean ``[first dirty, first uncleanable)`` of the partition ``ltc`` was planned on, as of ``ltc.now_ms``."""
+        """Clean ``[first dirty, first uncleanable)`` of the partition ``ltc`` was planned on, as of ``ltc.now_ms``.
+
+        Kafka's ``Cleaner.doClean`` in its three steps: build the offset map, group the segments, clean the
+        groups and commit. A step that fails leaves nothing behind: the pass's directory is removed once, here,
+        unless the commit may have landed (then its files are the table's, or VACUUM's once proven orphaned).
+        """
+        p = self._start(ltc, log)
+        committing = False
+        try:
+            offset_map = self._build_offset_map(p)
+            segments, groups, txn = self._group_segments(p, offset_map)
+            names, adds, counts = self._clean_segments(p, offset_map, segments, groups, txn)
+            if not adds:  # nothing survived: leave no empty pass directory behind
+                _remove_tree(p.storage, p.out_path)
+            figures = p.figures(offset_map, self.map_capacity, segments, names, adds, counts)
+            committing = True
+            commit_id = self._commit(p, segments, adds, figures)
+        except (CommitConflictError, StorageFullError):  # proven not landed: the pass's files are nobody's
+            _remove_tree(p.storage, p.out_path)
+            raise
+        except Exception:
+            if not committing:  # a commit whose outcome is unknown keeps its files (VACUUM judges them)
+                _remove_tree(p.storage, p.out_path)
+            raise
+        version = delta.committed_version(log.table(), p.snap.version, commit_id)
+        result = CleanResult(**figures, version=version, now_ms=p.now)
+        logger.info("%s", result.summary())
+        self._throttle(p.started, result.bytes_read + result.bytes_written)
+        return result
+
+    def _start(self, ltc: LogToClean, log: PartitionLog) -> _Pass:
+        """The pass's range, never past the last stable offset whoever planned ``ltc`` (every transaction the pass
+        sees is decided; the index of the plan's snapshot, when the plan has it, is this pass's)."""
         snap = ltc.snapshot
-        now = ltc.now_ms
-        capacity = self.map_capacity
         start, stop = ltc.first_dirty_offset, ltc.first_uncleanable_offset
-        # Never past the last stable offset, whoever planned ``ltc`` (every transaction the pass sees is decided);
-        # the index of the plan's snapshot, when the plan has it, is this pass's.
         index = ltc.txn_index if ltc.txn_index is not None else log.txn_index(snap)
-        stop = min(stop, max(first_uncleanable_offset(snap, now, index.last_stable_offset), start))
+        stop = min(stop, max(first_uncleanable_offset(snap, ltc.now_ms, index.last_stable_offset), start))
         if stop <= start:
             raise CleaningFailedError(f"nothing to clean in {snap.topic}-{snap.partition}: [{start}, {stop}) is empty")
-        log_start = snap.log_start_offset
-
-        started = time.monotonic()
         pass_id = uuid.uuid4().hex[:12]
-        out_dir = f"{CLEANED_DIR_PREFIX}{now}-{pass_id}"
-        storage = log.storage
-        try:
-            offset_map = build_offset_map(self.spark, storage, log.uri, snap.files, start, stop, capacity,
-                                          join(log.uri, out_dir, "_map"), slots=self.map_slots,
-                                          aborted=index.aborted)
-        except Exception as e:
-            _remove_tree(storage, join(log.uri, out_dir))
-            raise _failure(snap, "pass 1 (building the offset map)", e, log.uri)  # noqa: B904 - chained in _failure
-        map_ms = int((time.monotonic() - started) * 1000)
+        return _Pass(log, snap, ltc.now_ms, start, stop, index, pass_id, f"{CLEANED_DIR_PREFIX}{ltc.now_ms}-{pass_id}",
+                     time.monotonic())
 
-        copy_started = time.monotonic()
-        end = offset_map.end_offset
-        segments = [s for s in snap.segments if not s.is_active and s.files and s.base_offset < end]
-        groups = group_segments_by_size(segments, snap.config.segment_bytes)
-        inputs = [f for s in segments for f in s.files]
+    def _build_offset_map(self, p: _Pass) -> OffsetMap:
+        """Step 1, Kafka's ``buildOffsetMap``: pass 1 over the dirty section (:mod:`deltalog.cleaner.offset_map`)."""
         try:
-            txn = plan_txn_cleaning(storage, log.uri, inputs, index, log_start,
+            offset_map = build_offset_map(self.spark, p.storage, p.uri, p.snap.files, p.start, p.stop,
+                                          self.map_capacity, join(p.out_path, "_map"), slots=self.map_slots,
+                                          aborted=p.index.aborted)
+        except Exception as e:
+            raise _failure(p.snap, "pass 1 (building the offset map)", e, p.uri)  # noqa: B904 - chained in _failure
+        p.map_ms = int((time.monotonic() - p.started) * 1000)
+        return offset_map
+
+    def _group_segments(self, p: _Pass, offset_map: OffsetMap) -> tuple[list[Segment], list[list[Segment]], TxnCleaning]:
+        """Step 2, Kafka's ``groupSegmentsBySize`` over the closed segments from the log start to the end of the
+        mapped range, and the transaction work of those segments (Kafka's ``CleanedTransactionMetadata``)."""
+        p.copy_started = time.monotonic()
+        end = offset_map.end_offset
+        segments = [s for s in p.snap.segments if not s.is_active and s.files and s.base_offset < end]
+        groups = group_segments_by_size(segments, p.snap.config.segment_bytes)
+        inputs = [f for s in segments for f in s.files]
+        log_start = p.snap.log_start_offset
+        try:
+            txn = plan_txn_cleaning(p.storage, p.uri, inputs, p.index, log_start,
                                     max((f.max_offset + 1 for f in inputs), default=log_start))
         except Exception as e:
-            _remove_tree(storage, join(log.uri, out_dir))
-            raise _failure(snap, "planning the transactions of pass 2", e, log.uri)  # noqa: B904 - chained in _failure
-        params = RecopyParams(storage, log.uri, out_dir, log_start, start, end, now,
-                              now + snap.config.delete_retention_ms, aborted=txn.aborted,
+            raise _failure(p.snap, "planning the transactions of pass 2", e, p.uri)  # noqa: B904 - chained in _failure
+        return segments, groups, txn
+
+    def _clean_segments(self, p: _Pass, offset_map: OffsetMap, segments: list[Segment], groups: list[list[Segment]],
+                        txn: TxnCleaning) -> tuple[list[int | None], list[delta.AddAction], RecopyCounts]:
+        """Step 3, Kafka's ``cleanSegments`` for every group: pass 2 recopies the survivors (Kafka's
+        ``shouldRetainRecord``, :mod:`deltalog.cleaner.recopy`) into one new segment per group, named by the
+        first offset it keeps; returns the names, the Delta add actions of the new files, and the counts."""
+        snap = p.snap
+        params = RecopyParams(p.storage, p.uri, p.out_dir, snap.log_start_offset, p.start, offset_map.end_offset,
+                              p.now, p.now + snap.config.delete_retention_ms, aborted=txn.aborted,
                               stamp_markers=txn.stamp_markers)
         try:
             rule = params.rule(offset_map.latest, offset_map.keys)
-            names = [_first_survivor(storage, log.uri, group, rule) for group in groups]
+            names = [_first_survivor(p.storage, p.uri, group, rule) for group in groups]
             new_files, counts = self._recopy(params, groups, names, offset_map)
-            if not new_files:  # nothing survived: leave no empty pass directory behind
-                _remove_tree(storage, join(log.uri, out_dir))
-            adds = [delta.add_action_for_file(storage, log.uri, p, now, size) for p, size in new_files]
+            adds = [delta.add_action_for_file(p.storage, p.uri, path, p.now, size) for path, size in new_files]
         except Exception as e:
-            _remove_tree(storage, join(log.uri, params.out_dir))
-            raise _failure(snap, "pass 2 (recopying the segments)", e, log.uri)  # noqa: B904 - chained in _failure
-        copy_ms = int((time.monotonic() - copy_started) * 1000)
+            raise _failure(snap, "pass 2 (recopying the segments)", e, p.uri)  # noqa: B904 - chained in _failure
+        p.copy_ms = int((time.monotonic() - p.copy_started) * 1000)
+        return names, adds, counts
 
-        bytes_read = sum(f.size_bytes for f in inputs)
-        bytes_written = sum(a.size for a in adds)
-        figures = dict(
-            topic=snap.topic,
-            partition=snap.partition,
-            first_dirty_offset=start,
-            end_offset=end,
-            first_uncleanable_offset=stop,
-            records_read=counts.records_read,
-            records_written=counts.records_written,
-            bytes_read=bytes_read,
-            bytes_written=bytes_written,
-            map_entries=offset_map.entries,
-            map_capacity=capacity,
-            map_utilization=offset_map.utilization,
-            map_ms=map_ms,
-            copy_ms=copy_ms,
-            tombstones_stamped=counts.tombstones_stamped,
-            tombstones_removed=counts.tombstones_removed,
-            keyless_dropped=counts.keyless_dropped,
-            aborted_dropped=counts.aborted_dropped,
-            markers_stamped=counts.markers_stamped,
-            markers_removed=counts.markers_removed,
-            segments_read=len(segments),
-            segments_written=sum(1 for name in names if name is not None),
+    @staticmethod
+    def _commit(p: _Pass, segments: list[Segment], adds: list[delta.AddAction], figures: dict[str, Any]) -> str:
+        """The swap, in one Delta commit (Kafka's ``replaceSegments`` and the checkpoint update): remove the
+        replaced files, add the new ones and move the cleaner checkpoint to the end of the mapped range.
+        Conflicts are checked against the commits since the plan."""
+        removes = [delta.remove_action(f, p.now) for s in segments for f in s.files]
+        return delta.commit(
+            p.log.table_at(p.snap.version),
+            [*removes, *adds],
+            txns={delta.TXN_CLEANER_CHECKPOINT: figures["end_offset"]},
+            metadata={"pass_id": p.pass_id, "now_ms": p.now,
+                      **{k: v for k, v in figures.items() if k not in ("topic", "partition")}},
+            operation="clean",
         )
-        removes = [delta.remove_action(f, now) for f in inputs]
-        try:
-            commit_id = delta.commit(
-                log.table_at(snap.version),  # conflicts are checked against commits since the plan
-                [*removes, *adds],
-                txns={delta.TXN_CLEANER_CHECKPOINT: end},
-                metadata={"pass_id": pass_id, "now_ms": now,
-                          **{k: v for k, v in figures.items() if k not in ("topic", "partition")}},
-                operation="clean",
-            )
-        except (CommitConflictError, StorageFullError):  # proven not landed: the pass's files are nobody's
-            _remove_tree(storage, join(log.uri, params.out_dir))
-            raise
-        version = delta.committed_version(log.table(), snap.version, commit_id)
-        result = CleanResult(**figures, version=version, now_ms=now)
-        logger.info("%s", result.summary())
-        self._throttle(started, bytes_read + bytes_written)
-        return result
 
     # -- Spark parts ----------------------------------------------------------------------------------
 
@@ -368,8 +433,8 @@ class Cleaner:
 
 
 def _first_survivor(storage: Storage, table_uri: str, group: Sequence[Segment], rule: RetainRule) -> int | None:
-    """The offset of the first record a segment group keeps, which names its new segment (seed 000: "the
-    new segment file is called 002.log as offset 2 is the first offset it contains"); None if it keeps none.
+    """The offset of the first record a segment group keeps, which names its new segment (so its name
+    is an offset it holds: ``002.log`` when offset 2 is the first it keeps); None if it keeps none.
 
     Decided on the driver before pass 2 writes a row. A dirty file with no delete horizons answers from
     the latest-offset bitmap, and a file past the mapped range keeps its first record; any other file is
