@@ -56,7 +56,7 @@ def test_a_producer_whose_id_expired_may_init_again(tmp_path, clock):
     p.init_transactions()
     old = p.producer_id
     clock.advance(2 * day)
-    assert store.log_cleaner(metrics=False).expire_transactional_ids() == ["idle"]
+    assert store.log_cleaner(metrics=False).maintenance.expire_transactional_ids() == ["idle"]
     p.init_transactions()  # the id no longer maps to this producer: it gets a new producer id
     assert p.producer_id != old and p.producer_epoch == 0
     p.begin_transaction()

@@ -144,7 +144,7 @@ def test_one_damaged_transactional_id_does_not_stop_the_sweep_of_the_others(stor
     assert [m.transactional_id for m in coordinator.list_transactions(damaged)] == ["good"]
     assert [e.location for e in damaged] == [str(path)]
     # what each cleaner cycle (store.clean()) runs first
-    assert store.log_cleaner().abort_timed_out_transactions() == ["good"]
+    assert store.log_cleaner().maintenance.abort_timed_out_transactions() == ["good"]
     assert coordinator.describe("good").state == COMPLETE_ABORT
     assert store.describe(topic)[0].last_stable_offset == 2
     with pytest.raises(CorruptStateError, match="transactional-id document of 'bad' is not valid JSON"):

@@ -66,7 +66,7 @@ def test_a_dead_producer_whose_clock_ran_a_day_ahead_is_aborted_after_its_timeou
     assert meta.state == ONGOING and abs(meta.txn_start_ms - wall_ms()) < 60_000  # the store's time, not +1 day
     cleaner = store.log_cleaner(metrics=False)
     time.sleep(2.2)
-    assert cleaner.abort_timed_out_transactions() == ["ahead"]
+    assert cleaner.maintenance.abort_timed_out_transactions() == ["ahead"]
     assert coordinator.describe("ahead").state == COMPLETE_ABORT
     assert committed_values(store) == [b"plain"]
 
@@ -80,7 +80,7 @@ def test_a_producer_whose_clock_is_a_day_behind_is_not_fenced_before_its_timeout
     p.init_transactions()
     p.begin_transaction()
     p.send("t", [Record("k", "1")], partition=0)
-    assert cleaner_store.log_cleaner(metrics=False).abort_timed_out_transactions() == []
+    assert cleaner_store.log_cleaner(metrics=False).maintenance.abort_timed_out_transactions() == []
     p.send("t", [Record("k", "2")], partition=0)
     p.commit_transaction()
     assert TransactionCoordinator(cleaner_store.log_manager).describe("behind").state == COMPLETE_COMMIT

@@ -174,18 +174,18 @@ def test_an_idle_transactional_id_expires_after_transactional_id_expiration_ms(t
     loose = store.producer(transactional_id="loose")  # sends outside transactions only (a deliberate difference)
     loose.init_transactions()
     cleaner = store.log_cleaner(metrics=False)
-    assert cleaner.expire_transactional_ids() == []
+    assert cleaner.maintenance.expire_transactional_ids() == []
     clock.advance(day - 1)
-    assert cleaner.expire_transactional_ids() == []  # 1 ms short of 7 days
+    assert cleaner.maintenance.expire_transactional_ids() == []  # 1 ms short of 7 days
     clock.advance(1)
-    assert cleaner.expire_transactional_ids() == []  # 7 days old, but looked at 1 ms ago (the cleanup interval)
+    assert cleaner.maintenance.expire_transactional_ids() == []  # 7 days old, but looked at 1 ms ago (the cleanup interval)
     clock.advance(3_600_000)
-    assert cleaner.expire_transactional_ids() == ["idle"]
+    assert cleaner.maintenance.expire_transactional_ids() == ["idle"]
     coordinator = TransactionCoordinator(store.log_manager)
     assert coordinator.describe("idle") is None
     assert [m.transactional_id for m in coordinator.list_transactions()] == ["busy", "loose"]
     clock.advance(6 * day)
-    assert cleaner.expire_transactional_ids() == ["busy", "loose"]
+    assert cleaner.maintenance.expire_transactional_ids() == ["busy", "loose"]
     assert loose.send("t", recs(("b", "1"))).offsets.tolist() == [2]  # idempotent sends go on (1: a marker)
     idle.begin_transaction()
     with pytest.raises(InvalidPidMappingError, match="'idle' expired"):

@@ -2,7 +2,7 @@
 
 Kafka has exactly one loop: each ``CleanerThread.doWork`` calls ``cleanFilthiestLog``, which asks the
 ``LogCleanerManager`` for the filthiest log, cleans it, and on an unexpected error marks the partition
-uncleanable and carries on (seed 001, "Choosing the filthiest log", "The cleaning state machine"). deltalog
+uncleanable and carries on (``CleanerThread.tryCleanFilthiestLog``, ``LogCleanerManager.grabFilthiestCompactedLog``). deltalog
 has the same single loop, :meth:`LogCleaner.clean_filthiest_logs`, and every way of cleaning goes through
 it: ``store.clean()``, ``deltalog clean``, ``deltalog cleaner run`` and the Databricks job. It runs
 ``log.cleaner.threads`` workers side by side (concurrent Spark jobs on one session), each pass with its
@@ -24,10 +24,11 @@ share of ``log.cleaner.dedupe.buffer.size`` (Kafka: buffer / threads), and has o
   a broken guarantee marks the partition uncleanable, like any failure, and is reported.
 
 One **cycle** (:meth:`LogCleaner.run_cycle`, what the scheduled job runs) is what Kafka's broker does on
-its background threads: retention on every partition (``delete`` and ``compact,delete`` topics lose old
-segments, any topic loses segments below its log start offset), the cleaning loop, VACUUM of files past
-``file.delete.delay.ms``, and metrics appended to the store's metrics table. Every step on a partition
-holds its lease (:mod:`deltalog.log.lease`), so two overlapping runs never work on one partition at once.
+its background threads. The cleaning loop is the cleaner's; the rest is the store's scheduled maintenance
+(:class:`~deltalog.cleaner.maintenance.StoreMaintenance`, Kafka's ``LogManager`` tasks and the coordinators'
+timers): retention and the expiry timers before the loop, VACUUM of files past ``file.delete.delay.ms`` after
+it; then the cycle's metrics are appended to the store's metrics table. Every step on a partition holds its
+lease (:mod:`deltalog.log.lease`), so two overlapping runs never work on one partition at once.
 
 :meth:`LogCleaner.run` repeats cycles, sleeping ``log.cleaner.backoff.ms`` after a cycle that cleaned
 nothing (Kafka's ``CleanerThread.doWork``); sleeping goes through an injectable function so tests drive
@@ -40,12 +41,13 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from deltalog.cleaner import metrics
 from deltalog.cleaner.cleaner import Cleaner, CleanResult
 from deltalog.cleaner.cleaner_manager import LogCleanerManager
 from deltalog.cleaner.log_to_clean import LogToClean
+from deltalog.cleaner.maintenance import StoreMaintenance
 from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, PassProgress, ProgressListener
 from deltalog.cleaner.uncleanable import PartitionId
 from deltalog.config import CleanerConfig
@@ -65,12 +67,9 @@ from deltalog.errors import (
 from deltalog.groups.offsets_topic import OffsetsTopic
 from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import PartitionLog
-from deltalog.log.retention import RetentionResult, apply_retention, delete_old_segments
-from deltalog.log.transaction_coordinator import TransactionCoordinator
-from deltalog.log.vacuum import VacuumResult, vacuum_staged, vacuum_store, vacuum_temp_files
+from deltalog.log.retention import RetentionResult, delete_old_segments
+from deltalog.log.vacuum import VacuumResult
 from deltalog.storage_faults import is_transient
-
-T = TypeVar("T")
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -161,6 +160,72 @@ class CycleResult:
                 f"{self.finished_ms - self.started_ms} ms")
 
 
+class _RoundState:
+    """What one run of the loop has done so far, shared by its cleaner threads under one lock (Kafka's
+    ``LogCleanerManager`` keeps the in-progress set; what a round saw of each partition is the loop's own)."""
+
+    def __init__(self, uncleanable: set[PartitionId]) -> None:
+        self.lock = threading.Lock()
+        self.uncleanable = uncleanable  # marked before this round: skipped
+        self.done_for_now: set[PartitionId] = set()  # busy, failed, lost a race, or made no progress
+        self.passes = 0
+        self.cleans: list[CleanResult] = []
+        self.failures: list[PassFailure] = []
+        self.errors: list[BaseException] = []
+        self.conflicts: list[PartitionId] = []
+        self.busy: list[PartitionId] = []
+        self.interrupted: list[PartitionId] = []
+        self.retried: list[PassFailure] = []
+        self.retried_errors: list[BaseException] = []
+
+    def next_pass(self) -> set[PartitionId] | None:
+        """The partitions the next grab leaves out, counting the pass; None once :data:`MAX_PASSES` ran."""
+        with self.lock:
+            if self.passes >= MAX_PASSES:
+                return None
+            self.passes += 1
+            return self.done_for_now | self.uncleanable
+
+    def set_aside(self, tp: PartitionId, into: list[PartitionId] | None = None) -> None:
+        """``tp``'s turn is over for this round (noted in ``into`` when given)."""
+        with self.lock:
+            if into is not None:
+                into.append(tp)
+            self.done_for_now.add(tp)
+
+    def claim(self, tp: PartitionId) -> bool:
+        """Set ``tp`` aside, unless it already was (False)."""
+        with self.lock:
+            if tp in self.done_for_now:
+                return False
+            self.done_for_now.add(tp)
+            return True
+
+    def failed(self, failure: PassFailure, error: BaseException) -> None:
+        with self.lock:
+            self.failures.append(failure)
+            self.errors.append(error)
+
+    def storage_failed(self, tp: PartitionId, error: BaseException) -> None:
+        """A pass the storage failed (a full disk): tried again next time, not marked uncleanable."""
+        with self.lock:
+            self.retried.append(PassFailure(*tp, type(error).__name__, plain(str(error))))
+            self.retried_errors.append(error)
+            self.done_for_now.add(tp)
+
+    def cleaned(self, ltc: LogToClean, result: CleanResult | None) -> None:
+        with self.lock:
+            if result is None or result.end_offset <= ltc.first_dirty_offset:
+                self.done_for_now.add((ltc.snapshot.topic, ltc.snapshot.partition))  # no progress: turn over
+            else:
+                self.cleans.append(result)
+
+    def result(self) -> CleaningRound:
+        return CleaningRound(tuple(self.cleans), tuple(self.failures), tuple(self.conflicts), tuple(self.busy),
+                             tuple(sorted(self.uncleanable)), tuple(self.errors), tuple(self.interrupted),
+                             tuple(self.retried), tuple(self.retried_errors))
+
+
 def _sleep_wall(ms: int, stop: threading.Event) -> None:
     stop.wait(ms / 1000.0)
 
@@ -179,17 +244,15 @@ class LogCleaner:
                  sleep: Callable[[int], None] | None = None, map_slots: int | None = None,
                  offsets: OffsetsTopic | None = None) -> None:
         self.logs = logs
-        #: The store's committed offsets, whose expiry each cycle runs (see :meth:`expire_offsets`).
-        self.offsets = offsets if offsets is not None else OffsetsTopic(logs, config)
-        #: When each coordinator timer of the cycle last ran (see :meth:`_timer_due`).
-        self._timers_ran_ms: dict[str, int] = {}
+        #: The store's scheduled tasks around the loop (retention, VACUUM, the coordinators' timers), run by
+        #: each cycle; it keeps when each timer last ran for as long as this cleaner lives.
+        self.maintenance = StoreMaintenance(logs, config, offsets=offsets, vacuum=vacuum)
         self.spark = spark
         self.config = config
         self.threads = config.cleaner_threads if threads is None else threads
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
             raise InvalidConfigError(f"threads must be an integer >= 1 (log.cleaner.threads), not {self.threads!r}")
         self.manager = LogCleanerManager(logs)
-        self.vacuum = vacuum
         self.metrics = metrics
         self.progress_interval_s = progress_interval_s
         #: Told how each pass is going (None: the progress is logged); see :mod:`deltalog.cleaner.progress`.
@@ -251,165 +314,97 @@ class LogCleaner:
 
     # -- the loop ----------------------------------------------------------------------------------------
 
-    def abort_timed_out_transactions(self) -> list[str]:
-        """Kafka's coordinator timer, run before each cleaning loop: a transaction open for longer than its
-        ``transaction.timeout.ms`` (its producer died) is aborted, so it stops holding its partitions' last
-        stable offset, and so the cleaner's dirty section, back. Returns the transactional ids it completed;
-        a failure is logged and the loop cleans all the same (the next loop tries again)."""
-        done = self._guarded("aborting timed-out transactions", [], lambda: TransactionCoordinator(
-            self.logs).abort_timed_out_transactions(self.clock.now_ms()))
-        if done:
-            log.info("aborted or completed %d timed-out transaction(s): %s", len(done), ", ".join(done))
-        return done
-
-    def expire_offsets(self) -> int:
-        """Kafka's offset expiration timer (``offsets.retention.check.interval.ms``), run by each cycle: committed
-        offsets older than ``offsets.retention.minutes`` go (tombstones in ``__consumer_offsets``, which this same
-        loop then compacts). Returns how many went; a failure is logged and the cycle goes on."""
-        now = self._timer_due("offsets", self.config.offsets_retention_check_interval_ms)
-        if now is None:
-            return 0
-        return self._guarded("expiring committed offsets", 0,
-                             lambda: sum(map(len, self.offsets.expire_offsets(now).values())))
-
-    def expire_transactional_ids(self) -> list[str]:
-        """Kafka's coordinator timer for ``transactional.id.expiration.ms`` (every
-        ``transaction.remove.expired.transaction.cleanup.interval.ms``), run by each cycle. Returns the ids
-        expired; a failure is logged and the cycle goes on."""
-        now = self._timer_due("transactional ids",
-                              self.config.transaction_remove_expired_transaction_cleanup_interval_ms)
-        if now is None:
-            return []
-        done = self._guarded("expiring transactional ids", [], lambda: TransactionCoordinator(
-            self.logs).expire_transactional_ids(now, self.config.transactional_id_expiration_ms))
-        if done:
-            log.info("expired %d transactional id(s) (transactional.id.expiration.ms): %s", len(done), ", ".join(done))
-        return done
-
-    def _timer_due(self, timer: str, interval_ms: int) -> int | None:
-        """The time now if ``timer`` is due (at its first look, then once every ``interval_ms``), recording that it
-        runs; None if it ran less than ``interval_ms`` ago."""
-        now = self.clock.now_ms()
-        last = self._timers_ran_ms.get(timer)
-        if last is not None and now - last < interval_ms:
-            return None
-        self._timers_ran_ms[timer] = now
-        return now
-
-    @staticmethod
-    def _guarded(what: str, empty: T, step: Callable[[], T]) -> T:
-        """``step()``, or ``empty`` when it fails with a deltalog error (logged): a timer's failure never stops the
-        cycle, and the timer tries again next time."""
-        try:
-            return step()
-        except DeltalogError as e:
-            log.warning("%s failed; tried again next time: %s", what, e)
-            return empty
-
     def clean_filthiest_logs(self, topics: Iterable[str] | None = None) -> CleaningRound:
         """Clean, filthiest partition first, until no partition (of ``topics``, or of the store) is eligible.
 
-        Kafka's ``cleanFilthiestLog`` in ``log.cleaner.threads`` workers. Nothing raises out of here for a
-        partition's sake: failures, lost races and busy partitions are in the returned round.
+        ``log.cleaner.threads`` cleaner threads, each running Kafka's ``CleanerThread.doWork`` until nothing is
+        left (:meth:`_do_work`), after the ``TransactionCoordinator``'s timer aborted the transactions that
+        timed out (they hold the last stable offset, and so the dirty section, back). Nothing raises out of here
+        for a partition's sake: failures, lost races and busy partitions are in the returned round.
         """
         wanted = list(topics) if topics is not None else None
-        self.abort_timed_out_transactions()
-        lock = threading.Lock()
-        done_for_now: set[PartitionId] = set()  # busy, failed, lost a race, or made no progress
-        uncleanable = self.manager.uncleanable_partitions()
-        cleans: list[CleanResult] = []
-        failures: list[PassFailure] = []
-        errors: list[BaseException] = []
-        conflicts: list[PartitionId] = []
-        busy: list[PartitionId] = []
-        interrupted: list[PartitionId] = []
-        retried: list[PassFailure] = []
-        retried_errors: list[BaseException] = []
-        passes = [0]
-
-        def fail(ltc: LogToClean, error: BaseException) -> None:
-            snap = ltc.snapshot
-            mark = self.manager.mark_uncleanable(ltc, error, self.clock.now_ms(), self.logs.leases.owner)
-            with lock:
-                done_for_now.add((snap.topic, snap.partition))
-                if mark is not None:
-                    failures.append(PassFailure(snap.topic, snap.partition, mark.error_type, mark.message))
-                    errors.append(error)
-
-        def damaged(plog: PartitionLog, error: CorruptLogError) -> None:
-            """A partition whose Delta log cannot be read: marked uncleanable, the others still cleaned."""
-            tp = (plog.topic, plog.partition)
-            with lock:
-                if tp in done_for_now:
-                    return
-                done_for_now.add(tp)
-            mark = self.manager.mark_damaged(plog, error, self.clock.now_ms(), self.logs.leases.owner)
-            if mark is not None:
-                with lock:
-                    failures.append(PassFailure(plog.topic, plog.partition, mark.error_type, mark.message))
-                    errors.append(error)
-
-        def worker() -> None:
-            while not self.stop_event.is_set():
-                with lock:
-                    if passes[0] >= MAX_PASSES:
-                        return
-                    passes[0] += 1
-                    exclude = done_for_now | uncleanable
-                ltc = self.manager.grab_filthiest(self.clock.now_ms(), wanted, exclude=exclude, on_damage=damaged)
-                if ltc is None:
-                    return
-                tp = (ltc.snapshot.topic, ltc.snapshot.partition)
-                try:
-                    result = self.clean_log(ltc)
-                except PartitionBusyError:
-                    with lock:
-                        busy.append(tp)
-                        done_for_now.add(tp)
-                except CommitConflictError as e:
-                    log.info("cleaning %s-%d lost a commit race; it is tried again next time: %s", *tp, e)
-                    with lock:
-                        conflicts.append(tp)
-                        done_for_now.add(tp)
-                except Exception as e:  # Kafka's tryCleanFilthiestLog: mark uncleanable, carry on
-                    if self._stopping(e):
-                        log.warning("cleaning %s-%d was cut short because the cleaner is stopping; it is not "
-                                    "marked uncleanable and is cleaned next time: %s", *tp, e)
-                        with lock:
-                            interrupted.append(tp)
-                            done_for_now.add(tp)
-                    elif is_transient(e):
-                        log.warning("cleaning %s-%d failed on the storage; it is not marked uncleanable and is "
-                                    "cleaned next time: %s", *tp, e)
-                        with lock:
-                            retried.append(PassFailure(*tp, type(e).__name__, plain(str(e))))
-                            retried_errors.append(e)
-                            done_for_now.add(tp)
-                    else:
-                        fail(ltc, e)
-                else:
-                    with lock:
-                        if result is None or result.end_offset <= ltc.first_dirty_offset:
-                            done_for_now.add(tp)  # no progress: this partition's turn is over
-                        else:
-                            cleans.append(result)
-                finally:
-                    self.manager.done_cleaning(tp)
-
+        self.maintenance.abort_timed_out_transactions()
+        state = _RoundState(self.manager.uncleanable_partitions())
         if self.threads == 1:
-            worker()
+            self._do_work(state, wanted)
         else:
-            workers = [threading.Thread(target=worker, name=f"deltalog-cleaner-thread-{i}")
-                       for i in range(self.threads)]
+            workers = [threading.Thread(target=self._do_work, args=(state, wanted),
+                                        name=f"deltalog-cleaner-thread-{i}") for i in range(self.threads)]
             for w in workers:
                 w.start()
             for w in workers:
                 w.join()
-        if passes[0] >= MAX_PASSES:
+        if state.passes >= MAX_PASSES:
             log.error("the cleaning loop stopped after %d passes with partitions still eligible", MAX_PASSES)
-        self._check(cleans, failures, errors)
-        return CleaningRound(tuple(cleans), tuple(failures), tuple(conflicts), tuple(busy), tuple(sorted(uncleanable)),
-                             tuple(errors), tuple(interrupted), tuple(retried), tuple(retried_errors))
+        self._check(state.cleans, state.failures, state.errors)
+        return state.result()
+
+    def _do_work(self, state: _RoundState, wanted: list[str] | None) -> None:
+        """Kafka's ``CleanerThread.doWork``, repeated until no partition is eligible (or the cleaner stops);
+        backing off when there was nothing to clean is the cycle's (:meth:`run`)."""
+        while not self.stop_event.is_set() and self._try_clean_filthiest_log(state, wanted):
+            pass
+
+    def _try_clean_filthiest_log(self, state: _RoundState, wanted: list[str] | None) -> bool:
+        """Kafka's ``tryCleanFilthiestLog``: take the filthiest eligible partition (``grabFilthiestCompactedLog``,
+        which marks it in progress) and clean it; a pass that throws marks its partition uncleanable
+        (:meth:`_pass_failed`) and the loop carries on. False when no partition is left to take."""
+        exclude = state.next_pass()
+        if exclude is None:
+            return False
+        ltc = self.manager.grab_filthiest(self.clock.now_ms(), wanted, exclude=exclude,
+                                          on_damage=lambda plog, error: self._damaged(state, plog, error))
+        if ltc is None:
+            return False
+        tp = (ltc.snapshot.topic, ltc.snapshot.partition)
+        try:
+            self._clean_filthiest_log(state, ltc)
+        except Exception as e:  # Kafka's LogCleaningException: mark uncleanable, carry on
+            self._pass_failed(state, ltc, e)
+        finally:
+            self.manager.done_cleaning(tp)
+        return True
+
+    def _clean_filthiest_log(self, state: _RoundState, ltc: LogToClean) -> None:
+        """Kafka's ``cleanFilthiestLog`` once the log is taken: one pass (:meth:`clean_log`); a partition another
+        run holds and a lost commit race are not faults, and end the partition's turn this round."""
+        tp = (ltc.snapshot.topic, ltc.snapshot.partition)
+        try:
+            result = self.clean_log(ltc)
+        except PartitionBusyError:
+            state.set_aside(tp, state.busy)
+        except CommitConflictError as e:
+            log.info("cleaning %s-%d lost a commit race; it is tried again next time: %s", *tp, e)
+            state.set_aside(tp, state.conflicts)
+        else:
+            state.cleaned(ltc, result)
+
+    def _pass_failed(self, state: _RoundState, ltc: LogToClean, error: Exception) -> None:
+        """A pass that threw: cut short by the cleaner stopping, or failed by the storage (a full disk), it is
+        tried next time; any other error marks the partition uncleanable (not when its topic was deleted)."""
+        tp = (ltc.snapshot.topic, ltc.snapshot.partition)
+        if self._stopping(error):
+            log.warning("cleaning %s-%d was cut short because the cleaner is stopping; it is not marked "
+                        "uncleanable and is cleaned next time: %s", *tp, error)
+            state.set_aside(tp, state.interrupted)
+        elif is_transient(error):
+            log.warning("cleaning %s-%d failed on the storage; it is not marked uncleanable and is cleaned next "
+                        "time: %s", *tp, error)
+            state.storage_failed(tp, error)
+        else:
+            mark = self.manager.mark_uncleanable(ltc, error, self.clock.now_ms(), self.logs.leases.owner)
+            state.set_aside(tp)
+            if mark is not None:
+                state.failed(PassFailure(*tp, mark.error_type, mark.message), error)
+
+    def _damaged(self, state: _RoundState, plog: PartitionLog, error: CorruptLogError) -> None:
+        """A partition whose Delta log cannot be read while ranking: marked uncleanable, the others still
+        cleaned."""
+        if not state.claim((plog.topic, plog.partition)):
+            return
+        mark = self.manager.mark_damaged(plog, error, self.clock.now_ms(), self.logs.leases.owner)
+        if mark is not None:
+            state.failed(PassFailure(plog.topic, plog.partition, mark.error_type, mark.message), error)
 
     def _stopping(self, error: BaseException) -> bool:
         """Whether a pass failed because the cleaner is being stopped rather than because of its partition.
@@ -482,17 +477,14 @@ class LogCleaner:
     # -- a cycle -------------------------------------------------------------------------------------------
 
     def run_cycle(self) -> CycleResult:
-        """Retention, cleaning until nothing is eligible, VACUUM, metrics: one full cycle over the store."""
+        """One full cycle over the store: the store's maintenance before the loop (retention, the coordinators'
+        timers), cleaning until nothing is eligible, VACUUM, then the cycle's metrics."""
         started = self.clock.now_ms()
-        retention = [r for r in apply_retention(self.logs, keep_going=True) if r.segments_deleted]
-        expired = self.expire_offsets()
-        self.expire_transactional_ids()
+        retention = self.maintenance.delete_old_segments()
+        expired = self.maintenance.expire_offsets()
+        self.maintenance.expire_transactional_ids()
         cleaning = self.clean_filthiest_logs()
-        vacuumed = []
-        if self.vacuum:
-            vacuumed = [v for v in (*vacuum_store(self.logs, dry_run=False, keep_going=True),
-                                    vacuum_staged(self.logs.storage, self.clock.now_ms(), dry_run=False),
-                                    vacuum_temp_files(self.logs.storage, self.clock.now_ms(), dry_run=False)) if v.files]
+        vacuumed = self.maintenance.vacuum()
         result = CycleResult(started, self.clock.now_ms(), tuple(retention), cleaning.cleans, cleaning.failures,
                              cleaning.conflicts, cleaning.busy, cleaning.uncleanable, tuple(vacuumed), expired,
                              cleaning.retried)

@@ -127,7 +127,7 @@ def judge(outcome: AttackOutcome, store: Any, side_dir: Path, *, names: Sequence
     errors += list(extra_errors)
     if txn_timers:
         try:
-            store.log_cleaner().abort_timed_out_transactions()
+            store.log_cleaner().maintenance.abort_timed_out_transactions()
         except Exception as e:  # noqa: BLE001 - the verdict sorts it
             errors.append(("the coordinator's timer", e))
     if recover_hanging_after_ms is not None:

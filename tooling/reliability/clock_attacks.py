@@ -81,7 +81,7 @@ def clock_run(harness: Any, case: str, *, clean: Callable[[], Any] | None = None
             outcome.problems.append(f"the skewed producer never opened its last transaction: "
                                     f"{logfile.read_text(errors='replace')[-1500:]}")
         try:
-            aborted = harness.store().log_cleaner().abort_timed_out_transactions()
+            aborted = harness.store().log_cleaner().maintenance.abort_timed_out_transactions()
         except Exception as e:  # noqa: BLE001 - the verdict sorts it
             errors.append(("the coordinator's timer, during the transaction", e))
             aborted = []
