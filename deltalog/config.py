@@ -29,10 +29,10 @@ OFFSET_MAP_BYTES_PER_ENTRY = 24
 #: Kafka's broker refuses ``log.cleaner.dedupe.buffer.size / log.cleaner.threads <= 1 MiB`` (KafkaConfig.validateValues).
 MIN_DEDUPE_BUFFER_PER_THREAD = 1024 * 1024
 
-#: deltalog's default for ``offsets.topic.num.partitions`` (Kafka's is 50): see README, "Consumer groups".
+#: deltalog's default for ``offsets.topic.num.partitions`` (Kafka's is 50): see docs/consumer-groups.md.
 OFFSETS_TOPIC_NUM_PARTITIONS = 10
 #: deltalog's default for ``offsets.topic.segment.bytes`` (Kafka's is 100 MiB of record batches; deltalog counts
-#: Parquet file bytes, about 2 KB per commit): see README, "Consumer groups".
+#: Parquet file bytes, about 2 KB per commit): see its row in docs/configs.md.
 OFFSETS_TOPIC_SEGMENT_BYTES = 1_048_576
 
 Parser = Callable[[str, Any], Any]

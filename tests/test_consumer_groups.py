@@ -491,12 +491,12 @@ def test_the_readme_consumer_groups_example_runs(tmp_path, capsys):
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = text.split("## Consumer groups", 1)[1]
+    text = (Path(__file__).resolve().parents[1] / "docs" / "consumer-groups.md").read_text(encoding="utf-8")
+    section = text.split("# Consumer groups", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     code = code.replace('"/tmp/my-groups-store"', repr(str(tmp_path / "store")))
     namespace: dict = {}
-    exec(compile(code, "README.md (Consumer groups)", "exec"), namespace)
+    exec(compile(code, "docs/consumer-groups.md", "exec"), namespace)
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 11  # ten records, then committed / position / describe
     assert out[-1].startswith("2 2 [PartitionOffsets(group='billing', topic='orders', partition=0, current_offset=2")

@@ -38,7 +38,7 @@ except ModuleNotFoundError:  # Python 3.10
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = "deltalog_cleaner"
 USER = "someone@example.com"
-#: Variables with no value in a target: given at deploy time with --var (README "Run on Databricks").
+#: Variables with no value in a target: given at deploy time with --var (docs/jobs-and-databricks.md, "Run on Databricks").
 DEPLOY_TIME_VARIABLES = {"dev": {"store_uri"}, "serverless": {"store_uri"}, "prod": {"store_uri", "failure_email"}}
 REFERENCE = re.compile(r"\$\{([A-Za-z0-9_.\-]+)\}")
 

@@ -346,11 +346,11 @@ def test_a_batch_and_its_retries_racing_on_one_partition_land_once(store):
 def test_the_readme_example_runs(tmp_path):
     import re
 
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "transactions.md").read_text(encoding="utf-8")
     code = re.search(r"## Idempotent producer.*?```python\n(.*?)```", text, re.S).group(1)
     code = code.replace('"/tmp/my-idempotent-store"', repr(str(tmp_path / "store")))
     namespace: dict = {}
-    exec(compile(code, "README.md (Idempotent producer)", "exec"), namespace)
+    exec(compile(code, "docs/transactions.md (Idempotent producer)", "exec"), namespace)
     assert namespace["again"].producer_epoch == 1
 
 

@@ -377,7 +377,7 @@ def test_stream_write_needs_a_checkpoint_or_transactional_id(classic, store):
     assert sink_app_id(Options({"store": store.root, "transactional.id": "t1"})) == "deltalog.sink.t1"
 
 
-# --- the README -------------------------------------------------------------------------------------------
+# --- the docs page -----------------------------------------------------------------------------------------
 
 
 @pytest.mark.slow
@@ -385,8 +385,8 @@ def test_the_readme_kafka_section_runs(classic, tmp_path):
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = text.split("## Spark's Kafka interface", 1)[1]
+    text = (Path(__file__).resolve().parents[1] / "docs" / "spark-kafka-source.md").read_text(encoding="utf-8")
+    section = text.split("# Spark's Kafka interface", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     code = code.replace('"/tmp/my-store"', repr(str(tmp_path / "store")))
     code = code.replace('"/tmp/checkpoints/upper"', repr(str(tmp_path / "checkpoint")))
@@ -394,7 +394,7 @@ def test_the_readme_kafka_section_runs(classic, tmp_path):
     store.create_topic("fruit-prices", 2, config={"cleanup.policy": "compact"})
     store.create_topic("fruit-prices-upper", 2, config={"cleanup.policy": "compact"})
     namespace = {"spark": classic}
-    exec(compile(code, "README.md (Spark's Kafka interface)", "exec"), namespace)
+    exec(compile(code, "docs/spark-kafka-source.md", "exec"), namespace)
     assert {(r["key"], r["partition"]) for r in namespace["df"].collect()} == {(b"grape", 1), (b"lime", 0)}
     assert namespace["state"].count() == 2
     assert {r.value for p in (0, 1) for r in store.read("fruit-prices-upper", p)} == {b"1.20", b"0.40"}

@@ -1,4 +1,5 @@
-"""The README stays true: its two set-up commands, its generated config tables, and its Python tour runs."""
+"""The README and the docs/ pages stay true: the two set-up commands, the generated config tables, every
+example they run, and the README's links into docs/."""
 
 from __future__ import annotations
 
@@ -10,9 +11,18 @@ from deltalog.cli.report import render_readme
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def readme() -> str:
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+def page(path: str = "README.md") -> str:
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
         return f.read()
+
+
+def readme() -> str:
+    return page()
+
+
+def first_python_block(text: str, after: str) -> str:
+    """The first ```python block after the heading ``after`` (a page's title or one of its sections)."""
+    return re.search(r"```python\n(.*?)```", text.split(after, 1)[1], re.S).group(1)
 
 
 def test_the_two_set_up_commands_and_ci():
@@ -24,19 +34,46 @@ def test_the_two_set_up_commands_and_ci():
         assert test_command in f.read().splitlines()  # CI runs the README's command, verbatim
 
 
-def test_generated_config_tables_are_up_to_date():
+def test_the_readme_links_into_docs_resolve():
+    """Every page the README links to exists, and every #anchor names a heading of it (GitHub's slugs)."""
+    links = re.findall(r"\]\(((?:docs/)[^)#\s]+)(?:#([^)\s]+))?\)", readme())
+    assert len({path for path, _ in links}) >= 12  # the front page links every topic page
+    for path, anchor in links:
+        assert os.path.isfile(os.path.join(ROOT, path)), f"README links to {path}, which does not exist"
+        if anchor and path.endswith(".md"):
+            slugs = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+                     for h in re.findall(r"^#+ (.+)$", page(path), re.M)}
+            assert anchor in slugs, f"README links to {path}#{anchor}, which has no such heading"
+
+
+def test_every_docs_page_is_linked_from_the_readme():
     text = readme()
+    for name in sorted(os.listdir(os.path.join(ROOT, "docs"))):
+        if name.endswith(".md"):
+            assert f"](docs/{name}" in text, f"docs/{name} is not linked from the README"
+
+
+def test_generated_config_tables_are_up_to_date():
+    text = page("docs/configs.md")
     assert "<!-- BEGIN topic-configs -->" in text and "<!-- BEGIN store-configs -->" in text
-    assert render_readme(text) == text, "run: python -m deltalog.cli.report README.md"
+    assert render_readme(text) == text, "run: python -m deltalog.cli.report docs/configs.md"
+
+
+def test_the_readme_tour_runs(tmp_path, spark):
+    code = first_python_block(readme(), "## A short tour")
+    code = code.replace('Store("/tmp/my-store")', f"Store({str(tmp_path / 'store')!r}, spark=spark)")
+    namespace: dict = {"spark": spark}
+    exec(compile(code, "README.md (A short tour)", "exec"), namespace)
+    assert namespace["latest"] == {b"lime": b"0.49", b"grape": b"2.75"}
+    assert [(r.topic, r.partition, r.end_offset) for r in namespace["results"]] == [("fruit-prices", 0, 3)]
+    assert [r.offset for r in namespace["store"].read("fruit-prices", 0)] == [1, 2]  # offsets never change
 
 
 def test_the_python_tour_runs(tmp_path, capsys):
-    text = readme()
-    section = text.split("## A tour of the Python API", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    code = first_python_block(page("docs/python-api.md"), "# A tour of the Python API")
     code = code.replace('"/tmp/my-store"', repr(str(tmp_path / "store")))
     namespace: dict = {}
-    exec(compile(code, "README.md (Python tour)", "exec"), namespace)
+    exec(compile(code, "docs/python-api.md (Python tour)", "exec"), namespace)
     assert namespace["offsets"] == [0, 1, 2]
     assert [r.offset for r in namespace["records"]] == [0, 1, 2]
     assert namespace["state"].log_end_offset == 3
@@ -46,11 +83,10 @@ def test_the_python_tour_runs(tmp_path, capsys):
 
 
 def test_the_transactions_example_runs(tmp_path):
-    section = readme().split("## Transactions", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    code = first_python_block(page("docs/transactions.md"), "## Transactions")
     code = code.replace('"/tmp/my-transactional-store"', repr(str(tmp_path / "store")))
     namespace: dict = {}
-    exec(compile(code, "README.md (Transactions)", "exec"), namespace)
+    exec(compile(code, "docs/transactions.md (Transactions)", "exec"), namespace)
     assert [(r.offset, r.key, r.value) for r in namespace["totals"]] == [(0, b"apples", b"3")]
     committed = namespace["store"].consumer(group_id="order-totals-app").committed(
         namespace["TopicPartition"]("orders-in", 0))

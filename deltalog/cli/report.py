@@ -1,4 +1,4 @@
-"""Plain-text views of a topic's partitions and configs, and the README's generated config tables.
+"""Plain-text views of a topic's partitions and configs, and the generated config tables of ``docs/configs.md``.
 
 The CLI (``deltalog topics describe``) and the demo print the same view of a partition, so it lives
 here, beside the data it renders (:class:`~deltalog.describe.TopicDescription`), not in either of them.
@@ -68,13 +68,14 @@ KAFKA_CONFIG_NAMES = frozenset({
     "offset.metadata.max.bytes", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
     "transactional.id.expiration.ms", "transaction.remove.expired.transaction.cleanup.interval.ms",
 })
-#: Kafka's names whose deltalog default differs from Kafka's, with Kafka's default (the README says why).
+#: Kafka's names whose deltalog default differs from Kafka's, with Kafka's default (their rows and
+#: ``docs/consumer-groups.md`` say why).
 KAFKA_NAMES_OTHER_DEFAULT = {"offsets.topic.num.partitions": "50", "offsets.topic.segment.bytes": "104857600"}
 
 
 def config_markdown(keys: Sequence[ConfigKey]) -> str:
     """A Markdown table of config keys (name, default, Kafka or not, what it does), generated from the key
-    table so the README cannot drift from the code (``tests/test_readme.py`` checks it)."""
+    table so ``docs/configs.md`` cannot drift from the code (``tests/test_readme.py`` checks it)."""
     rows = ["| Key | Default | Kafka | What it does |", "| --- | --- | --- | --- |"]
     for k in keys:
         kafka = "same name and default" if k.name in KAFKA_CONFIG_NAMES else "deltalog only"
@@ -85,7 +86,8 @@ def config_markdown(keys: Sequence[ConfigKey]) -> str:
     return "\n".join(rows)
 
 
-#: Generated README blocks: ``<!-- BEGIN name -->`` ... ``<!-- END name -->`` and what goes between them.
+#: Generated documentation blocks (``docs/configs.md``): ``<!-- BEGIN name -->`` ... ``<!-- END name -->`` and
+#: what goes between them.
 README_BLOCKS: dict[str, Callable[[], str]] = {
     "topic-configs": lambda: config_markdown(TopicConfig.KEYS),
     "store-configs": lambda: config_markdown(StoreConfig.KEYS),
@@ -93,7 +95,7 @@ README_BLOCKS: dict[str, Callable[[], str]] = {
 
 
 def render_readme(text: str) -> str:
-    """``text`` with every generated block brought up to date (``python -m deltalog.cli.report README.md``)."""
+    """``text`` with every generated block brought up to date (``python -m deltalog.cli.report docs/configs.md``)."""
     for name, make in README_BLOCKS.items():
         begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
         if begin in text and end in text:
@@ -106,7 +108,7 @@ def render_readme(text: str) -> str:
 if __name__ == "__main__":
     import sys
 
-    for path in sys.argv[1:] or ["README.md"]:
+    for path in sys.argv[1:] or ["docs/configs.md"]:
         with open(path, encoding="utf-8") as f:
             old = f.read()
         new = render_readme(old)

@@ -112,7 +112,7 @@ class DoubleKey:
         return (v > self.lo if self.lo_open else v >= self.lo) and v <= self.hi
 
 
-#: Topic configs with a numeric range, as README's table documents them (Kafka's ranges).
+#: Topic configs with a numeric range, as docs/configs.md's table documents them (Kafka's ranges).
 TOPIC_LONGS = (
     LongKey("segment.bytes", 14, INT_MAX), LongKey("segment.ms", 1, LONG_MAX),
     LongKey("min.compaction.lag.ms", 0, LONG_MAX), LongKey("max.compaction.lag.ms", 1, LONG_MAX),
