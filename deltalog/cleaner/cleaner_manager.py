@@ -1,6 +1,6 @@
 """Which partition to clean next, and the cleaning state of every partition (Kafka's LogCleanerManager).
 
-Kafka's LogCleanerManager owns three things (seed 001, "Cleaning state in LogCleanerManager"):
+Kafka's LogCleanerManager owns three things (its ``inProgress`` map, ``uncleanablePartitions`` and the checkpoints it reads for ``grabFilthiestCompactedLog``):
 
 * the **in-progress** set: a partition being cleaned is never handed to a second cleaner thread. Here that
   is an in-process set for the threads of one cleaner, and the partition's lease

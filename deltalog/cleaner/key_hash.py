@@ -1,6 +1,6 @@
 """The 128-bit key hash of the offset map: two XXH64 hashes of the key bytes, vectorized with numpy.
 
-Kafka's SkimpyOffsetMap keys its entries by a 16-byte MD5 of the record key (seed 000, seed 002: hashes,
+Kafka's SkimpyOffsetMap keys its entries by a 16-byte MD5 of the record key (``SkimpyOffsetMap.hashInto``: hashes,
 not keys, so an entry has a fixed size). deltalog uses two independently seeded 64-bit XXH64 hashes:
 with 128 bits, the chance that two of 10^9 keys collide (which would silently drop a record) is about
 10^-21 per pass; a single 64-bit hash would give about 3 in 10,000 at 10^8 keys.

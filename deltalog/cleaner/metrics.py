@@ -2,7 +2,8 @@
 
 Kafka's LogCleaner and LogCleanerManager publish ``max-dirty-percent``, ``uncleanable-partitions-count``,
 ``uncleanable-bytes``, ``time-since-last-run-ms``, ``max-clean-time-secs``, ``max-compaction-delay-secs``
-and ``max-buffer-utilization-percent`` (seed 001; seed 004 says to watch the last three). deltalog computes
+and ``max-buffer-utilization-percent`` (Kafka's documentation of ``max.compaction.lag.ms`` says to watch
+``uncleanable-partitions-count``, ``max-clean-time-secs`` and ``max-compaction-delay-secs``). deltalog computes
 the same figures from the Delta snapshots (no data read) and two small records the cleaner keeps under
 ``<root>/_deltalog/cleaner/``:
 

@@ -3,7 +3,8 @@
 Kafka stores a 16-byte MD5 of each key and an 8-byte offset, 24 bytes an entry, in a buffer of
 ``log.cleaner.dedupe.buffer.size / log.cleaner.threads`` bytes filled to at most
 ``log.cleaner.io.buffer.load.factor``; when the map is full the pass stops mapping and the next pass
-continues from there (seed 001, "Pass 1, build the offset map"; seed 002 on why hashes, not keys).
+continues from there (Kafka's ``Cleaner.buildOffsetMap`` and ``buildOffsetMapForSegment``; the map holds hashes, not keys, so an
+entry has a fixed size).
 
 deltalog's map is the same 24 bytes an entry: three numpy arrays (the two 64-bit halves of the 128-bit
 key hash, :mod:`deltalog.cleaner.key_hash`, and the latest offset), sorted by hash. It is built by a Spark job
@@ -115,7 +116,8 @@ class OffsetMap:
     @property
     def utilization(self) -> float:
         """Entries / slots, as Kafka's ``OffsetMap.utilization`` ("Buffer utilization"): a map filled to the
-        load factor (0.9 by default) reports 90%, which seed 000 reads as the sign that the map was full."""
+        load factor (0.9 by default) reports 90%, the sign that the map was full (a pass that
+        maps less left room)."""
         return self.entries / self.slots if self.slots else 0.0
 
     @property

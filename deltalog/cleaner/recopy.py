@@ -1,7 +1,7 @@
 """Pass 2 of a cleaning pass, as the work of one Spark task: recopy a run of files, keeping the survivors.
 
 Kafka's ``cleanSegments`` reads each record of a segment group and keeps it when ``shouldRetainRecord``
-says so (seed 001, "Pass 2, recopy segments keeping only survivors"). :class:`RetainRule` is that rule
+says so (``Cleaner.cleanInto``'s ``MemoryRecords.filterTo`` with its ``RecordFilter``). :class:`RetainRule` is that rule
 over whole Arrow batches, for a record at or above the log start:
 
 - past the mapped range (``offset >= end``): kept as it is;

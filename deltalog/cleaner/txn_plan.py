@@ -1,5 +1,5 @@
 """What a cleaning pass does about transactions, decided on the driver before the pass (Kafka's
-``CleanedTransactionMetadata``, seed 001 "Interaction with transactions / markers").
+``CleanedTransactionMetadata`` and ``Cleaner.cleanSegments``' ``transactionMetadata``).
 
 * **Aborted records** are dropped by the pass whatever their keys, and never enter the offset map (an
   aborted record must not supersede an earlier committed value of its key). The pass gets every aborted

@@ -3,7 +3,7 @@
 Kafka's ``LogCleaner.tryCleanFilthiestLog`` catches an unexpected exception from a pass, logs "Marking
 its partition (...) as uncleanable" and adds the partition to ``LogCleanerManager.uncleanablePartitions``;
 every later selection skips it, and the ``uncleanable-partitions-count`` / ``uncleanable-bytes`` metrics
-report it (seed 000 "uncleanable", seed 001). deltalog keeps one small JSON file per partition::
+report it (``LogCleanerManager.markPartitionUncleanable``). deltalog keeps one small JSON file per partition::
 
     <root>/_deltalog/uncleanable/<topic>/<partition>.json
 
