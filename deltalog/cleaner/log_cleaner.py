@@ -1,10 +1,12 @@
 """The log cleaner: the one loop around cleaning passes (Kafka's ``LogCleaner``; orchestration, not policy).
 
-Kafka has exactly one loop: each ``CleanerThread.doWork`` calls ``cleanFilthiestLog``, which asks the
-``LogCleanerManager`` for the filthiest log, cleans it, and on an unexpected error marks the partition
-uncleanable and carries on (``CleanerThread.tryCleanFilthiestLog``, ``LogCleanerManager.grabFilthiestCompactedLog``). deltalog
-has the same single loop, :meth:`LogCleaner.clean_filthiest_logs`, and every way of cleaning goes through
-it: ``store.clean()``, ``deltalog clean``, ``deltalog cleaner run`` and the Databricks job. It runs
+Kafka has exactly one loop: each ``CleanerThread.doWork`` calls ``tryCleanFilthiestLog``, whose
+``cleanFilthiestLog`` asks the ``LogCleanerManager`` for the filthiest log (``grabFilthiestCompactedLog``) and
+cleans it (``cleanLog``); on an unexpected error ``tryCleanFilthiestLog`` marks the partition uncleanable and the
+thread carries on. deltalog has the same single loop in the same four steps (:meth:`LogCleaner._do_work`,
+:meth:`~LogCleaner._try_clean_filthiest_log`, :meth:`~LogCleaner._clean_filthiest_log`,
+:meth:`~LogCleaner.clean_log`), entered through :meth:`LogCleaner.clean_filthiest_logs`, and every way of
+cleaning goes through it: ``store.clean()``, ``deltalog clean``, ``deltalog cleaner run`` and the Databricks job. It runs
 ``log.cleaner.threads`` workers side by side (concurrent Spark jobs on one session), each pass with its
 share of ``log.cleaner.dedupe.buffer.size`` (Kafka: buffer / threads), and has one rule for each outcome:
 
@@ -286,7 +288,7 @@ class LogCleaner:
         return Cleaner(self.spark(), self.config, threads=self.threads, map_slots=self.map_slots)
 
     def clean_log(self, ltc: LogToClean) -> CleanResult | None:
-        """One pass over the partition ``ltc`` was planned on, under the partition's lease.
+        """Kafka's ``cleanLog``: one pass over the partition ``ltc`` was planned on, under the partition's lease.
 
         Raises :class:`PartitionBusyError` when another run holds the lease. Under the lease the range is
         planned again if the table moved since ``ltc`` (None when nothing is left to clean), the pass's
@@ -346,9 +348,11 @@ class LogCleaner:
             pass
 
     def _try_clean_filthiest_log(self, state: _RoundState, wanted: list[str] | None) -> bool:
-        """Kafka's ``tryCleanFilthiestLog``: take the filthiest eligible partition (``grabFilthiestCompactedLog``,
-        which marks it in progress) and clean it; a pass that throws marks its partition uncleanable
-        (:meth:`_pass_failed`) and the loop carries on. False when no partition is left to take."""
+        """Kafka's ``tryCleanFilthiestLog`` with the grab of ``cleanFilthiestLog``: take the filthiest eligible
+        partition (``grabFilthiestCompactedLog``, which marks it in progress) and clean it; a pass that throws
+        (Kafka's ``LogCleaningException``) marks its partition uncleanable (:meth:`_pass_failed`) and the loop
+        carries on. The mark is made before the partition leaves the in-progress set (Kafka's ``doneCleaning``
+        comes first), so no other cleaner thread takes it up in between. False when no partition is left."""
         exclude = state.next_pass()
         if exclude is None:
             return False
@@ -366,8 +370,9 @@ class LogCleaner:
         return True
 
     def _clean_filthiest_log(self, state: _RoundState, ltc: LogToClean) -> None:
-        """Kafka's ``cleanFilthiestLog`` once the log is taken: one pass (:meth:`clean_log`); a partition another
-        run holds and a lost commit race are not faults, and end the partition's turn this round."""
+        """The rest of Kafka's ``cleanFilthiestLog``: ``cleanLog`` on the partition taken (:meth:`clean_log`). A
+        partition another run holds and a lost commit race are not faults (as Kafka lets a
+        ``LogCleaningAbortedException`` go): they end the partition's turn this round."""
         tp = (ltc.snapshot.topic, ltc.snapshot.partition)
         try:
             result = self.clean_log(ltc)

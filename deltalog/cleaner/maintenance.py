@@ -1,13 +1,15 @@
 """The store's scheduled maintenance around the cleaning loop: retention, VACUUM and the coordinators' timers.
 
-None of this is the log cleaner's work in Kafka, and none of it is here: the broker's ``LogManager`` schedules
-``cleanupLogs`` (retention: ``deleteOldSegments`` of every log, every ``log.retention.check.interval.ms``) and
-the asynchronous deletion of replaced segment files after ``file.delete.delay.ms``; the ``GroupCoordinator``
-expires committed offsets on its own timer (``offsets.retention.check.interval.ms``); the
-``TransactionCoordinator`` aborts timed-out transactions and expires transactional ids on two more. deltalog has
-no broker process, so one object, :class:`StoreMaintenance`, owns these tasks and their timers, and whoever runs
-the store's cycle (:meth:`deltalog.cleaner.log_cleaner.LogCleaner.run_cycle`, the scheduled job) calls it before
-and after the cleaning loop. Each task on a partition holds the partition's lease (:mod:`deltalog.log.lease`).
+None of this is the log cleaner's work in Kafka, and none of it is in the cleaning loop here. The broker's scheduler
+runs it: the ``LogManager``'s ``kafka-log-retention`` task (``cleanupLogs``: ``deleteOldSegments`` of every log,
+every ``log.retention.check.interval.ms``); the ``delete-file`` task ``LocalLog.deleteSegmentFiles`` schedules
+``file.delete.delay.ms`` after a segment is replaced; the ``GroupMetadataManager``'s
+``delete-expired-group-metadata`` (``cleanupGroupMetadata``, every ``offsets.retention.check.interval.ms``); the
+``TransactionCoordinator``'s ``transaction-abort`` (``abortTimedOutTransactions``) and the
+``TransactionStateManager``'s ``transactionalId-expiration`` (``removeExpiredTransactionalIds``). deltalog has no
+broker process, so one object, :class:`StoreMaintenance`, owns these tasks and their timers, and whoever runs the
+store's cycle (:meth:`deltalog.cleaner.log_cleaner.LogCleaner.run_cycle`, the scheduled job) calls it before and
+after the cleaning loop. Each task on a partition holds the partition's lease (:mod:`deltalog.log.lease`).
 
 A timer's failure (a deltalog error) is logged and the step tried again next time: as in Kafka, where a
 scheduled task that throws is logged and runs again at its next tick, it never stops the cycle.
@@ -62,18 +64,21 @@ class StoreMaintenance:
         return [r for r in apply_retention(self.logs, keep_going=True) if r.segments_deleted]
 
     def abort_timed_out_transactions(self) -> list[str]:
-        """The ``TransactionCoordinator``'s timer (``abortTimedOutTransactions``), run before each cleaning loop:
+        """The ``TransactionCoordinator``'s ``transaction-abort`` timer (``abortTimedOutTransactions``), run before
+        each cleaning loop (not on a timer of its own):
         a transaction open for longer than its ``transaction.timeout.ms`` (its producer died) is aborted, so it
         stops holding its partitions' last stable offset, and so the cleaner's dirty section, back. Returns the
         transactional ids it completed; a failure is logged and the loop cleans all the same."""
-        done = self._guarded("aborting timed-out transactions", [], lambda: TransactionCoordinator(
+        none: list[str] = []
+        done = self._guarded("aborting timed-out transactions", none, lambda: TransactionCoordinator(
             self.logs).abort_timed_out_transactions(self.clock.now_ms()))
         if done:
             log.info("aborted or completed %d timed-out transaction(s): %s", len(done), ", ".join(done))
         return done
 
     def expire_offsets(self) -> int:
-        """The ``GroupCoordinator``'s offset expiration timer (``offsets.retention.check.interval.ms``): committed
+        """The ``GroupMetadataManager``'s offset expiration timer (``cleanupGroupMetadata``, every
+        ``offsets.retention.check.interval.ms``): committed
         offsets older than ``offsets.retention.minutes`` go (tombstones in ``__consumer_offsets``, which the
         cleaning loop then compacts). Returns how many went; a failure is logged and the cycle goes on."""
         now = self._timer_due("offsets", self.config.offsets_retention_check_interval_ms)
@@ -89,9 +94,10 @@ class StoreMaintenance:
         logged and the cycle goes on."""
         now = self._timer_due("transactional ids",
                               self.config.transaction_remove_expired_transaction_cleanup_interval_ms)
+        none: list[str] = []
         if now is None:
-            return []
-        done = self._guarded("expiring transactional ids", [], lambda: TransactionCoordinator(
+            return none
+        done = self._guarded("expiring transactional ids", none, lambda: TransactionCoordinator(
             self.logs).expire_transactional_ids(now, self.config.transactional_id_expiration_ms))
         if done:
             log.info("expired %d transactional id(s) (transactional.id.expiration.ms): %s", len(done), ", ".join(done))
@@ -100,7 +106,7 @@ class StoreMaintenance:
     # -- after the cleaning loop ----------------------------------------------------------------------------
 
     def vacuum(self) -> list[VacuumResult]:
-        """The deletion Kafka schedules ``file.delete.delay.ms`` after a segment is replaced: VACUUM of files
+        """The deletion Kafka schedules ``file.delete.delay.ms`` after a segment is replaced (``delete-file``): VACUUM of files
         replaced that long ago, of what failed ``format("deltalog")`` writes staged, and of temporary files of
         killed writes (both after a day). The results that removed files; nothing when vacuum is off."""
         if not self.vacuum_enabled:
