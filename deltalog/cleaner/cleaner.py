@@ -282,11 +282,10 @@ class Cleaner:
             figures = p.figures(offset_map, self.map_capacity, segments, names, adds, counts)
             committing = True
             commit_id = self._commit(p, segments, adds, figures)
-        except (CommitConflictError, StorageFullError):  # proven not landed: the pass's files are nobody's
-            _remove_tree(p.storage, p.out_path)
-            raise
-        except Exception:
-            if not committing:  # a commit whose outcome is unknown keeps its files (VACUUM judges them)
+        except Exception as e:
+            # Never committed, or proven not landed (a lost race, a full disk): the pass's files are nobody's. A
+            # commit whose outcome is unknown keeps them; VACUUM removes them once no version references them.
+            if not committing or isinstance(e, (CommitConflictError, StorageFullError)):
                 _remove_tree(p.storage, p.out_path)
             raise
         version = delta.committed_version(log.table(), p.snap.version, commit_id)

@@ -10,7 +10,7 @@ theirs (:func:`tooling.reliability.model.verify`):
 * **records lost** and **offsets changed** (changed, duplicated, unknown or out-of-order records): the model;
 * **reads stuck**: a partition whose last stable offset stays below its log end after every transaction's
   ``transaction.timeout.ms`` has passed on the store's clock and the coordinator's timer
-  (:meth:`~deltalog.cleaner.log_cleaner.LogCleaner.abort_timed_out_transactions`, Kafka's
+  (:meth:`~deltalog.cleaner.maintenance.StoreMaintenance.abort_timed_out_transactions`, Kafka's
   ``TransactionStateManager`` timer) has run, so ``read_committed`` readers and the cleaner are held back;
 * **partition unreadable**: a read of a partition, or the verification's own reads, raised (unless the error is
   a deltalog error naming the damaged document: then the read was *refused* clearly, which is counted apart);
