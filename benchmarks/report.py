@@ -25,7 +25,7 @@ PASS = "deltalog clean pass"
 TIME_COMPARISONS = [
     ("1. pass vs Spark `row_number()` dedupe", PASS, "spark row_number() dedupe", 0.5),
     ("2. pass vs Spark read + rewrite of every byte", PASS, "spark read + rewrite", 1.0),
-    ("3. pass vs DuckDB dedupe (same Parquet files)", PASS, "duckdb dedupe", 1.0),  # issue 12's target
+    ("3. pass vs DuckDB dedupe (same Parquet files)", PASS, "duckdb dedupe", 1.0),
     ("4. pass vs delta-rs MERGE into a current-state table", PASS, "delta-rs MERGE", None),
     ("7. read current state: compacted vs uncompacted", "read current state, compacted",
      "read current state, uncompacted", None),
@@ -64,9 +64,9 @@ def ratios(t: Timings) -> dict[str, Any]:
     out["6. appends"] = {"store_rate": store_rate, "delta_rate": delta_rate, "ratio": store_rate / delta_rate,
                          "records_rate": n / t.median("store.append, Records"),
                          "target": 0.8, "met": store_rate / delta_rate >= 0.8}
-    if SOURCE_STREAM in t.seconds:  # runs before issue 13 did not measure it
+    if SOURCE_STREAM in t.seconds:  # older runs did not measure it
         out["12. streaming read"] = {"records_per_s": t.figures["stream_records"] / t.median(SOURCE_STREAM)}
-    if "idempotent producer.send, 3 partitions" in t.seconds:  # runs before issue 15 did not measure it
+    if "idempotent producer.send, 3 partitions" in t.seconds:  # older runs did not measure it
         idem, plain = t.median("idempotent producer.send, 3 partitions"), t.median("store.produce, 3 partitions")
         out["6. idempotent produce"] = {"idempotent_rate": n / idem, "plain_rate": n / plain, "ratio": idem / plain}
     return out

@@ -36,7 +36,7 @@ from deltalog.store import Store
 CONNECT_PASS = "deltalog clean pass, Spark Connect"
 #: The pass on a copy of the store on the local S3 server (moto), the classic session.
 S3_PASS = "deltalog clean pass, store on S3 (moto)"
-#: format("deltalog") and its baselines (issue 13).
+#: format("deltalog") and its baselines.
 SOURCE_READ = 'spark.read.format("deltalog") of the partition'
 PARQUET_READ = "spark.read.parquet of the same files"
 SOURCE_WRITE = 'df.write.format("deltalog") of Arrow data'
@@ -318,7 +318,7 @@ class Bench:
         transactions.cases(self, rnd)
 
     def kafka_source(self, rnd: int) -> None:
-        """``format("deltalog")`` (issue 13) beside its baselines, on the same partition: a batch read of the
+        """``format("deltalog")`` beside its baselines, on the same partition: a batch read of the
         whole log vs ``spark.read.parquet`` of the same files (both to Spark's ``noop`` sink, every column
         read), a batch write of Arrow data vs ``store.append`` of the same batches, and a streaming read from
         the earliest offset to the end (``availableNow``, ``noop`` sink) for its records/s."""

@@ -1,4 +1,4 @@
-"""The transactional rows (issue 15): what Kafka's exactly-once costs here, side by side with the same work done
+"""The transactional rows: what Kafka's exactly-once costs here, side by side with the same work done
 without transactions.
 
 * **Transactional produce** (row 13): the append batches of row 6 produced to 3 partitions (Kafka's partitioner)

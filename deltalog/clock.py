@@ -2,8 +2,8 @@
 
 Every time-based rule (segment.ms, min/max.compaction.lag.ms, delete.retention.ms, retention.ms,
 file.delete.delay.ms) reads a :class:`Clock`; the logic never reads the wall clock itself, so tests
-drive time with a :class:`ManualClock` (habit 3 in STYLE.md: a pass is a function of snapshot, range
-and now).
+drive time with a :class:`ManualClock` (a pass is a function of snapshot, range and now, as Kafka's
+``Cleaner.clean`` takes ``currentTime`` from its ``Time``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The log cleaner on real Spark and real Delta tables, rule by rule (seed 000, seed 001)."""
+"""The log cleaner on real Spark and real Delta tables, rule by rule (Kafka's ``Cleaner``)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def append_one_by_one(store: Store, events, topic: str = TOPIC, partition: int =
 
 
 def test_fruit_prices_walkthrough(spark_store, clock):
-    """Seed 000, "Partition Compaction Example", step by step with the exact offsets."""
+    """The fruit-prices walkthrough (docs/walkthrough.md), step by step with the exact offsets."""
     store = spark_store
     store.create_topic(TOPIC, partitions=1, config={"cleanup.policy": "compact"})
     assert append_one_by_one(store, [(b"grape", b"2.69"), (b"lime", b"0.49"), (b"grape", None), (b"lime", b"1.59")]) \
@@ -97,7 +97,7 @@ def test_clean_is_recorded_in_delta_history_and_old_versions_stay_readable(spark
 @pytest.mark.parametrize("capacity_entries", [1, 2, 3])
 def test_small_map_converges_to_the_same_log_as_a_full_map(tmp_path, clock, spark, capacity_entries):
     """A map that holds a few keys cleans in several passes, each making progress, and ends where one
-    pass with a big map ends (seed 001 gotcha: partial passes advance the cleaner point a chunk at a time)."""
+    pass with a big map ends (as Kafka's: partial passes advance the cleaner point a chunk at a time)."""
     events = [(b"k%d" % (i % 4), b"v%d" % i) for i in range(11)] + [(b"k1", None), (b"k9", b"x")]
     small = Store(tmp_path / "small", clock=clock, spark=spark)
     big = Store(tmp_path / "big", clock=clock, spark=spark)
@@ -222,7 +222,7 @@ def test_offsets_continue_from_the_old_log_end_after_a_clean(spark_store):
 
 
 def test_reads_from_a_compacted_away_offset_continue_at_the_next_record(spark_store):
-    """Seed 004: offsets 36, 37 and 38 are equivalent positions when only 38 is left."""
+    """Kafka's compaction guarantee: offsets 36, 37 and 38 are equivalent positions when only 38 is left."""
     store = spark_store
     store.create_topic(TOPIC, config={"cleanup.policy": "compact"})
     append_one_by_one(store, [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"b", b"2"), (b"c", b"1")])
@@ -308,7 +308,7 @@ def test_clean_command_prints_the_figures_of_each_pass(spark_store, capsys):
 
 
 def test_a_checkpoint_below_the_log_start_is_reset_to_the_log_start(spark_store):
-    """LogCleanerManager self-heals a checkpoint outside [log start, log end] (seed 001)."""
+    """LogCleanerManager self-heals a checkpoint outside [log start, log end] (``LogCleanerManager.cleanableOffsets``)."""
     store = spark_store
     store.create_topic(TOPIC, config={"cleanup.policy": "compact"})
     append_one_by_one(store, [(b"a", b"1"), (b"a", b"2")])

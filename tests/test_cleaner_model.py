@@ -1,5 +1,5 @@
 """Property-based: random appends (with tombstones), rolls, clock advances and cleans, compared after every
-clean with a small pure-Python model of the rules in seed 001 ("Detailed mechanics, compaction")."""
+clean with a small pure-Python model of the rules of Kafka's ``Cleaner`` (``buildOffsetMap``, ``shouldRetainRecord``)."""
 
 from __future__ import annotations
 

@@ -132,7 +132,7 @@ def test_the_check_after_clean_marks_a_broken_partition_uncleanable_in_the_loop(
 
 
 def test_a_full_map_reports_90_percent_buffer_utilization_as_kafka_does(spark_store):
-    """Seed 000 reads "Buffer utilization: 90.0%" as the sign the map was full: utilization is entries / slots,
+    """Kafka's cleaner log reads "Buffer utilization: 90.0%" as the sign the map was full: utilization is entries / slots,
     and a pass fills at most slots x 0.9 (log.cleaner.io.buffer.load.factor)."""
     store = spark_store
     store.create_topic("t", 1, config={"cleanup.policy": "compact"})

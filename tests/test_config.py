@@ -170,7 +170,7 @@ def test_offset_map_capacity_is_kafkas_sizing(buffer, threads, load_factor):
     slots = min(buffer // threads, INT_MAX) // 24
     assert c.offset_map_slots() == slots
     assert c.offset_map_capacity == int(slots * load_factor)
-    assert CleanerConfig().offset_map_capacity == 5_033_164  # (134217728 / 24) x 0.9, as seed 001 computes
+    assert CleanerConfig().offset_map_capacity == 5_033_164  # (134217728 / 24) x 0.9, as Kafka's CleanerConfig computes
 
 
 def test_a_dedupe_buffer_of_1_mib_or_less_per_thread_is_refused_as_kafka_refuses_it():

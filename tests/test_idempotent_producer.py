@@ -1,4 +1,4 @@
-"""The idempotent producer (issue 15, part): producer ids and epochs, sequences per partition kept in the Delta log
+"""The idempotent producer: producer ids and epochs, sequences per partition kept in the Delta log
 with each batch, retries acknowledged with their original offsets (also by a new process after a SIGKILL between
 commit and acknowledgement), fencing, out-of-order sequences, and producer state surviving a cleaning pass."""
 

@@ -179,7 +179,7 @@ def test_a_cleaning_pass_on_the_standalone_cluster_over_s3(spark_cluster, s3_ser
 @pytest.mark.slow
 @pytest.mark.parametrize("where", ["connect", "cluster"])
 def test_the_demo_on_s3_on_each_kind_of_spark(where, s3_server, s3_store_uri, tmp_path, request):
-    """``deltalog demo`` end to end (seed 000's walkthrough, its two cleans) on a store on S3, its Spark jobs on
+    """``deltalog demo`` end to end (the fruit-prices walkthrough, its two cleans) on a store on S3, its Spark jobs on
     a Spark Connect session (``SPARK_REMOTE``) or the standalone cluster whose
     executors see no driver file. (The embedded classic session is left out: its demo process was seen to
     abort at exit, "terminate called without an active exception", after a successful run.)"""
@@ -194,6 +194,6 @@ def test_the_demo_on_s3_on_each_kind_of_spark(where, s3_server, s3_store_uri, tm
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["store"] == s3_store_uri.rstrip("/") and result["offsets"] == list(range(9))
     [final] = result["final"]["partitions"]
-    # seed 000's end state: four records left of nine, offsets unchanged, the log clean up to the active segment
+    # the walkthrough's end state: four records left of nine, offsets unchanged, the log clean up to the active segment
     assert (final["log_end_offset"], final["num_records"], final["first_dirty_offset"]) == (9, 4, 8), final
     assert not list(tmp_path.glob("s3*")), "the demo made a local directory instead of using S3"

@@ -152,7 +152,7 @@ def test_a_big_file_is_split_by_row_groups_and_cleans_to_the_latest_record_per_k
 
 
 def test_partial_passes_name_each_cleaned_segment_by_its_first_offset(tmp_path, clock, spark):
-    """Seed 000's naming (002.log: "offset 2 is the first offset it contains") through passes whose map
+    """Kafka's segment naming (002.log: "offset 2 is the first offset it contains") through passes whose map
     holds two keys, so a pass ends inside a segment, and with the log start moved into a segment."""
     store = Store(tmp_path / "s", clock=clock, spark=spark)
     store.create_topic(TOPIC, config={"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": "0.01"})

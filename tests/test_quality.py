@@ -27,7 +27,7 @@ CLEAN_SUITE = {"latest_records_kept", "no_new_records", "aborted_records_dropped
 
 
 def first_clean(store: Store, clock) -> None:
-    """Seed 000's fruit-prices partition after its first clean: 2 grape tombstone, 3 lime | 4 lime (active)."""
+    """The fruit-prices walkthrough's partition after its first clean: 2 grape tombstone, 3 lime | 4 lime (active)."""
     store.create_topic(TOPIC, config={"cleanup.policy": "compact"})
     for key, value in [(b"grape", b"2.69"), (b"lime", b"0.49"), (b"grape", None), (b"lime", b"1.59")]:
         store.append(TOPIC, 0, [Record(key=key, value=value)])

@@ -1,7 +1,7 @@
 """Reads from every offset: earliest/latest, max_records, out of range, and across gaps left by removal.
 
 Gaps are made for real: a Delta commit that removes one data file, through deltalog's own ``delta``
-helpers, which is what a cleaning pass leaves behind (seed 004: a read from an offset that compaction
+helpers, which is what a cleaning pass leaves behind (Kafka's compaction guarantee: a read from an offset that compaction
 removed continues at the next offset that exists).
 """
 

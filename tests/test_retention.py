@@ -151,7 +151,7 @@ def test_log_start_breach_deletes_segments_wholly_below_log_start(store, clock):
 
 
 def test_compact_delete_drops_old_unique_keys(store, clock):
-    """Seed 000: with compact,delete even the only record of a key goes once it is older than retention.ms."""
+    """Kafka's compact,delete: even the only record of a key goes once it is older than retention.ms."""
     store.create_topic("prices", 1, config={"cleanup.policy": "compact,delete", "retention.ms": 3 * 7 * 24 * HOUR})
     store.append("prices", 0, [Record("discontinued-fruit", "1.00")])
     store.roll("prices", 0)

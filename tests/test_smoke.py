@@ -1,4 +1,4 @@
-"""The seed 000 fruit-prices events go in and come back with the offsets of the walkthrough."""
+"""The fruit-prices walkthrough's events go in and come back with the offsets of the walkthrough."""
 
 from deltalog import Record
 

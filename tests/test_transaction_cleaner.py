@@ -1,4 +1,4 @@
-"""The transaction-aware cleaner (issue 15, seed 001 "Interaction with transactions / markers"): Kafka's
+"""The transaction-aware cleaner (Kafka's ``CleanedTransactionMetadata`` and marker rules): Kafka's
 LogCleanerTest transactional scenarios with real transactional producers, real Delta tables and real Spark
 passes, and a seeded model-based test of the rules.
 

@@ -1,4 +1,4 @@
-"""Transactions (issue 15): Kafka's producer vocabulary, markers, the last stable offset, both isolation levels in
+"""Transactions: Kafka's producer vocabulary, markers, the last stable offset, both isolation levels in
 every reader (store.read, the consumer, SQL views, current state, format("deltalog")), the coordinator's recovery
 of a dead producer's transaction (a real SIGKILLed process) and its timeout abort."""
 

@@ -1,4 +1,4 @@
-"""The fruit-prices walkthrough of seed 000 ("Log compaction, step by step"), replayed on a real store.
+"""The fruit-prices walkthrough (log compaction, step by step; docs/walkthrough.md), replayed on a real store.
 
 ``deltalog demo`` creates a compacted ``fruit-prices`` topic in a fresh demo store and appends the
 walkthrough's events with a :class:`~deltalog.clock.ManualClock`, so "seven days pass" takes no time:
@@ -146,13 +146,13 @@ def run_demo(store_path: str | os.PathLike[str] = DEFAULT_DEMO_STORE, out: Calla
     store = fresh_demo_store(store_path, clock, storage_options=storage_options)
     store.create_topic(TOPIC, partitions=1, config={"cleanup.policy": "compact"})
     out(f"Created topic {TOPIC} (cleanup.policy=compact, 1 partition) in {store.root}")
-    out("Appending the seed 000 walkthrough: grape 2.69, lime 0.49, grape tombstone, lime 1.59; "
+    out("Appending the walkthrough: grape 2.69, lime 0.49, grape tombstone, lime 1.59; "
         "seven days pass; lime 1.99.")
     out("")
     offsets = produce_walkthrough(store, clock)
     before = show(store, "before cleaning", out)
     after = clean_and_show_after(store, out, "after the first clean")
-    out("Seed 000 continues: kiwi and guava prices go into segment 004; a week later 004 closes and guava "
+    out("The walkthrough continues: kiwi and guava prices go into segment 004; a week later 004 closes and guava "
         "opens 008. More than delete.retention.ms (24 h) has passed since the grape tombstone was stamped.")
     out("")
     offsets += produce_walkthrough(store, clock, (THIRD_WEEK, FOURTH_WEEK))

@@ -1,7 +1,7 @@
 """Partition leases: at most one maintenance operation (cleaning, retention, VACUUM) on a partition at a time.
 
-Kafka keeps this rule with an in-memory state machine (``LogCleanerManager.inProgress``, seed 001 "The
-cleaning state machine": retention pauses the cleaner, the cleaner marks a partition InProgress). deltalog's
+Kafka keeps this rule with an in-memory state machine (``LogCleanerManager.inProgress`` and its
+``LogCleaningState``s: retention pauses the cleaner, the cleaner marks a partition InProgress). deltalog's
 cleaner runs as scheduled jobs, possibly two overlapping runs in different processes or on different
 machines, so the state lives in files beside the data, through :class:`~deltalog.storage.Storage`::
 

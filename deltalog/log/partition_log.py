@@ -348,7 +348,7 @@ class PartitionLog:
         """Records with offset >= ``from_offset`` in offset order (Kafka's fetch).
 
         An offset that compaction removed is a valid position: the read continues at the next record
-        that exists (seed 004). Offsets below the log start, or past the log end, are out of range.
+        that exists (Kafka's compaction guarantee: the fetch returns the next offset that exists). Offsets below the log start, or past the log end, are out of range.
         ``read_committed`` stops below the last stable offset and leaves out aborted transactions' records;
         ``read_uncommitted`` (Kafka's consumer default) reads to the log end. Markers are never returned.
         """

@@ -1,7 +1,8 @@
 """Retention: whole old segments deleted and the log start offset advanced (Kafka's ``deleteOldSegments``).
 
-Seed 001, "Detailed mechanics, retention (cleanup.policy=delete)", and seed 000, "Can a topic be compacted
-and use time-based deletion?". For ``delete`` and ``compact,delete`` topics three predicates run in order,
+Kafka's ``UnifiedLog.deleteOldSegments`` (``deleteRetentionMsBreachedSegments``,
+``deleteRetentionSizeBreachedSegments``, ``deleteLogStartOffsetBreachedSegments``), which also runs on
+``compact,delete`` topics. For ``delete`` and ``compact,delete`` topics three predicates run in order,
 each walking the closed segments oldest first and stopping at the first segment that fails it:
 
 1. log start breach: the whole segment lies below the log start offset (DeleteRecords raised it);

@@ -1,7 +1,8 @@
 """VACUUM: physical removal of the files a partition no longer uses, after ``file.delete.delay.ms``.
 
 Kafka renames a replaced segment to ``.deleted`` and unlinks it ``file.delete.delay.ms`` later so that
-in-flight reads can finish (seed 001, "The asynchronous .deleted rename"). In deltalog the rename is the
+in-flight reads can finish (``UnifiedLog.deleteSegmentFiles``, ``LogSegment.deleteIfExists`` after the
+``.deleted`` rename). In deltalog the rename is the
 Delta commit that removes the file (cleaning, retention, DeleteRecords); this module is the unlink. A file
 is deleted only when
 

@@ -1,4 +1,5 @@
-"""Data-quality checks that prove, on a user's own tables, that compaction kept its promises (seed 004).
+"""Data-quality checks that prove, on a user's own tables, that compaction kept its promises (the guarantees
+Kafka's ``LogCleaner`` documents).
 
 The guarantees are Great Expectations suites (:mod:`deltalog.quality.suites`) validated on Spark
 DataFrames of the partition tables (:mod:`deltalog.quality.frames`); :func:`check_topic` runs them and

@@ -1,4 +1,4 @@
-"""The guarantees of log compaction (seed 004) as Great Expectations suites.
+"""The guarantees of log compaction (those Kafka's ``LogCleaner`` documents) as Great Expectations suites.
 
 Built-in expectations where one fits (``ExpectColumnValuesToBeUnique``, ``ExpectColumnValuesToNotBeNull``);
 ``UnexpectedRowsExpectation`` with Spark SQL over ``{batch}`` for the rest. Every query returns the
@@ -140,7 +140,7 @@ _COMMITTED_RANGES = ("SELECT producer_id AS c_pid, txn_first_offset AS c_first, 
 
 
 def transaction_guarantees(snap: LogSnapshot) -> list[Guarantee]:
-    """The transactional guarantees of one partition snapshot (issue 15), checked against the read_committed
+    """The transactional guarantees of one partition snapshot, checked against the read_committed
     reader (``_visible_committed``) with the markers in the data as the truth:
 
     * ``no_aborted_record_visible``: no record of a transaction an ABORT marker closed is read_committed;

@@ -31,7 +31,7 @@ snapshot, so a read needs no second look at the Delta log) or as ``path`` (a par
 Arrow batch) complete them.
 On a cluster with delta-spark's JARs, ``spark.read.format("delta")`` reads the same files.
 
-:func:`read_slice` is the reading itself, without Spark: issue 13's Kafka-compatible ``format("deltalog")``
+:func:`read_slice` is the reading itself, without Spark: the Kafka-compatible ``format("deltalog")``
 source reads its offset ranges with it.
 """
 
