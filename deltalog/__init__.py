@@ -41,7 +41,7 @@ from deltalog.log.record import Record
 from deltalog.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
-    from deltalog.log.producer import ProduceResult, RecordMetadata
+    from deltalog.producer.producer import ProduceResult, RecordMetadata
     from deltalog.store import Store
 
 from deltalog.version import __version__  # noqa: E402 - after the public names, as before
@@ -56,7 +56,7 @@ def __getattr__(name: str) -> object:
 
         return Store
     if name in ("ProduceResult", "RecordMetadata"):
-        from deltalog.log import producer  # lazy, as Store (above)
+        from deltalog.producer import producer  # lazy, as Store (above)
 
         return getattr(producer, name)
     raise AttributeError(f"module 'deltalog' has no attribute {name!r}")

@@ -35,7 +35,6 @@ from deltalog.groups import admin as group_admin
 from deltalog.groups.consumer import Consumer
 from deltalog.groups.offsets_topic import OffsetsTopic
 from deltalog.log import arrow_records, damage, hanging
-from deltalog.log.idempotent_producer import KafkaProducer
 from deltalog.log.lease import LeaseManager
 from deltalog.log.log_manager import (
     STATE_DIR,
@@ -46,10 +45,11 @@ from deltalog.log.log_manager import (
     validate_topic_name,
 )
 from deltalog.log.partition_log import PartitionLog
-from deltalog.log.producer import Producer, ProduceResult
 from deltalog.log.record import Record
 from deltalog.log.retention import DeleteRecordsResult, RetentionResult, apply_retention, delete_records
 from deltalog.log.vacuum import VacuumResult, vacuum_staged, vacuum_store, vacuum_temp_files
+from deltalog.producer.idempotent_producer import KafkaProducer
+from deltalog.producer.producer import Producer, ProduceResult
 from deltalog.storage import Storage
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
@@ -196,12 +196,12 @@ class Store:
     def produce(self, topic: str, records: Sequence[Record] | Record | pa.Table | pa.RecordBatch, *,
                 partition: int | None = None) -> ProduceResult:
         """Send records to ``topic``, each to the partition Kafka's producer would pick; returns each record's
-        :class:`~deltalog.log.producer.RecordMetadata` (topic, partition, offset, timestamp), in input order.
+        :class:`~deltalog.producer.producer.RecordMetadata` (topic, partition, offset, timestamp), in input order.
 
         A keyed record goes to murmur2(key) & 0x7fffffff % partitions (Kafka's default partitioner), a keyless one
         to the sticky partitioner's current partition (KIP-480), unless ``partition`` (for every record) or a
         ``partition`` column of an Arrow batch (per record, null: the partitioner chooses) says otherwise. One
-        append, one Delta commit, per partition the call touches. See :mod:`deltalog.log.producer`.
+        append, one Delta commit, per partition the call touches. See :mod:`deltalog.producer.producer`.
         """
         if self._producer is None:
             self._producer = Producer(self.log_manager)
@@ -211,7 +211,7 @@ class Store:
         """Kafka's producer with its configs (``enable_idempotence`` (default True), ``transactional_id``, ``acks``,
         ``retries``, ...; also by Kafka's dotted names, and as one dict, as confluent-kafka's ``Producer(conf)``
         takes them): ``init_transactions``, ``send``/``produce``, ``poll``, ``flush``, ``close``. An idempotent
-        producer's retried batch lands once; see :mod:`deltalog.log.idempotent_producer`."""
+        producer's retried batch lands once; see :mod:`deltalog.producer.idempotent_producer`."""
         return KafkaProducer(self.log_manager, **{**dict(config or {}), **configs})
 
     def find_hanging_transactions(self, topic: str | None = None, partition: int | None = None, *,

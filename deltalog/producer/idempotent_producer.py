@@ -49,12 +49,13 @@ from deltalog.errors import (
     UnknownProducerIdError,
     shown,
 )
+from deltalog.groups.offsets_topic import OffsetsTopic
 from deltalog.log import producer_state
-from deltalog.log.client_shapes import SentFuture, deliver, is_batch, one_record
-from deltalog.log.producer import Producer, ProduceResult
 from deltalog.log.producer_state import ProducerBatch, batch_digest
 from deltalog.log.record import Record
 from deltalog.log.transaction_coordinator import DEAD, TransactionCoordinator, TransactionMetadata
+from deltalog.producer.client_shapes import SentFuture, deliver, is_batch, one_record
+from deltalog.producer.producer import Producer, ProduceResult
 from deltalog.structs import TopicPartition
 
 if TYPE_CHECKING:
@@ -218,8 +219,6 @@ class KafkaProducer:
         current transaction (read-process-write exactly once): they become the group's committed offsets if and
         only if the transaction commits. ``consumer_group_id`` is the group id or a consumer's
         ``group_metadata()``/``consumer_group_metadata()``."""
-        from deltalog.groups.offsets_topic import OffsetsTopic  # groups sit above log/: imported where used
-
         self._check_in_transaction("send_offsets_to_transaction")
         if not isinstance(offsets, Mapping):
             offsets = {TopicPartition(p.topic, p.partition): p.offset for p in offsets}
@@ -237,7 +236,7 @@ class KafkaProducer:
         ``records`` is a batch (Records, one Record, an Arrow table). kafka-python's one-record form works too:
         ``send(topic, value=..., key=..., headers=[(name, bytes)], partition=..., timestamp_ms=...)`` (``value``
         may be the second positional argument); it returns a done future whose ``get()`` is the
-        ``RecordMetadata`` (see :mod:`deltalog.log.client_shapes`)."""
+        ``RecordMetadata`` (see :mod:`deltalog.producer.client_shapes`)."""
         if records is not None and is_batch(records):
             if value is not None or key is not None or headers is not None or timestamp_ms is not None:
                 raise TypeError("send() takes either a batch of records or one record's value/key/headers/"

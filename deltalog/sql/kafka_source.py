@@ -757,7 +757,7 @@ def _topic_metadata(opts: Options) -> dict[str, tuple[int, Any]]:
     the tasks, as they come."""
     if not opts.topic:
         return {}
-    from deltalog.log.producer import Producer
+    from deltalog.producer.producer import Producer
 
     return {opts.topic: Producer(_Store(opts).logs).topic_metadata(opts.topic)}
 
@@ -768,7 +768,7 @@ def _stage(opts: Options, batches: Iterable[pa.RecordBatch],
     stage each partition's records as one Arrow IPC file; nothing is appended before the commit. ``topics``:
     partition counts and configs already known (:func:`_topic_metadata`)."""
     from deltalog.clock import WallClock
-    from deltalog.log.producer import PARTITION, Producer
+    from deltalog.producer.producer import PARTITION, Producer
 
     producer = Producer(_LazyLogs(opts), topics=topics)  # type: ignore[arg-type]
     now_ms = WallClock().now_ms()
