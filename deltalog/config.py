@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from deltalog import schemas
 from deltalog.errors import InvalidConfigError, shown
-from deltalog.log import encoding
 
 LONG_MAX = 9_223_372_036_854_775_807
 INT_MAX = 2_147_483_647
@@ -157,14 +157,14 @@ TOPIC_KEYS: tuple[ConfigKey, ...] = (
               "A producer's state in a partition (its sequence and last batch) expires once it has not written "
               "there for this long (Kafka's broker config; here per topic, as the Delta table property "
               "delta.setTransactionRetentionDuration, measured on the wall clock)."),
-    # deltalog's own: how keys and values are encoded, so SQL sees typed columns (see deltalog.log.encoding).
-    ConfigKey("key.encoding", "key_encoding", encoding.parse_encoding, "bytes",
+    # deltalog's own: how keys and values are encoded, so SQL sees typed columns (see deltalog.schemas).
+    ConfigKey("key.encoding", "key_encoding", schemas.parse_encoding, "bytes",
               "bytes, string (UTF-8) or json (an object matching key.schema); checked at append."),
-    ConfigKey("value.encoding", "value_encoding", encoding.parse_encoding, "bytes",
+    ConfigKey("value.encoding", "value_encoding", schemas.parse_encoding, "bytes",
               "bytes, string (UTF-8) or json (an object matching value.schema); checked at append."),
-    ConfigKey("key.schema", "key_schema", encoding.parse_schema_config, "",
+    ConfigKey("key.schema", "key_schema", schemas.parse_schema_config, "",
               "For key.encoding=json: a Spark DDL field list or a Spark StructType as JSON."),
-    ConfigKey("value.schema", "value_schema", encoding.parse_schema_config, "",
+    ConfigKey("value.schema", "value_schema", schemas.parse_schema_config, "",
               "For value.encoding=json: a Spark DDL field list or a Spark StructType as JSON."),
 )
 
