@@ -50,7 +50,7 @@ from deltalog.errors import (
     shown,
 )
 from deltalog.groups.offsets_topic import OffsetsTopic
-from deltalog.log import producer_state
+from deltalog.log import producer_ids, producer_state
 from deltalog.log.producer_state import ProducerBatch, batch_digest
 from deltalog.log.record import Record
 from deltalog.log.transaction_coordinator import DEAD, TransactionCoordinator, TransactionMetadata
@@ -292,7 +292,7 @@ class KafkaProducer:
             if self.transactional_id is not None:
                 raise IllegalStateError("Cannot perform a 'send' before completing a call to init_transactions "
                                         "when transactions are enabled (transactional_id is set)")
-            self.producer_id = producer_state.allocate_producer_id(self.logs.storage, self.logs)
+            self.producer_id = producer_ids.allocate(self.logs.storage, self.logs)
             self.producer_epoch = 0
         sent: dict[int, int] = {}
 
