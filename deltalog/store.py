@@ -30,7 +30,14 @@ from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.clock import Clock, WallClock
 from deltalog.config import CleanerConfig, TopicConfig
 from deltalog.describe import PartitionState, TopicDescription
-from deltalog.errors import InvalidArgumentError, InvalidConfigError, InvalidRecordError, InvalidTopicError, shown
+from deltalog.errors import (
+    InvalidArgumentError,
+    InvalidConfigError,
+    InvalidRecordError,
+    InvalidTopicError,
+    InvalidTypeError,
+    shown,
+)
 from deltalog.groups import admin as group_admin
 from deltalog.groups.consumer import Consumer
 from deltalog.groups.offsets_topic import OffsetsTopic
@@ -307,6 +314,11 @@ class Store:
         """Remove every committed offset of each group (Kafka's ``deleteConsumerGroups``)."""
         if isinstance(group_ids, str):
             group_ids = [group_ids]
+        try:
+            group_ids = list(group_ids)
+        except TypeError:
+            raise InvalidTypeError(f"delete_consumer_groups() takes a list of group ids, not {shown(group_ids)}") \
+                from None
         for g in group_ids:
             group_admin.delete_group(self.offsets_topic, g, self.clock.now_ms())
 

@@ -44,6 +44,7 @@ from deltalog.errors import (
     IllegalStateError,
     InvalidConfigError,
     InvalidPidMappingError,
+    InvalidTypeError,
     ProducerFencedError,
     StorageError,
     UnknownProducerIdError,
@@ -239,12 +240,12 @@ class KafkaProducer:
         ``RecordMetadata`` (see :mod:`deltalog.producer.client_shapes`)."""
         if records is not None and is_batch(records):
             if value is not None or key is not None or headers is not None or timestamp_ms is not None:
-                raise TypeError("send() takes either a batch of records or one record's value/key/headers/"
-                                "timestamp_ms, not both")
+                raise InvalidTypeError("send() takes either a batch of records or one record's "
+                                       "value/key/headers/timestamp_ms, not both")
             return self._send(topic, records, partition)
         if records is None and value is None and key is None:
-            raise TypeError("send() needs records, or at least one of key and value (kafka-python: 'Need at least "
-                            "one: key or value')")
+            raise InvalidTypeError("send() needs records, or at least one of key and value (kafka-python: "
+                                   "'Need at least one: key or value')")
         record = one_record(records if records is not None else value, key, headers, timestamp_ms)
         return SentFuture.of(self._send(topic, [record], partition))
 
@@ -260,12 +261,12 @@ class KafkaProducer:
         report = on_delivery if on_delivery is not None else callback
         if records is not None:  # produce(topic, records=...): the batch form, as when produce was send's alias
             if value is not None:
-                raise TypeError("produce() takes records= or value=, not both")
+                raise InvalidTypeError("produce() takes records= or value=, not both")
             value = records
         if is_batch(value):
             if key is not None or headers is not None or timestamp:
-                raise TypeError("produce() takes either a batch of records or one record's value/key/headers/"
-                                "timestamp, not both")
+                raise InvalidTypeError("produce() takes either a batch of records or one record's "
+                                       "value/key/headers/timestamp, not both")
             batch = list(value) if isinstance(value, Sequence) else None
             result = self._send(topic, value, part)
             if report is not None and batch is not None and all(isinstance(r, Record) for r in batch):

@@ -81,7 +81,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from deltalog.errors import DeltalogError, InvalidArgumentError, OffsetOutOfRangeError
+from deltalog.errors import DataLossError, InvalidArgumentError, OffsetOutOfRangeError
 from deltalog.log import transactions
 from deltalog.log.record import HEADERS, KEY, OFFSET, TIMESTAMP, VALUE
 from deltalog.sql.source import STORAGE_OPTION_PREFIX, FileSlice, file_slices, plan_tasks, read_slice
@@ -107,10 +107,6 @@ SINK_APP_PREFIX = "deltalog.sink."
 
 _HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 _READ_COLUMNS = [OFFSET, KEY, VALUE, HEADERS, TIMESTAMP]
-
-
-class DataLossError(DeltalogError):
-    """Offsets a read wanted are gone (retention or DeleteRecords removed them) and ``failOnDataLoss`` is true."""
 
 
 def kafka_schema(include_headers: bool) -> StructType:
