@@ -8,7 +8,8 @@ offset or the order of records. See README.md for a tour.
 from typing import TYPE_CHECKING
 
 from deltalog.clock import Clock, ManualClock, WallClock
-from deltalog.config import CleanerConfig, StoreConfig, TopicConfig
+from deltalog.config import StoreConfig, TopicConfig
+from deltalog.config import deprecated_name as _deprecated_name
 from deltalog.errors import (
     CheckFailedError,
     CleaningFailedError,
@@ -61,11 +62,10 @@ def __getattr__(name: str) -> object:
         from deltalog.producer import producer  # lazy, as Store (above)
 
         return getattr(producer, name)
-    raise AttributeError(f"module 'deltalog' has no attribute {name!r}")
+    return _deprecated_name("deltalog", name, globals())  # CleanerConfig: warns, then StoreConfig
 
 __all__ = [
     "CheckFailedError",
-    "CleanerConfig",
     "CleaningFailedError",
     "Clock",
     "CommitConflictError",

@@ -8,7 +8,8 @@
 * the Spark session: the one given as ``spark=`` (classic or Spark Connect, used as it is), or the embedded
   one created the first time a Spark job runs (:mod:`deltalog.sql.session`: a Spark Connect session when
   ``SPARK_REMOTE`` is set, else a local classic one);
-* the cleaner-wide settings (:class:`~deltalog.config.CleanerConfig`, Kafka's broker ``log.cleaner.*`` keys).
+* the store-wide settings (:class:`~deltalog.config.StoreConfig`, Kafka's broker keys: ``log.cleaner.*``,
+  ``offsets.*``, ``transactional.id.*``).
 
 Cleaning goes through the one cleaning loop (:class:`~deltalog.cleaner.log_cleaner.LogCleaner`), SQL through
 :mod:`deltalog.sql.views`, checks through :mod:`deltalog.quality`, retention and VACUUM through
@@ -28,7 +29,7 @@ from deltalog.cleaner.log_cleaner import LogCleaner, raise_failures
 from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, ProgressListener
 from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.clock import Clock, WallClock
-from deltalog.config import CleanerConfig, TopicConfig
+from deltalog.config import StoreConfig, TopicConfig
 from deltalog.describe import PartitionState, TopicDescription
 from deltalog.errors import (
     InvalidArgumentError,
@@ -99,7 +100,7 @@ class Store:
             raise InvalidArgumentError(f"clock must be a deltalog Clock (with now_ms()), such as ManualClock(0), "
                                        f"not {shown(clock)}")
         self.clock: Clock = clock or WallClock()
-        self.config = CleanerConfig.from_properties(validate_config_mapping(config, "store config"))
+        self.config = StoreConfig.from_properties(validate_config_mapping(config, "store config"))
         self._spark = spark
         #: The registry of topics and partition logs every service works on (``create=False``: raises
         #: :class:`~deltalog.errors.NoStoreError` where there is no store).
