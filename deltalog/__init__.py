@@ -8,13 +8,15 @@ offset or the order of records. See README.md for a tour.
 from typing import TYPE_CHECKING
 
 from deltalog.clock import Clock, ManualClock, WallClock
-from deltalog.config import CleanerConfig, StoreConfig, TopicConfig
+from deltalog.config import StoreConfig, TopicConfig
+from deltalog.config import deprecated_name as _deprecated_name
 from deltalog.errors import (
     CheckFailedError,
     CleaningFailedError,
     CommitConflictError,
     CorruptLogError,
     CorruptStateError,
+    DataLossError,
     DeltalogError,
     GroupIdNotFoundError,
     IllegalStateError,
@@ -24,6 +26,7 @@ from deltalog.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTopicError,
+    InvalidTypeError,
     NoOffsetForPartitionError,
     OffsetMetadataTooLargeError,
     OffsetOutOfRangeError,
@@ -41,7 +44,7 @@ from deltalog.log.record import Record
 from deltalog.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
-    from deltalog.log.producer import ProduceResult, RecordMetadata
+    from deltalog.producer.producer import ProduceResult, RecordMetadata
     from deltalog.store import Store
 
 from deltalog.version import __version__  # noqa: E402 - after the public names, as before
@@ -56,20 +59,20 @@ def __getattr__(name: str) -> object:
 
         return Store
     if name in ("ProduceResult", "RecordMetadata"):
-        from deltalog.log import producer  # lazy, as Store (above)
+        from deltalog.producer import producer  # lazy, as Store (above)
 
         return getattr(producer, name)
-    raise AttributeError(f"module 'deltalog' has no attribute {name!r}")
+    return _deprecated_name("deltalog", name, globals())  # CleanerConfig: warns, then StoreConfig
 
 __all__ = [
     "CheckFailedError",
-    "CleanerConfig",
     "CleaningFailedError",
     "Clock",
     "CommitConflictError",
     "CorruptStateError",
     "ConsumerRecord",
     "CorruptLogError",
+    "DataLossError",
     "DeltalogError",
     "GroupIdNotFoundError",
     "IllegalStateError",
@@ -78,6 +81,7 @@ __all__ = [
     "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidTopicError",
+    "InvalidTypeError",
     "ManualClock",
     "NoOffsetForPartitionError",
     "OffsetAndMetadata",

@@ -1,9 +1,11 @@
 """Configuration with Kafka's names and defaults.
 
 :class:`TopicConfig` is Kafka's ``LogConfig``: per-topic policy (``cleanup.policy``, ``segment.bytes``,
-``min.cleanable.dirty.ratio``, ...). :class:`StoreConfig` is Kafka's ``CleanerConfig`` plus the few
-store-wide settings deltalog adds: the broker-level ``log.cleaner.*`` resources shared by every cleaning
-pass in a store.
+``min.cleanable.dirty.ratio``, ...). :class:`StoreConfig` is the store-wide part of Kafka's broker config
+(``KafkaConfig``), with the broker's names: the ``log.cleaner.*`` resources every cleaning pass shares (what
+Kafka derives its ``CleanerConfig`` from), the group coordinator's ``offsets.*`` keys and the transaction
+coordinator's ``transactional.id.*`` keys. ``CleanerConfig`` is its deprecated earlier name: it still works, and
+warns.
 
 Both are frozen dataclasses built from dotted keys. Every key is declared once in a table of
 :class:`ConfigKey` (name, attribute, parser, default, doc); a bad value raises
@@ -19,8 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from deltalog import schemas
 from deltalog.errors import InvalidConfigError, shown
-from deltalog.log import encoding
 
 LONG_MAX = 9_223_372_036_854_775_807
 INT_MAX = 2_147_483_647
@@ -157,14 +159,14 @@ TOPIC_KEYS: tuple[ConfigKey, ...] = (
               "A producer's state in a partition (its sequence and last batch) expires once it has not written "
               "there for this long (Kafka's broker config; here per topic, as the Delta table property "
               "delta.setTransactionRetentionDuration, measured on the wall clock)."),
-    # deltalog's own: how keys and values are encoded, so SQL sees typed columns (see deltalog.log.encoding).
-    ConfigKey("key.encoding", "key_encoding", encoding.parse_encoding, "bytes",
+    # deltalog's own: how keys and values are encoded, so SQL sees typed columns (see deltalog.schemas).
+    ConfigKey("key.encoding", "key_encoding", schemas.parse_encoding, "bytes",
               "bytes, string (UTF-8) or json (an object matching key.schema); checked at append."),
-    ConfigKey("value.encoding", "value_encoding", encoding.parse_encoding, "bytes",
+    ConfigKey("value.encoding", "value_encoding", schemas.parse_encoding, "bytes",
               "bytes, string (UTF-8) or json (an object matching value.schema); checked at append."),
-    ConfigKey("key.schema", "key_schema", encoding.parse_schema_config, "",
+    ConfigKey("key.schema", "key_schema", schemas.parse_schema_config, "",
               "For key.encoding=json: a Spark DDL field list or a Spark StructType as JSON."),
-    ConfigKey("value.schema", "value_schema", encoding.parse_schema_config, "",
+    ConfigKey("value.schema", "value_schema", schemas.parse_schema_config, "",
               "For value.encoding=json: a Spark DDL field list or a Spark StructType as JSON."),
 )
 
@@ -299,8 +301,10 @@ class TopicConfig(_KafkaConfig):
 
 
 @dataclass(frozen=True)
-class CleanerConfig(_KafkaConfig):
-    """Store-wide settings with the broker's names: Kafka's CleanerConfig."""
+class StoreConfig(_KafkaConfig):
+    """Store-wide settings with the broker's names, as Kafka's ``KafkaConfig`` holds them for a broker: the
+    cleaner's (``log.cleaner.*``, from which Kafka builds its ``CleanerConfig``), the offsets topic's and the
+    transaction coordinator's."""
 
     KEYS = STORE_KEYS
     KIND = "store"
@@ -347,5 +351,23 @@ class CleanerConfig(_KafkaConfig):
         return self.offset_map_capacity_for()
 
 
-#: The earlier name of :class:`CleanerConfig`.
-StoreConfig = CleanerConfig
+#: Deprecated names -> what replaced them (module ``__getattr__``, PEP 562: each use warns, then works as before).
+DEPRECATED_NAMES = {"CleanerConfig": "StoreConfig"}
+
+
+def deprecated_name(module: str, name: str, namespace: Mapping[str, Any]) -> Any:
+    """The object a deprecated name stands for, after a ``DeprecationWarning`` naming the new name; an
+    ``AttributeError`` (as Python's own) for any other missing name."""
+    if name in DEPRECATED_NAMES:
+        import warnings
+
+        new = DEPRECATED_NAMES[name]
+        warnings.warn(f"{module}.{name} is deprecated: it holds every store-wide config (the cleaner's, the offsets "
+                      f"topic's, the transaction coordinator's), so it is called {module}.{new} now",
+                      DeprecationWarning, stacklevel=3)
+        return namespace[new]
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+
+def __getattr__(name: str) -> Any:
+    return deprecated_name(__name__, name, globals())

@@ -60,6 +60,12 @@ class InvalidArgumentError(DeltalogError, ValueError):
     """An argument of the wrong type or out of range (a partition given as ``0.0``, a negative clock step)."""
 
 
+class InvalidTypeError(InvalidArgumentError, TypeError):
+    """A call of the wrong shape or an argument of the wrong kind (``send()`` given a batch and a ``key`` both, a
+    key column that is neither binary nor string): Kafka's ``IllegalArgumentException``, and a ``TypeError`` as
+    Python (and kafka-python) raise for it, so ``except TypeError`` keeps catching it."""
+
+
 class InvalidTopicError(DeltalogError, ValueError):
     """A topic name Kafka would reject (legal characters ``[a-zA-Z0-9._-]``, 1..249, not ``.``/``..``)."""
 
@@ -120,7 +126,7 @@ class OutOfOrderSequenceError(DeltalogError):
 class UnknownProducerIdError(OutOfOrderSequenceError):
     """A partition has no state for the producer of a batch that does not start at sequence 0 (Kafka's
     ``UnknownProducerIdException``): the producer never wrote there, or its state expired after
-    ``producer.id.expiration.ms``. :class:`~deltalog.log.idempotent_producer.KafkaProducer` handles it by starting
+    ``producer.id.expiration.ms``. :class:`~deltalog.producer.idempotent_producer.KafkaProducer` handles it by starting
     the partition's sequence again at 0, as Kafka's producer does (KIP-360)."""
 
     def __init__(self, message: str, topic: str | None = None, partition: int | None = None) -> None:
@@ -195,6 +201,11 @@ class CheckFailedError(DeltalogError):
         super().__init__(message)
         self.result = result
         self.results = list(results)
+
+
+class DataLossError(DeltalogError):
+    """Offsets a read wanted are gone (retention or DeleteRecords removed them) and ``failOnDataLoss`` is true
+    (Spark's Kafka source fails the query the same way)."""
 
 
 class QueryError(DeltalogError):

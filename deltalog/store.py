@@ -8,7 +8,8 @@
 * the Spark session: the one given as ``spark=`` (classic or Spark Connect, used as it is), or the embedded
   one created the first time a Spark job runs (:mod:`deltalog.sql.session`: a Spark Connect session when
   ``SPARK_REMOTE`` is set, else a local classic one);
-* the cleaner-wide settings (:class:`~deltalog.config.CleanerConfig`, Kafka's broker ``log.cleaner.*`` keys).
+* the store-wide settings (:class:`~deltalog.config.StoreConfig`, Kafka's broker keys: ``log.cleaner.*``,
+  ``offsets.*``, ``transactional.id.*``).
 
 Cleaning goes through the one cleaning loop (:class:`~deltalog.cleaner.log_cleaner.LogCleaner`), SQL through
 :mod:`deltalog.sql.views`, checks through :mod:`deltalog.quality`, retention and VACUUM through
@@ -28,14 +29,20 @@ from deltalog.cleaner.log_cleaner import LogCleaner, raise_failures
 from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, ProgressListener
 from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.clock import Clock, WallClock
-from deltalog.config import CleanerConfig, TopicConfig
+from deltalog.config import StoreConfig, TopicConfig
 from deltalog.describe import PartitionState, TopicDescription
-from deltalog.errors import InvalidArgumentError, InvalidConfigError, InvalidRecordError, InvalidTopicError, shown
+from deltalog.errors import (
+    InvalidArgumentError,
+    InvalidConfigError,
+    InvalidRecordError,
+    InvalidTopicError,
+    InvalidTypeError,
+    shown,
+)
 from deltalog.groups import admin as group_admin
 from deltalog.groups.consumer import Consumer
 from deltalog.groups.offsets_topic import OffsetsTopic
 from deltalog.log import arrow_records, damage, hanging
-from deltalog.log.idempotent_producer import KafkaProducer
 from deltalog.log.lease import LeaseManager
 from deltalog.log.log_manager import (
     STATE_DIR,
@@ -46,10 +53,11 @@ from deltalog.log.log_manager import (
     validate_topic_name,
 )
 from deltalog.log.partition_log import PartitionLog
-from deltalog.log.producer import Producer, ProduceResult
 from deltalog.log.record import Record
 from deltalog.log.retention import DeleteRecordsResult, RetentionResult, apply_retention, delete_records
 from deltalog.log.vacuum import VacuumResult, vacuum_staged, vacuum_store, vacuum_temp_files
+from deltalog.producer.idempotent_producer import KafkaProducer
+from deltalog.producer.producer import Producer, ProduceResult
 from deltalog.storage import Storage
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
@@ -92,7 +100,7 @@ class Store:
             raise InvalidArgumentError(f"clock must be a deltalog Clock (with now_ms()), such as ManualClock(0), "
                                        f"not {shown(clock)}")
         self.clock: Clock = clock or WallClock()
-        self.config = CleanerConfig.from_properties(validate_config_mapping(config, "store config"))
+        self.config = StoreConfig.from_properties(validate_config_mapping(config, "store config"))
         self._spark = spark
         #: The registry of topics and partition logs every service works on (``create=False``: raises
         #: :class:`~deltalog.errors.NoStoreError` where there is no store).
@@ -196,12 +204,12 @@ class Store:
     def produce(self, topic: str, records: Sequence[Record] | Record | pa.Table | pa.RecordBatch, *,
                 partition: int | None = None) -> ProduceResult:
         """Send records to ``topic``, each to the partition Kafka's producer would pick; returns each record's
-        :class:`~deltalog.log.producer.RecordMetadata` (topic, partition, offset, timestamp), in input order.
+        :class:`~deltalog.producer.producer.RecordMetadata` (topic, partition, offset, timestamp), in input order.
 
         A keyed record goes to murmur2(key) & 0x7fffffff % partitions (Kafka's default partitioner), a keyless one
         to the sticky partitioner's current partition (KIP-480), unless ``partition`` (for every record) or a
         ``partition`` column of an Arrow batch (per record, null: the partitioner chooses) says otherwise. One
-        append, one Delta commit, per partition the call touches. See :mod:`deltalog.log.producer`.
+        append, one Delta commit, per partition the call touches. See :mod:`deltalog.producer.producer`.
         """
         if self._producer is None:
             self._producer = Producer(self.log_manager)
@@ -211,7 +219,7 @@ class Store:
         """Kafka's producer with its configs (``enable_idempotence`` (default True), ``transactional_id``, ``acks``,
         ``retries``, ...; also by Kafka's dotted names, and as one dict, as confluent-kafka's ``Producer(conf)``
         takes them): ``init_transactions``, ``send``/``produce``, ``poll``, ``flush``, ``close``. An idempotent
-        producer's retried batch lands once; see :mod:`deltalog.log.idempotent_producer`."""
+        producer's retried batch lands once; see :mod:`deltalog.producer.idempotent_producer`."""
         return KafkaProducer(self.log_manager, **{**dict(config or {}), **configs})
 
     def find_hanging_transactions(self, topic: str | None = None, partition: int | None = None, *,
@@ -307,6 +315,11 @@ class Store:
         """Remove every committed offset of each group (Kafka's ``deleteConsumerGroups``)."""
         if isinstance(group_ids, str):
             group_ids = [group_ids]
+        try:
+            group_ids = list(group_ids)
+        except TypeError:
+            raise InvalidTypeError(f"delete_consumer_groups() takes a list of group ids, not {shown(group_ids)}") \
+                from None
         for g in group_ids:
             group_admin.delete_group(self.offsets_topic, g, self.clock.now_ms())
 

@@ -18,7 +18,7 @@ from conftest import json_lines, run_cli
 
 from deltalog import Record, Store
 from deltalog.cli import main
-from deltalog.log.partitioner import partition_for_key
+from deltalog.producer.partitioner import partition_for_key
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deltalog import CleanerConfig, InvalidConfigError, Record, Store, StoreConfig, TopicConfig
+from deltalog import InvalidConfigError, Record, Store, StoreConfig, TopicConfig
 from deltalog.config import INT_MAX, LONG_MAX
 
 KAFKA_TOPIC_DEFAULTS = {
@@ -165,22 +165,21 @@ def test_properties_round_trip():
 ])
 def test_offset_map_capacity_is_kafkas_sizing(buffer, threads, load_factor):
     """Kafka: slots = min(buffer / threads, Int.MaxValue) / 24; maxDesiredMapSize = (slots * loadFactor).toInt."""
-    c = CleanerConfig.from_properties({"log.cleaner.dedupe.buffer.size": buffer, "log.cleaner.threads": threads,
-                                       "log.cleaner.io.buffer.load.factor": load_factor})
+    c = StoreConfig.from_properties({"log.cleaner.dedupe.buffer.size": buffer, "log.cleaner.threads": threads,
+                                     "log.cleaner.io.buffer.load.factor": load_factor})
     slots = min(buffer // threads, INT_MAX) // 24
     assert c.offset_map_slots() == slots
     assert c.offset_map_capacity == int(slots * load_factor)
-    assert CleanerConfig().offset_map_capacity == 5_033_164  # (134217728 / 24) x 0.9, as Kafka's CleanerConfig computes
+    assert StoreConfig().offset_map_capacity == 5_033_164  # (134217728 / 24) x 0.9, as Kafka's CleanerConfig computes
 
 
 def test_a_dedupe_buffer_of_1_mib_or_less_per_thread_is_refused_as_kafka_refuses_it():
     """KafkaConfig.validateValues: require(dedupeBufferSize / threads > 1024 * 1024)."""
-    CleanerConfig.from_properties({"log.cleaner.dedupe.buffer.size": 2 * 1024 * 1024 + 2, "log.cleaner.threads": 2})
+    StoreConfig.from_properties({"log.cleaner.dedupe.buffer.size": 2 * 1024 * 1024 + 2, "log.cleaner.threads": 2})
     for buffer, threads in ((1024 * 1024, 1), (2 * 1024 * 1024 + 1, 2), (24, 1)):
         with pytest.raises(InvalidConfigError) as e:
-            CleanerConfig.from_properties({"log.cleaner.dedupe.buffer.size": buffer, "log.cleaner.threads": threads})
+            StoreConfig.from_properties({"log.cleaner.dedupe.buffer.size": buffer, "log.cleaner.threads": threads})
         assert "log.cleaner.dedupe.buffer.size" in str(e.value)
-    assert StoreConfig is CleanerConfig  # the earlier name keeps working
 
 
 def test_topic_configs_are_stored_with_the_partition_tables(tmp_path, clock):
@@ -221,3 +220,21 @@ def test_alter_topic_config_persists_across_a_new_store(tmp_path, clock):
 def test_store_config_from_the_constructor(tmp_path):
     s = Store(tmp_path / "s", config={"log.cleaner.threads": "2"})
     assert s.config.cleaner_threads == 2 and s.config.backoff_ms == 15_000
+
+
+def test_cleaner_config_is_the_deprecated_name_of_store_config_and_warns():
+    """The class holds every store-wide key (the cleaner's, the offsets topic's, the transaction coordinator's), as
+    Kafka's broker KafkaConfig does; code written against the earlier name keeps working, with a warning."""
+    import deltalog
+    from deltalog import config
+
+    with pytest.warns(DeprecationWarning, match="deltalog.CleanerConfig is deprecated.*deltalog.StoreConfig"):
+        assert deltalog.CleanerConfig is StoreConfig
+    with pytest.warns(DeprecationWarning, match="deltalog.config.CleanerConfig is deprecated"):
+        from deltalog.config import CleanerConfig
+    assert CleanerConfig.from_properties({"log.cleaner.threads": 2}) == StoreConfig(cleaner_threads=2)
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        config.Nope  # noqa: B018
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        deltalog.Nope  # noqa: B018
+    assert "CleanerConfig" not in deltalog.__all__ and "StoreConfig" in deltalog.__all__

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from deltalog import InvalidConfigError, InvalidRecordError, Record
-from deltalog.log.encoding import parse_schema
+from deltalog.schemas import parse_schema
 
 SCHEMA = "price DOUBLE NOT NULL, currency STRING, tags ARRAY<STRING>, stock MAP<STRING, INT>, origin STRUCT<country: STRING>"
 CONFIG = {"cleanup.policy": "compact", "key.encoding": "string", "value.encoding": "json", "value.schema": SCHEMA}

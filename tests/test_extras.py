@@ -83,7 +83,7 @@ def test_doctor_names_the_extra_of_a_missing_package():
 
 def test_a_json_schema_names_the_extra_and_creates_nothing(no_pyspark, tmp_path):
     """A json encoding's schema is parsed with pyspark's types (no JVM): without them, the topic is refused."""
-    from deltalog.log.encoding import parse_schema
+    from deltalog.schemas import parse_schema
 
     parse_schema.cache_clear()  # a schema parsed earlier in this process would be served from the cache
     store = Store(str(tmp_path / "store"))

@@ -23,7 +23,7 @@ from deltalog import (
     RecordMetadata,
     Store,
 )
-from deltalog.log import producer_state
+from deltalog.log import producer_ids, producer_state
 from deltalog.log.producer_state import ProducerBatch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -130,7 +130,7 @@ def test_producer_sends_with_sequences_per_partition(store):
         assert r2[0] == RecordMetadata("t", 1, 2, store.clock.now_ms())
         p.flush()
     assert store.producer().send("t", recs(("lime", "5")))[0].offset == 1  # another producer, another id
-    assert producer_state.allocate_producer_id(store.storage) == 2
+    assert producer_ids.allocate(store.storage) == 2
     with pytest.raises(IllegalStateError, match="closed"):
         p.send("t", recs(("a", "1")))
 
@@ -215,7 +215,7 @@ def test_producer_ids_are_unique_across_processes(store):
     root = store.root
     script = textwrap.dedent(f"""
         from deltalog import Store
-        from deltalog.log.producer_state import allocate_producer_id
+        from deltalog.log.producer_ids import allocate as allocate_producer_id
         s = Store({str(root)!r})
         print(" ".join(str(allocate_producer_id(s.storage)) for _ in range(15)))
     """)

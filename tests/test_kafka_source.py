@@ -10,7 +10,7 @@ from conftest import clean_with_small_map
 
 import deltalog.spark
 from deltalog import Record, Store
-from deltalog.log.partitioner import partition_for_key
+from deltalog.producer.partitioner import partition_for_key
 
 KAFKA_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
 

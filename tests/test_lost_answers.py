@@ -21,7 +21,7 @@ from deltalake import DeltaTable
 from deltalog import ManualClock, Record, Store
 from deltalog.cleaner.metrics import append_metrics, collect, metrics_table_uri
 from deltalog.errors import DeltalogError, StorageError
-from deltalog.log import damage, producer_state
+from deltalog.log import damage, producer_ids
 from deltalog.storage import Storage
 
 #: The PUT of a partition's Delta commit file (not a checkpoint, not the data files).
@@ -212,7 +212,7 @@ def test_two_writers_of_identical_bytes_never_both_win_a_compare_and_swap(faulty
     # the producer-id allocator over a store whose answers get lost hands out each id once
     Store(uri, storage_options=options).create_topic("t", 1)  # a store: a lost counter is rebuilt from its logs
     fault_proxy.add(method="PUT", key=r"producer", when="after", action="500", times=None, probability=0.5)
-    ids = [producer_state.allocate_producer_id(s) for s in (first, second) * 4]
+    ids = [producer_ids.allocate(s) for s in (first, second) * 4]
     assert len(set(ids)) == len(ids)
 
 

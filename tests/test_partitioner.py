@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from deltalog.log.partitioner import murmur2, murmur2_array, partition_for_key, partitions_for_keys, to_positive
+from deltalog.producer.partitioner import murmur2, murmur2_array, partition_for_key, partitions_for_keys, to_positive
 
 with warnings.catch_warnings():  # importing kafka loads its protocol schemas with a deprecated importlib API
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -11,8 +11,8 @@ import pytest
 
 from deltalog import ProduceResult, Record, RecordMetadata
 from deltalog.errors import InvalidArgumentError, InvalidRecordError, UnknownTopicOrPartitionError
-from deltalog.log.partitioner import partition_for_key
-from deltalog.log.producer import STICKY_BATCH_BYTES, Producer
+from deltalog.producer.partitioner import partition_for_key
+from deltalog.producer.producer import STICKY_BATCH_BYTES, Producer
 
 
 def versions(store, topic):

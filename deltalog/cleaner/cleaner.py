@@ -71,7 +71,7 @@ from deltalog.cleaner.recopy import (
 from deltalog.cleaner.task_plan import plan_runs
 from deltalog.cleaner.tasks import INLINE_PAYLOAD_BYTES, run_tasks
 from deltalog.cleaner.txn_plan import TxnCleaning, plan_txn_cleaning
-from deltalog.config import CleanerConfig
+from deltalog.config import StoreConfig
 from deltalog.errors import CleaningFailedError, CommitConflictError, CorruptLogError, DeltalogError, StorageFullError
 from deltalog.log import damage, delta
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
@@ -252,7 +252,7 @@ class Cleaner:
     refuses a buffer of 1 MiB or less per thread, as Kafka's broker does).
     """
 
-    def __init__(self, spark: SparkSession, config: CleanerConfig, *, threads: int | None = None,
+    def __init__(self, spark: SparkSession, config: StoreConfig, *, threads: int | None = None,
                  map_slots: int | None = None) -> None:
         self.spark = spark
         self.config = config

@@ -52,7 +52,7 @@ from deltalog.cleaner.log_to_clean import LogToClean
 from deltalog.cleaner.maintenance import StoreMaintenance
 from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, PassProgress, ProgressListener
 from deltalog.cleaner.uncleanable import PartitionId
-from deltalog.config import CleanerConfig
+from deltalog.config import StoreConfig
 from deltalog.errors import (
     CheckFailedError,
     CleaningFailedError,
@@ -239,7 +239,7 @@ class LogCleaner:
     Spark session, and the cleaner-wide settings.
     """
 
-    def __init__(self, logs: LogManager, spark: SparkProvider, config: CleanerConfig, *,
+    def __init__(self, logs: LogManager, spark: SparkProvider, config: StoreConfig, *,
                  threads: int | None = None, vacuum: bool = True, metrics: bool = True,
                  progress_interval_s: float = DEFAULT_PROGRESS_INTERVAL_S, progress: ProgressListener | None = None,
                  check_after_clean: CheckAfterClean | None = None,

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable
 from typing import TypeVar
 
-from deltalog.config import CleanerConfig
+from deltalog.config import StoreConfig
 from deltalog.errors import DeltalogError
 from deltalog.groups.offsets_topic import OffsetsTopic
 from deltalog.log.log_manager import LogManager
@@ -41,7 +41,7 @@ class StoreMaintenance:
     runs at its first look, then once every interval of that run.
     """
 
-    def __init__(self, logs: LogManager, config: CleanerConfig, *, offsets: OffsetsTopic | None = None,
+    def __init__(self, logs: LogManager, config: StoreConfig, *, offsets: OffsetsTopic | None = None,
                  vacuum: bool = True) -> None:
         self.logs = logs
         self.config = config

@@ -26,8 +26,8 @@ from deltalog.cli.kafka_text import READER_DEFAULTS, LineMessageReader
 from deltalog.errors import InvalidRecordError, UnknownTopicOrPartitionError
 from deltalog.log import arrow_records
 from deltalog.log.partition_log import validate_records
-from deltalog.log.producer import PARTITION, ProduceResult
 from deltalog.log.record import Record
+from deltalog.producer.producer import PARTITION, ProduceResult
 
 DEFAULT_BATCH_SIZE = 10_000
 JSON_INPUT = "json"

@@ -49,6 +49,7 @@ from deltalog.errors import (
     IllegalStateError,
     InvalidArgumentError,
     InvalidConfigError,
+    InvalidTypeError,
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
     shown,
@@ -168,7 +169,10 @@ class Consumer:
                                     "consumer has assigned partitions (call unsubscribe() first)")
         if isinstance(topics, str):
             topics = [topics]
-        topics = tuple(topics)
+        try:
+            topics = tuple(topics)
+        except TypeError:
+            raise InvalidTypeError(f"subscribe() takes a list of topics, not {shown(topics)}") from None
         if bool(topics) == (pattern is not None):
             raise InvalidArgumentError("subscribe() takes a list of topics or a pattern (exactly one of them)")
         if pattern is not None:

@@ -36,7 +36,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog.config import CleanerConfig
+from deltalog.config import StoreConfig
 from deltalog.errors import (
     CorruptLogError,
     InvalidArgumentError,
@@ -293,9 +293,9 @@ class OffsetsTopic:
     again reads one new file, not the log. Thread-safe; keep one per store (``Store`` does).
     """
 
-    def __init__(self, logs: LogManager, config: CleanerConfig | None = None) -> None:
+    def __init__(self, logs: LogManager, config: StoreConfig | None = None) -> None:
         self.logs = logs
-        self.config = config or CleanerConfig()
+        self.config = config or StoreConfig()
         self._partitions: int | None = None
         self._replays: dict[int, _Replay] = {}
         self._lock = threading.RLock()

@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltalog.config import CleanerConfig
+from deltalog.config import StoreConfig
 from deltalog.errors import DeltalogError, InvalidConfigError
 from deltalog.sql.session import local_session
 from deltalog.store import Store
@@ -82,7 +82,7 @@ class JobConfig:
         store, cleaner, spark, job = (section(s) for s in SECTIONS)
         if store_uri is not None:
             store = {**{k: v for k, v in store.items() if k not in ("uri", "root")}, "uri": store_uri}
-        CleanerConfig.from_properties(cleaner)  # names the bad key and value
+        StoreConfig.from_properties(cleaner)  # names the bad key and value
         extra = (sorted(set(store) - set(STORE_KEYS)) + sorted(set(spark) - {"master", "conf"})
                  + sorted(set(job) - set(JOB_KEYS)))
         if extra:

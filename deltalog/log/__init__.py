@@ -5,6 +5,7 @@ Records and their Arrow schema (:mod:`~deltalog.log.record`, :mod:`~deltalog.log
 (:mod:`~deltalog.log.partition_log`), the registry of topics and partitions
 (:mod:`~deltalog.log.log_manager`), partition leases, retention and VACUUM.
 
-This package imports nothing from the cleaner, SQL or quality packages. It is imported by Spark's Python
-workers (the cleaner's tasks read records with :mod:`~deltalog.log.record`), so this file imports nothing.
+This package imports nothing above it (the producer clients, groups, the cleaner, SQL, quality, the Store). It is
+imported by Spark's Python workers (the cleaner's tasks read records with :mod:`~deltalog.log.record`), so this file
+imports nothing.
 """

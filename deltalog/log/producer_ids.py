@@ -21,16 +21,15 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 
-from deltalog.errors import CommitConflictError, CorruptStateError
+from deltalog.clock import WallClock
+from deltalog.errors import CommitConflictError, CorruptStateError, InvalidTopicError, UnknownTopicOrPartitionError
+from deltalog.log.log_manager import TOPICS_DIR, LogManager
+from deltalog.log.producer_state import TRANSACTIONAL_IDS
 from deltalog.log.state_docs import Document
 from deltalog.storage import Storage, join
-
-if TYPE_CHECKING:
-    from deltalog.log.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +55,8 @@ def parse_counter(raw: bytes, location: str) -> int:
 
 
 def allocate(storage: Storage, logs: LogManager | None = None) -> int:
-    """A producer id no other producer of the store ever got (compare-and-swap on the counter); a lost counter
-    is rebuilt first (see the module doc)."""
+    """A producer id no other producer of the store ever got (compare-and-swap on the counter; Kafka's
+    ``ProducerIdManager.generateProducerId``); a lost counter is rebuilt first (see the module doc)."""
     location = counter_location(storage)
     for _ in range(CAS_ATTEMPTS):
         current = storage.read_versioned(location)
@@ -80,10 +79,6 @@ def allocate(storage: Storage, logs: LogManager | None = None) -> int:
 def rebuilt_next_id(storage: Storage, logs: LogManager | None = None) -> int:
     """One more than the largest producer id the store's records and transactional-id documents carry (0 for a
     store that never had a producer)."""
-    from deltalog.clock import WallClock
-    from deltalog.errors import InvalidTopicError, UnknownTopicOrPartitionError
-    from deltalog.log.log_manager import TOPICS_DIR, LogManager
-
     logs = logs if logs is not None else LogManager(storage, WallClock(), create=False)
     top = -1
     # every topic directory, not list_topics(): a topic whose marker is damaged is hidden there, and its
@@ -147,10 +142,8 @@ def app_producer_ids(storage: Storage, table_uri: str) -> set[int]:
 def max_transactional_producer_id(storage: Storage) -> int:
     """The largest producer id the readable transactional-id documents name (-1: none); a damaged one is
     skipped here (its producer's records still carry its id)."""
-    from deltalog.log import producer_state
-
     top = -1
-    for info in storage.list_files(storage.location(*producer_state.TRANSACTIONAL_IDS)):
+    for info in storage.list_files(storage.location(*TRANSACTIONAL_IDS)):
         if not info.location.endswith(".json"):
             continue
         try:

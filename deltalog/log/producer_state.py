@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -47,11 +46,7 @@ from deltalog.errors import (
     ProducerFencedError,
     UnknownProducerIdError,
 )
-from deltalog.log.producer_ids import PRODUCER_IDS, allocate  # noqa: F401 (PRODUCER_IDS: where the counter lives)
 from deltalog.storage import Storage
-
-if TYPE_CHECKING:
-    from deltalog.log.log_manager import LogManager
 
 #: Kafka's producer epochs are shorts; a transactional id whose epoch reaches this gets a new producer id.
 MAX_EPOCH = 32_766
@@ -188,13 +183,7 @@ def batch_digest(rows: pa.Table) -> int:
     return value or 1
 
 
-# -- store-wide: producer ids and transactional ids ---------------------------------------------------
-
-def allocate_producer_id(storage: Storage, logs: LogManager | None = None) -> int:
-    """A producer id no other producer of the store ever got (compare-and-swap on one counter file, rebuilt from
-    the Delta logs if it was lost; see :mod:`deltalog.log.producer_ids`)."""
-    return allocate(storage, logs)
-
+# -- store-wide: transactional ids (producer ids: deltalog.log.producer_ids.allocate) ---------------------------
 
 def transactional_location(storage: Storage, transactional_id: str) -> str:
     """Where a transactional id's document lives (see :mod:`deltalog.log.transaction_coordinator`)."""

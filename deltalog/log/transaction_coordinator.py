@@ -41,7 +41,7 @@ from deltalog.errors import (
     InvalidPidMappingError,
     ProducerFencedError,
 )
-from deltalog.log import faults, producer_state
+from deltalog.log import faults, producer_ids, producer_state
 from deltalog.log.producer_ids import MAX_PRODUCER_ID
 from deltalog.log.record import ABORT, COMMIT
 from deltalog.log.state_docs import Document
@@ -243,11 +243,11 @@ class TransactionCoordinator:
 
         def bump(meta: TransactionMetadata | None) -> TransactionMetadata:
             if meta is None or meta.state == DEAD:  # never initialised, or expired: a new producer id
-                return TransactionMetadata(transactional_id, producer_state.allocate_producer_id(self.storage, self.logs), 0,
+                return TransactionMetadata(transactional_id, producer_ids.allocate(self.storage, self.logs), 0,
                                            timeout_ms=timeout_ms, last_update_ms=now_ms)
             pid, epoch = meta.producer_id, meta.producer_epoch + 1
             if epoch > producer_state.MAX_EPOCH:
-                pid, epoch = producer_state.allocate_producer_id(self.storage, self.logs), 0
+                pid, epoch = producer_ids.allocate(self.storage, self.logs), 0
             state = meta.state
             if state == ONGOING:
                 state = PREPARE_ABORT  # the old holder's transaction cannot commit any more

@@ -1,7 +1,7 @@
 """Key and value columns decoded for SQL per the topic's ``key.encoding`` / ``value.encoding``.
 
 ``bytes`` stays ``BINARY``, ``string`` becomes ``STRING`` and ``json`` a ``STRUCT`` of the topic's schema
-(:mod:`deltalog.log.encoding` parses and checks the schemas at append time).
+(:mod:`deltalog.schemas` parses the schemas, :mod:`deltalog.log.encoding` checks records against them at append time).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from pyspark.sql import Column
 
 from deltalog.config import TopicConfig
-from deltalog.log.encoding import parse_schema
+from deltalog.schemas import parse_schema
 from deltalog.spark import functions
 
 

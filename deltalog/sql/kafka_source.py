@@ -81,7 +81,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from deltalog.errors import DeltalogError, InvalidArgumentError, OffsetOutOfRangeError
+from deltalog.errors import DataLossError, InvalidArgumentError, OffsetOutOfRangeError
 from deltalog.log import transactions
 from deltalog.log.record import HEADERS, KEY, OFFSET, TIMESTAMP, VALUE
 from deltalog.sql.source import STORAGE_OPTION_PREFIX, FileSlice, file_slices, plan_tasks, read_slice
@@ -107,10 +107,6 @@ SINK_APP_PREFIX = "deltalog.sink."
 
 _HEADER = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 _READ_COLUMNS = [OFFSET, KEY, VALUE, HEADERS, TIMESTAMP]
-
-
-class DataLossError(DeltalogError):
-    """Offsets a read wanted are gone (retention or DeleteRecords removed them) and ``failOnDataLoss`` is true."""
 
 
 def kafka_schema(include_headers: bool) -> StructType:
@@ -757,7 +753,7 @@ def _topic_metadata(opts: Options) -> dict[str, tuple[int, Any]]:
     the tasks, as they come."""
     if not opts.topic:
         return {}
-    from deltalog.log.producer import Producer
+    from deltalog.producer.producer import Producer
 
     return {opts.topic: Producer(_Store(opts).logs).topic_metadata(opts.topic)}
 
@@ -768,7 +764,7 @@ def _stage(opts: Options, batches: Iterable[pa.RecordBatch],
     stage each partition's records as one Arrow IPC file; nothing is appended before the commit. ``topics``:
     partition counts and configs already known (:func:`_topic_metadata`)."""
     from deltalog.clock import WallClock
-    from deltalog.log.producer import PARTITION, Producer
+    from deltalog.producer.producer import PARTITION, Producer
 
     producer = Producer(_LazyLogs(opts), topics=topics)  # type: ignore[arg-type]
     now_ms = WallClock().now_ms()

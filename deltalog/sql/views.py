@@ -19,7 +19,7 @@ for the topics whose view names appear in the query; they replace any temporary 
 
 Columns: ``partition, offset, key, value, headers, timestamp_ms`` (and ``segment, delete_horizon_ms`` in
 the full log). ``key``/``value`` are ``BINARY`` unless the topic declares an encoding
-(:mod:`deltalog.log.encoding`): ``STRING`` for ``string``, a ``STRUCT`` for ``json`` (``value.price``).
+(:mod:`deltalog.schemas`): ``STRING`` for ``string``, a ``STRUCT`` for ``json`` (``value.price``).
 
 The current state is correct before, during and after compaction without trusting the cleaner to have
 run: it is read from one snapshot per partition, and the dirty tail (offsets at or past the cleaner

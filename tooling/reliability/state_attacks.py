@@ -49,11 +49,11 @@ KINDS: dict[str, tuple[str, str]] = {
 
 def _document(kind: str, store: Any) -> str:
     """The location of the document ``kind`` attacks (created first when nothing else makes it)."""
-    from deltalog.log import producer_state
+    from deltalog.log import producer_ids, producer_state
 
     storage = store.storage
     if kind.startswith("producer-ids"):
-        return storage.location(*producer_state.PRODUCER_IDS)
+        return storage.location(*producer_ids.PRODUCER_IDS)
     if kind.startswith("transactional-id"):
         return producer_state.transactional_location(storage, TRANSACTIONAL_ID)
     if kind == "lease-truncated":

@@ -5,7 +5,7 @@ A partition is chosen per record as ``KafkaProducer.partition`` chooses it:
 1. an explicit partition wins (``partition=`` for the whole call, or a ``partition`` column, null where the
    partitioner should choose);
 2. a keyed record goes where Kafka's default partitioner sends its key: murmur2 of the key bytes, made
-   positive, modulo the partition count (:mod:`deltalog.log.partitioner`), so a key lands on the same
+   positive, modulo the partition count (:mod:`deltalog.producer.partitioner`), so a key lands on the same
    partition number as in Kafka;
 3. a keyless record follows Kafka's sticky partitioner (KIP-480): keyless records fill one partition until
    :data:`STICKY_BATCH_BYTES` (Kafka's ``batch.size`` default) have gone there, then move on to the next
@@ -35,8 +35,8 @@ import pyarrow.compute as pc
 
 from deltalog.errors import InvalidArgumentError, InvalidRecordError, UnknownTopicOrPartitionError
 from deltalog.log import arrow_records
-from deltalog.log.partitioner import partitions_for_keys
 from deltalog.log.record import HEADERS, KEY, TIMESTAMP, VALUE, Record
+from deltalog.producer.partitioner import partitions_for_keys
 from deltalog.structs import TopicPartition
 
 if TYPE_CHECKING:
@@ -177,7 +177,7 @@ class Producer:
         :meth:`Store.append <deltalog.store.Store.append>` takes plus an optional integer ``partition`` column.
         ``partition`` sends every record to that partition. Errors name the record by its input position.
         ``batches(partition, rows)`` gives the idempotent producer's batch (producer id, epoch, sequence) for the
-        records going to a partition (see :mod:`deltalog.log.idempotent_producer`).
+        records going to a partition (see :mod:`deltalog.producer.idempotent_producer`).
         """
         rows, targets = self.route(topic, records, now_ms, partition=partition)
         return self.send_routed(topic, rows, targets, now_ms, batches=batches)

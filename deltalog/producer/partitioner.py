@@ -11,7 +11,7 @@ one pass over the keys' 4-byte blocks per block index rather than a Python loop 
 Python per record (see ``tests/test_partitioner.py`` for the measured rate).
 
 Null keys are not hashed: Kafka's producer gives them to its sticky partitioner (KIP-480), which
-:mod:`deltalog.log.producer` follows.
+:mod:`deltalog.producer.producer` follows.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from collections.abc import Iterable
 
 import numpy as np
 import pyarrow as pa
+
+from deltalog.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["murmur2", "murmur2_array", "partition_for_key", "partitions_for_keys", "to_positive"]
 
@@ -133,14 +135,17 @@ def partitions_for_keys(keys: pa.Array | pa.ChunkedArray | Iterable[bytes | str 
 
 def _check_count(num_partitions: int) -> None:
     if isinstance(num_partitions, bool) or not isinstance(num_partitions, (int, np.integer)) or num_partitions < 1:
-        raise ValueError(f"the partition count must be an integer >= 1, not {num_partitions!r}")
+        raise InvalidArgumentError(f"the partition count must be an integer >= 1, not {num_partitions!r}")
 
 
 def _large_binary(keys: pa.Array | pa.ChunkedArray | Iterable[bytes | str | None]) -> pa.LargeBinaryArray:
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
     if not isinstance(keys, pa.Array):
-        keys = pa.array([k.encode("utf-8") if isinstance(k, str) else k for k in keys], pa.binary())
+        try:
+            keys = pa.array([k.encode("utf-8") if isinstance(k, str) else k for k in keys], pa.binary())
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            raise InvalidTypeError(f"keys must be a binary or string column, not {e}") from None
     if keys.type not in (pa.binary(), pa.large_binary(), pa.string(), pa.large_string()):
-        raise TypeError(f"keys must be a binary or string column, not {keys.type}")
+        raise InvalidTypeError(f"keys must be a binary or string column, not {keys.type}")
     return keys.cast(pa.large_binary())

@@ -44,17 +44,19 @@ from deltalog.errors import (
     IllegalStateError,
     InvalidConfigError,
     InvalidPidMappingError,
+    InvalidTypeError,
     ProducerFencedError,
     StorageError,
     UnknownProducerIdError,
     shown,
 )
-from deltalog.log import producer_state
-from deltalog.log.client_shapes import SentFuture, deliver, is_batch, one_record
-from deltalog.log.producer import Producer, ProduceResult
+from deltalog.groups.offsets_topic import OffsetsTopic
+from deltalog.log import producer_ids, producer_state
 from deltalog.log.producer_state import ProducerBatch, batch_digest
 from deltalog.log.record import Record
 from deltalog.log.transaction_coordinator import DEAD, TransactionCoordinator, TransactionMetadata
+from deltalog.producer.client_shapes import SentFuture, deliver, is_batch, one_record
+from deltalog.producer.producer import Producer, ProduceResult
 from deltalog.structs import TopicPartition
 
 if TYPE_CHECKING:
@@ -218,8 +220,6 @@ class KafkaProducer:
         current transaction (read-process-write exactly once): they become the group's committed offsets if and
         only if the transaction commits. ``consumer_group_id`` is the group id or a consumer's
         ``group_metadata()``/``consumer_group_metadata()``."""
-        from deltalog.groups.offsets_topic import OffsetsTopic  # groups sit above log/: imported where used
-
         self._check_in_transaction("send_offsets_to_transaction")
         if not isinstance(offsets, Mapping):
             offsets = {TopicPartition(p.topic, p.partition): p.offset for p in offsets}
@@ -237,15 +237,15 @@ class KafkaProducer:
         ``records`` is a batch (Records, one Record, an Arrow table). kafka-python's one-record form works too:
         ``send(topic, value=..., key=..., headers=[(name, bytes)], partition=..., timestamp_ms=...)`` (``value``
         may be the second positional argument); it returns a done future whose ``get()`` is the
-        ``RecordMetadata`` (see :mod:`deltalog.log.client_shapes`)."""
+        ``RecordMetadata`` (see :mod:`deltalog.producer.client_shapes`)."""
         if records is not None and is_batch(records):
             if value is not None or key is not None or headers is not None or timestamp_ms is not None:
-                raise TypeError("send() takes either a batch of records or one record's value/key/headers/"
-                                "timestamp_ms, not both")
+                raise InvalidTypeError("send() takes either a batch of records or one record's "
+                                       "value/key/headers/timestamp_ms, not both")
             return self._send(topic, records, partition)
         if records is None and value is None and key is None:
-            raise TypeError("send() needs records, or at least one of key and value (kafka-python: 'Need at least "
-                            "one: key or value')")
+            raise InvalidTypeError("send() needs records, or at least one of key and value (kafka-python: "
+                                   "'Need at least one: key or value')")
         record = one_record(records if records is not None else value, key, headers, timestamp_ms)
         return SentFuture.of(self._send(topic, [record], partition))
 
@@ -261,12 +261,12 @@ class KafkaProducer:
         report = on_delivery if on_delivery is not None else callback
         if records is not None:  # produce(topic, records=...): the batch form, as when produce was send's alias
             if value is not None:
-                raise TypeError("produce() takes records= or value=, not both")
+                raise InvalidTypeError("produce() takes records= or value=, not both")
             value = records
         if is_batch(value):
             if key is not None or headers is not None or timestamp:
-                raise TypeError("produce() takes either a batch of records or one record's value/key/headers/"
-                                "timestamp, not both")
+                raise InvalidTypeError("produce() takes either a batch of records or one record's "
+                                       "value/key/headers/timestamp, not both")
             batch = list(value) if isinstance(value, Sequence) else None
             result = self._send(topic, value, part)
             if report is not None and batch is not None and all(isinstance(r, Record) for r in batch):
@@ -293,7 +293,7 @@ class KafkaProducer:
             if self.transactional_id is not None:
                 raise IllegalStateError("Cannot perform a 'send' before completing a call to init_transactions "
                                         "when transactions are enabled (transactional_id is set)")
-            self.producer_id = producer_state.allocate_producer_id(self.logs.storage, self.logs)
+            self.producer_id = producer_ids.allocate(self.logs.storage, self.logs)
             self.producer_epoch = 0
         sent: dict[int, int] = {}
 
