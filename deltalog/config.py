@@ -156,8 +156,7 @@ TOPIC_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("file.delete.delay.ms", "file_delete_delay_ms", _long(0), FILE_DELETE_DELAY_MS,
               "Files replaced by cleaning or retention are physically removed (VACUUM) only after this delay; "
               "also the Delta table property delta.deletedFileRetentionDuration, which every Delta engine's "
-              "VACUUM honours, so time travel to an older version works this long. Default 7 days, Delta's "
-              "default (Kafka's is 60 s)."),
+              "VACUUM honours, so time travel to an older version works this long (7 days: Delta's default)."),
     ConfigKey("max.message.bytes", "max_message_bytes", _long(0, INT_MAX), 1_048_588,
               "The largest record (key + value + headers) an append accepts."),
     ConfigKey("producer.id.expiration.ms", "producer_id_expiration_ms", _long(1, INT_MAX), 86_400_000,
