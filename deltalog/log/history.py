@@ -128,12 +128,15 @@ class HistoryEntry:
         p = self.parameters
         parts: list[str] = []
         if self.kind == "append" and "records" in p:
-            first = p.get("offset")
-            span = "" if first is None else f" at offsets {first}..{int(first) + int(p['records']) - 1}"
-            parts.append(f"{p['records']} records{span}")
+            first, n = p.get("offset"), int(p["records"])
+            span = "" if first is None else f" at offset{'s' if n != 1 else ''} " + (
+                f"{first}" if n == 1 else f"{first}..{int(first) + n - 1}")
+            parts.append(f"{n} record{'s' if n != 1 else ''}{span}")
         elif self.kind == "clean" and "records_read" in p:
             read, written = int(p["records_read"]), int(p.get("records_written", 0))
-            parts.append(f"offsets {p.get('first_dirty_offset')}..{p.get('end_offset')}: kept {written} of {read} "
+            end = p.get("end_offset")  # exclusive: the cleaner checkpoint after the pass
+            last = int(end) - 1 if isinstance(end, int) else end
+            parts.append(f"offsets {p.get('first_dirty_offset')}..{last}: kept {written} of {read} "
                          f"records, removed {read - written}")
         elif self.kind == "retention":
             parts.append(f"{p.get('records_deleted', '?')} records deleted ({p.get('reasons', '')}); "
