@@ -32,7 +32,7 @@ from urllib.parse import unquote
 from deltalake import DeltaTable
 
 from deltalog.errors import InvalidArgumentError, VersionNotAvailableError, shown
-from deltalog.log import delta, delta_retention
+from deltalog.log import delta_retention
 from deltalog.log.partition_log import LogSnapshot, PartitionLog, snapshot_of
 from deltalog.storage import Storage
 from deltalog.text import format_timestamp
@@ -186,9 +186,8 @@ def snapshot_at_version(log: PartitionLog, version: int) -> LogSnapshot:
     latest = log.table().version()
     if version > latest:
         raise VersionNotAvailableError(f"{name} has no version {version}: its latest version is {latest}")
-    dt = delta.open_table(log.storage, log.uri)
-    try:
-        dt.load_as_version(version)
+    try:  # loaded at the version directly: opening the latest first would replay the log twice
+        dt = DeltaTable(log.uri, storage_options=log.storage.delta_options, version=version)
     except Exception as e:  # noqa: BLE001 - delta-rs says "not found" in several types
         raise VersionNotAvailableError(
             f"{name} has no version {version} any more: its commit is no longer in the Delta log (cleaned up "
