@@ -288,6 +288,8 @@ class Store:
         :mod:`deltalog.log.history`."""
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise InvalidArgumentError(f"limit must be None or an int >= 1, not {shown(limit)}")
+        if limit is not None and limit >= 2**31:  # more than any log holds; delta-rs takes a bounded integer
+            limit = None
         logs = [self.log(topic, partition)] if partition is not None else self.log_manager.logs(topic)
         entries = [e for log in logs for e in history_.history(log, limit)]
         entries.sort(key=lambda e: (-(e.timestamp_ms or 0), e.partition, -e.version))
