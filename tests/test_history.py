@@ -11,7 +11,6 @@ from deltalog.errors import InvalidArgumentError, UnknownTopicOrPartitionError
 from deltalog.log.history import FOREIGN_KINDS, KINDS, RECORD_CHANGING_KINDS, by_deltalog, classify
 from tests.conftest import json_lines, run_cli
 
-
 # -- the classification, a pure function of one commit's info --------------------------------------------------
 
 @pytest.mark.parametrize(("info", "kind"), [

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
-from typing import Any, Union
+from typing import Any
 from urllib.parse import unquote
 
 from deltalake import DeltaTable
@@ -38,9 +38,9 @@ from deltalog.storage import Storage
 from deltalog.text import format_timestamp
 
 #: What ``timestamp_as_of`` takes.
-Timestamp = Union[datetime, date, str, int]
+Timestamp = datetime | date | str | int
 #: What ``version_as_of`` takes: a version of a one-partition topic, or one per partition.
-Versions = Union[int, Mapping[int, int]]
+Versions = int | Mapping[int, int]
 
 
 @dataclass(frozen=True)
