@@ -343,7 +343,8 @@ class _Consumer:
             # (An offset asked for was checked at the start: see start_positions.) Retention (or DeleteRecords) moved the log start past this position: go on from the new start, as a
             # Kafka consumer does with auto.offset.reset=earliest.
             reset = e.log_start_offset if position < e.log_start_offset else end_offset(
-                self.store.log(self.topic, partition), self.isolation_level)  # type: ignore[attr-defined]
+                self.store.log(self.topic, partition), self.isolation_level,  # type: ignore[attr-defined]
+                at=self.snaps.get(partition))
             print(f"deltalog: {self.topic}-{partition}: offset {position} is no longer in the log "
                   f"[{e.log_start_offset}, {e.log_end_offset}]; resetting to {reset}", file=sys.stderr)
             self.positions[partition] = reset
