@@ -31,6 +31,10 @@ OFFSET_MAP_BYTES_PER_ENTRY = 24
 #: Kafka's broker refuses ``log.cleaner.dedupe.buffer.size / log.cleaner.threads <= 1 MiB`` (KafkaConfig.validateValues).
 MIN_DEDUPE_BUFFER_PER_THREAD = 1024 * 1024
 
+#: deltalog's default for ``file.delete.delay.ms``: Delta's ``delta.deletedFileRetentionDuration`` default of 7 days
+#: (Kafka's is 60 s). The two are one setting here (see :mod:`deltalog.log.delta_retention`): a shorter delay would
+#: make every Delta engine's VACUUM remove the files time travel to the version before a clean needs.
+FILE_DELETE_DELAY_MS = 604_800_000
 #: deltalog's default for ``offsets.topic.num.partitions`` (Kafka's is 50): see docs/consumer-groups.md.
 OFFSETS_TOPIC_NUM_PARTITIONS = 10
 #: deltalog's default for ``offsets.topic.segment.bytes`` (Kafka's is 100 MiB of record batches; deltalog counts
@@ -151,8 +155,10 @@ TOPIC_KEYS: tuple[ConfigKey, ...] = (
               "Segments whose newest record is older than this are deleted (delete policy); -1: no limit."),
     ConfigKey("retention.bytes", "retention_bytes", _long(-1), -1,
               "Oldest segments are deleted while the partition is larger than this (delete policy); -1: no limit."),
-    ConfigKey("file.delete.delay.ms", "file_delete_delay_ms", _long(0), 60_000,
-              "Files replaced by cleaning or retention are physically removed (VACUUM) only after this delay."),
+    ConfigKey("file.delete.delay.ms", "file_delete_delay_ms", _long(0), FILE_DELETE_DELAY_MS,
+              "Files replaced by cleaning or retention are physically removed (VACUUM) only after this delay; "
+              "also the Delta table property delta.deletedFileRetentionDuration, which every Delta engine's "
+              "VACUUM honours, so time travel to an older version works this long (7 days: Delta's default)."),
     ConfigKey("max.message.bytes", "max_message_bytes", _long(0, INT_MAX), 1_048_588,
               "The largest record (key + value + headers) an append accepts."),
     ConfigKey("producer.id.expiration.ms", "producer_id_expiration_ms", _long(1, INT_MAX), 86_400_000,
@@ -268,7 +274,7 @@ class TopicConfig(_KafkaConfig):
     delete_retention_ms: int = 86_400_000
     retention_ms: int = 604_800_000
     retention_bytes: int = -1
-    file_delete_delay_ms: int = 60_000
+    file_delete_delay_ms: int = FILE_DELETE_DELAY_MS
     max_message_bytes: int = 1_048_588
     producer_id_expiration_ms: int = 86_400_000
     key_encoding: str = "bytes"

@@ -169,6 +169,13 @@ class CorruptLogError(DeltalogError):
     """A data file of a partition cannot be read, or the table is not a deltalog partition."""
 
 
+class VersionNotAvailableError(DeltalogError, LookupError):
+    """Time travel asked for a version (or a timestamp) a partition does not have: not yet, never, or no longer
+    (its data files removed by VACUUM after ``file.delete.delay.ms``, alias Delta's
+    ``delta.deletedFileRetentionDuration``, or its commits cleaned up after ``delta.logRetentionDuration``).
+    Delta's ``VersionNotFoundException`` and ``DELTA_FILE_NOT_FOUND`` on a time-travel read."""
+
+
 class CleaningFailedError(DeltalogError):
     """A cleaning pass failed before it committed (a data file Spark cannot read, a lost executor, ...).
 

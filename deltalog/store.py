@@ -42,7 +42,8 @@ from deltalog.errors import (
 from deltalog.groups import admin as group_admin
 from deltalog.groups.consumer import Consumer
 from deltalog.groups.offsets_topic import OffsetsTopic
-from deltalog.log import arrow_records, damage, hanging
+from deltalog.log import arrow_records, damage, hanging, time_travel
+from deltalog.log import history as history_
 from deltalog.log.lease import LeaseManager
 from deltalog.log.log_manager import (
     STATE_DIR,
@@ -255,6 +256,8 @@ class Store:
         *,
         max_records: int | None = None,
         isolation_level: str = "read_uncommitted",
+        version_as_of: int | None = None,
+        timestamp_as_of: time_travel.Timestamp | None = None,
     ) -> list[Record]:
         """Records from ``from_offset`` on, in offset order (``"earliest"``: the log start offset).
 
@@ -263,12 +266,18 @@ class Store:
         Kafka's: ``read_uncommitted`` (the Kafka consumer's default) reads to the log end, records of open and
         aborted transactions included; ``read_committed`` stops at the last stable offset and leaves aborted
         records out. Transaction markers are never returned.
+
+        ``version_as_of`` (a Delta version of this partition's table) or ``timestamp_as_of`` (a ``datetime``, an ISO
+        8601 string or epoch milliseconds) read the partition as it was then (Delta's ``versionAsOf`` /
+        ``timestampAsOf``; see :mod:`deltalog.log.time_travel`): offsets, log start and end of that version.
         """
         log = self.log(topic, partition)
+        at_ = time_travel.as_of(version_as_of, timestamp_as_of)
+        snap = None if at_ is None else time_travel.snapshot_as_of(log, at_)
         if from_offset == "earliest":
-            from_offset = log.head().log_start_offset
+            from_offset = log.head().log_start_offset if snap is None else snap.log_start_offset
         elif from_offset == "latest":
-            from_offset = log.head().log_end_offset
+            from_offset = log.head().log_end_offset if snap is None else snap.log_end_offset
         elif isinstance(from_offset, bool) or not isinstance(from_offset, int):
             raise InvalidConfigError(f"from_offset must be an int, 'earliest' or 'latest', not {shown(from_offset)}")
         if max_records is not None and (isinstance(max_records, bool) or not isinstance(max_records, int)
@@ -276,7 +285,23 @@ class Store:
             raise InvalidConfigError(f"max_records must be None or an int >= 0, not {shown(max_records)}")
         if max_records is not None and max_records >= 2**63:  # more than any partition holds; Arrow takes int64
             max_records = None
-        return log.read(from_offset, max_records, isolation_level=isolation_level)
+        return log.read(from_offset, max_records, isolation_level=isolation_level, at=snap)
+
+    def history(self, topic: str, partition: int | None = None, *, limit: int | None = None
+                ) -> list[history_.HistoryEntry]:
+        """The Delta commits of every partition of ``topic`` (or of one), newest first, as Delta's
+        ``DESCRIBE HISTORY [LIMIT n]`` lists a table's: version, time, what happened (deltalog's appends, cleans,
+        retention, transaction markers, ... and other engines' operations), the figures recorded and the files
+        added and removed. ``limit`` is per partition, as DESCRIBE HISTORY's is per table. See
+        :mod:`deltalog.log.history`."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise InvalidArgumentError(f"limit must be None or an int >= 1, not {shown(limit)}")
+        if limit is not None and limit >= 2**31:  # more than any log holds; delta-rs takes a bounded integer
+            limit = None
+        logs = [self.log(topic, partition)] if partition is not None else self.log_manager.logs(topic)
+        entries = [e for log in logs for e in history_.history(log, limit)]
+        entries.sort(key=lambda e: (-(e.timestamp_ms or 0), e.partition, -e.version))
+        return entries
 
     # -- consumer groups ------------------------------------------------------------------------------
 
@@ -349,27 +374,42 @@ class Store:
     # deltalog.sql imports pyspark (~0.3 s) and deltalog.quality great-expectations (~3 s): imported on first
     # use, so producers and the cleaner's Spark workers never pay for them.
 
-    def sql(self, query: str) -> DataFrame:
+    def sql(self, query: str, *, version_as_of: time_travel.Versions | None = None,
+            timestamp_as_of: time_travel.Timestamp | None = None) -> DataFrame:
         """Spark SQL over the store: ``<topic>`` is the full log, ``<topic>_current`` the current state
-        (``.``/``-`` in topic names become ``_``; see :mod:`deltalog.sql.views`)."""
+        (``.``/``-`` in topic names become ``_``; see :mod:`deltalog.sql.views`). ``timestamp_as_of`` /
+        ``version_as_of``: every view the query names as of then (see :meth:`current_state`)."""
         from deltalog.sql import views
 
-        return views.sql(self.log_manager, self.spark, query)
+        return views.sql(self.log_manager, self.spark, query,
+                         as_of=time_travel.as_of(version_as_of, timestamp_as_of))
 
-    def current_state(self, topic: str, *, isolation_level: str = "read_committed") -> DataFrame:
+    def current_state(self, topic: str, *, isolation_level: str = "read_committed",
+                      version_as_of: time_travel.Versions | None = None,
+                      timestamp_as_of: time_travel.Timestamp | None = None) -> DataFrame:
         """The latest non-tombstone record of every key, per partition, as a Spark DataFrame
         (``partition, offset, key, value, headers, timestamp_ms``; key/value decoded per the topic's encodings),
-        among committed records unless ``isolation_level="read_uncommitted"``."""
+        among committed records unless ``isolation_level="read_uncommitted"``.
+
+        As of a point (Delta's ``timestampAsOf`` / ``versionAsOf``, see :mod:`deltalog.log.time_travel`):
+        ``timestamp_as_of`` reads each partition at its version of that time; ``version_as_of`` is a version of a
+        one-partition topic's table, or ``{partition: version}`` (only those partitions). What key K held
+        yesterday: ``store.current_state(t, timestamp_as_of=datetime.now(timezone.utc) - timedelta(days=1))``."""
         from deltalog.sql import views
 
-        return views.current_state(self.log_manager, self.spark, topic, isolation_level=isolation_level)
+        return views.current_state(self.log_manager, self.spark, topic, isolation_level=isolation_level,
+                                   as_of=time_travel.as_of(version_as_of, timestamp_as_of))
 
-    def log_frame(self, topic: str, *, isolation_level: str = "read_committed") -> DataFrame:
+    def log_frame(self, topic: str, *, isolation_level: str = "read_committed",
+                  version_as_of: time_travel.Versions | None = None,
+                  timestamp_as_of: time_travel.Timestamp | None = None) -> DataFrame:
         """Every record of every partition of ``topic`` as a Spark DataFrame, with a ``partition`` column
-        (committed records unless ``isolation_level="read_uncommitted"``; never transaction markers)."""
+        (committed records unless ``isolation_level="read_uncommitted"``; never transaction markers); as of a
+        version or a time as :meth:`current_state`."""
         from deltalog.sql import views
 
-        return views.log_frame(self.log_manager, self.spark, topic, isolation_level=isolation_level)
+        return views.log_frame(self.log_manager, self.spark, topic, isolation_level=isolation_level,
+                               as_of=time_travel.as_of(version_as_of, timestamp_as_of))
 
     def check(self, topic: str, *, partitions: Sequence[int] | None = None,
               cleans: str | Mapping[int, Sequence[int]] = "last", data_docs: bool = False,

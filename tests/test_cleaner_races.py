@@ -20,7 +20,8 @@ TOPIC = "races"
 
 
 def _fill(store: Store, rounds: int = 3, keys: int = 20) -> None:
-    store.create_topic(TOPIC, config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
+    store.create_topic(TOPIC, config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
+                                      "file.delete.delay.ms": "60000"})  # Kafka's; deltalog's default is 7 days
     for r in range(rounds):
         store.append(TOPIC, 0, [Record(key=b"k%d" % k, value=b"r%d" % r) for k in range(keys)])
         store.roll(TOPIC, 0)

@@ -66,6 +66,7 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
         "topics delete": ["topics", "delete", "extra2", "--yes"],
         "produce": ["produce", "extra"],
         "consume": ["consume", "extra", "--group", "g"],
+        "history": ["history", "t", "--limit", "2"],
         "consumer-groups": ["consumer-groups", "--describe", "--group", "g"],
         "transactions list": ["transactions", "list"],
         "transactions describe": ["transactions", "describe", "--transactional-id", "tx"],
@@ -119,6 +120,7 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
     assert [(o["partition"], o["current_offset"], o["lag"]) for o in shapes["consumer-groups"]] == [(0, 1, 0),
                                                                                                    (1, 1, 0)]
     assert shapes["sql"] == [{"key": "a", "n": 3}, {"key": "b", "n": 3}]
+    assert shapes["history"] and all(o["topic"] == "t" and "kind" in o and "version" in o for o in shapes["history"])
     assert shapes["clean"][0]["topic"] == "t" and shapes["topics delete"] == [{"topic": "extra2", "deleted": True}]
     assert shapes["check"][0]["success"] is True and "ok" in shapes["doctor"][0]
     assert shapes["demo"][0]["offsets"] == list(range(9))

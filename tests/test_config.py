@@ -20,6 +20,9 @@ KAFKA_TOPIC_DEFAULTS = {
     "file.delete.delay.ms": "60000",
     "max.message.bytes": "1048588",
 }
+#: Kafka's names whose default deltalog changes on purpose, with deltalog's: file.delete.delay.ms is also Delta's
+#: delta.deletedFileRetentionDuration, whose default (7 days) keeps time travel working (docs/history-and-time-travel.md).
+DELTALOG_DEFAULTS = {"file.delete.delay.ms": "604800000"}
 
 KAFKA_BROKER_DEFAULTS = {
     "log.cleaner.threads": "1",
@@ -55,7 +58,7 @@ STORE_CASES = {
 
 def test_kafka_topic_keys_keep_kafkas_names_and_defaults():
     props = TopicConfig().to_properties()
-    assert {k: props[k] for k in KAFKA_TOPIC_DEFAULTS} == KAFKA_TOPIC_DEFAULTS
+    assert {k: props[k] for k in KAFKA_TOPIC_DEFAULTS} == {**KAFKA_TOPIC_DEFAULTS, **DELTALOG_DEFAULTS}
     assert TopicConfig.from_properties({}) == TopicConfig()
     assert [k.name for k in TopicConfig.KEYS][: len(KAFKA_TOPIC_DEFAULTS)] == list(KAFKA_TOPIC_DEFAULTS)
 

@@ -17,7 +17,9 @@ DELAY = 60_000
 
 
 def three_segments(store, clock, **config):
-    store.create_topic("t", 1, config={"cleanup.policy": "delete", "retention.ms": 1000, **config})
+    # Kafka's 60 s delay, set explicitly: deltalog's default is Delta's 7 days
+    store.create_topic("t", 1, config={"cleanup.policy": "delete", "retention.ms": 1000,
+                                       "file.delete.delay.ms": DELAY, **config})
     for s in range(3):
         store.append("t", 0, [Record(f"k{s}", f"v{s}")])
         store.roll("t", 0)

@@ -34,6 +34,8 @@ from deltalog.cli.kafka_text import FORMATTER_DEFAULTS, MessageFormatter
 from deltalog.errors import OffsetOutOfRangeError
 from deltalog.groups.fetch import ISOLATION_LEVELS, end_offset, fetch
 from deltalog.groups.offsets_topic import validate_group_id
+from deltalog.log import time_travel
+from deltalog.log.partition_log import LogSnapshot
 from deltalog.log.record import Record, table_to_records
 from deltalog.log.transactions import READ_UNCOMMITTED
 from deltalog.store import Store
@@ -102,6 +104,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "end; read_committed stops at the last stable offset and skips aborted transactions' records")
     console.add_property_option(p, "a kafka-console-consumer formatter property (repeatable): "
                                 + ", ".join(FORMATTER_DEFAULTS) + "; implies --output text")
+    p.add_argument("--as-of", metavar="VERSION|TIMESTAMP", default=None,
+                   help="read the topic as it was then (Delta time travel): a Delta version of one partition "
+                   "table (with -p, or on a topic of one partition; see 'deltalog history'), or a time in ISO 8601 "
+                   "such as 2026-11-25T08:00:00Z (no zone: UTC), each partition at its version of that time")
     p.add_argument("--page-size", type=_non_negative, default=PAGE_SIZE, metavar="N", help=argparse.SUPPRESS)
     output.add_output_option(p, default=None, text="Kafka's console format (value only, unless --property print.*)",
                              json_help="one object per record", default_help="json; text with any --property")
@@ -110,7 +116,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def start_positions(store: Store, topic: str, partitions: list[int], offset: int | str | None,
-                    group: str | None = None, isolation_level: str = READ_UNCOMMITTED) -> dict[int, int]:
+                    group: str | None = None, isolation_level: str = READ_UNCOMMITTED,
+                    snaps: dict[int, LogSnapshot] | None = None) -> dict[int, int]:
     """Where each partition's read starts: the group's committed offset when it has one in the log, else
     ``offset`` (an offset, ``"earliest"``/None: the log start, ``"latest"``: the log end, or at
     ``read_committed`` the last stable offset, as Kafka's console consumer's seekToEnd)."""
@@ -118,6 +125,15 @@ def start_positions(store: Store, topic: str, partitions: list[int], offset: int
     committed = {} if group is None else store.offsets_topic.committed(group, [TopicPartition(topic, p)
                                                                               for p in partitions])
     for p in partitions:
+        snap = (snaps or {}).get(p)
+        if snap is not None:  # --as-of: the offsets of that version
+            if isinstance(offset, int):
+                store.log(topic, p).read(offset, 0, at=snap)  # raises if out of that version's range
+                positions[p] = offset
+            else:
+                positions[p] = (end_offset(store.log(topic, p), isolation_level, at=snap) if offset == "latest"
+                                else snap.log_start_offset)
+            continue
         om = committed.get(TopicPartition(topic, p))
         if om is not None:
             head = store.log(topic, p).head()
@@ -159,11 +175,12 @@ def consume(args: argparse.Namespace) -> int:
         raise common.UsageError(
             f"The partition is required when offset is specified. (topic {topic!r} has {len(partitions)} "
             "partitions: add -p N, or use --offset earliest|latest)")
-    positions = start_positions(store, topic, partitions, args.offset, args.group, args.isolation_level)
+    snaps = _as_of_snapshots(store, topic, partitions, args)
+    positions = start_positions(store, topic, partitions, args.offset, args.group, args.isolation_level, snaps)
     write = _writer(topic, formatter)
     committer = None if args.group is None else _GroupCommitter(store, args.group, topic, partitions)
     consumer = _Consumer(store, topic, positions, follow=args.follow, page_size=max(args.page_size, 1),
-                         committer=committer, isolation_level=args.isolation_level)
+                         committer=committer, isolation_level=args.isolation_level, snaps=snaps)
 
     count = 0
     code = 0
@@ -190,6 +207,31 @@ def consume(args: argparse.Namespace) -> int:
             pass
     print(f"Processed a total of {count} messages", file=sys.stderr)
     return code
+
+
+def parse_as_of(text: str) -> tuple[int | None, str | None]:
+    """``--as-of``: a whole number is a Delta version, anything else a timestamp (checked when it is used)."""
+    t = text.strip()
+    return (int(t), None) if t.isdigit() else (None, t)
+
+
+def _as_of_snapshots(store: Store, topic: str, partitions: list[int],
+                     args: argparse.Namespace) -> dict[int, LogSnapshot] | None:
+    """With ``--as-of``, the snapshot each partition is read at (a version needs one partition)."""
+    if args.as_of is None:
+        return None
+    if args.follow or args.group is not None:
+        raise common.UsageError("--as-of reads a past version, which never grows: it does not go with --follow "
+                                "or --group")
+    version, timestamp = parse_as_of(args.as_of)
+    if version is not None and len(partitions) > 1:
+        raise common.UsageError(
+            f"--as-of {version} is a Delta version of one partition table and topic {topic!r} has "
+            f"{len(partitions)} partitions: add -p N (see 'deltalog history {topic} -p N'), or give a time "
+            "(ISO 8601), which reads every partition at its version of that time")
+    at = time_travel.as_of(version, timestamp)
+    assert at is not None
+    return {p: time_travel.snapshot_as_of(store.log(topic, p), at) for p in partitions}
 
 
 def _writer(topic: str, formatter: MessageFormatter | None) -> Callable[[int, list[Record]], None]:
@@ -239,8 +281,10 @@ class _Consumer:
     """A position per partition, read a page from each in turn (Kafka's fetch; a group's commits by ``committer``)."""
 
     def __init__(self, store: object, topic: str, positions: dict[int, int], *, follow: bool, page_size: int,
-                 committer: _GroupCommitter | None = None, isolation_level: str = READ_UNCOMMITTED) -> None:
+                 committer: _GroupCommitter | None = None, isolation_level: str = READ_UNCOMMITTED,
+                 snaps: dict[int, LogSnapshot] | None = None) -> None:
         self.isolation_level = isolation_level
+        self.snaps = snaps or {}  # --as-of: each partition's snapshot of that version
         self.committer = committer
         self.store = store
         self.topic = topic
@@ -252,8 +296,8 @@ class _Consumer:
         self.page_size = page_size
         # Without --follow, each partition is read up to its log end (read_committed: its last stable offset) as it
         # was at the start.
-        self.ends = {} if follow else {p: end_offset(store.log(topic, p), isolation_level)  # type: ignore[attr-defined]
-                                       for p in positions}
+        self.ends = {} if follow else {p: end_offset(store.log(topic, p), isolation_level,  # type: ignore[attr-defined]
+                                                     at=self.snaps.get(p)) for p in positions}
         self.count = 0
 
     def run(self, write: Callable[[int, list[Record]], None], *, max_messages: int | None, timeout_ms: int | None,
@@ -294,12 +338,13 @@ class _Consumer:
         position = self.positions[partition]
         try:
             got = fetch(self.store.log(self.topic, partition), position, limit,  # type: ignore[attr-defined]
-                        self.isolation_level)
+                        self.isolation_level, at=self.snaps.get(partition))
         except OffsetOutOfRangeError as e:
             # (An offset asked for was checked at the start: see start_positions.) Retention (or DeleteRecords) moved the log start past this position: go on from the new start, as a
             # Kafka consumer does with auto.offset.reset=earliest.
             reset = e.log_start_offset if position < e.log_start_offset else end_offset(
-                self.store.log(self.topic, partition), self.isolation_level)  # type: ignore[attr-defined]
+                self.store.log(self.topic, partition), self.isolation_level,  # type: ignore[attr-defined]
+                at=self.snaps.get(partition))
             print(f"deltalog: {self.topic}-{partition}: offset {position} is no longer in the log "
                   f"[{e.log_start_offset}, {e.log_end_offset}]; resetting to {reset}", file=sys.stderr)
             self.positions[partition] = reset

@@ -69,8 +69,9 @@ KAFKA_CONFIG_NAMES = frozenset({
     "transactional.id.expiration.ms", "transaction.remove.expired.transaction.cleanup.interval.ms",
 })
 #: Kafka's names whose deltalog default differs from Kafka's, with Kafka's default (their rows and
-#: ``docs/consumer-groups.md`` say why).
-KAFKA_NAMES_OTHER_DEFAULT = {"offsets.topic.num.partitions": "50", "offsets.topic.segment.bytes": "104857600"}
+#: ``docs/consumer-groups.md`` / ``docs/history-and-time-travel.md`` say why).
+KAFKA_NAMES_OTHER_DEFAULT = {"offsets.topic.num.partitions": "50", "offsets.topic.segment.bytes": "104857600",
+                             "file.delete.delay.ms": "60000"}
 
 
 def config_markdown(keys: Sequence[ConfigKey]) -> str:

@@ -28,6 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "become '_', e.g. SELECT key, value FROM fruit_prices_current.",
     )
     p.add_argument("query", metavar="QUERY")
+    p.add_argument("--as-of", metavar="TIMESTAMP|VERSION", default=None,
+                   help="query the views as of then (Delta time travel): a time in ISO 8601 such as "
+                   "2026-11-25T08:00:00Z (no zone: UTC), each partition at its version of that time; or a Delta "
+                   "version, for topics of one partition")
     p.add_argument("--max-rows", type=int, default=DEFAULT_MAX_ROWS, metavar="N",
                    help=f"print at most N rows (default {DEFAULT_MAX_ROWS})")
     output.add_output_option(p, text="an aligned table of at most --max-rows rows",
@@ -65,7 +69,13 @@ def sql(args: argparse.Namespace) -> int:
         raise common.UsageError(f"--max-rows must be >= 0, not {args.max_rows}")
     store = common.open_store(args)
     try:
-        df = store.sql(args.query)
+        if args.as_of is None:
+            df = store.sql(args.query)
+        else:
+            from deltalog.cli.consume import parse_as_of
+
+            version, timestamp = parse_as_of(args.as_of)
+            df = store.sql(args.query, version_as_of=version, timestamp_as_of=timestamp)
         columns = df.columns
         rows = df.limit(args.max_rows + 1).collect()  # the query's result, not a partition's records
     except Exception as e:

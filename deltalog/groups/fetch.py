@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from deltalog.errors import InvalidConfigError, OffsetOutOfRangeError
 from deltalog.log import transactions
-from deltalog.log.partition_log import PartitionLog
+from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import OFFSET, RECORD_SCHEMA
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
 
@@ -45,21 +45,23 @@ class Fetch:
     last_stable_offset: int
 
 
-def fetch(log: PartitionLog, position: int, max_records: int | None, isolation_level: str) -> Fetch:
+def fetch(log: PartitionLog, position: int, max_records: int | None, isolation_level: str, *,
+          at: LogSnapshot | None = None) -> Fetch:
     """At most ``max_records`` visible records of ``log`` from ``position``, and the position to fetch from next.
 
     The bound is the high watermark (``read_uncommitted``) or the last stable offset (``read_committed``); records
     appended past it meanwhile wait for the next fetch. A position below the log start offset or past the log end
     raises :class:`~deltalog.errors.OffsetOutOfRangeError` (the consumer's ``auto_offset_reset`` decides what then).
     Offsets that compaction removed are skipped, and so are markers and (``read_committed``) aborted records: the
-    next position follows the last row read, or is the bound when the fetch reached it.
+    next position follows the last row read, or is the bound when the fetch reached it. ``at``: fetch from that
+    snapshot (an older version: Delta time travel) rather than the latest.
     """
-    if max_records == 0:
+    if max_records == 0 and at is None:
         head = log.head()
         check_position(log, position, head.log_start_offset, head.log_end_offset)
         return Fetch(RECORD_SCHEMA.empty_table(), position, head.log_start_offset, head.log_end_offset,
                      log.txn_index().last_stable_offset)
-    snap, index, rows = log.read_rows(position, max_records, isolation_level)
+    snap, index, rows = log.read_rows(position, max_records, isolation_level, at=at)
     high_watermark, stable = snap.log_end_offset, index.last_stable_offset
     bound = index.upper_offset(isolation_level)
     read = rows.num_rows
@@ -73,7 +75,7 @@ def fetch(log: PartitionLog, position: int, max_records: int | None, isolation_l
     return Fetch(transactions.visible(rows, aborted), next_offset, snap.log_start_offset, high_watermark, stable)
 
 
-def end_offset(log: PartitionLog, isolation_level: str) -> int:
+def end_offset(log: PartitionLog, isolation_level: str, *, at: LogSnapshot | None = None) -> int:
     """The end of ``log`` for a reader at ``isolation_level``: the high watermark (the log end offset) at
     ``read_uncommitted``, the last stable offset at ``read_committed``.
 
@@ -81,7 +83,10 @@ def end_offset(log: PartitionLog, isolation_level: str) -> int:
     (``ListOffsetsRequest.isolationLevel``; ``UnifiedLog.fetchOffsetByTimestamp`` with ``LATEST_TIMESTAMP``
     returns the last stable offset for ``READ_COMMITTED``): ``KafkaConsumer.endOffsets``, ``seekToEnd`` and
     ``auto.offset.reset=latest`` all use it. A read_committed consumer placed at the log end while a
-    transaction is open would be past that transaction's records, and never see them once it commits."""
+    transaction is open would be past that transaction's records, and never see them once it commits.
+    ``at``: the end of that snapshot (an older version)."""
+    if at is not None:
+        return log.txn_index(at).last_stable_offset if isolation_level == READ_COMMITTED else at.log_end_offset
     if isolation_level == READ_COMMITTED:
         return log.txn_index().last_stable_offset
     return log.head().log_end_offset

@@ -24,8 +24,9 @@ from deltalog.errors import (
     CorruptLogError,
     OffsetOutOfRangeError,
     StorageFullError,
+    VersionNotAvailableError,
 )
-from deltalog.log import arrow_records, damage, delta, row_groups, transactions
+from deltalog.log import arrow_records, damage, delta, delta_retention, row_groups, transactions
 from deltalog.log.delta import DataFile
 from deltalog.log.producer_state import ProducerBatch, ProducerStateEntry, check_batch
 from deltalog.log.record import OFFSET, RECORD_SCHEMA, Record, table_to_records
@@ -243,7 +244,7 @@ class PartitionLog:
             try:
                 delta.commit(
                     self.table(refresh=False), [add], txns=txns, operation="append",
-                    metadata={"records": n, "rolled": rolled},
+                    metadata={"records": n, "offset": leo, "rolled": rolled},
                 )
             except (CommitConflictError, StorageFullError):  # proven not landed: the file is nobody's
                 delta.delete_quietly(self.storage, self.uri, [add.path])
@@ -299,7 +300,7 @@ class PartitionLog:
                 txns.update(ProducerBatch(producer_id, producer_epoch, 0).txns(leo, 0))
             try:
                 delta.commit(dt, [add], txns=txns, operation="txn_marker",
-                             metadata={"control": control, "producer_id": producer_id})
+                             metadata={"control": control, "producer_id": producer_id, "offset": leo})
             except (CommitConflictError, StorageFullError):  # proven not landed: the file is nobody's
                 delta.delete_quietly(self.storage, self.uri, [add.path])
                 raise
@@ -344,31 +345,33 @@ class PartitionLog:
     # -- reads ----------------------------------------------------------------------------------------
 
     def read(self, from_offset: int, max_records: int | None = None, *,
-             isolation_level: str = transactions.READ_UNCOMMITTED) -> list[Record]:
+             isolation_level: str = transactions.READ_UNCOMMITTED, at: LogSnapshot | None = None) -> list[Record]:
         """Records with offset >= ``from_offset`` in offset order (Kafka's fetch).
 
         An offset that compaction removed is a valid position: the read continues at the next record
         that exists (Kafka's compaction guarantee: the fetch returns the next offset that exists). Offsets below the log start, or past the log end, are out of range.
         ``read_committed`` stops below the last stable offset and leaves out aborted transactions' records;
         ``read_uncommitted`` (Kafka's consumer default) reads to the log end. Markers are never returned.
+        ``at``: read that snapshot (Delta time travel, see :mod:`deltalog.log.time_travel`) instead of the latest.
         """
-        return table_to_records(self.read_table(from_offset, max_records, isolation_level=isolation_level))
+        return table_to_records(self.read_table(from_offset, max_records, isolation_level=isolation_level, at=at))
 
     def read_table(self, from_offset: int, max_records: int | None = None, *,
-                   isolation_level: str = transactions.READ_UNCOMMITTED) -> pa.Table:
+                   isolation_level: str = transactions.READ_UNCOMMITTED, at: LogSnapshot | None = None) -> pa.Table:
         """Like :meth:`read`, as an Arrow table in the partition schema."""
         level = transactions.isolation_level(isolation_level, transactions.READ_UNCOMMITTED)
-        snap, index, rows = self.read_rows(from_offset, max_records, level)
+        snap, index, rows = self.read_rows(from_offset, max_records, level, at=at)
         aborted = index.aborted_between(from_offset, None) if level == transactions.READ_COMMITTED else ()
         return transactions.visible(rows, aborted)
 
-    def read_rows(self, from_offset: int, max_records: int | None, isolation_level: str
-                  ) -> tuple[LogSnapshot, transactions.TxnIndex, pa.Table]:
+    def read_rows(self, from_offset: int, max_records: int | None, isolation_level: str, *,
+                  at: LogSnapshot | None = None) -> tuple[LogSnapshot, transactions.TxnIndex, pa.Table]:
         """The snapshot read, its transaction index and at most ``max_records`` rows from ``from_offset`` up to
         the bound of ``isolation_level`` (the last stable offset or the log end), markers and aborted records
-        included: what a fetch pages through (see :func:`deltalog.log.transactions.visible`)."""
+        included: what a fetch pages through (see :func:`deltalog.log.transactions.visible`). ``at``: that
+        snapshot (an older version) rather than the latest."""
         for attempt in range(3):
-            snap = self.snapshot()
+            snap = self.snapshot() if at is None else at
             check_offset_in_range(snap, from_offset)
             start = max(from_offset, snap.log_start_offset)
             index = self.txn_index(snap)
@@ -387,6 +390,11 @@ class PartitionLog:
                 table = read_files(self.storage, self.uri, chosen, start,
                                    upper if upper < snap.log_end_offset else None, max_records)
             except FileNotFoundError as e:
+                if at is not None:  # an older version: VACUUM removed its files (a pinned read has no newer one)
+                    raise VersionNotAvailableError(
+                        f"version {snap.version} of {self.topic}-{self.partition} can no longer be read: VACUUM "
+                        f"removed its data file {e.filename or e} after file.delete.delay.ms (the Delta table "
+                        "property delta.deletedFileRetentionDuration)") from None
                 if attempt == 2:  # not a VACUUM race: the current version names a file that is gone
                     damage.raise_data_damage(self.storage, self.uri, chosen)
                     raise damage.data_file_error(str(e.filename or e), e) from None
@@ -459,16 +467,25 @@ def validate_records(records: Sequence[Record] | pa.Table | pa.RecordBatch, conf
 def config_to_table_properties(config: TopicConfig) -> dict[str, str]:
     """The table properties of a topic config: each key under :data:`delta.CONFIG_PREFIX`, and
     ``producer.id.expiration.ms`` also as Delta's own ``delta.setTransactionRetentionDuration``, which makes
-    the producers' app ids (stamped with their last update) expire from every snapshot."""
+    the producers' app ids (stamped with their last update) expire from every snapshot, and
+    ``file.delete.delay.ms`` also as Delta's ``delta.deletedFileRetentionDuration`` (with
+    ``delta.logRetentionDuration`` at least as long; see :mod:`deltalog.log.delta_retention`)."""
     props = {delta.CONFIG_PREFIX + k: v for k, v in config.to_properties().items()}
     props[delta.SET_TXN_RETENTION] = f"interval {config.producer_id_expiration_ms} milliseconds"
+    props.update(delta_retention.table_properties(config.file_delete_delay_ms))
     return props
 
 
 def config_from_table_properties(props: dict[str, str]) -> TopicConfig:
+    """The topic config a partition table holds; ``file.delete.delay.ms`` is Delta's
+    ``delta.deletedFileRetentionDuration`` when another engine changed that (the value every VACUUM honours)."""
     ours = {k[len(delta.CONFIG_PREFIX):]: v for k, v in props.items() if k.startswith(delta.CONFIG_PREFIX)}
     known = {k.name for k in TopicConfig.KEYS}
-    return TopicConfig.from_properties({k: v for k, v in ours.items() if k in known})
+    config = TopicConfig.from_properties({k: v for k, v in ours.items() if k in known})
+    effective = delta_retention.effective_file_delete_delay_ms(props, config.file_delete_delay_ms)
+    if effective != config.file_delete_delay_ms:
+        config = replace(config, file_delete_delay_ms=effective)
+    return config
 
 
 def head_of(dt: DeltaTable, topic: str) -> LogHead:

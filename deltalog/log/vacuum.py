@@ -16,11 +16,17 @@ is deleted only when
 
 Until then a reader holding an older snapshot, and Delta time travel to an older version, keep working.
 
-Why not delta-rs's ``DeltaTable.vacuum``: it takes whole hours (``retention_hours: int``), reads the wall
-clock rather than the store's, and refuses less than the table's ``delta.deletedFileRetentionDuration``
-(a week) unless ``enforce_retention_duration=False``; with ``full=True`` it also lists orphans but judges
-them by modification time against that same whole-hour retention. Kafka's default delay is 60 s, so the
-listing is done here from the Delta log (checkpoint + later JSON commits); like delta-rs, ``dry_run`` is the
+The delay is one setting with Delta's: the topic's ``file.delete.delay.ms`` is also written as the table
+property ``delta.deletedFileRetentionDuration`` (7 days by default, Delta's own default), and a value another
+engine set there is read back as the effective delay (:mod:`deltalog.log.delta_retention`). So this VACUUM,
+delta-rs's ``DeltaTable.vacuum()`` and Databricks' ``VACUUM`` with their defaults remove the same removed
+files at the same time, and none removes one a reader of a version inside the delay still needs.
+
+Why not delta-rs's ``DeltaTable.vacuum`` itself: it takes whole hours (``retention_hours: int``), reads the wall
+clock rather than the store's, and refuses less than the table's ``delta.deletedFileRetentionDuration`` unless
+``enforce_retention_duration=False``; with ``full=True`` it also lists orphans but judges them by modification
+time against that same whole-hour retention, where a pass's output in flight needs its own minimum (below). So
+the listing is done here from the Delta log (checkpoint + later JSON commits); like delta-rs, ``dry_run`` is the
 default and only lists what would go. The table's files and its Delta log are listed and read through the
 store's :class:`~deltalog.storage.Storage`, so VACUUM works on an object store too (an object's
 last-modified time is its modification time).

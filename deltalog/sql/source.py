@@ -26,7 +26,8 @@ The source is registered on a session by :func:`register` under the name ``delta
 :func:`deltalog.sql.reads.read_slices` builds the DataFrame. Options (all strings): ``root`` and
 ``storage.<name>`` (one per storage option) make the Storage; the files come either as ``slices`` (JSON, from the driver's
 snapshot, so a read needs no second look at the Delta log) or as ``path`` (a partition table), optional
-``version`` and optional ``from_offset``, listed with delta-rs when the read is planned. ``columns``
+``version`` (or Delta's ``versionAsOf`` / ``timestampAsOf``: time travel) and optional ``from_offset``, listed
+with delta-rs when the read is planned. ``columns``
 (comma-separated), ``keep_null_offsets``, ``parallelism`` (tasks to aim for) and ``batch_rows`` (rows per
 Arrow batch) complete them.
 On a cluster with delta-spark's JARs, ``spark.read.format("delta")`` reads the same files.
@@ -347,7 +348,13 @@ class _ReadOptions:
         self.batch_rows = int(options.get("batch_rows") or BATCH_ROWS)
         self.slices_json = options.get("slices")
         self.path = options.get("path")
-        self.version = options.get("version")
+        # Delta's reader options name the version or time to read (``versionAsOf``, ``timestampAsOf``); Spark
+        # passes option names in lower case to a Python data source.
+        lowered = {k.lower(): v for k, v in options.items()}
+        self.version = lowered.get("versionasof") or options.get("version")
+        self.timestamp = lowered.get("timestampasof")
+        if self.version is not None and self.timestamp is not None:
+            raise InvalidArgumentError(f"{SOURCE_NAME}: give versionAsOf or timestampAsOf, not both")
         self.from_offset = options.get("from_offset")
 
 
@@ -378,7 +385,7 @@ class DeltalogFilesReader(DataSourceReader):
         if o.slices_json is not None:
             slices = [FileSlice.from_list(v) for v in json.loads(o.slices_json)]
         else:
-            slices = _listed_slices(o.path or "", o.version, o.from_offset, o.storage_options)
+            slices = _listed_slices(o.path or "", o.version, o.from_offset, o.storage_options, o.timestamp)
         return slices
 
     def partitions(self) -> list[InputPartition]:
@@ -399,16 +406,20 @@ class DeltalogFilesReader(DataSourceReader):
 
 
 def _listed_slices(path: str, version: str | None, from_offset: str | None,
-                   storage_options: Mapping[str, str]) -> list[FileSlice]:
-    """The slices of a partition table at ``version`` (the latest if None), from its Delta log: every live
-    file at or above the log start (and ``from_offset``)."""
+                   storage_options: Mapping[str, str], timestamp: str | None = None) -> list[FileSlice]:
+    """The slices of a partition table at ``version`` (or its version at ``timestamp``; the latest if neither),
+    from its Delta log: every live file at or above the log start (and ``from_offset``)."""
     from deltalake import DeltaTable  # delta-rs, in the planner's worker: only this way of reading needs it
 
+    from deltalog.log import time_travel
     from deltalog.log.delta import PROP_PARTITION, TXN_LOG_START_OFFSET, data_files
 
     with damage.reading_log(Storage(path, dict(storage_options) or None), path):
         dt = DeltaTable(path, version=None if version is None else int(version),
                         storage_options=dict(storage_options) or None)
+        if timestamp is not None:
+            ts = int(timestamp) if timestamp.strip().isdigit() else timestamp
+            dt.load_as_version(time_travel.version_at(dt, time_travel.parse_timestamp(ts), path))
     start = max(dt.transaction_version(TXN_LOG_START_OFFSET) or 0, int(from_offset or 0))
     partition = int(dt.metadata().configuration.get(PROP_PARTITION, "0"))
     return file_slices(path, partition, data_files(dt), from_offset=start)

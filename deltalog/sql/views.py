@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from pyspark.sql import DataFrame, SparkSession
 
 from deltalog.errors import InvalidTopicError
-from deltalog.log import damage
+from deltalog.log import damage, time_travel
 from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, SEGMENT, TIMESTAMP, VALUE
@@ -78,23 +78,31 @@ def view_names(topics: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
 # -- DataFrames ----------------------------------------------------------------------------------------
 
 
-def _snapshots(logs: LogManager, topic: str) -> list[tuple[PartitionLog, LogSnapshot]]:
-    """The latest snapshot of every partition; a damaged partition (its log, or a data file missing or resized:
-    one listing each) raises :class:`~deltalog.errors.CorruptLogError` here, before Spark runs anything."""
+def _snapshots(logs: LogManager, topic: str, as_of: time_travel.AsOf | None = None
+               ) -> list[tuple[PartitionLog, LogSnapshot]]:
+    """The latest snapshot of every partition (or, ``as_of``, the one of that version or time: Delta's
+    ``versionAsOf`` / ``timestampAsOf``, see :mod:`deltalog.log.time_travel`); a damaged partition (its log, or a
+    data file missing or resized: one listing each) raises :class:`~deltalog.errors.CorruptLogError` here, and a
+    version VACUUM emptied :class:`~deltalog.errors.VersionNotAvailableError`, before Spark runs anything."""
     out = []
-    for log in logs.logs(topic):
-        snap = log.snapshot()
-        damage.raise_data_damage(log.storage, log.uri, snap.files)
+    wanted = time_travel.partitions_read(logs.partitions(topic), topic, as_of)
+    for log in (logs.log(topic, p) for p in wanted):
+        if as_of is None:
+            snap = log.snapshot()
+            damage.raise_data_damage(log.storage, log.uri, snap.files)
+        else:
+            snap = time_travel.snapshot_as_of(log, as_of)  # checks its files are there
         out.append((log, snap))
     return out
 
 
 def log_frame(logs: LogManager, spark: SparkSession, topic: str, *, decode: bool = True,
-              isolation_level: str = READ_COMMITTED) -> DataFrame:
-    """Every record of every partition of ``topic`` (latest snapshots), with a ``partition`` column; under
-    ``read_committed`` (the default) up to each partition's last stable offset and without aborted records."""
+              isolation_level: str = READ_COMMITTED, as_of: time_travel.AsOf | None = None) -> DataFrame:
+    """Every record of every partition of ``topic`` (latest snapshots, or ``as_of``), with a ``partition``
+    column; under ``read_committed`` (the default) up to each partition's last stable offset and without aborted
+    records."""
     config = logs.topic_config(topic)
-    slices = [s for log, snap in _snapshots(logs, topic)
+    slices = [s for log, snap in _snapshots(logs, topic, as_of)
               for s in file_slices(log.uri, snap.partition, snap.files, from_offset=snap.log_start_offset,
                                    view=log.txn_index(snap).view(isolation_level))]
     df = read_slices(spark, storage_of(logs), slices, LOG_COLUMNS)
@@ -149,23 +157,24 @@ def _current_state(spark: SparkSession, storage: Storage, parts: list[tuple[Part
 
 
 def current_state(logs: LogManager, spark: SparkSession, topic: str, *, decode: bool = True,
-                  isolation_level: str = READ_COMMITTED) -> DataFrame:
+                  isolation_level: str = READ_COMMITTED, as_of: time_travel.AsOf | None = None) -> DataFrame:
     """The current state of ``topic``: per partition, the latest record of each key unless it is a tombstone,
     among the records ``isolation_level`` sees (committed ones by default).
 
     Columns ``partition, offset, key, value, headers, timestamp_ms``; see the module docstring for how it
-    stays correct and cheap at every stage of compaction.
+    stays correct and cheap at every stage of compaction. ``as_of``: the state as of that version or time.
     """
     config = logs.topic_config(topic)
-    df = _current_state(spark, storage_of(logs), _snapshots(logs, topic), isolation_level)
+    df = _current_state(spark, storage_of(logs), _snapshots(logs, topic, as_of), isolation_level)
     return df.select(*decoded_columns(spark, config, STATE_COLUMNS)) if decode else df
 
 
 # -- SQL ---------------------------------------------------------------------------------------------------
 
 
-def register_views(logs: LogManager, spark: SparkSession, topics: Iterable[str] | None = None) -> dict[str, str]:
-    """Register the views of ``topics`` (all by default); returns view name -> topic."""
+def register_views(logs: LogManager, spark: SparkSession, topics: Iterable[str] | None = None, *,
+                   as_of: time_travel.AsOf | None = None) -> dict[str, str]:
+    """Register the views of ``topics`` (all by default), as of ``as_of`` if given; returns view name -> topic."""
     wanted = list(topics) if topics is not None else logs.list_topics()
     names = view_names(logs.list_topics())
     registered: dict[str, str] = {}
@@ -174,14 +183,15 @@ def register_views(logs: LogManager, spark: SparkSession, topics: Iterable[str] 
             claims = names.get(name.lower(), [])
             if len(claims) > 1:
                 continue  # ambiguous: sql() refuses queries that use it
-            df = log_frame(logs, spark, topic) if kind == "log" else current_state(logs, spark, topic)
+            df = (log_frame(logs, spark, topic, as_of=as_of) if kind == "log"
+                  else current_state(logs, spark, topic, as_of=as_of))
             df.createOrReplaceTempView(name)
             registered[name] = topic
     return registered
 
 
-def sql(logs: LogManager, spark: SparkSession, query: str) -> DataFrame:
-    """Run Spark SQL with the views of every topic the query names registered first."""
+def sql(logs: LogManager, spark: SparkSession, query: str, *, as_of: time_travel.AsOf | None = None) -> DataFrame:
+    """Run Spark SQL with the views of every topic the query names registered first (as of ``as_of``)."""
     words = {w.lower() for w in _WORD.findall(query)}
     names = view_names(logs.list_topics())
     used = sorted({topic for name, claims in names.items() if name in words for topic, _ in claims})
@@ -192,5 +202,5 @@ def sql(logs: LogManager, spark: SparkSession, query: str) -> DataFrame:
                 + ", ".join(f"the {'current state' if k == 'current' else 'log'} of topic {t!r}" for t, k in claims)
                 + "; use store.log_frame(topic) / store.current_state(topic) and register a view of your own"
             )
-    register_views(logs, spark, used)
+    register_views(logs, spark, used, as_of=as_of)
     return spark.sql(query)

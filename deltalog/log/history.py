@@ -1,0 +1,211 @@
+"""A partition's history in the shape of Delta's ``DESCRIBE HISTORY``: one entry per Delta commit, newest first.
+
+Every commit deltalog makes names what it did in its commit info (``deltalog.operation``, beside Delta's own
+``operation``, which is ``WRITE`` for most of them) with a few figures (``deltalog.records``, ``deltalog.offset``,
+the cleaning pass's ``deltalog.records_read`` / ``records_written``, retention's ``deltalog.records_deleted``, ...;
+see :func:`deltalog.log.delta.commit` and its callers). :func:`classify` turns one commit's info into what
+happened to the log (:data:`KINDS`): deltalog's own operations, and the operations of other Delta engines that
+ran on the table (OPTIMIZE, DELETE, MERGE, VACUUM, ... by Databricks, Spark or delta-rs), told apart by the
+absence of deltalog's fields and by Delta's operation name.
+
+The files and bytes each commit added and removed are counted from its actions in the Delta log (its
+``NNN.json``), the same for every engine, as Delta's ``operationMetrics`` (``numFiles``, ``numAddedFiles``,
+``numRemovedFiles``, ``numOutputBytes``) would say; delta-rs writes no metrics for the commits deltalog makes.
+
+deltalog's own VACUUM (:mod:`deltalog.log.vacuum`) commits nothing: like Kafka's unlink of a ``.deleted``
+segment, it only deletes files no version of the retention window references. A VACUUM run by another engine
+shows as its ``VACUUM START`` and ``VACUUM END`` commits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from deltalog.log import damage, delta
+from deltalog.log.partition_log import PartitionLog
+from deltalog.storage import join
+
+#: deltalog's own operations, by their ``deltalog.operation`` (``retention`` and ``delete_records`` are the two
+#: ways the log start moves: Kafka's ``deleteOldSegments`` and DeleteRecords).
+DELTALOG_KINDS = ("create", "append", "roll", "txn_marker", "producer_state", "clean", "retention",
+                  "delete_records", "alter_config", "add_producer_columns")
+#: Other engines' operations, by Delta's operation name (``DeltaOperations`` in Delta, ``DeltaOperation`` in
+#: delta-rs). A VACUUM is the same whoever runs it.
+FOREIGN_KINDS: dict[str, str] = {
+    "VACUUM START": "vacuum_start",
+    "VACUUM END": "vacuum_end",
+    "OPTIMIZE": "optimize",
+    "REORG": "optimize",
+    "DELETE": "delete",
+    "TRUNCATE": "delete",
+    "UPDATE": "update",
+    "MERGE": "merge",
+    "RESTORE": "restore",
+    "WRITE": "write",
+    "STREAMING UPDATE": "write",
+    "CREATE TABLE AS SELECT": "write",
+    "REPLACE TABLE AS SELECT": "write",
+    "CREATE OR REPLACE TABLE AS SELECT": "write",
+    "CREATE TABLE": "create",
+    "CREATE OR REPLACE TABLE": "create",
+    "REPLACE TABLE": "create",
+    "SET TBLPROPERTIES": "alter",
+    "UNSET TBLPROPERTIES": "alter",
+    "ADD COLUMNS": "alter",
+    "CHANGE COLUMN": "alter",
+    "REPLACE COLUMNS": "alter",
+    "ADD CONSTRAINT": "alter",
+    "DROP CONSTRAINT": "alter",
+    "UPDATE FIELD METADATA": "alter",
+    "UPDATE TABLE METADATA": "alter",
+    "ADD FEATURE": "alter",
+    "UPGRADE PROTOCOL": "alter",
+    "DROP FEATURE": "alter",
+    "FSCK": "repair",
+    "FILESYSTEM CHECK": "repair",
+}
+#: Every kind :func:`classify` returns.
+KINDS = tuple(dict.fromkeys([*DELTALOG_KINDS, *FOREIGN_KINDS.values(), "other"]))
+#: Kinds of other engines' commits that change records (the rest keep every record: compaction, VACUUM, an
+#: unrelated table property).
+RECORD_CHANGING_KINDS = frozenset({"delete", "update", "merge", "restore", "write"})
+
+_OPERATION = "deltalog.operation"
+_HIDDEN = {_OPERATION, delta.COMMIT_ID}
+
+
+def classify(info: Mapping[str, Any]) -> str:
+    """What one Delta commit did, from its commit info (an entry of ``DeltaTable.history()``): one of
+    :data:`KINDS`. A commit with ``deltalog.operation`` is deltalog's; any other is another engine's, named by
+    Delta's ``operation`` (``"other"`` for one deltalog does not know)."""
+    ours = info.get(_OPERATION)
+    if isinstance(ours, str) and ours:
+        return ours
+    operation = str(info.get("operation") or "").upper()
+    return FOREIGN_KINDS.get(operation, "other")
+
+
+def by_deltalog(info: Mapping[str, Any]) -> bool:
+    """Whether deltalog made the commit (its commit info carries deltalog's operation name)."""
+    return bool(info.get(_OPERATION))
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One commit of one partition, as a row of ``DESCRIBE HISTORY``: its ``version``, ``timestamp_ms``
+    (the commit's ``timestamp``: the committing engine's clock), deltalog's ``kind`` of operation and Delta's
+    ``operation`` name, the ``engine`` (``engineInfo``) and ``user`` (``userName``) when the engine records
+    them, the ``parameters`` (deltalog's figures for its own commits, ``operationParameters`` and
+    ``operationMetrics`` for another engine's) and the ``files`` figures counted from the commit's actions."""
+
+    topic: str
+    partition: int
+    version: int
+    timestamp_ms: int | None
+    kind: str
+    operation: str
+    by_deltalog: bool
+    engine: str | None = None
+    user: str | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def foreign(self) -> bool:
+        return not self.by_deltalog
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition, "version": self.version,
+                "timestamp_ms": self.timestamp_ms, "kind": self.kind, "operation": self.operation,
+                "by_deltalog": self.by_deltalog, "engine": self.engine, "user": self.user,
+                "parameters": self.parameters, "files": self.files}
+
+    def summary(self) -> str:
+        """The figures in one short line: what the text output prints."""
+        p = self.parameters
+        parts: list[str] = []
+        if self.kind == "append" and "records" in p:
+            first, n = p.get("offset"), int(p["records"])
+            span = "" if first is None else f" at offset{'s' if n != 1 else ''} " + (
+                f"{first}" if n == 1 else f"{first}..{int(first) + n - 1}")
+            parts.append(f"{n} record{'s' if n != 1 else ''}{span}")
+        elif self.kind == "clean" and "records_read" in p:
+            read, written = int(p["records_read"]), int(p.get("records_written", 0))
+            end = p.get("end_offset")  # exclusive: the cleaner checkpoint after the pass
+            last = int(end) - 1 if isinstance(end, int) else end
+            parts.append(f"offsets {p.get('first_dirty_offset')}..{last}: kept {written} of {read} "
+                         f"records, removed {read - written}")
+        elif self.kind == "retention":
+            parts.append(f"{p.get('records_deleted', '?')} records deleted ({p.get('reasons', '')}); "
+                         f"log start {p.get('log_start_offset')}")
+        elif self.kind == "delete_records":
+            parts.append(f"log start {p.get('before_offset')}")
+        elif self.kind == "txn_marker":
+            parts.append(f"{p.get('control')} of producer {p.get('producer_id')}"
+                         + (f" at offset {p['offset']}" if "offset" in p else ""))
+        elif self.kind == "roll":
+            parts.append(f"new segment at {p.get('base_offset')}")
+        f = self.files
+        if f.get("added") or f.get("removed"):
+            parts.append(f"files +{f.get('added', 0)}/-{f.get('removed', 0)}, "
+                         f"bytes +{f.get('bytes_added', 0)}/-{f.get('bytes_removed', 0)}")
+        return "; ".join(parts)
+
+
+def entry_of(topic: str, partition: int, info: Mapping[str, Any], files: Mapping[str, int] | None = None
+             ) -> HistoryEntry:
+    """The :class:`HistoryEntry` of one commit-info entry of ``DeltaTable.history()``."""
+    ours = by_deltalog(info)
+    if ours:
+        params = {k[len("deltalog."):]: v for k, v in info.items() if k.startswith("deltalog.") and k not in _HIDDEN}
+    else:
+        params = {k: v for k, v in (("operationParameters", info.get("operationParameters")),
+                                    ("operationMetrics", info.get("operationMetrics"))) if v}
+    ts = info.get("timestamp")
+    return HistoryEntry(
+        topic=topic, partition=partition, version=int(info["version"]),
+        timestamp_ms=int(ts) if isinstance(ts, (int, float)) else None,
+        kind=classify(info), operation=str(info.get("operation") or ""), by_deltalog=ours,
+        engine=info.get("engineInfo"), user=info.get("userName") or info.get("userId"),
+        parameters=params, files=dict(files or {}))
+
+
+def commit_files(log: PartitionLog, version: int) -> dict[str, int]:
+    """Files and bytes the commit of ``version`` added and removed, from its actions (empty when its commit file
+    is no longer in the log)."""
+    location = join(log.uri, "_delta_log", f"{version:020d}.json")
+    try:
+        text = log.storage.read_bytes(location).decode("utf-8")
+    except FileNotFoundError:
+        return {}
+    out = {"added": 0, "removed": 0, "bytes_added": 0, "bytes_removed": 0, "records_added": 0}
+    for line in text.splitlines():
+        if '"add"' not in line and '"remove"' not in line:
+            continue
+        action = json.loads(line)
+        if action.get("add"):
+            add = action["add"]
+            out["added"] += 1
+            out["bytes_added"] += int(add.get("size") or 0)
+            stats = add.get("stats")
+            if stats:
+                try:
+                    out["records_added"] += int(json.loads(stats).get("numRecords") or 0)
+                except (ValueError, AttributeError):
+                    pass
+        elif action.get("remove"):
+            out["removed"] += 1
+            out["bytes_removed"] += int(action["remove"].get("size") or 0)
+    return out
+
+
+def history(log: PartitionLog, limit: int | None = None) -> list[HistoryEntry]:
+    """The partition's commits, newest first (at most ``limit``), as ``DESCRIBE HISTORY [LIMIT n]`` lists them:
+    only the commits whose entries are still in the Delta log (``delta.logRetentionDuration``)."""
+    dt = log.table()
+    with damage.reading_log(log.storage, log.uri):
+        infos = dt.history(limit)
+    return [entry_of(log.topic, log.partition, info, commit_files(log, int(info["version"]))) for info in infos]
