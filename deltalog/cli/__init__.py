@@ -31,6 +31,7 @@ from deltalog.cli import (
     sql,
     topics,
     transactions,
+    views,
 )
 from deltalog.errors import DeltalogError
 from deltalog.log import damage
@@ -45,6 +46,7 @@ COMMAND_MODULES = [
     demo,
     doctor,
     sql,
+    views,
     check,
     clean,
     cleaner,
