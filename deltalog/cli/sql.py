@@ -85,7 +85,10 @@ def sql(args: argparse.Namespace) -> int:
         except Exception as e:  # DuckDB's own errors at fetch time (a cast that fails on a row, ...)
             if type(e).__module__.split(".")[0] not in ("duckdb", "_duckdb"):
                 raise
-            raise QueryError(f"{type(e).__name__}: {e}" + _views_hint(store, e)) from None
+            error = store._embedded.error(e)  # a damaged data file is named as such, anything else DuckDB's words
+            if isinstance(error, QueryError):
+                raise QueryError(str(error) + _views_hint(store, e)) from None
+            raise error from None
         return _print(args, columns, rows)
     try:
         df = store.sql(args.query, engine="spark")

@@ -22,11 +22,12 @@ DuckDB is the ``sql`` extra (``pip install 'deltalog[sql]'``); a query without i
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import TYPE_CHECKING, Any
 
 from deltalog import extras
-from deltalog.errors import InvalidTopicError, QueryError
+from deltalog.errors import DeltalogError, InvalidTopicError, QueryError
 from deltalog.log import damage
 from deltalog.log.record import RECORD_SCHEMA
 from deltalog.sql import ddl
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 
     from deltalog.log.log_manager import LogManager
 
+#: ``offset`` as a bare word in a query: DuckDB reserves it (Spark does not), the usual first parser error.
+_BARE_OFFSET = re.compile(r'(?<!["`\w])offset(?!["`\w])', re.IGNORECASE)
 #: DuckDB's type of each column of the partition table (a file written before transactions lacks the last four).
 _DUCKDB_TYPES = {
     "offset": "BIGINT", "key": "BLOB", "value": "BLOB", "headers": 'STRUCT("key" VARCHAR, "value" BLOB)[]',
@@ -67,6 +70,9 @@ class EmbeddedSQL:
         self.logs = logs
         self._con: duckdb.DuckDBPyConnection | None = None
         self._lock = threading.Lock()
+        #: The data files the views read, so that DuckDB's error on one names it as a damaged file.
+        self._locations: set[str] = set()
+        self._query = ""
 
     @property
     def connection(self) -> duckdb.DuckDBPyConnection:
@@ -87,10 +93,26 @@ class EmbeddedSQL:
             con = self.connection
             for topic in used:
                 self._make_views(con, topic)
+            self._query = query
             try:
                 return con.sql(query)
             except duckdb.Error as e:
-                raise QueryError(f"{type(e).__name__}: {e}") from None
+                raise self.error(e) from None
+
+    def error(self, e: BaseException) -> DeltalogError:
+        """DuckDB's error as deltalog's: a data file it could not read is a damaged partition
+        (:class:`~deltalog.errors.CorruptLogError` naming the file and the fix), anything else a
+        :class:`~deltalog.errors.QueryError` with DuckDB's message."""
+        text = str(e)
+        for location in sorted(self._locations):
+            if location in text:
+                return damage.data_file_error(location, FileNotFoundError(location) if "No files found" in text
+                                              or "No such file" in text else e)
+        hint = ""
+        if "Parser" in type(e).__name__ and _BARE_OFFSET.search(self._query):
+            hint = ('\ndeltalog: OFFSET is a reserved word in DuckDB (the embedded engine): write "offset" in double '
+                    "quotes, or run Spark SQL with --engine spark / engine=\"spark\"")
+        return QueryError(f"{type(e).__name__}: {text}{hint}")
 
     def _make_views(self, con: duckdb.DuckDBPyConnection, topic: str) -> None:
         tables = []
@@ -103,6 +125,7 @@ class EmbeddedSQL:
             tables.append(ddl.PartitionTable(snap.partition, log.uri, snap.log_start_offset, snap.first_dirty_offset,
                                              any(f.producer_rows or f.control_rows for f in files)))
             locations = [join(log.uri, f.path) for f in files]
+            self._locations.update(locations)
             if not locations:
                 refs[snap.partition] = f"({_EMPTY})"
             elif storage.local:

@@ -1,0 +1,217 @@
+"""Every SQL engine answers the same: the embedded engine (DuckDB), the Spark views and the plain-SQL view DDL
+(DuckDB and Spark SQL) against the store's own reader, on random logs with tombstones, cleaned and uncleaned
+sections, and committed, aborted and open transactions.
+
+The DDL names ``delta_scan(...)`` (DuckDB) and ``delta.`path``` (Spark); DuckDB's delta extension cannot be
+downloaded here and delta-spark's JARs are not installed, so these tests substitute each partition table
+with the Parquet files of its current snapshot (``read_parquet([...])`` in DuckDB, a temp view over
+``spark.read.parquet`` in Spark): the same rows a Delta reader returns at that version. The view text above the
+table reference is the text ``deltalog views`` prints.
+"""
+
+from __future__ import annotations
+
+import random
+
+import duckdb
+import pytest
+
+from deltalog import Record, Store
+from deltalog.sql import ddl
+from deltalog.sql.reads import SPARK_SCHEMA_DDL
+from deltalog.storage import join
+
+TOPIC = "orders.v1"  # '.' -> views orders_v1 and orders_v1_current
+KEYS = [f"k{i}" for i in range(7)]
+PARTITIONS = 2
+
+
+def _records(rng: random.Random, n: int) -> list[Record]:
+    out = []
+    for _ in range(n):
+        value = None if rng.random() < 0.25 else f"v{rng.randrange(1000)}"
+        headers = (("h", b"x"),) if rng.random() < 0.2 else ()
+        out.append(Record(key=rng.choice(KEYS), value=value, headers=headers))
+    return out
+
+
+def _clean(store: Store, clock, partition: int) -> None:
+    store.roll(TOPIC, partition)
+    store.clean_partition(TOPIC, partition, force=True)
+    clock.advance(10_000)  # past delete.retention.ms: the next clean removes the tombstones and markers stamped
+
+
+def build_log(store: Store, clock, seed: int) -> None:
+    """A random log in every state the views must read: a committed transaction whose COMMIT marker a second
+    clean removed, cleaned and dirty sections with tombstones, committed and aborted transactions above the
+    checkpoint, and an open transaction followed by plain records (past the last stable offset)."""
+    rng = random.Random(seed)
+    store.create_topic(TOPIC, PARTITIONS, config={
+        "cleanup.policy": "compact", "delete.retention.ms": "1000", "min.cleanable.dirty.ratio": "0.01",
+        "value.encoding": "string"})
+    producer = store.producer(transactional_id=f"app-{seed}")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send(TOPIC, _records(rng, 4), partition=0)
+    producer.commit_transaction()
+    store.append(TOPIC, 0, _records(rng, 3))
+    _clean(store, clock, 0)
+    store.append(TOPIC, 0, _records(rng, 3))
+    _clean(store, clock, 0)  # removes the COMMIT marker stamped by the first clean
+    for _ in range(10):
+        step = rng.random()
+        partition = rng.randrange(PARTITIONS)
+        if step < 0.45:
+            store.append(TOPIC, partition, _records(rng, rng.randint(1, 4)))
+        elif step < 0.8:
+            producer.begin_transaction()
+            for p in rng.sample(range(PARTITIONS), rng.randint(1, PARTITIONS)):
+                producer.send(TOPIC, _records(rng, rng.randint(1, 3)), partition=p)
+            producer.commit_transaction() if rng.random() < 0.5 else producer.abort_transaction()
+        else:
+            store.roll(TOPIC, partition)
+        clock.advance(1)
+    _clean(store, clock, 1)
+    store.append(TOPIC, 1, _records(rng, 2))
+    producer.begin_transaction()  # left open: read_committed stops at its first offset
+    producer.send(TOPIC, _records(rng, 2), partition=1)
+    store.append(TOPIC, 1, _records(rng, 2))
+
+
+def expected(store: Store) -> tuple[set, set]:
+    """The log and the current state from the store's own reader (read_committed)."""
+    log = set()
+    for p in range(PARTITIONS):
+        for r in store.read(TOPIC, p, "earliest", isolation_level="read_committed"):
+            log.add((p, r.offset, r.key, None if r.value is None else r.value.decode(),
+                     tuple(r.headers), r.timestamp_ms))
+    latest: dict = {}
+    for row in sorted(log, key=lambda t: t[1]):
+        latest[(row[0], row[2])] = row
+    current = {row for row in latest.values() if row[2] is not None and row[3] is not None}
+    return log, current
+
+
+def _norm(rows, columns) -> set:
+    """Rows of any engine as (partition, offset, key bytes, value, headers, timestamp)."""
+    out = set()
+    for r in rows:
+        d = dict(zip(columns, r, strict=True))
+        headers = tuple((h["key"], bytes(h["value"])) for h in (d["headers"] or []))
+        out.add((d["partition"], d["offset"], None if d["key"] is None else bytes(d["key"]), d["value"],
+                 headers, d["timestamp_ms"]))
+    return out
+
+
+def _duckdb_rows(con, query) -> set:
+    rel = con.sql(query)
+    return _norm(rel.fetchall(), rel.columns)
+
+
+def _spark_rows(df) -> set:
+    return _norm([tuple(r) for r in df.collect()], df.columns)
+
+
+def _snapshot_files(store: Store, topic: str) -> dict[int, list[str]]:
+    out = {}
+    for log in store.logs(topic):
+        snap = log.snapshot()
+        out[snap.partition] = [join(log.uri, f.path) for f in snap.files]
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_every_engine_answers_as_the_reader(tmp_path, clock, spark, seed):
+    store = Store(tmp_path / "store", clock=clock, spark=spark)
+    build_log(store, clock, seed)
+    log, current = expected(store)
+    assert log and current
+    view = "orders_v1"
+
+    # the embedded engine (the default of a store opened without Spark) and the Spark views
+    plain = Store(tmp_path / "store", clock=clock)
+    assert _duckdb_rows(plain, f"SELECT * FROM {view}") == log
+    assert _duckdb_rows(plain, f"SELECT * FROM {view}_current") == current
+    assert _spark_rows(store.sql(f"SELECT * FROM {view}")) == log
+    assert _spark_rows(store.sql(f"SELECT * FROM {view}_current")) == current
+
+    # the DDL for DuckDB, partition tables as read_parquet of the snapshot's files (see the module docstring)
+    files = _snapshot_files(store, TOPIC)
+    con = duckdb.connect()
+    ref = {p: "(SELECT * FROM read_parquet([" + ", ".join(f"'{f}'" for f in fs) + "], union_by_name = true))"
+           for p, fs in files.items()}
+    for s in ddl.view_statements(store.log_manager, "duckdb",
+                                 table_ref=lambda _topic, t: ref[t.partition]):
+        con.execute(s.sql)
+    assert _duckdb_rows(con, f"SELECT * FROM {view}") == log
+    assert _duckdb_rows(con, f"SELECT * FROM {view}_current") == current
+
+    # the DDL for Spark SQL, registered in one call, partition tables as temp views over the same files
+    for p, fs in files.items():
+        spark.read.schema(SPARK_SCHEMA_DDL).parquet(*fs).createOrReplaceTempView(f"src_{p}")
+    names = ddl.register_views(spark, store, temporary=True, table_ref=lambda _topic, t: f"src_{t.partition}")
+    assert names == {view: TOPIC, view + "_current": TOPIC}
+    assert _spark_rows(spark.table(view)) == log
+    assert _spark_rows(spark.table(view + "_current")) == current
+
+
+def _duckdb_rows_of(store: Store, query: str) -> set:
+    rel = store.sql(query)
+    return _norm(rel.fetchall(), rel.columns)
+
+
+# The embedded engine's own tests: no Spark.
+def test_embedded_engine_is_the_default_without_spark_and_reads_read_committed(store, clock):
+    store.create_topic("t", config={"cleanup.policy": "compact"})
+    store.append("t", 0, [Record(key=b"a", value=b"1"), Record(key=b"b", value=b"2")])
+    p = store.producer(transactional_id="x")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("t", [Record(key=b"a", value=b"aborted")], partition=0)
+    p.abort_transaction()
+    p.begin_transaction()
+    p.send("t", [Record(key=b"b", value=None)], partition=0)
+    p.commit_transaction()
+    p.begin_transaction()
+    p.send("t", [Record(key=b"c", value=b"open")], partition=0)
+    store.append("t", 0, [Record(key=b"d", value=b"after the open transaction")])
+    rel = store.sql('SELECT "offset", key, value FROM t ORDER BY "offset"')  # OFFSET is reserved in DuckDB
+    assert type(rel).__module__.startswith(("duckdb", "_duckdb"))
+    assert rel.fetchall() == [(0, b"a", b"1"), (1, b"b", b"2"), (4, b"b", None)]
+    assert store.sql("SELECT key, value FROM t_current").fetchall() == [(b"a", b"1")]
+    # the markers never show, even read raw: the view has no control column
+    assert "control" not in store.sql("SELECT * FROM t").columns
+
+
+def test_embedded_engine_decodes_per_topic_encoding(store):
+    pytest.importorskip("pyspark")  # a json schema is parsed with pyspark's types (no JVM)
+    store.create_topic("prices", config={"cleanup.policy": "compact", "key.encoding": "string",
+                                         "value.encoding": "json",
+                                         "value.schema": "price DOUBLE, origin STRUCT<country: STRING>"})
+    store.append("prices", 0, [Record(key="apple", value='{"price": 1.5, "origin": {"country": "NZ"}}'),
+                               Record(key="pear", value='{"price": 2}')])
+    rows = store.sql("SELECT key, value.price AS price, value.origin.country AS country FROM prices_current "
+                     "ORDER BY key").fetchall()
+    assert rows == [("apple", 1.5, "NZ"), ("pear", 2.0, None)]
+
+
+def test_embedded_engine_refuses_ambiguous_names_and_unknown_engines(store):
+    from deltalog.errors import InvalidArgumentError, InvalidTopicError
+
+    store.create_topic("a.b")
+    store.create_topic("a_b")
+    with pytest.raises(InvalidTopicError, match="ambiguous"):
+        store.sql("SELECT * FROM a_b")
+    with pytest.raises(InvalidArgumentError, match="spark, embedded"):
+        store.sql("SELECT 1", engine="presto")
+    with pytest.raises(InvalidArgumentError, match="spark, databricks, duckdb, trino"):
+        store.view_ddl("oracle")
+
+
+def test_embedded_engine_says_offset_is_reserved(store):
+    from deltalog.errors import QueryError
+
+    store.create_topic("t")
+    store.append("t", 0, [Record(key=b"a", value=b"1")])
+    with pytest.raises(QueryError, match='write "offset"'):
+        store.sql("SELECT offset FROM t")
