@@ -42,22 +42,22 @@ def _clean(store: Store, clock, partition: int) -> None:
 
 
 def build_log(store: Store, clock, seed: int) -> None:
-    """A random log in every state the views must read: a committed transaction whose COMMIT marker a second
-    clean removed, cleaned and dirty sections with tombstones, committed and aborted transactions above the
-    checkpoint, and an open transaction followed by plain records (past the last stable offset)."""
+    """A random log in every state the views must read: cleaned twice (tombstones and markers stamped, then
+    those past their horizon removed), dirty sections with tombstones, committed and aborted transactions above
+    the checkpoint, and an open transaction followed by plain records (past the last stable offset)."""
     rng = random.Random(seed)
     store.create_topic(TOPIC, PARTITIONS, config={
         "cleanup.policy": "compact", "delete.retention.ms": "1000", "min.cleanable.dirty.ratio": "0.01",
         "value.encoding": "string"})
     producer = store.producer(transactional_id=f"app-{seed}")
     producer.init_transactions()
-    producer.begin_transaction()
+    producer.begin_transaction()  # its records superseded later, the COMMIT marker goes on a later clean
     producer.send(TOPIC, _records(rng, 4), partition=0)
     producer.commit_transaction()
     store.append(TOPIC, 0, _records(rng, 3))
     _clean(store, clock, 0)
     store.append(TOPIC, 0, _records(rng, 3))
-    _clean(store, clock, 0)  # removes the COMMIT marker stamped by the first clean
+    _clean(store, clock, 0)  # removes what the first clean stamped and nothing keeps
     for _ in range(10):
         step = rng.random()
         partition = rng.randrange(PARTITIONS)
@@ -71,7 +71,6 @@ def build_log(store: Store, clock, seed: int) -> None:
         else:
             store.roll(TOPIC, partition)
         clock.advance(1)
-    _clean(store, clock, 1)
     store.append(TOPIC, 1, _records(rng, 2))
     producer.begin_transaction()  # left open: read_committed stops at its first offset
     producer.send(TOPIC, _records(rng, 2), partition=1)
@@ -120,7 +119,7 @@ def _snapshot_files(store: Store, topic: str) -> dict[int, list[str]]:
     return out
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_every_engine_answers_as_the_reader(tmp_path, clock, spark, seed):
     store = Store(tmp_path / "store", clock=clock, spark=spark)
     build_log(store, clock, seed)

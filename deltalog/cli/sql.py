@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
 from typing import Any
 
 import deltalog.cli.common as common
@@ -35,9 +36,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "default) starts no JVM; --engine spark runs Spark SQL. Both have the same views and rows.",
     )
     p.add_argument("query", metavar="QUERY")
-    p.add_argument("--engine", choices=SQL_ENGINES, default="embedded",
-                   help="embedded: DuckDB in this process, SQL in DuckDB's dialect (default; deltalog[sql]); "
-                        "spark: Spark SQL on the embedded Spark session (deltalog[spark])")
+    p.add_argument("--engine", choices=SQL_ENGINES, default=None,
+                   help="embedded: DuckDB in this process, SQL in DuckDB's dialect (deltalog[sql]); spark: Spark "
+                        "SQL on the embedded Spark session, or Spark Connect (deltalog[spark]). Default: spark when "
+                        "$SPARK_REMOTE names a Spark Connect server, else embedded")
     p.add_argument("--max-rows", type=int, default=DEFAULT_MAX_ROWS, metavar="N",
                    help=f"print at most N rows (default {DEFAULT_MAX_ROWS})")
     output.add_output_option(p, text="an aligned table of at most --max-rows rows",
@@ -72,9 +74,10 @@ def _cell(value: Any) -> str:
 def sql(args: argparse.Namespace) -> int:
     if args.max_rows < 0:
         raise common.UsageError(f"--max-rows must be >= 0, not {args.max_rows}")
-    extras.require("sql" if args.engine == "embedded" else "spark", f"deltalog sql --engine {args.engine}")
+    engine = args.engine or ("spark" if os.environ.get("SPARK_REMOTE", "").strip() else "embedded")
+    extras.require("sql" if engine == "embedded" else "spark", "deltalog sql")
     store = common.open_store(args)
-    if args.engine == "embedded":
+    if engine == "embedded":
         try:
             relation = store.sql(args.query, engine="embedded")
             if relation is None:  # a statement without a result (SET, CREATE ...)

@@ -18,8 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "views", help="print the SQL views of the topics' log and current state for Spark, Databricks, DuckDB, Trino",
         description="Print CREATE VIEW statements over the partition Delta tables: T (the log, read_committed) "
         "and T_current (the latest non-tombstone record per key per partition) for each topic T. They need "
-        "no deltalog where they run; they embed each partition's log start offset and cleaner checkpoint, so "
-        "print them again after retention or cleaning runs.",
+        "no deltalog where they run; they embed each partition's log start offset, so print them again after "
+        "retention or DeleteRecords runs.",
     )
     p.add_argument("topics", nargs="*", metavar="TOPIC", help="the topics (default: every topic)")
     p.add_argument("--engine", choices=ddl.ENGINES, default="spark",

@@ -22,16 +22,15 @@ whose transaction starts at or before it (``txn_first_offset``), and counts as o
 partition is read up to its last stable offset, the first offset of its earliest open transaction, as
 Kafka's ``read_committed`` fetch (``LogOffsetMetadata`` of the LSO) stops there.
 
-What the rows do not say is written into the view text as constants read from each partition's snapshot when
-the text is made: the **log start offset** (records below it, in files that also hold later records, are
-deleted in Kafka's sense: ``DeleteRecords`` and retention move it without rewriting the files) and the
-**cleaner checkpoint** (every record below it is committed: the cleaner drops aborted records in their first
-clean and never cleans past the last stable offset, and later removes the ``COMMIT`` markers of the records it
-kept, Kafka's ``CleanedTransactionMetadata``; without the checkpoint those records would read as open). Both
-only move up: views made earlier show the records deleted since and, for a transaction whose ``COMMIT`` marker
-the cleaner removed after the views were made (no earlier than ``delete.retention.ms`` after its first clean),
-stop at it. Make the views again after retention or cleaning runs (``deltalog views`` or
-:func:`register_views`), at least once every ``delete.retention.ms``.
+This holds on a cleaned log too, as in Kafka: the cleaner drops aborted records in their first clean, keeps an
+``ABORT`` marker while any record of its transaction remains, and keeps a ``COMMIT`` marker while any record
+of its transaction remains (``CleanedTransactionMetadata.onControlBatchRead``), so the first marker after a
+transactional record is always its own transaction's.
+
+What the rows do not say is the **log start offset** (``DeleteRecords`` and retention move it without rewriting
+the files that also hold later records): the view text holds each partition's as a constant, read from its
+snapshot when the text is made. It only moves up, so views made earlier also show the records deleted since;
+make the views again after retention runs (``deltalog views`` or :func:`register_views`).
 
 Keys and values are decoded per the topic's ``key.encoding``/``value.encoding`` as the Spark views decode them
 (:mod:`deltalog.log.encoding`): ``string`` to text, ``json`` to a struct of the topic's schema
@@ -87,8 +86,6 @@ class PartitionTable:
     partition: int
     location: str
     log_start_offset: int
-    #: The cleaner checkpoint (first dirty offset): every record below it is committed.
-    clean_below: int
     #: Whether the snapshot holds any transactional row (producer id or marker). The views for other engines
     #: always assume so (a transactional producer may append after they are made); deltalog's embedded engine,
     #: which makes its views for one snapshot, leaves the transaction joins out when none is there.
@@ -307,8 +304,7 @@ def _visible_rows(d: Dialect, topic: str, tables: Sequence[PartitionTable],
     cols = ", ".join(q(c) for c in _READ)
     parts = []
     for t in tables:
-        parts.append(f"  SELECT CAST({t.partition} AS INT) AS {q(PARTITION)}, {cols}, "
-                     f"CAST({t.clean_below} AS BIGINT) AS {q('_clean_below')}\n"
+        parts.append(f"  SELECT CAST({t.partition} AS INT) AS {q(PARTITION)}, {cols}\n"
                      f"  FROM {table_ref(topic, t)} WHERE {q(OFFSET)} >= {t.log_start_offset}")
     raw = "\n  UNION ALL\n".join(parts)
     out_cols = ", ".join(f"r.{q(c)}" for c in (PARTITION, *_READ[:7]))
@@ -321,16 +317,16 @@ def _visible_rows(d: Dialect, topic: str, tables: Sequence[PartitionTable],
 ),
 {q('_txn')} AS (
   -- rows of transactions and markers, each with the offset of the next marker of its producer
-  SELECT {P}, {O}, {C}, {q(TXN_FIRST_OFFSET)}, {q('_clean_below')},
+  SELECT {P}, {O}, {C}, {q(TXN_FIRST_OFFSET)},
     MIN(CASE WHEN {C} IS NOT NULL THEN {O} END) OVER (PARTITION BY {P}, {PID} ORDER BY {O}
       ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS {q('_next_marker')}
   FROM {q('_rows')} WHERE {PID} IS NOT NULL
 ),
 {q('_outcome')} AS (
-  -- each transactional record: committed (C), aborted (A) or open (O); below the cleaner checkpoint, committed
+  -- each transactional record: committed (C), aborted (A) or open (O: no marker yet)
   SELECT t.{P}, t.{O},
     CASE WHEN m.{C} = 'ABORT' AND t.{O} >= COALESCE(m.{q(TXN_FIRST_OFFSET)}, 0) THEN 'A'
-         WHEN m.{C} IS NOT NULL OR t.{O} < t.{q('_clean_below')} THEN 'C'
+         WHEN m.{C} IS NOT NULL THEN 'C'
          ELSE 'O' END AS {q('_state')}
   FROM {q('_txn')} t LEFT JOIN {q('_txn')} m ON m.{P} = t.{P} AND m.{O} = t.{q('_next_marker')}
   WHERE t.{C} IS NULL
@@ -404,7 +400,7 @@ def topic_views(d: Dialect, topic: str, config: TopicConfig | None, tables: Sequ
 def partition_tables(logs: LogManager, topic: str) -> list[PartitionTable]:
     """The latest snapshot of each partition of ``topic`` as the views need it (transactional: a transactional
     producer may append after the views are made)."""
-    return [PartitionTable(snap.partition, log.uri, snap.log_start_offset, snap.first_dirty_offset)
+    return [PartitionTable(snap.partition, log.uri, snap.log_start_offset)
             for log in logs.logs(topic) for snap in (log.snapshot(),)]
 
 
@@ -431,8 +427,7 @@ def script(statements: Sequence[ViewStatement], engine: str) -> str:
     """The statements as one SQL script, each ended by ``;``, with a header saying what made it and when."""
     head = [f"-- deltalog views for {engine}, made {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} from the "
             "partitions' snapshots:",
-            "-- log start offsets and cleaner checkpoints are those of that moment; make them again after "
-            "retention or cleaning runs."]
+            "-- the log start offsets are those of that moment; make the views again after retention runs."]
     if engine == "duckdb":
         head.append("INSTALL delta;\nLOAD delta;")
     return "\n".join(head) + "\n\n" + "\n\n".join(s.sql + ";" for s in statements) + "\n"

@@ -11,9 +11,8 @@ its httpfs extension either, so the files are read through the store's :class:`~
 
 The views, columns and rows are those of the Spark views: ``<topic>`` the log and ``<topic>_current`` the
 current state, ``read_committed`` (markers never shown, aborted and open transactions left out), keys and
-values decoded per the topic's encoding. The snapshot's bounds (log start, cleaner checkpoint) are read
-when the query runs, so the views are exact, and a snapshot without transactional rows skips the transaction
-joins. Why DuckDB rather than delta-rs's DataFusion ``QueryBuilder``: DataFusion registers whole Delta tables
+values decoded per the topic's encoding. The snapshot's log start is read when the query runs, and a
+snapshot without transactional rows skips the transaction joins. Why DuckDB rather than delta-rs's DataFusion ``QueryBuilder``: DataFusion registers whole Delta tables
 only (no way to hand it the snapshot's bounds as relations), and counting the current state of the benchmark's
 small preset took it longer (see docs/sql.md).
 
@@ -122,7 +121,7 @@ class EmbeddedSQL:
             snap = log.snapshot()
             damage.raise_data_damage(log.storage, log.uri, snap.files)
             files = snap.files_from(snap.log_start_offset)
-            tables.append(ddl.PartitionTable(snap.partition, log.uri, snap.log_start_offset, snap.first_dirty_offset,
+            tables.append(ddl.PartitionTable(snap.partition, log.uri, snap.log_start_offset,
                                              any(f.producer_rows or f.control_rows for f in files)))
             locations = [join(log.uri, f.path) for f in files]
             self._locations.update(locations)
