@@ -11,7 +11,8 @@
 * the cleaner-wide settings (:class:`~deltalog.config.CleanerConfig`, Kafka's broker ``log.cleaner.*`` keys).
 
 Cleaning goes through the one cleaning loop (:class:`~deltalog.cleaner.log_cleaner.LogCleaner`), SQL through
-:mod:`deltalog.sql.views`, checks through :mod:`deltalog.quality`, retention and VACUUM through
+:mod:`deltalog.sql.views` (Spark) or :mod:`deltalog.sql.embedded` (DuckDB, no JVM), view DDL for other engines
+through :mod:`deltalog.sql.ddl`, checks through :mod:`deltalog.quality`, retention and VACUUM through
 :mod:`deltalog.log.retention` and :mod:`deltalog.log.vacuum`. See ``docs/ARCHITECTURE.md``.
 """
 

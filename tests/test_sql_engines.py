@@ -214,3 +214,68 @@ def test_embedded_engine_says_offset_is_reserved(store):
     store.append("t", 0, [Record(key=b"a", value=b"1")])
     with pytest.raises(QueryError, match='write "offset"'):
         store.sql("SELECT offset FROM t")
+
+
+# -- the view DDL as text, and the commands ------------------------------------------------------------------
+
+
+def test_view_ddl_names_each_engines_tables(store):
+    from deltalog.errors import InvalidArgumentError
+
+    store.create_topic("fruit-prices", 2, config={"cleanup.policy": "compact,delete"})
+    store.append("fruit-prices", 0, [Record(key=b"a", value=b"1"), Record(key=b"b", value=b"2")])
+    store.delete_records("fruit-prices", 0, 1)  # the log start, written into the text as a constant
+    p0 = store.log("fruit-prices", 0).uri
+    spark = store.view_ddl("spark")
+    assert f"FROM delta.`{p0}` WHERE `offset` >= 1" in spark and "WHERE `offset` >= 0" in spark
+    assert "CREATE OR REPLACE VIEW `fruit_prices` AS" in spark and "CREATE OR REPLACE VIEW `fruit_prices_current`" in spark
+    uc = store.view_ddl("databricks", catalog="main", schema="kafka")
+    assert f"CREATE TABLE IF NOT EXISTS `main`.`kafka`.`fruit_prices__p0` USING DELTA LOCATION '{p0}';" in uc
+    assert "CREATE OR REPLACE VIEW `main`.`kafka`.`fruit_prices_current` AS" in uc
+    assert "FROM `main`.`kafka`.`fruit_prices__p1` WHERE" in uc
+    duck = store.view_ddl("duckdb")
+    assert "INSTALL delta;" in duck and f"FROM delta_scan('{p0}') WHERE \"offset\" >= 1" in duck
+    trino = store.view_ddl("trino")
+    assert ("CALL \"delta\".system.register_table(schema_name => 'default', table_name => 'fruit_prices__p0', "
+            f"table_location => 'file://{p0}');") in trino
+    assert 'CREATE OR REPLACE VIEW "delta"."default"."fruit_prices" AS' in trino
+    with pytest.raises(InvalidArgumentError, match="schema"):
+        store.view_ddl("databricks", catalog="main")
+
+
+def test_views_and_sql_commands(store, capsys, monkeypatch):
+    from conftest import json_lines, run_cli
+
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    store.create_topic("t", config={"cleanup.policy": "compact", "value.encoding": "string"})
+    store.append("t", 0, [Record(key=b"a", value=b"1"), Record(key=b"a", value=b"2"), Record(key=b"b", value="é".encode())])
+    code, out, err = run_cli(capsys, "--store", store.root, "views", "t", "--engine", "duckdb", "--output", "json")
+    assert code == 0, err
+    assert [(o["name"], o["kind"]) for o in json_lines(out)] == [("t", "log"), ("t_current", "current")]
+    code, out, err = run_cli(capsys, "--store", store.root, "views", "--engine", "trino")
+    assert code == 0 and out.startswith("-- deltalog views for trino") and out.count("CALL ") == 1
+    code, out, err = run_cli(capsys, "--store", store.root, "sql", 'SELECT key, value, "offset" FROM t_current '
+                             "WHERE key = 'a'", "--output", "json")
+    assert code == 0, err
+    assert json_lines(out) == [{"key": "a", "value": "2", "offset": 1}]
+    code, out, err = run_cli(capsys, "--store", store.root, "sql", "SELECT count(*) AS n FROM t")
+    assert (code, out.splitlines()) == (0, ["n", "-", "3", "(1 row)"])
+    code, out, err = run_cli(capsys, "--store", store.root, "sql", "SELECT * FROM tt_current")
+    assert code == 1 and "the views of this store's topics: t, t_current" in err and "Traceback" not in err
+
+
+@pytest.mark.subprocess
+def test_deltalog_sql_on_the_embedded_engine_never_imports_pyspark(store):
+    import os
+    import subprocess
+    import sys
+
+    store.create_topic("t")
+    store.append("t", 0, [Record(key=b"a", value=b"1")])
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
+    code = ("import sys; from deltalog.cli import console_main; rc = console_main(['--store', sys.argv[1], 'sql', "
+            "'SELECT count(*) FROM t_current']); assert 'pyspark' not in sys.modules, 'pyspark imported'; "
+            "assert 'pandas' not in sys.modules, 'pandas imported'; sys.exit(rc)")
+    p = subprocess.run([sys.executable, "-c", code, store.root], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[-1] == "(1 row)"

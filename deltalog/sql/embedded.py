@@ -12,9 +12,12 @@ its httpfs extension either, so the files are read through the store's :class:`~
 The views, columns and rows are those of the Spark views: ``<topic>`` the log and ``<topic>_current`` the
 current state, ``read_committed`` (markers never shown, aborted and open transactions left out), keys and
 values decoded per the topic's encoding. The snapshot's log start is read when the query runs, and a
-snapshot without transactional rows skips the transaction joins. Why DuckDB rather than delta-rs's DataFusion ``QueryBuilder``: DataFusion registers whole Delta tables
-only (no way to hand it the snapshot's bounds as relations), and counting the current state of the benchmark's
-small preset took it longer (see docs/sql.md).
+snapshot without transactional rows skips the transaction joins.
+
+Why DuckDB rather than delta-rs's DataFusion ``QueryBuilder`` (as fast on the benchmark's count, see
+docs/sql.md): ``QueryBuilder`` has no JSON functions, so ``json``-encoded topics could not be decoded as the
+Spark views decode them (``from_json``), and it registers Delta tables only, where DuckDB also takes file lists
+and Arrow data.
 
 DuckDB is the ``sql`` extra (``pip install 'deltalog[sql]'``); a query without it says so in one line.
 """
