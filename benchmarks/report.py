@@ -6,6 +6,7 @@ import datetime as dt
 import os
 from typing import Any
 
+from benchmarks.embedded_sql import DUCKDB_COUNT, EMBEDDED_SQL
 from benchmarks.runner import (
     CONNECT_PASS,
     PARQUET_READ,
@@ -16,7 +17,6 @@ from benchmarks.runner import (
     SOURCE_WRITE,
     Timings,
 )
-from benchmarks.embedded_sql import DUCKDB_COUNT, EMBEDDED_SQL
 from benchmarks.transactions import PLAIN_CLEAN, PLAIN_PRODUCE, TXN_CLEAN, TXN_PRODUCE
 from benchmarks.workload import Workload
 

@@ -311,39 +311,39 @@ def _visible_rows(d: Dialect, topic: str, tables: Sequence[PartitionTable],
     if not any(t.transactional for t in tables):
         return (f"WITH {q('_rows')} AS (\n{raw}\n),\n{q('_visible')} AS (\n"
                 f"  SELECT {out_cols} FROM {q('_rows')} r WHERE r.{q(CONTROL)} IS NULL AND r.{q(PRODUCER_ID)} IS NULL\n)")
-    P, O, C, PID = q(PARTITION), q(OFFSET), q(CONTROL), q(PRODUCER_ID)
+    P, OFF, C, PID = q(PARTITION), q(OFFSET), q(CONTROL), q(PRODUCER_ID)
     return f"""WITH {q('_rows')} AS (
 {raw}
 ),
 {q('_txn')} AS (
   -- rows of transactions and markers, each with the offset of the next marker of its producer
-  SELECT {P}, {O}, {C}, {q(TXN_FIRST_OFFSET)},
-    MIN(CASE WHEN {C} IS NOT NULL THEN {O} END) OVER (PARTITION BY {P}, {PID} ORDER BY {O}
+  SELECT {P}, {OFF}, {C}, {q(TXN_FIRST_OFFSET)},
+    MIN(CASE WHEN {C} IS NOT NULL THEN {OFF} END) OVER (PARTITION BY {P}, {PID} ORDER BY {OFF}
       ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS {q('_next_marker')}
   FROM {q('_rows')} WHERE {PID} IS NOT NULL
 ),
 {q('_outcome')} AS (
   -- each transactional record: committed (C), aborted (A) or open (O: no marker yet)
-  SELECT t.{P}, t.{O},
-    CASE WHEN m.{C} = 'ABORT' AND t.{O} >= COALESCE(m.{q(TXN_FIRST_OFFSET)}, 0) THEN 'A'
+  SELECT t.{P}, t.{OFF},
+    CASE WHEN m.{C} = 'ABORT' AND t.{OFF} >= COALESCE(m.{q(TXN_FIRST_OFFSET)}, 0) THEN 'A'
          WHEN m.{C} IS NOT NULL THEN 'C'
          ELSE 'O' END AS {q('_state')}
-  FROM {q('_txn')} t LEFT JOIN {q('_txn')} m ON m.{P} = t.{P} AND m.{O} = t.{q('_next_marker')}
+  FROM {q('_txn')} t LEFT JOIN {q('_txn')} m ON m.{P} = t.{P} AND m.{OFF} = t.{q('_next_marker')}
   WHERE t.{C} IS NULL
 ),
 {q('_lso')} AS (
   -- the last stable offset of each partition with an open transaction
-  SELECT {P}, MIN({O}) AS {q('_lso')} FROM {q('_outcome')} WHERE {q('_state')} = 'O' GROUP BY {P}
+  SELECT {P}, MIN({OFF}) AS {q('_lso')} FROM {q('_outcome')} WHERE {q('_state')} = 'O' GROUP BY {P}
 ),
 {q('_visible')} AS (
   SELECT {out_cols} FROM {q('_rows')} r
   LEFT JOIN {q('_lso')} l ON l.{P} = r.{P}
-  WHERE r.{C} IS NULL AND r.{PID} IS NULL AND (l.{q('_lso')} IS NULL OR r.{O} < l.{q('_lso')})
+  WHERE r.{C} IS NULL AND r.{PID} IS NULL AND (l.{q('_lso')} IS NULL OR r.{OFF} < l.{q('_lso')})
   UNION ALL
   SELECT {out_cols} FROM {q('_rows')} r
-  JOIN {q('_outcome')} o ON o.{P} = r.{P} AND o.{O} = r.{O}
+  JOIN {q('_outcome')} o ON o.{P} = r.{P} AND o.{OFF} = r.{OFF}
   LEFT JOIN {q('_lso')} l ON l.{P} = r.{P}
-  WHERE o.{q('_state')} = 'C' AND (l.{q('_lso')} IS NULL OR r.{O} < l.{q('_lso')})
+  WHERE o.{q('_state')} = 'C' AND (l.{q('_lso')} IS NULL OR r.{OFF} < l.{q('_lso')})
 )"""
 
 
@@ -384,15 +384,15 @@ def topic_views(d: Dialect, topic: str, config: TopicConfig | None, tables: Sequ
     log, current = view_name(topic), view_name(topic) + CURRENT_SUFFIX
     out.append(ViewStatement(log, topic, "log", (
         f"{d.create_view(log)}\n{rows}\nSELECT {_decoded(d, config, LOG_COLUMNS)} FROM {q('_visible')}")))
-    P, O = q(PARTITION), q(OFFSET)
+    P, OFF = q(PARTITION), q(OFFSET)
     # The latest offset of each key, joined back: a hash aggregate, where ROW_NUMBER() sorted every row (measured
     # 2-3x slower in DuckDB on the benchmark's small preset).
     out.append(ViewStatement(current, topic, "current", (
         f"{d.create_view(current)}\n{rows},\n{q('_latest')} AS (\n"
-        f"  SELECT {P}, MAX({O}) AS {q('_latest_offset')} FROM {q('_visible')} WHERE {q(KEY)} IS NOT NULL "
+        f"  SELECT {P}, MAX({OFF}) AS {q('_latest_offset')} FROM {q('_visible')} WHERE {q(KEY)} IS NOT NULL "
         f"GROUP BY {P}, {q(KEY)}\n)\n"
         f"SELECT {_decoded(d, config, STATE_COLUMNS, prefix='v.')} FROM {q('_visible')} v\n"
-        f"JOIN {q('_latest')} l ON l.{P} = v.{P} AND l.{q('_latest_offset')} = v.{O}\n"
+        f"JOIN {q('_latest')} l ON l.{P} = v.{P} AND l.{q('_latest_offset')} = v.{OFF}\n"
         f"WHERE v.{q(VALUE)} IS NOT NULL")))
     return out
 

@@ -45,7 +45,7 @@ from deltalog.log.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, SEGMENT, T
 from deltalog.log.transactions import READ_COMMITTED
 from deltalog.spark import functions
 from deltalog.sql.encoding import decoded_columns
-from deltalog.sql.names import CURRENT_SUFFIX, _WORD, view_name, view_names
+from deltalog.sql.names import _WORD, CURRENT_SUFFIX, view_name, view_names
 from deltalog.sql.reads import read_slices, storage_of
 from deltalog.sql.source import file_slices
 from deltalog.storage import Storage
