@@ -55,6 +55,10 @@ def __getattr__(name: str) -> object:
         from deltalog.store import Store  # lazy, for the workers' start-up time (above)
 
         return Store
+    if name == "register_views":
+        from deltalog.sql.ddl import register_views  # lazy, as Store (above)
+
+        return register_views
     if name in ("ProduceResult", "RecordMetadata"):
         from deltalog.log import producer  # lazy, as Store (above)
 
@@ -102,4 +106,5 @@ __all__ = [
     "UnknownTopicOrPartitionError",
     "WallClock",
     "__version__",
+    "register_views",
 ]

@@ -16,6 +16,7 @@ import random
 import duckdb
 import pytest
 
+import deltalog
 from deltalog import Record, Store
 from deltalog.sql import ddl
 from deltalog.sql.reads import SPARK_SCHEMA_DDL
@@ -148,7 +149,7 @@ def test_every_engine_answers_as_the_reader(tmp_path, clock, spark, seed):
     # the DDL for Spark SQL, registered in one call, partition tables as temp views over the same files
     for p, fs in files.items():
         spark.read.schema(SPARK_SCHEMA_DDL).parquet(*fs).createOrReplaceTempView(f"src_{p}")
-    names = ddl.register_views(spark, store, temporary=True, table_ref=lambda _topic, t: f"src_{t.partition}")
+    names = deltalog.register_views(spark, store, temporary=True, table_ref=lambda _topic, t: f"src_{t.partition}")
     assert names == {view: TOPIC, view + "_current": TOPIC}
     assert _spark_rows(spark.table(view)) == log
     assert _spark_rows(spark.table(view + "_current")) == current

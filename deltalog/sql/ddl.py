@@ -110,6 +110,9 @@ class Dialect:
 
     engine = ""
     quote_char = '"'
+    #: What goes before a CTE's body so that the engine inlines it (DuckDB otherwise materializes a CTE used twice,
+    #: every column of every row, where each use reads only the columns it needs).
+    inline = ""
 
     def __init__(self, catalog: str | None, schema: str | None, temporary: bool) -> None:
         self.catalog, self.schema, self.temporary = catalog, schema, temporary
@@ -183,6 +186,7 @@ class DuckDBDialect(Dialect):
     """DuckDB: ``delta_scan`` of its delta extension (``INSTALL delta; LOAD delta``)."""
 
     engine = "duckdb"
+    inline = "NOT MATERIALIZED "
 
     def table_ref(self, topic: str, table: PartitionTable) -> str:
         return f"delta_scan({self.literal(table.location)})"
@@ -309,10 +313,10 @@ def _visible_rows(d: Dialect, topic: str, tables: Sequence[PartitionTable],
     raw = "\n  UNION ALL\n".join(parts)
     out_cols = ", ".join(f"r.{q(c)}" for c in (PARTITION, *_READ[:7]))
     if not any(t.transactional for t in tables):
-        return (f"WITH {q('_rows')} AS (\n{raw}\n),\n{q('_visible')} AS (\n"
+        return (f"WITH {q('_rows')} AS {d.inline}(\n{raw}\n),\n{q('_visible')} AS {d.inline}(\n"
                 f"  SELECT {out_cols} FROM {q('_rows')} r WHERE r.{q(CONTROL)} IS NULL AND r.{q(PRODUCER_ID)} IS NULL\n)")
     P, OFF, C, PID = q(PARTITION), q(OFFSET), q(CONTROL), q(PRODUCER_ID)
-    return f"""WITH {q('_rows')} AS (
+    return f"""WITH {q('_rows')} AS {d.inline}(
 {raw}
 ),
 {q('_txn')} AS (
@@ -335,7 +339,7 @@ def _visible_rows(d: Dialect, topic: str, tables: Sequence[PartitionTable],
   -- the last stable offset of each partition with an open transaction
   SELECT {P}, MIN({OFF}) AS {q('_lso')} FROM {q('_outcome')} WHERE {q('_state')} = 'O' GROUP BY {P}
 ),
-{q('_visible')} AS (
+{q('_visible')} AS {d.inline}(
   SELECT {out_cols} FROM {q('_rows')} r
   LEFT JOIN {q('_lso')} l ON l.{P} = r.{P}
   WHERE r.{C} IS NULL AND r.{PID} IS NULL AND (l.{q('_lso')} IS NULL OR r.{OFF} < l.{q('_lso')})
