@@ -139,9 +139,10 @@ class EmbeddedSQL:
                 con.register(name, storage.read_parquet(locations, schema=RECORD_SCHEMA))
                 refs[snap.partition] = f'"{name}"'
         d = ddl.dialect("duckdb")
+        names = ddl.view_names(self.logs.list_topics())
         for s in ddl.topic_views(d, topic, self.logs.topic_config(topic), tables,
                                  table_ref=lambda _t, table: refs[table.partition]):
-            if len(ddl.view_names(self.logs.list_topics()).get(s.name.lower(), [])) <= 1:
+            if len(names.get(s.name.lower(), [])) <= 1:
                 con.execute(s.sql)
 
     def close(self) -> None:
