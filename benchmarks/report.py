@@ -6,6 +6,7 @@ import datetime as dt
 import os
 from typing import Any
 
+from benchmarks.embedded_sql import DUCKDB_COUNT, EMBEDDED_SQL
 from benchmarks.runner import (
     CONNECT_PASS,
     PARQUET_READ,
@@ -38,6 +39,8 @@ TIME_COMPARISONS = [
      TXN_PRODUCE, PLAIN_PRODUCE, 1.5),
     ("14. pass over a log with 10% aborted transactions vs the same log without transactions", TXN_CLEAN,
      PLAIN_CLEAN, 1.2),
+    ("15. `deltalog sql` count of the current state vs DuckDB's dedupe of the same files (processes, start to exit)",
+     EMBEDDED_SQL, DUCKDB_COUNT, 2.0),
 ]
 
 

@@ -365,6 +365,11 @@ class Bench:
         self._time(SOURCE_STREAM, stream, lambda: None)
         self.t.figures["stream_records"] = self.gen.total_records
 
+    def embedded_sql(self, rnd: int) -> None:
+        from benchmarks.embedded_sql import embedded_sql
+
+        embedded_sql(self, rnd)
+
     def _rows(self, df: Any, expected: int) -> None:
         got = df.count()
         if got != expected:
@@ -501,11 +506,12 @@ class Bench:
 #: The cases of a round, in the order they run.
 CASE_ORDER = ("clean_pass", "clean_pass_connect", "clean_pass_s3", "row_number_dedupe", "read_rewrite",
               "duckdb_dedupe", "delta_merge", "map_build", "appends", "current_state_reads", "kafka_source",
-              "transaction_cases")
+              "transaction_cases", "embedded_sql")
 #: The cases each report row needs (``python -m benchmarks --rows``).
 ROW_CASES = {
     1: ("clean_pass", "row_number_dedupe"), 2: ("clean_pass", "read_rewrite"), 3: ("clean_pass", "duckdb_dedupe"),
     4: ("clean_pass", "delta_merge"), 5: ("map_build",), 6: ("appends",), 7: ("current_state_reads",),
     8: ("clean_pass", "clean_pass_connect"), 9: ("clean_pass", "clean_pass_s3"),
     10: ("kafka_source",), 11: ("kafka_source",), 12: ("kafka_source",), 13: ("appends",), 14: ("transaction_cases",),
+    15: ("embedded_sql",),
 }

@@ -58,6 +58,10 @@ def __getattr__(name: str) -> object:
         from deltalog.store import Store  # lazy, for the workers' start-up time (above)
 
         return Store
+    if name == "register_views":
+        from deltalog.sql.ddl import register_views  # lazy, as Store (above)
+
+        return register_views
     if name in ("ProduceResult", "RecordMetadata"):
         from deltalog.producer import producer  # lazy, as Store (above)
 
@@ -106,4 +110,5 @@ __all__ = [
     "UnknownTopicOrPartitionError",
     "WallClock",
     "__version__",
+    "register_views",
 ]

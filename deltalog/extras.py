@@ -2,7 +2,8 @@
 
 deltalog's wheel leaves pyspark out of its requirements, as libraries that run on Databricks do (a runtime
 provides its own Spark, and a pip-installed pyspark would shadow it); a laptop installs ``deltalog[spark]``.
-Great Expectations, which only the data-quality checks use, comes with ``deltalog[quality]``. Producing,
+Great Expectations, which only the data-quality checks use, comes with ``deltalog[quality]``, and DuckDB, the
+embedded SQL engine of ``deltalog sql``, with ``deltalog[sql]``. Producing,
 consuming, topics, groups, transactions, describe and ``doctor --no-spark`` need neither, so the modules that
 import them do so on first use, after :func:`require` has said in one line what to install if it is missing.
 """
@@ -17,6 +18,7 @@ from deltalog.errors import MissingExtraError
 EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "spark": (("pyspark",), "Spark (pyspark)"),
     "quality": (("great_expectations",), "Great Expectations"),
+    "sql": (("duckdb",), "DuckDB (the embedded SQL engine)"),
 }
 
 #: A module's top-level name -> the extra that brings it (for an import that failed anyway).

@@ -44,7 +44,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from deltalog.errors import (
@@ -629,6 +628,8 @@ class Storage:
             for p in paths:
                 if not os.path.exists(p):
                     raise FileNotFoundError(p)
+            import pyarrow.dataset as ds  # here, not at the top: it imports pandas (~0.3 s; deltalog sql's start)
+
             return ds.dataset(paths, schema=schema, format="parquet").to_table(filter=filter)
         tables = []
         for loc in locations:

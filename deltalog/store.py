@@ -12,7 +12,8 @@
   ``offsets.*``, ``transactional.id.*``).
 
 Cleaning goes through the one cleaning loop (:class:`~deltalog.cleaner.log_cleaner.LogCleaner`), SQL through
-:mod:`deltalog.sql.views`, checks through :mod:`deltalog.quality`, retention and VACUUM through
+:mod:`deltalog.sql.views` (Spark) or :mod:`deltalog.sql.embedded` (DuckDB, no JVM), view DDL for other engines
+through :mod:`deltalog.sql.ddl`, checks through :mod:`deltalog.quality`, retention and VACUUM through
 :mod:`deltalog.log.retention` and :mod:`deltalog.log.vacuum`. See ``docs/ARCHITECTURE.md``.
 """
 
@@ -71,6 +72,20 @@ if TYPE_CHECKING:
 __all__ = ["STATE_DIR", "TOPICS_DIR", "Store", "validate_topic_name"]
 
 
+SQL_ENGINES = ("spark", "embedded")
+
+
+def sql_engine(engine: str | None, *, spark_given: bool) -> str:
+    """The engine a query runs on: the one asked for (``spark`` or ``embedded``), else Spark for a store given
+    a Spark session (its user works in Spark) and the embedded engine for any other (no JVM to start)."""
+    if engine is None:
+        return "spark" if spark_given else "embedded"
+    e = str(engine).strip().lower()
+    if e not in SQL_ENGINES:
+        raise InvalidArgumentError(f"unknown SQL engine {engine!r}; expected one of {', '.join(SQL_ENGINES)}")
+    return e
+
+
 class Store:
     """A deltalog store at a URI: topics of partitions, each partition one Delta table.
 
@@ -103,6 +118,8 @@ class Store:
         self.clock: Clock = clock or WallClock()
         self.config = StoreConfig.from_properties(validate_config_mapping(config, "store config"))
         self._spark = spark
+        self._spark_given = spark is not None
+        self._embedded: Any = None
         #: The registry of topics and partition logs every service works on (``create=False``: raises
         #: :class:`~deltalog.errors.NoStoreError` where there is no store).
         try:
@@ -374,15 +391,38 @@ class Store:
     # deltalog.sql imports pyspark (~0.3 s) and deltalog.quality great-expectations (~3 s): imported on first
     # use, so producers and the cleaner's Spark workers never pay for them.
 
-    def sql(self, query: str, *, version_as_of: time_travel.Versions | None = None,
-            timestamp_as_of: time_travel.Timestamp | None = None) -> DataFrame:
-        """Spark SQL over the store: ``<topic>`` is the full log, ``<topic>_current`` the current state
-        (``.``/``-`` in topic names become ``_``; see :mod:`deltalog.sql.views`). ``timestamp_as_of`` /
-        ``version_as_of``: every view the query names as of then (see :meth:`current_state`)."""
-        from deltalog.sql import views
+    def sql(self, query: str, *, engine: str | None = None, version_as_of: time_travel.Versions | None = None,
+            timestamp_as_of: time_travel.Timestamp | None = None) -> Any:
+        """SQL over the store: ``<topic>`` is the full log, ``<topic>_current`` the current state
+        (``.``/``-`` in topic names become ``_``; see :mod:`deltalog.sql.views`).
 
-        return views.sql(self.log_manager, self.spark, query,
-                         as_of=time_travel.as_of(version_as_of, timestamp_as_of))
+        ``engine`` (:func:`sql_engine`): ``"spark"`` runs Spark SQL on the store's session and returns a Spark
+        DataFrame; ``"embedded"`` runs DuckDB in this process (:mod:`deltalog.sql.embedded`, the ``sql``
+        extra), without starting Spark, and returns a DuckDB relation (``.fetchall()``, ``.arrow()``,
+        ``.df()``, ``.show()``). By default a store given a Spark session (``spark=``) uses Spark, any other the
+        embedded engine. Both have the same views, columns and rows. ``timestamp_as_of`` / ``version_as_of``:
+        every view the query names as of then (see :meth:`current_state`)."""
+        at = time_travel.as_of(version_as_of, timestamp_as_of)
+        if sql_engine(engine, spark_given=self._spark_given) == "spark":
+            from deltalog.sql import views
+
+            return views.sql(self.log_manager, self.spark, query, as_of=at)
+        if self._embedded is None:
+            from deltalog.sql.embedded import EmbeddedSQL  # duckdb, on first use (start-up time)
+
+            self._embedded = EmbeddedSQL(self.log_manager)
+        return self._embedded.sql(query, as_of=at)
+
+    def view_ddl(self, engine: str = "spark", *, topics: Iterable[str] | None = None, catalog: str | None = None,
+                 schema: str | None = None) -> str:
+        """The plain-SQL view definitions of ``topics`` (all by default) for ``engine`` (``spark``,
+        ``databricks``, ``duckdb``, ``trino``): the log and the current state over the partition Delta tables,
+        to run where deltalog is not installed (:mod:`deltalog.sql.ddl`). ``catalog``/``schema`` qualify the
+        names (Unity Catalog's three-part names; Trino's connector catalog)."""
+        from deltalog.sql import ddl
+
+        statements = ddl.view_statements(self.log_manager, engine, topics=topics, catalog=catalog, schema=schema)
+        return ddl.script(statements, str(engine).strip().lower())
 
     def current_state(self, topic: str, *, isolation_level: str = "read_committed",
                       version_as_of: time_travel.Versions | None = None,

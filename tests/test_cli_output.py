@@ -136,16 +136,16 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
 def test_sql_errors_are_sparks_message_without_a_java_stack(capsys, tmp_path, spark):
     root = str(tmp_path / "store")
     Store(root).create_topic("fruit-prices")
-    code, out, err = run(capsys, "--store", root, "sql", "SELEC 1")
+    code, out, err = run(capsys, "--store", root, "sql", "--engine", "spark", "SELEC 1")
     assert (code, out) == (1, "")
     assert err.startswith("deltalog: error: [PARSE_SYNTAX_ERROR] Syntax error at or near 'SELEC'. SQLSTATE: 42601")
     assert "== SQL ==\nSELEC 1\n^^^" in err  # Spark's pointer into the query
-    code, out, err = run(capsys, "--store", root, "sql", "SELECT * FROM fruit-prices")  # '-' is not in view names
+    code, out, err = run(capsys, "--store", root, "sql", "--engine", "spark", "SELECT * FROM fruit-prices")  # '-' is not in view names
     assert code == 1 and "deltalog: error: [" in err and "fruit_prices, fruit_prices_current" in err
-    code, out, err = run(capsys, "--store", root, "sql", "SELECT * FROM fruit_price")
+    code, out, err = run(capsys, "--store", root, "sql", "--engine", "spark", "SELECT * FROM fruit_price")
     assert code == 1 and err.startswith("deltalog: error: [TABLE_OR_VIEW_NOT_FOUND] The table or view `fruit_price`")
     assert "deltalog: the views of this store's topics: fruit_prices, fruit_prices_current" in err
-    code, out, err = run(capsys, "--store", root, "sql", "SELECT java_method('java.lang.Integer', 'parseInt', 'x')")
+    code, out, err = run(capsys, "--store", root, "sql", "--engine", "spark", "SELECT java_method('java.lang.Integer', 'parseInt', 'x')")
     assert code == 1 and "NumberFormatException: For input string" in err
     for e in (err,):
         assert "\tat " not in e and "JVM stacktrace" not in e and "Traceback" not in e and "Project [" not in e
@@ -163,7 +163,7 @@ def test_without_verbose_spark_and_java_stay_off_stderr(tmp_path):
            "DELTALOG_WARM_WORKERS": "0"}
     env.pop(SPARK_OUTPUT_ENV, None)
     p = subprocess.run([sys.executable, "-c", "import sys; from deltalog.cli import main; sys.exit(main())", "sql",
-                        "SELECT * FROM fruit_price"], capture_output=True, text=True, env=env, timeout=300)
+                        "--engine", "spark", "SELECT * FROM fruit_price"], capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 1 and p.stdout == ""
     lines = p.stderr.splitlines()
     assert lines[0].startswith("deltalog: error: [TABLE_OR_VIEW_NOT_FOUND] The table or view `fruit_price` cannot be")

@@ -33,7 +33,7 @@ def test_require_names_the_extra_and_is_a_deltalog_error(no_pyspark):
     require("quality", "anything")  # great-expectations is here: nothing raised
 
 
-@pytest.mark.parametrize("command", [["demo"], ["clean"], ["sql", "SELECT 1"], ["cleaner", "run", "--once"],
+@pytest.mark.parametrize("command", [["demo"], ["clean"], ["sql", "--engine", "spark", "SELECT 1"], ["cleaner", "run", "--once"],
                                      ["check", "t"]])
 def test_commands_that_need_spark_say_which_extra_in_one_line(no_pyspark, command, tmp_path, capsys):
     code, out, err = run_cli(capsys, "--store", str(tmp_path / "store"), *command)
@@ -50,6 +50,14 @@ def test_commands_without_spark_still_run(no_pyspark, tmp_path, capsys):
     assert run_cli(capsys, "--store", store, "topics", "create", "t", "--config", "cleanup.policy=compact")[0] == 0
     code, out, err = run_cli(capsys, "--store", store, "doctor", "--no-spark", "--output", "json")
     assert code == 0, out + err
+
+
+def test_sql_on_the_embedded_engine_names_the_sql_extra(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "duckdb", None)
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    code, out, err = run_cli(capsys, "--store", str(tmp_path / "store"), "sql", "SELECT 1")
+    [line] = err.splitlines()
+    assert code == 1 and "deltalog sql needs DuckDB" in line and "pip install 'deltalog[sql]'" in line
 
 
 def test_check_names_the_quality_extra(no_great_expectations, tmp_path, capsys):

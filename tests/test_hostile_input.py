@@ -117,7 +117,9 @@ def test_what_the_regressions_refused_still_works_when_valid(arena):
 
 
 @pytest.mark.parametrize(("argv", "words"), [
-    (["sql", "select \x00"], "Syntax error"),  # printed "deltalog: error:" and nothing else
+    (["sql", "--engine", "spark", "select \x00"], "Syntax error"),  # printed "deltalog: error:" and nothing else
+    (["sql", "--engine", "spark", "select * from no_such_topic"], "no_such_topic"),
+    (["sql", "select \x00"], "BinderException"),  # the embedded engine (DuckDB) alike
     (["sql", "select * from no_such_topic"], "no_such_topic"),
     (["clean", "../x"], "Topic name"),
     (["clean", "prices", "-p", "7"], "Partition 7"),

@@ -140,7 +140,7 @@ store.append("prices", 0, [Record(key=b"active", value=b"1")])
 [result] = store.clean("prices")
 master = store.spark.sparkContext.master
 current = {r.k: r.v for r in store.sql(
-    "SELECT CAST(key AS STRING) AS k, CAST(value AS STRING) AS v FROM prices_current").collect()}
+    "SELECT CAST(key AS STRING) AS k, CAST(value AS STRING) AS v FROM prices_current", engine="spark").collect()}
 checked = store.check("prices")
 latest = sorted({r.key.decode(): r.value.decode() for r in store.read("prices", 0)}.items())
 # Retention (retention.ms on the store's clock) deletes the cleaned segment; VACUUM then removes its files.

@@ -200,9 +200,11 @@ def test_the_base_install_runs_without_spark_and_names_the_extra(wheel, tmp_path
     doctor = deltalog("doctor", "--no-spark")
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
 
-    for command in (["demo"], ["clean"], ["sql", "SELECT 1"]):
+    for command, needs, extra in ((["demo"], "Spark", "spark"), (["clean"], "Spark", "spark"),
+                                  (["sql", "--engine", "spark", "SELECT 1"], "Spark", "spark"),
+                                  (["sql", "SELECT 1"], "DuckDB", "sql")):
         result = deltalog(*command)
         assert result.returncode == 1 and result.stdout == ""
         [line] = result.stderr.splitlines()  # one line, no traceback
-        assert line.startswith(f"deltalog: error: deltalog {command[0]} needs Spark") and \
-            "pip install 'deltalog[spark]'" in line, line
+        assert line.startswith(f"deltalog: error: deltalog {command[0]} needs {needs}") and \
+            f"pip install 'deltalog[{extra}]'" in line, line

@@ -101,9 +101,10 @@ def test_cli_sql_prints_rows(spark_store, capsys):
     store = spark_store
     store.create_topic(TOPIC, config={"cleanup.policy": "compact"})
     store.append(TOPIC, 0, [Record(key=b"lime", value=b"0.49"), Record(key=b"lime", value=b"1.59")])
-    code = main(["--store", store.root, "sql", "--json", "SELECT key, value, offset FROM fruit_prices_current"])
+    code = main(["--store", store.root, "sql", "--engine", "spark", "--json",
+                 "SELECT key, value, offset FROM fruit_prices_current"])
     out = capsys.readouterr().out
     assert code == 0 and [json.loads(line) for line in out.splitlines()] == [
         {"key": "lime", "value": "1.59", "offset": 1}
     ]
-    assert main(["--store", store.root, "sql", "SELECT nope FROM fruit_prices"]) == 1
+    assert main(["--store", store.root, "sql", "--engine", "spark", "SELECT nope FROM fruit_prices"]) == 1

@@ -32,6 +32,7 @@ from deltalog.cli import (
     sql,
     topics,
     transactions,
+    views,
 )
 from deltalog.errors import DeltalogError
 from deltalog.log import damage
@@ -47,6 +48,7 @@ COMMAND_MODULES = [
     demo,
     doctor,
     sql,
+    views,
     check,
     clean,
     cleaner,

@@ -1,7 +1,10 @@
-"""``deltalog sql "QUERY"``: run Spark SQL over the store's views and print the rows.
+"""``deltalog sql "QUERY"``: run SQL over the store's views and print the rows.
 
 Views (see :mod:`deltalog.sql.views`): ``<topic>`` is the full log, ``<topic>_current`` the current state,
-with ``.`` and ``-`` in topic names replaced by ``_``.
+with ``.`` and ``-`` in topic names replaced by ``_``. ``--engine embedded`` (the default) answers with DuckDB in
+this process (:mod:`deltalog.sql.embedded`: no JVM, so a count takes about a second instead of Spark's start);
+``--engine spark`` runs Spark SQL on the embedded Spark session (or Spark Connect with ``SPARK_REMOTE``). This
+module imports neither engine: the embedded path must not import pyspark.
 """
 
 from __future__ import annotations
@@ -9,12 +12,16 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
 from typing import Any
 
 import deltalog.cli.common as common
+from deltalog import extras
 from deltalog.cli import output
 from deltalog.errors import QueryError
 from deltalog.log import damage
+from deltalog.sql.names import CURRENT_SUFFIX, view_name
+from deltalog.store import SQL_ENGINES
 from deltalog.text import format_table
 
 DEFAULT_MAX_ROWS = 1000
@@ -22,23 +29,27 @@ DEFAULT_MAX_ROWS = 1000
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "sql", help="run Spark SQL over the topics' log and current-state views",
-        description="Run Spark SQL. Each topic T has a view T (the full log, with a partition column) and "
+        "sql", help="run SQL over the topics' log and current-state views (DuckDB in-process, or Spark)",
+        description="Run SQL. Each topic T has a view T (the full log, with a partition column) and "
         "T_current (the latest non-tombstone record per key per partition); '.' and '-' in topic names "
-        "become '_', e.g. SELECT key, value FROM fruit_prices_current.",
+        "become '_', e.g. SELECT key, value FROM fruit_prices_current. The embedded engine (DuckDB, the "
+        "default) starts no JVM; --engine spark runs Spark SQL. Both have the same views and rows.",
     )
     p.add_argument("query", metavar="QUERY")
     p.add_argument("--as-of", metavar="TIMESTAMP|VERSION", default=None,
                    help="query the views as of then (Delta time travel): a time in ISO 8601 such as "
                    "2026-11-25T08:00:00Z (no zone: UTC), each partition at its version of that time; or a Delta "
                    "version, for topics of one partition")
+    p.add_argument("--engine", choices=SQL_ENGINES, default=None,
+                   help="embedded: DuckDB in this process, SQL in DuckDB's dialect (deltalog[sql]); spark: Spark "
+                        "SQL on the embedded Spark session, or Spark Connect (deltalog[spark]). Default: spark when "
+                        "$SPARK_REMOTE names a Spark Connect server, else embedded")
     p.add_argument("--max-rows", type=int, default=DEFAULT_MAX_ROWS, metavar="N",
                    help=f"print at most N rows (default {DEFAULT_MAX_ROWS})")
     output.add_output_option(p, text="an aligned table of at most --max-rows rows",
                              json_help="one JSON object per row (bytes as UTF-8 text, else {\"b64\": ...})")
     common.add_store_option(p)
     p.set_defaults(func=sql)
-    common.needs_extras(p, "spark")
 
 
 def _plain(value: Any) -> Any:
@@ -67,15 +78,32 @@ def _cell(value: Any) -> str:
 def sql(args: argparse.Namespace) -> int:
     if args.max_rows < 0:
         raise common.UsageError(f"--max-rows must be >= 0, not {args.max_rows}")
+    engine = args.engine or ("spark" if os.environ.get("SPARK_REMOTE", "").strip() else "embedded")
+    extras.require("sql" if engine == "embedded" else "spark", "deltalog sql")
     store = common.open_store(args)
-    try:
-        if args.as_of is None:
-            df = store.sql(args.query)
-        else:
-            from deltalog.cli.consume import parse_as_of
+    version = timestamp = None
+    if args.as_of is not None:
+        from deltalog.cli.consume import parse_as_of
 
-            version, timestamp = parse_as_of(args.as_of)
-            df = store.sql(args.query, version_as_of=version, timestamp_as_of=timestamp)
+        version, timestamp = parse_as_of(args.as_of)
+    if engine == "embedded":
+        try:
+            relation = store.sql(args.query, engine="embedded", version_as_of=version, timestamp_as_of=timestamp)
+            if relation is None:  # a statement without a result (SET, CREATE ...)
+                return _print(args, [], [])
+            columns, rows = list(relation.columns), relation.limit(args.max_rows + 1).fetchall()
+        except QueryError as e:
+            raise QueryError(str(e) + _views_hint(store, e)) from None
+        except Exception as e:  # DuckDB's own errors at fetch time (a cast that fails on a row, ...)
+            if type(e).__module__.split(".")[0] not in ("duckdb", "_duckdb"):
+                raise
+            error = store._embedded.error(e)  # a damaged data file is named as such, anything else DuckDB's words
+            if isinstance(error, QueryError):
+                raise QueryError(str(error) + _views_hint(store, e)) from None
+            raise error from None
+        return _print(args, columns, rows)
+    try:
+        df = store.sql(args.query, engine="spark", version_as_of=version, timestamp_as_of=timestamp)
         columns = df.columns
         rows = df.limit(args.max_rows + 1).collect()  # the query's result, not a partition's records
     except Exception as e:
@@ -85,6 +113,10 @@ def sql(args: argparse.Namespace) -> int:
         if corrupt is not None:
             raise corrupt from None
         raise QueryError(output.spark_error_message(e) + _views_hint(store, e)) from None
+    return _print(args, columns, rows)
+
+
+def _print(args: argparse.Namespace, columns: list[str], rows: list[Any]) -> int:
     more = len(rows) > args.max_rows
     rows = rows[: args.max_rows]
     if output.wants_json(args):
@@ -97,11 +129,10 @@ def sql(args: argparse.Namespace) -> int:
 
 
 def _views_hint(store: object, error: BaseException) -> str:
-    """For a name Spark cannot find, the views this store has (the usual cause is a topic name's '-' or '.')."""
-    if not any(c in str(error) for c in ("TABLE_OR_VIEW_NOT_FOUND", "INVALID_IDENTIFIER")):
+    """For a name the engine cannot find, the views this store has (the usual cause is a topic name's '-' or
+    '.')."""
+    if not any(c in str(error) for c in ("TABLE_OR_VIEW_NOT_FOUND", "INVALID_IDENTIFIER", "does not exist")):
         return ""
-    from deltalog.sql.views import CURRENT_SUFFIX, view_name  # the command imports Spark's side only when it runs
-
     topics = store.list_topics()  # type: ignore[attr-defined]
     if not topics:
         return "\ndeltalog: this store has no topics yet, so no views"

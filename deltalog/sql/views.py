@@ -33,7 +33,6 @@ the tail's files are small.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from pyspark.sql import DataFrame, SparkSession
@@ -46,33 +45,16 @@ from deltalog.log.record import DELETE_HORIZON, HEADERS, KEY, OFFSET, SEGMENT, T
 from deltalog.log.transactions import READ_COMMITTED
 from deltalog.spark import functions
 from deltalog.sql.encoding import decoded_columns
+from deltalog.sql.names import _WORD, CURRENT_SUFFIX, view_name, view_names
 from deltalog.sql.reads import read_slices, storage_of
 from deltalog.sql.source import file_slices
 from deltalog.storage import Storage
 
 PARTITION = "partition"
-CURRENT_SUFFIX = "_current"
 LOG_COLUMNS = (PARTITION, OFFSET, KEY, VALUE, HEADERS, TIMESTAMP, SEGMENT, DELETE_HORIZON)
 STATE_COLUMNS = (PARTITION, OFFSET, KEY, VALUE, HEADERS, TIMESTAMP)
 #: A dirty tail whose files are smaller than this has its key set broadcast to the clean-section join.
 BROADCAST_TAIL_BYTES = 64 * 1024 * 1024
-_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
-_WORD = re.compile(r"[A-Za-z0-9_]+")
-
-
-def view_name(topic: str) -> str:
-    """The SQL name of a topic's full-log view (its current-state view adds ``_current``)."""
-    return _UNSAFE.sub("_", topic)
-
-
-def view_names(topics: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
-    """Lower-cased view name -> the (topic, kind) pairs that claim it (more than one: ambiguous)."""
-    names: dict[str, list[tuple[str, str]]] = {}
-    for t in topics:
-        base = view_name(t)
-        names.setdefault(base.lower(), []).append((t, "log"))
-        names.setdefault((base + CURRENT_SUFFIX).lower(), []).append((t, "current"))
-    return names
 
 
 # -- DataFrames ----------------------------------------------------------------------------------------

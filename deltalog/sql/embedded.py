@@ -1,0 +1,163 @@
+"""SQL over a store without starting Spark: the same views as :mod:`deltalog.sql.views`, answered by DuckDB.
+
+``deltalog sql`` used to start a JVM for every query (12-15 s, nearly all of it Spark's start). Here the
+views are the plain-SQL DuckDB views of :mod:`deltalog.sql.ddl`, made for each query over the latest snapshot
+of each partition the query names, with ``read_parquet`` of the snapshot's data files (the files delta-rs lists
+for that version, as Delta's ``delta_scan`` would read) in place of ``delta_scan``: DuckDB's delta extension
+is downloaded on first use, which an offline or locked-down machine cannot do, and deltalog already knows the
+files and their stats. On an object store (``s3://``, ``az://``, ``gs://``) DuckDB has no filesystem without
+its httpfs extension either, so the files are read through the store's :class:`~deltalog.storage.Storage`
+(obstore, as every other read of the store) into Arrow and handed to DuckDB.
+
+The views, columns and rows are those of the Spark views: ``<topic>`` the log and ``<topic>_current`` the
+current state, ``read_committed`` (markers never shown, aborted and open transactions left out), keys and
+values decoded per the topic's encoding. The snapshot's log start is read when the query runs, and a
+snapshot without transactional rows skips the transaction joins.
+
+Why DuckDB rather than delta-rs's DataFusion ``QueryBuilder`` (as fast on the benchmark's count, see
+docs/sql.md): ``QueryBuilder`` has no JSON functions, so ``json``-encoded topics could not be decoded as the
+Spark views decode them (``from_json``), and it registers Delta tables only, where DuckDB also takes file lists
+and Arrow data.
+
+DuckDB is the ``sql`` extra (``pip install 'deltalog[sql]'``); a query without it says so in one line.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import TYPE_CHECKING, Any
+
+from deltalog import extras
+from deltalog.errors import DeltalogError, InvalidTopicError, QueryError
+from deltalog.log import damage, time_travel
+from deltalog.log.record import RECORD_SCHEMA
+from deltalog.sql import ddl
+from deltalog.sql.names import ambiguity, topics_in_query
+from deltalog.storage import join
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from deltalog.log.log_manager import LogManager
+
+#: ``offset`` as a bare word in a query: DuckDB reserves it (Spark does not), the usual first parser error.
+_BARE_OFFSET = re.compile(r'(?<!["`\w])offset(?!["`\w])', re.IGNORECASE)
+#: DuckDB's type of each column of the partition table (a file written before transactions lacks the last four).
+_DUCKDB_TYPES = {
+    "offset": "BIGINT", "key": "BLOB", "value": "BLOB", "headers": 'STRUCT("key" VARCHAR, "value" BLOB)[]',
+    "timestamp_ms": "BIGINT", "segment": "BIGINT", "delete_horizon_ms": "BIGINT", "producer_id": "BIGINT",
+    "producer_epoch": "INTEGER", "control": "VARCHAR", "txn_first_offset": "BIGINT",
+}
+#: A typed relation without rows: ``UNION ALL BY NAME`` with the files gives every column its type, and null in
+#: the files that lack it (a plain append writes no producer columns).
+_EMPTY = "SELECT " + ", ".join(f'CAST(NULL AS {t}) AS "{c}"' for c, t in _DUCKDB_TYPES.items()) + " WHERE false"
+
+
+def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection (the ``sql`` extra)."""
+    extras.require("sql", "SQL on the embedded engine")
+    import duckdb  # the sql extra, imported on first use (start-up time of commands that never query)
+
+    con = duckdb.connect(":memory:")
+    if threads:
+        con.execute(f"SET threads = {int(threads)}")
+    return con
+
+
+class EmbeddedSQL:
+    """The embedded engine of one store: a DuckDB connection whose views are made afresh for each query."""
+
+    def __init__(self, logs: LogManager) -> None:
+        self.logs = logs
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._lock = threading.Lock()
+        #: The data files the views read, so that DuckDB's error on one names it as a damaged file.
+        self._locations: set[str] = set()
+        self._query = ""
+
+    @property
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            self._con = connect()
+        return self._con
+
+    def sql(self, query: str, *, as_of: time_travel.AsOf | None = None) -> duckdb.DuckDBPyRelation:
+        """Run DuckDB SQL with the views of every topic the query names made first (as of ``as_of``: Delta's
+        ``versionAsOf`` / ``timestampAsOf``, see :mod:`deltalog.log.time_travel`); returns DuckDB's relation
+        (``.fetchall()``, ``.arrow()``, ``.df()``, ``.columns``)."""
+        used, ambiguous = topics_in_query(query, self.logs.list_topics())
+        for name, claims in ambiguous:
+            raise InvalidTopicError(ambiguity(name, claims) + "; query the other engines' views from "
+                                    "store.view_ddl(...) under names of your own")
+        import duckdb  # the connection above required it
+
+        with self._lock:
+            con = self.connection
+            for topic in used:
+                self._make_views(con, topic, as_of)
+            self._query = query
+            try:
+                return con.sql(query)
+            except duckdb.Error as e:
+                raise self.error(e) from None
+
+    def error(self, e: BaseException) -> DeltalogError:
+        """DuckDB's error as deltalog's: a data file it could not read is a damaged partition
+        (:class:`~deltalog.errors.CorruptLogError` naming the file and the fix), anything else a
+        :class:`~deltalog.errors.QueryError` with DuckDB's message."""
+        text = str(e)
+        for location in sorted(self._locations):
+            if location in text:
+                return damage.data_file_error(location, FileNotFoundError(location) if "No files found" in text
+                                              or "No such file" in text else e)
+        hint = ""
+        if "Parser" in type(e).__name__ and _BARE_OFFSET.search(self._query):
+            hint = ('\ndeltalog: OFFSET is a reserved word in DuckDB (the embedded engine): write "offset" in double '
+                    "quotes, or run Spark SQL with --engine spark / engine=\"spark\"")
+        return QueryError(f"{type(e).__name__}: {text}{hint}")
+
+    def _make_views(self, con: duckdb.DuckDBPyConnection, topic: str, as_of: time_travel.AsOf | None) -> None:
+        tables = []
+        refs: dict[int, str] = {}
+        storage = self.logs.storage
+        for p in time_travel.partitions_read(self.logs.partitions(topic), topic, as_of):
+            log = self.logs.log(topic, p)
+            if as_of is None:
+                snap = log.snapshot()
+                damage.raise_data_damage(log.storage, log.uri, snap.files)
+            else:
+                snap = time_travel.snapshot_as_of(log, as_of)  # checks its files are there
+            files = snap.files_from(snap.log_start_offset)
+            tables.append(ddl.PartitionTable(snap.partition, log.uri, snap.log_start_offset,
+                                             any(f.producer_rows or f.control_rows for f in files)))
+            locations = [join(log.uri, f.path) for f in files]
+            self._locations.update(locations)
+            if not locations:
+                refs[snap.partition] = f"({_EMPTY})"
+            elif storage.local:
+                listed = ", ".join(ddl.DuckDBDialect(None, None, False).literal(p) for p in locations)
+                refs[snap.partition] = (f"({_EMPTY} UNION ALL BY NAME SELECT * FROM read_parquet([{listed}], "
+                                        "union_by_name = true))")
+            else:
+                name = f"__deltalog_{ddl.view_name(topic)}__p{snap.partition}"
+                con.register(name, storage.read_parquet(locations, schema=RECORD_SCHEMA))
+                refs[snap.partition] = f'"{name}"'
+        d = ddl.dialect("duckdb")
+        names = ddl.view_names(self.logs.list_topics())
+        for s in ddl.topic_views(d, topic, self.logs.topic_config(topic), tables,
+                                 table_ref=lambda _t, table: refs[table.partition]):
+            if len(names.get(s.name.lower(), [])) <= 1:
+                con.execute(s.sql)
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+
+def rows_of(relation: Any, limit: int) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The columns and at most ``limit`` rows of a relation (DuckDB's) or a DataFrame (Spark's)."""
+    if hasattr(relation, "fetchall"):
+        return list(relation.columns), relation.limit(limit).fetchall()
+    return list(relation.columns), [tuple(r) for r in relation.limit(limit).collect()]
