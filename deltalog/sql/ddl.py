@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -105,7 +106,7 @@ class ViewStatement:
 # -- dialects ----------------------------------------------------------------------------------------------
 
 
-class Dialect:
+class Dialect(ABC):
     """What differs between engines: identifier quoting, the table reference, decoding, the view statement."""
 
     engine = ""
@@ -133,17 +134,20 @@ class Dialect:
         """A statement registering the partition table in the catalog, if this engine needs one."""
         return None
 
+    @abstractmethod
     def table_ref(self, topic: str, table: PartitionTable) -> str:
-        raise NotImplementedError
+        """Each engine's own."""
 
     def create_view(self, name: str) -> str:
         return f"CREATE OR REPLACE {'TEMPORARY ' if self.temporary else ''}VIEW {self.qualified(name)} AS"
 
+    @abstractmethod
     def string(self, col: str) -> str:
-        raise NotImplementedError
+        """Each engine's own."""
 
+    @abstractmethod
     def json(self, col: str, schema_text: str) -> str:
-        raise NotImplementedError
+        """Each engine's own."""
 
     def literal(self, text: str) -> str:
         return "'" + text.replace("'", "''") + "'"
