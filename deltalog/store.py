@@ -398,8 +398,9 @@ class Store:
 
         ``engine`` (:func:`sql_engine`): ``"spark"`` runs Spark SQL on the store's session and returns a Spark
         DataFrame; ``"embedded"`` runs DuckDB in this process (:mod:`deltalog.sql.embedded`, the ``sql``
-        extra), without starting Spark, and returns a DuckDB relation (``.fetchall()``, ``.arrow()``,
-        ``.df()``, ``.show()``). By default a store given a Spark session (``spark=``) uses Spark, any other the
+        extra), without starting Spark, and returns DuckDB's relation (``.fetchall()``, ``.arrow()``, ``.df()``,
+        ``.show()``) wrapped so that Spark DataFrame code keeps working (``.collect()``, ``.toPandas()``,
+        ``.count()``: :class:`~deltalog.sql.embedded.SQLResult`). By default a store given a Spark session (``spark=``) uses Spark, any other the
         embedded engine. Both have the same views, columns and rows. ``timestamp_as_of`` / ``version_as_of``:
         every view the query names as of then (see :meth:`current_state`)."""
         at = time_travel.as_of(version_as_of, timestamp_as_of)

@@ -82,10 +82,11 @@ class EmbeddedSQL:
             self._con = connect()
         return self._con
 
-    def sql(self, query: str, *, as_of: time_travel.AsOf | None = None) -> duckdb.DuckDBPyRelation:
+    def sql(self, query: str, *, as_of: time_travel.AsOf | None = None) -> SQLResult | None:
         """Run DuckDB SQL with the views of every topic the query names made first (as of ``as_of``: Delta's
         ``versionAsOf`` / ``timestampAsOf``, see :mod:`deltalog.log.time_travel`); returns DuckDB's relation
-        (``.fetchall()``, ``.arrow()``, ``.df()``, ``.columns``)."""
+        in a :class:`SQLResult` (``.fetchall()``, ``.arrow()``, ``.df()``, ``.columns``, and Spark's ``.collect()``,
+        ``.toPandas()``, ``.count()``), or None for a statement without a result."""
         used, ambiguous = topics_in_query(query, self.logs.list_topics())
         for name, claims in ambiguous:
             raise InvalidTopicError(ambiguity(name, claims) + "; query the other engines' views from "
@@ -98,7 +99,8 @@ class EmbeddedSQL:
                 self._make_views(con, topic, as_of)
             self._query = query
             try:
-                return con.sql(query)
+                relation = con.sql(query)
+                return None if relation is None else SQLResult(relation)
             except duckdb.Error as e:
                 raise self.error(e) from None
 
@@ -161,3 +163,52 @@ def rows_of(relation: Any, limit: int) -> tuple[list[str], list[tuple[Any, ...]]
     if hasattr(relation, "fetchall"):
         return list(relation.columns), relation.limit(limit).fetchall()
     return list(relation.columns), [tuple(r) for r in relation.limit(limit).collect()]
+
+
+class SQLResult:
+    """The embedded engine's answer: DuckDB's relation (every method of ``DuckDBPyRelation`` works on it:
+    ``fetchall()``, ``arrow()``, ``df()``, ``show()``, ``columns``) that also answers the Spark DataFrame calls a
+    ``store.sql(...)`` user wrote when it always returned a Spark DataFrame (``collect()``, ``toPandas()``,
+    ``count()``, ``limit(n)``, ``first()``, ``toArrow()``), so that code keeps working on a store without Spark.
+    ``relation`` is DuckDB's own object."""
+
+    def __init__(self, relation: Any) -> None:
+        self.relation = relation
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.relation, name)
+
+    def __repr__(self) -> str:
+        return f"SQLResult(columns={list(self.relation.columns)!r})"
+
+    def _row_type(self) -> Any:
+        from collections import namedtuple
+
+        return namedtuple("Row", list(self.relation.columns), rename=True)
+
+    def collect(self) -> list[Any]:
+        """Every row as a named tuple (``row.key``, ``row[0]``), as Spark's ``DataFrame.collect`` gives Rows."""
+        row = self._row_type()
+        return [row(*r) for r in self.relation.fetchall()]
+
+    def first(self) -> Any:
+        row = self._row_type()
+        rows = self.relation.limit(1).fetchall()
+        return row(*rows[0]) if rows else None
+
+    def count(self, *args: Any, **kwargs: Any) -> Any:
+        """With no argument, the number of rows (Spark's ``DataFrame.count``); with one, DuckDB's aggregate."""
+        if args or kwargs:
+            return self.relation.count(*args, **kwargs)
+        return self.relation.aggregate("count(*)").fetchall()[0][0]
+
+    def limit(self, n: int, offset: int = 0) -> SQLResult:
+        return SQLResult(self.relation.limit(n, offset))
+
+    def toPandas(self) -> Any:  # noqa: N802 (Spark's name)
+        return self.relation.df()
+
+    def toArrow(self) -> Any:  # noqa: N802 (Spark's name)
+        """A ``pyarrow.Table``, as Spark's ``DataFrame.toArrow`` (DuckDB's ``arrow()`` may give a batch reader)."""
+        answer = self.relation.arrow()
+        return answer.read_all() if hasattr(answer, "read_all") else answer
