@@ -135,6 +135,7 @@ def reset_plan(logs: LogManager, offsets: OffsetsTopic, group_id: str, partition
                 warn(f"Partition {tp.partition} from topic {tp.topic} is empty. Falling back to latest known offset.")
             new = head.log_end_offset if found is None else found
         else:
+            asked: Any
             if isinstance(to, ShiftBy):
                 if tp not in committed:
                     raise InvalidArgumentError(f"Cannot shift offset for partition {tp} since there is no current "
@@ -142,7 +143,6 @@ def reset_plan(logs: LogManager, offsets: OffsetsTopic, group_id: str, partition
                 asked = committed[tp].offset + to.n
             else:
                 asked = wanted[tp] if isinstance(to, Mapping) else to
-            assert isinstance(asked, int)
             new = min(max(asked, head.log_start_offset), head.log_end_offset)
             if new != asked and warn is not None:
                 which = "higher than latest" if asked > head.log_end_offset else "lower than earliest"

@@ -44,6 +44,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from deltalog.client_configs import CONSUMER_IGNORED, config_key, unknown_config_message
 from deltalog.clock import Clock
 from deltalog.errors import (
     IllegalStateError,
@@ -96,11 +97,11 @@ def _configs(given: Mapping[str, Any]) -> dict[str, Any]:
     as confluent-kafka takes them), checked."""
     out = dict(DEFAULTS)
     for name, value in given.items():
-        key = name.replace(".", "_")
-        if key not in DEFAULTS:
-            raise InvalidConfigError(f"{name!r} is not a consumer config deltalog knows; known: "
-                                     f"{', '.join(sorted(DEFAULTS))}")
-        out[key] = value
+        key = config_key(name)
+        if key in DEFAULTS:
+            out[key] = value
+        elif key not in CONSUMER_IGNORED:  # network and fetch settings: accepted and ignored, as the producer does
+            raise InvalidConfigError(unknown_config_message("consumer", name, DEFAULTS))
     if out["group_id"] is not None:
         out["group_id"] = validate_group_id(out["group_id"])
     reset = out["auto_offset_reset"]
