@@ -54,10 +54,10 @@ from deltalog.storage import Storage
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
-    from deltalog.groups.confluent_consumer import ConfluentConsumer
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from deltalog.groups.confluent_consumer import ConfluentConsumer
     from deltalog.quality import CheckFailedError, CheckResult
 
 __all__ = ["STATE_DIR", "TOPICS_DIR", "Store", "validate_topic_name"]
