@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from deltalog.admin import AdminClient
     from deltalog.groups.confluent_consumer import ConfluentConsumer
     from deltalog.quality import CheckFailedError, CheckResult
 
@@ -300,6 +301,15 @@ class Store:
             return ConfluentConsumer(lambda **c: Consumer(self.log_manager, self.offsets_topic, self.clock, **c),
                                      {**topics[0], **configs})
         return Consumer(self.log_manager, self.offsets_topic, self.clock, *topics, **configs)
+
+    def admin(self) -> AdminClient:
+        """Kafka's AdminClient calls with the names both Python clients use (``create_topics([NewTopic(...)])``,
+        ``delete_topics``, ``describe_configs``, ``incremental_alter_configs``, ``create_partitions``,
+        ``list_consumer_groups``, ``delete_records``), answering with done futures as confluent-kafka's; see
+        :mod:`deltalog.admin`."""
+        from deltalog.admin import AdminClient  # the facade imports the store's modules; kept out of start-up
+
+        return AdminClient(self)
 
     def list_consumer_groups(self) -> list[str]:
         """The ids of the groups with committed offsets, sorted."""
