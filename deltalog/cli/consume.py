@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 
 import deltalog.cli.common as common
-from deltalog.cli import console, output
+from deltalog.cli import console, offsets_formatter, output
 from deltalog.cli.jsonlines import record_to_json
 from deltalog.cli.kafka_text import FORMATTER_DEFAULTS, MessageFormatter
 from deltalog.errors import OffsetOutOfRangeError
@@ -102,6 +102,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "end; read_committed stops at the last stable offset and skips aborted transactions' records")
     console.add_property_option(p, "a kafka-console-consumer formatter property (repeatable): "
                                 + ", ".join(FORMATTER_DEFAULTS) + "; implies --output text")
+    p.add_argument("--formatter", choices=("default", "kafka.tools.DefaultMessageFormatter",
+                                           "org.apache.kafka.tools.consumer.DefaultMessageFormatter",
+                                           *offsets_formatter.NAMES), default=None, metavar="FORMATTER",
+                   help="'offsets' (Kafka's OffsetsMessageFormatter, also by its class names): read __consumer_offsets "
+                   "as one JSON line per committed offset (group, topic, partition, offset, metadata, commit "
+                   "time); 'default': Kafka's DefaultMessageFormatter, as --output text")
     p.add_argument("--page-size", type=_non_negative, default=PAGE_SIZE, metavar="N", help=argparse.SUPPRESS)
     output.add_output_option(p, default=None, text="Kafka's console format (value only, unless --property print.*)",
                              json_help="one object per record", default_help="json; text with any --property")
@@ -144,7 +150,10 @@ def consume(args: argparse.Namespace) -> int:
     if args.output == output.JSON and args.properties:
         raise common.UsageError("--property sets Kafka's text format; it does not apply to --output json "
                                 "(JSON lines carry every field)")
-    formatter = MessageFormatter(args.properties) if text else None
+    offsets_format = args.formatter in offsets_formatter.NAMES
+    if args.formatter is not None and not offsets_format:
+        text = True  # Kafka's DefaultMessageFormatter is the text format
+    formatter = MessageFormatter(args.properties) if text and not offsets_format else None
     if args.group is not None and args.partition is not None:
         raise common.UsageError("Options group and partition cannot be specified together.")
     if args.group is not None:
@@ -160,7 +169,7 @@ def consume(args: argparse.Namespace) -> int:
             f"The partition is required when offset is specified. (topic {topic!r} has {len(partitions)} "
             "partitions: add -p N, or use --offset earliest|latest)")
     positions = start_positions(store, topic, partitions, args.offset, args.group, args.isolation_level)
-    write = _writer(topic, formatter)
+    write = _offsets_writer() if offsets_format else _writer(topic, formatter)
     committer = None if args.group is None else _GroupCommitter(store, args.group, topic, partitions)
     consumer = _Consumer(store, topic, positions, follow=args.follow, page_size=max(args.page_size, 1),
                          committer=committer, isolation_level=args.isolation_level)
@@ -190,6 +199,15 @@ def consume(args: argparse.Namespace) -> int:
             pass
     print(f"Processed a total of {count} messages", file=sys.stderr)
     return code
+
+
+def _offsets_writer() -> Callable[[int, list[Record]], None]:
+    def write_offsets(partition: int, records: list[Record]) -> None:
+        for r in records:
+            line = offsets_formatter.format_offset_record(r.key, r.value)
+            if line is not None:
+                sys.stdout.write(line + "\n")
+    return write_offsets
 
 
 def _writer(topic: str, formatter: MessageFormatter | None) -> Callable[[int, list[Record]], None]:
