@@ -10,9 +10,9 @@ import json
 import confluent_kafka
 import pytest
 
-from deltalog.client_configs import CONSUMER_IGNORED, NETWORK, PRODUCER_IGNORED
 from deltalog.errors import DeltalogError, InvalidArgumentError, InvalidConfigError
 from deltalog.groups.confluent_consumer import ConfluentConsumer, Message
+from deltalog.ignored_configs import CONSUMER_IGNORED, NETWORK, PRODUCER_IGNORED
 from deltalog.structs import TopicPartition
 
 NETWORK_CONF = {"bootstrap.servers": "broker-1:9092,broker-2:9092", "security.protocol": "SASL_SSL",

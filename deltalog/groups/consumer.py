@@ -44,7 +44,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from deltalog.client_configs import CONSUMER_IGNORED, config_key, unknown_config_message
 from deltalog.clock import Clock
 from deltalog.errors import (
     IllegalStateError,
@@ -56,6 +55,7 @@ from deltalog.errors import (
 )
 from deltalog.groups.fetch import READ_UNCOMMITTED, end_offset, fetch, validate_isolation_level
 from deltalog.groups.offsets_topic import OffsetsTopic, as_topic_partition, validate_group_id
+from deltalog.ignored_configs import CONSUMER_IGNORED, config_key, unknown_config_message
 from deltalog.log.log_manager import LogManager, is_internal_topic
 from deltalog.log.offsets_by_time import record_for_time, validate_timestamp
 from deltalog.log.record import HEADERS, KEY, OFFSET, TIMESTAMP, VALUE

@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from deltalog.client_configs import PRODUCER_IGNORED, config_key, unknown_config_message
 from deltalog.errors import (
     IllegalStateError,
     InvalidConfigError,
@@ -50,6 +49,7 @@ from deltalog.errors import (
     UnknownProducerIdError,
     shown,
 )
+from deltalog.ignored_configs import PRODUCER_IGNORED, config_key, unknown_config_message
 from deltalog.log import producer_state
 from deltalog.log.client_shapes import SentFuture, deliver, is_batch, one_record
 from deltalog.log.producer import Producer, ProduceResult
@@ -75,7 +75,7 @@ DEFAULTS: dict[str, Any] = {
 }
 #: Kafka client configs about the network and the client's send buffer, which have nothing to act on here (every
 #: send is one Delta commit per partition, made before it returns): accepted, so code written for Kafka runs
-#: unchanged, and ignored (the consumer accepts the same network settings; see :mod:`deltalog.client_configs`).
+#: unchanged, and ignored (the consumer accepts the same network settings; see :mod:`deltalog.ignored_configs`).
 NO_EFFECT = PRODUCER_IGNORED
 #: acks values that mean "committed": every append is a Delta commit, which is what Kafka's ``acks=all`` promises.
 ACKS_ALL = ("all", -1, "-1")

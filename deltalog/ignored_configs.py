@@ -67,7 +67,7 @@ def unknown_config_message(client: str, name: object, known: Iterable[str]) -> s
             f"dotted names, e.g. {'enable.idempotence' if client == 'producer' else 'auto.offset.reset'}); Kafka's "
             f"network, buffering and group-membership settings (bootstrap_servers, "
             f"{'linger_ms' if client == 'producer' else 'session_timeout_ms'}, ...) are accepted and ignored "
-            f"(deltalog.client_configs)")
+            f"(deltalog.ignored_configs)")
 
 
 __all__ = ["CONSUMER_IGNORED", "NETWORK", "PRODUCER_IGNORED", "config_key", "unknown_config_message"]
