@@ -56,6 +56,11 @@ class InvalidConfigError(DeltalogError, ValueError):
     """A config key is unknown, or its value is of the wrong type or out of range."""
 
 
+class InvalidPartitionsError(DeltalogError, ValueError):
+    """Kafka's ``InvalidPartitionsException``: a partition count a topic cannot take (CreatePartitions asks for no
+    more than it has)."""
+
+
 class InvalidArgumentError(DeltalogError, ValueError):
     """An argument of the wrong type or out of range (a partition given as ``0.0``, a negative clock step)."""
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from deltalog import extras
 from deltalog.cleaner import metrics
@@ -67,6 +67,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from deltalog.admin import AdminClient
+    from deltalog.groups.confluent_consumer import ConfluentConsumer
     from deltalog.quality import CheckFailedError, CheckResult
 
 __all__ = ["STATE_DIR", "TOPICS_DIR", "Store", "validate_topic_name"]
@@ -330,11 +332,34 @@ class Store:
             self._offsets = OffsetsTopic(self.log_manager, self.config)
         return self._offsets
 
-    def consumer(self, *topics: str, **configs: Any) -> Consumer:
+    @overload
+    def consumer(self, conf: Mapping[str, Any], /, **configs: Any) -> ConfluentConsumer: ...
+
+    @overload
+    def consumer(self, *topics: str, **configs: Any) -> Consumer: ...
+
+    def consumer(self, *topics: Any, **configs: Any) -> Consumer | ConfluentConsumer:  # type: ignore[misc]
         """A consumer with Kafka's names (kafka-python's ``KafkaConsumer(*topics, group_id=..., ...)``; configs also
         by Kafka's dotted names): ``subscribe``/``assign``, ``poll``/iteration, ``commit``, ``committed``,
-        ``position``, ``seek``, ``close``. See :mod:`deltalog.groups.consumer` for what differs from Kafka's."""
+        ``position``, ``seek``, ``offsets_for_times``, ``close``. See :mod:`deltalog.groups.consumer` for what differs
+        from Kafka's. Given one configuration dict, as ``confluent_kafka.Consumer(conf)`` takes it
+        (``store.consumer({"group.id": "g"})``), confluent-kafka's consumer shape instead (``poll(timeout)`` -> one
+        message or None, ``consume``, ``commit(message=...)``; :mod:`deltalog.groups.confluent_consumer`)."""
+        if len(topics) == 1 and isinstance(topics[0], Mapping):
+            from deltalog.groups.confluent_consumer import ConfluentConsumer  # only confluent-shaped code needs it
+
+            return ConfluentConsumer(lambda **c: Consumer(self.log_manager, self.offsets_topic, self.clock, **c),
+                                     {**topics[0], **configs})
         return Consumer(self.log_manager, self.offsets_topic, self.clock, *topics, **configs)
+
+    def admin(self) -> AdminClient:
+        """Kafka's AdminClient calls with the names both Python clients use (``create_topics([NewTopic(...)])``,
+        ``delete_topics``, ``describe_configs``, ``incremental_alter_configs``, ``create_partitions``,
+        ``list_consumer_groups``, ``delete_records``), answering with done futures as confluent-kafka's; see
+        :mod:`deltalog.admin`."""
+        from deltalog.admin import AdminClient  # the facade imports the store's modules; kept out of start-up
+
+        return AdminClient(self)
 
     def list_consumer_groups(self) -> list[str]:
         """The ids of the groups with committed offsets, sorted."""

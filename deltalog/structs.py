@@ -29,6 +29,15 @@ class OffsetAndMetadata(NamedTuple):
     leader_epoch: int = -1
 
 
+class OffsetAndTimestamp(NamedTuple):
+    """What ``offsets_for_times`` finds for a partition: the earliest offset whose record's timestamp is at or after
+    the time asked for, and that record's timestamp (epoch ms), as kafka-python returns it."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int = -1
+
+
 class ConsumerGroupMetadata(NamedTuple):
     """What a consumer hands a transactional producer's ``send_offsets_to_transaction`` (KIP-447): its group id and,
     in Kafka, its generation and member id. deltalog consumers have no group membership, so the generation is
@@ -62,4 +71,4 @@ class ConsumerRecord(NamedTuple):
     serialized_header_size: int
 
 
-__all__ = ["ConsumerGroupMetadata", "ConsumerRecord", "OffsetAndMetadata", "TopicPartition"]
+__all__ = ["ConsumerGroupMetadata", "ConsumerRecord", "OffsetAndMetadata", "OffsetAndTimestamp", "TopicPartition"]

@@ -283,7 +283,7 @@ def test_consumer_validation_errors(store):
     with pytest.raises(UnknownTopicOrPartitionError, match="'nope' does not exist"):
         store.consumer("nope", group_id="g")
     with pytest.raises(InvalidConfigError, match="not a consumer config"):
-        store.consumer("t", group_id="g", bootstrap_servers="localhost:9092")
+        store.consumer("t", group_id="g", bootstrap_server="localhost:9092")  # a typo; bootstrap_servers is ignored
     with pytest.raises(InvalidConfigError, match="auto.offset.reset"):
         store.consumer("t", group_id="g", auto_offset_reset="middle")
     with pytest.raises(InvalidConfigError, match="isolation.level"):

@@ -145,7 +145,7 @@ def test_a_plain_producer_without_idempotence(store):
 
 @pytest.mark.parametrize(("configs", "message"), [
     ({"lingering_ms": 5}, r"'lingering_ms' is not a producer config deltalog knows; known: acks, client_id, "
-                       r"enable_idempotence, retries"),
+                       r"enable_idempotence, key_serializer, retries"),
     ({"enable_idempotence": False, "transactional_id": "x"},
      "Cannot set a transactional.id without also enabling idempotence"),
     ({"acks": 1}, "Must set acks to all in order to use the idempotent producer"),

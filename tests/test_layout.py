@@ -19,7 +19,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "deltalog"
 #: import each other. The package's own ``__init__`` (``deltalog``) is the public face: it sits above the Store it
 #: re-exports, and only the command line imports it.
 LAYERS: list[tuple[str, ...]] = [
-    ("deltalog.errors", "deltalog.version", "deltalog.text", "deltalog.structs"),  # import nothing of deltalog
+    ("deltalog.errors", "deltalog.version", "deltalog.text", "deltalog.structs", "deltalog.ignored_configs"),
+    # (the first layer imports nothing of deltalog)
     ("deltalog.clock", "deltalog.extras", "deltalog.storage_faults"),
     ("deltalog.storage", "deltalog.schemas", "deltalog.spark"),
     ("deltalog.config",),
@@ -28,7 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("deltalog.producer",),       # Kafka's producer clients, on the log (and the offsets topic, for transactions)
     ("deltalog.cleaner",),        # LogCleaner, on the log (and the offsets topic: a compacted topic like any other)
     ("deltalog.sql",),            # Spark's reads and Spark's Kafka source, on the log, the producer and the cleaner
-    ("deltalog.quality", "deltalog.describe", "deltalog.state_check"),
+    ("deltalog.quality", "deltalog.describe", "deltalog.state_check", "deltalog.admin"),
     ("deltalog.store",),          # the facade over all of the above
     ("deltalog.jobs", "deltalog"),
     ("deltalog.cli",),

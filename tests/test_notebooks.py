@@ -1,6 +1,7 @@
-"""The notebooks run top to bottom on the embedded default, so they never rot.
+"""The notebooks run top to bottom on the embedded default, so they never rot, and are committed with the outputs
+of the code they hold (``python -m tooling.notebooks`` regenerates them), so a reader on a code host sees them run.
 
-They share one kernel (and so one embedded Spark session), as a user running them one after another in
+The runs share one kernel (and so one embedded Spark session), as a user running them one after another in
 the same Jupyter server would; each notebook builds everything it uses itself.
 """
 
@@ -14,7 +15,27 @@ import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
-pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.subprocess]  # a kernel, and Spark in it
+NAMES = ["quickstart.ipynb", "fruit_prices_walkthrough.ipynb", "data_quality.ipynb", "streaming.ipynb"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebooks_are_committed_with_the_outputs_of_their_code(name):
+    """Every code cell ran, none failed, and the outputs are those of the cells as they are now (the hash
+    ``tooling.notebooks`` records); the walkthrough's figure is in the notebook as a PNG."""
+    import nbformat
+
+    from tooling.notebooks import METADATA_KEY, sources_hash
+
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    stale = f"{name} is not current: run `python -m tooling.notebooks {name}` and commit it"
+    assert nb.metadata.get(METADATA_KEY, {}).get("sources") == sources_hash(nb), stale
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.execution_count is not None for c in code), stale
+    outputs = [o for c in code for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"], stale
+    assert outputs, stale
+    if name == "fruit_prices_walkthrough.ipynb":
+        assert any("image/png" in o.get("data", {}) for o in outputs), "the walkthrough's plot is not in the notebook"
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +51,10 @@ def kernel(tmp_path_factory):
     km.shutdown_kernel(now=True)
 
 
-@pytest.mark.parametrize("name", ["quickstart.ipynb", "fruit_prices_walkthrough.ipynb", "data_quality.ipynb", "streaming.ipynb"])
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.subprocess  # a kernel, and Spark in it
 def test_notebook_runs_top_to_bottom(name, kernel):
     import nbclient
     import nbformat

@@ -86,7 +86,7 @@ def test_duplicate_key_in_the_clean_section_fails_with_the_offsets(spark_store, 
 
     code = main(["--store", store.root, "check", TOPIC, "--cleans", "none"])
     out = capsys.readouterr().out
-    assert code == 1
+    assert code == 3  # broken data: deltalog.cli.exit_codes.EXIT_BROKEN_DATA
     assert "FAILED" in out and "partition 0" in out and "clean_section_keys_unique" in out
     path = sorted(os.listdir(os.path.join(store.root, "_deltalog", "checks", TOPIC)))[-1]
     saved = json.load(open(os.path.join(store.root, "_deltalog", "checks", TOPIC, path)))

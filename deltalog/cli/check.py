@@ -1,7 +1,7 @@
 """``deltalog check TOPIC``: run the compaction-guarantee suites and print a readable summary.
 
-Exits 0 when every expectation passed and 1 when any failed (like any other error, so a scheduler sees
-it); the validation results are kept as JSON under ``<store>/_deltalog/checks/<topic>/``.
+Exits 0 when every expectation passed and 3 when any failed (broken data: distinct from 1, a failure to run,
+and 2, a usage error; see :mod:`deltalog.cli.exit_codes`); the validation results are kept as JSON under ``<store>/_deltalog/checks/<topic>/``.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import argparse
 
 import deltalog.cli.common as common
 from deltalog.cli import output
+from deltalog.cli.exit_codes import EXIT_BROKEN_DATA, EXIT_OK
 from deltalog.errors import UnknownTopicOrPartitionError
 
 
@@ -19,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Validate every partition of TOPIC: offsets unique and not null, keys not null on compacted "
         "topics, each key at most once in the clean section, tombstone horizons, read order; and, across the "
         "last clean of each partition (Delta time travel), that no latest record was lost, nothing appeared "
-        "and the uncleaned tail did not change. Exit code 1 when any expectation fails.",
+        "and the uncleaned tail did not change. Exit code 3 when any expectation fails (1: the check could not run; 2: "
+        "a usage error).",
     )
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("-p", "--partition", type=int, action="append", metavar="N", dest="partitions",
@@ -48,4 +50,4 @@ def check(args: argparse.Namespace) -> int:
         output.emit(result.as_dict())
     else:
         print(result.summary())
-    return 0 if result.success else 1
+    return EXIT_OK if result.success else EXIT_BROKEN_DATA

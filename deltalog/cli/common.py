@@ -46,6 +46,9 @@ def add_store_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", metavar="URI", default=argparse.SUPPRESS, help=_STORE_HELP)
     parser.add_argument("--storage-option", dest="command_storage_options", metavar="KEY=VALUE", type=key_value,
                         action="append", default=[], help=_OPTION_HELP)
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT", default=argparse.SUPPRESS,
+                        help="accepted for Kafka's command lines and ignored: there is no broker; deltalog works on "
+                        "the store (--store or $DELTALOG_STORE)")
 
 
 def store_path(args: argparse.Namespace) -> str:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 
 import deltalog.cli.common as common
-from deltalog.cli import console, output
+from deltalog.cli import console, offsets_formatter, output
 from deltalog.cli.jsonlines import record_to_json
 from deltalog.cli.kafka_text import FORMATTER_DEFAULTS, MessageFormatter
 from deltalog.errors import OffsetOutOfRangeError
@@ -108,6 +108,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="read the topic as it was then (Delta time travel): a Delta version of one partition "
                    "table (with -p, or on a topic of one partition; see 'deltalog history'), or a time in ISO 8601 "
                    "such as 2026-11-25T08:00:00Z (no zone: UTC), each partition at its version of that time")
+    p.add_argument("--formatter", choices=("default", "kafka.tools.DefaultMessageFormatter",
+                                           "org.apache.kafka.tools.consumer.DefaultMessageFormatter",
+                                           *offsets_formatter.NAMES), default=None, metavar="FORMATTER",
+                   help="'offsets' (Kafka's OffsetsMessageFormatter, also by its class names): read __consumer_offsets "
+                   "as one JSON line per committed offset (group, topic, partition, offset, metadata, commit "
+                   "time); 'default': Kafka's DefaultMessageFormatter, as --output text")
     p.add_argument("--page-size", type=_non_negative, default=PAGE_SIZE, metavar="N", help=argparse.SUPPRESS)
     output.add_output_option(p, default=None, text="Kafka's console format (value only, unless --property print.*)",
                              json_help="one object per record", default_help="json; text with any --property")
@@ -160,7 +166,10 @@ def consume(args: argparse.Namespace) -> int:
     if args.output == output.JSON and args.properties:
         raise common.UsageError("--property sets Kafka's text format; it does not apply to --output json "
                                 "(JSON lines carry every field)")
-    formatter = MessageFormatter(args.properties) if text else None
+    offsets_format = args.formatter in offsets_formatter.NAMES
+    if args.formatter is not None and not offsets_format:
+        text = True  # Kafka's DefaultMessageFormatter is the text format
+    formatter = MessageFormatter(args.properties) if text and not offsets_format else None
     if args.group is not None and args.partition is not None:
         raise common.UsageError("Options group and partition cannot be specified together.")
     if args.group is not None:
@@ -177,7 +186,7 @@ def consume(args: argparse.Namespace) -> int:
             "partitions: add -p N, or use --offset earliest|latest)")
     snaps = _as_of_snapshots(store, topic, partitions, args)
     positions = start_positions(store, topic, partitions, args.offset, args.group, args.isolation_level, snaps)
-    write = _writer(topic, formatter)
+    write = _offsets_writer() if offsets_format else _writer(topic, formatter)
     committer = None if args.group is None else _GroupCommitter(store, args.group, topic, partitions)
     consumer = _Consumer(store, topic, positions, follow=args.follow, page_size=max(args.page_size, 1),
                          committer=committer, isolation_level=args.isolation_level, snaps=snaps)
@@ -232,6 +241,15 @@ def _as_of_snapshots(store: Store, topic: str, partitions: list[int],
     at = time_travel.as_of(version, timestamp)
     assert at is not None
     return {p: time_travel.snapshot_as_of(store.log(topic, p), at) for p in partitions}
+
+
+def _offsets_writer() -> Callable[[int, list[Record]], None]:
+    def write_offsets(partition: int, records: list[Record]) -> None:
+        for r in records:
+            line = offsets_formatter.format_offset_record(r.key, r.value)
+            if line is not None:
+                sys.stdout.write(line + "\n")
+    return write_offsets
 
 
 def _writer(topic: str, formatter: MessageFormatter | None) -> Callable[[int, list[Record]], None]:

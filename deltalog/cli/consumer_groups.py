@@ -1,8 +1,11 @@
 """``deltalog consumer-groups``: Kafka's ``kafka-consumer-groups.sh`` over the store's ``__consumer_offsets``.
 
 Exactly one action, as Kafka's tool: ``--list``, ``--describe --group G`` (or ``--all-groups``), ``--reset-offsets
---group G --topic T[:P,P] | --all-topics --to-earliest|--to-latest|--to-offset N [--execute]`` (a dry run unless
-``--execute``), ``--delete --group G`` and ``--delete-offsets --group G --topic T[:P,P]``. ``--describe`` prints
+--group G --topic T[:P,P] | --all-topics`` with one of Kafka's scenarios (``--to-earliest``, ``--to-latest``,
+``--to-current``, ``--to-offset N``, ``--shift-by N``, ``--to-datetime YYYY-MM-DDTHH:mm:SS.sss``, ``--by-duration
+PnDTnHnMnS``, or ``--from-file PLAN.csv`` instead of a scope), a dry run unless ``--execute``, and ``--export`` to
+print the plan as Kafka's CSV (``topic,partition,offset``, what ``--from-file`` reads back); ``--delete --group G``
+and ``--delete-offsets --group G --topic T[:P,P]``. ``--describe`` prints
 Kafka's columns, ``GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID``; deltalog
 groups have no members (:mod:`deltalog.groups.consumer`), so the last three are always ``-``, as Kafka prints them
 for a group without active members.
@@ -11,11 +14,22 @@ for a group without active members.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from datetime import datetime, timedelta, timezone
 
 import deltalog.cli.common as common
 from deltalog.cli import output
-from deltalog.groups.admin import TO_EARLIEST, TO_LATEST, reset_plan
+from deltalog.groups.admin import (
+    TO_CURRENT,
+    TO_EARLIEST,
+    TO_LATEST,
+    ShiftBy,
+    ToTime,
+    export_csv,
+    parse_reset_csv,
+    reset_plan,
+)
 from deltalog.store import Store
 from deltalog.structs import TopicPartition
 from deltalog.text import format_table
@@ -33,6 +47,52 @@ def _offset(text: str) -> int:
     if n < 0:
         raise argparse.ArgumentTypeError(f"--to-offset takes a whole number >= 0, not {text!r}")
     return n
+
+
+_DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})(Z|[+-]\d{2}(?::?\d{2})?)?")
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?",
+                       re.IGNORECASE)
+
+
+def _datetime(text: str) -> ToTime:
+    """Kafka's ``--to-datetime`` (``Utils.getDateTime``): ``YYYY-MM-DDTHH:mm:SS.sss``, milliseconds required, then
+    an optional zone (``Z``, ``+hh``, ``+hh:mm``, ``+hhmm``); no zone is UTC, as Kafka appends ``Z``."""
+    m = _DATETIME.fullmatch(text.strip())
+    try:
+        if m is None:
+            raise ValueError
+        y, mo, d, h, mi, sec, ms, zone = m.groups()
+        tz = timezone.utc
+        if zone and zone != "Z":
+            digits = zone[1:].replace(":", "")
+            offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:] or 0))
+            tz = timezone(-offset if zone[0] == "-" else offset)
+        when = datetime(int(y), int(mo), int(d), int(h), int(mi), int(sec), int(ms) * 1000, tzinfo=tz)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--to-datetime takes YYYY-MM-DDTHH:mm:SS.sss with an optional zone (Z, +hh:mm), e.g. "
+            f"2024-01-31T09:30:00.000 (UTC) or 2024-01-31T09:30:00.000+01:00, not {text!r}") from None
+    return ToTime(int(when.timestamp() * 1000))
+
+
+def _duration(text: str) -> timedelta:
+    """Kafka's ``--by-duration`` (Java's ``Duration.parse``): ISO-8601 ``PnDTnHnMnS``, e.g. ``PT1H``, ``P1DT12H``."""
+    m = _DURATION.fullmatch(text.strip())
+    if m is None or not any(m.groups()[1:]) or text.strip().upper().endswith("T"):
+        raise argparse.ArgumentTypeError(f"--by-duration takes an ISO-8601 duration PnDTnHnMnS, e.g. PT1H (an hour) "
+                                         f"or P1DT12H, not {text!r}")
+    sign, days, hours, minutes, seconds, fraction = m.groups()
+    d = timedelta(days=int(days or 0), hours=int(hours or 0), minutes=int(minutes or 0), seconds=int(seconds or 0),
+                  microseconds=int((fraction or "0").ljust(6, "0")[:6]) * (-1 if (seconds or "").startswith("-") else 1))
+    return -d if sign == "-" else d
+
+
+def _shift(text: str) -> ShiftBy:
+    try:
+        return ShiftBy(int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shift-by takes a whole number of offsets (negative: back), not "
+                                         f"{text!r}") from None
 
 
 def _topic_partitions(text: str) -> tuple[str, list[int] | None]:
@@ -59,8 +119,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     actions.add_argument("--describe", dest="action", action="store_const", const="describe",
                          help="per committed partition: offset, log end offset and lag (--group G or --all-groups)")
     actions.add_argument("--reset-offsets", dest="action", action="store_const", const="reset_offsets",
-                         help="set the group's offsets (--topic or --all-topics, and --to-earliest, --to-latest or "
-                         "--to-offset); a dry run unless --execute")
+                         help="set the group's offsets (--topic or --all-topics, and one of --to-earliest, --to-latest, "
+                         "--to-current, --to-offset, --shift-by, --to-datetime, --by-duration; or --from-file); a "
+                         "dry run unless --execute")
     actions.add_argument("--delete", dest="action", action="store_const", const="delete",
                          help="remove every committed offset of the group")
     actions.add_argument("--delete-offsets", dest="action", action="store_const", const="delete_offsets",
@@ -77,6 +138,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     to.add_argument("--to-latest", dest="to", action="store_const", const=TO_LATEST, help="reset to the log end")
     to.add_argument("--to-offset", dest="to", type=_offset, metavar="N",
                     help="reset to offset N (clamped into [log start, log end], as Kafka's tool does)")
+    to.add_argument("--to-current", dest="to", action="store_const", const=TO_CURRENT,
+                    help="reset to the committed offsets (the log end where there is none)")
+    to.add_argument("--shift-by", dest="to", type=_shift, metavar="N",
+                    help="move the committed offsets by N (negative: back), clamped into [log start, log end]")
+    to.add_argument("--to-datetime", dest="to", type=_datetime, metavar="YYYY-MM-DDTHH:mm:SS.sss",
+                    help="reset to the earliest offset whose timestamp is at or after this time (UTC unless a zone "
+                    "follows, e.g. +01:00); the log end where there is none")
+    to.add_argument("--by-duration", dest="to", type=_duration, metavar="PnDTnHnMnS",
+                    help="reset to the earliest offset whose timestamp is at or after now minus this ISO-8601 "
+                    "duration (e.g. PT1H: an hour ago)")
+    to.add_argument("--from-file", dest="from_file", metavar="PLAN.csv",
+                    help="reset to the offsets of a CSV of topic,partition,offset lines (what --export prints; "
+                    "group,topic,partition,offset lines too); no --topic/--all-topics")
+    p.add_argument("--export", action="store_true",
+                   help="with --reset-offsets: print the plan as Kafka's CSV (topic,partition,offset) instead of a "
+                   "table, for --from-file")
     run = p.add_mutually_exclusive_group()
     run.add_argument("--execute", action="store_true", help="with --reset-offsets: commit the new offsets")
     run.add_argument("--dry-run", action="store_true", help="with --reset-offsets: only show them (the default)")
@@ -97,8 +174,10 @@ def consumer_groups(args: argparse.Namespace) -> int:
             raise common.UsageError(f"--{args.action.replace('_', '-')} needs --group GROUP")
     if args.action not in ("reset_offsets", "delete_offsets") and (args.topics or args.all_topics):
         raise common.UsageError("--topic and --all-topics go with --reset-offsets (or --delete-offsets)")
-    if args.action != "reset_offsets" and (args.to is not None or args.execute or args.dry_run):
-        raise common.UsageError("--to-earliest, --to-latest, --to-offset, --execute and --dry-run go with "
+    if args.action != "reset_offsets" and (args.to is not None or args.from_file is not None or args.execute
+                                           or args.dry_run or args.export):
+        raise common.UsageError("--to-earliest, --to-latest, --to-current, --to-offset, --shift-by, --to-datetime, "
+                                "--by-duration, --from-file, --execute, --dry-run and --export go with "
                                 "--reset-offsets")
     store = common.open_store(args)
     return int(globals()[f"_{args.action}"](store, args) or 0)
@@ -139,16 +218,36 @@ def _selected(store: Store, args: argparse.Namespace) -> list[TopicPartition]:
 
 
 def _reset_offsets(store: Store, args: argparse.Namespace) -> None:
-    if args.to is None:
-        raise common.UsageError("--reset-offsets needs one of --to-earliest, --to-latest, --to-offset N")
-    partitions = _selected(store, args)
-    plan = reset_plan(store.log_manager, store.offsets_topic, args.group, partitions, args.to,
+    to = args.to
+    if to is None and args.from_file is None:
+        raise common.UsageError("--reset-offsets needs one of --to-earliest, --to-latest, --to-current, --to-offset N, "
+                                "--shift-by N, --to-datetime T, --by-duration D, --from-file PLAN.csv")
+    if args.from_file is not None:
+        if args.topics or args.all_topics:
+            raise common.UsageError("--from-file names its partitions: leave out --topic and --all-topics")
+        try:
+            with open(args.from_file, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise common.UsageError(f"--from-file {args.from_file}: {e.strerror or e}") from None
+        to = parse_reset_csv(text, args.group, args.from_file)
+        if not to:
+            print(f"Error: No reset plan for group {args.group} found", file=sys.stderr)
+        partitions: list[TopicPartition] = []
+    else:
+        partitions = _selected(store, args)
+    if isinstance(to, timedelta):  # --by-duration: from now, by the store's clock
+        to = ToTime(max(0, store.clock.now_ms() - int(to / timedelta(milliseconds=1))))
+    plan = reset_plan(store.log_manager, store.offsets_topic, args.group, partitions, to,
                       warn=lambda m: print(f"WARN: {m}", file=sys.stderr))
     if args.execute:
         store.alter_consumer_group_offsets(args.group, plan)
     else:
         print("WARN: No action will be performed as the --execute option is missing; these are the offsets "
               "--execute would commit.", file=sys.stderr)
+    if args.export:
+        print(export_csv(plan))
+        return
     if output.wants_json(args):
         for tp, om in plan.items():
             output.emit({"group": args.group, "topic": tp.topic, "partition": tp.partition, "new_offset": om.offset,

@@ -7,6 +7,7 @@ import argparse
 import deltalog.cli.common as common
 from deltalog.cli import doctor_checks as checks
 from deltalog.cli import output
+from deltalog.cli.exit_codes import EXIT_BROKEN_DATA, EXIT_FAILURE, EXIT_OK
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,7 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(started for real, about 10 s), delta-rs, package versions, whether the store is writable, and every "
         "partition of the store (without Spark): its Delta log (no gap in the commit files, the checkpoint hint "
         "names a readable checkpoint) and its data files (present, of the size their commit records, with a "
-        "readable Parquet footer); orphaned data files are a warning. Exits 1 if any check FAILs.",
+        "readable Parquet footer); orphaned data files are a warning. Exits 3 if a partition is damaged (broken data), else 1 if any other "
+        "check FAILs.",
     )
     p.add_argument("--no-spark", action="store_true", help="skip starting a Spark session")
     output.add_output_option(p, text="one line per check, and what to fix",
@@ -32,4 +34,6 @@ def doctor(args: argparse.Namespace) -> int:
         output.emit({"ok": not checks.failed(results), "checks": [c.as_dict() for c in results]})
     else:
         checks.render(results)
-    return 1 if checks.failed(results) else 0
+    if any(c.status == checks.FAIL and c.name.startswith("damage ") for c in results):
+        return EXIT_BROKEN_DATA
+    return EXIT_FAILURE if checks.failed(results) else EXIT_OK

@@ -32,10 +32,40 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 def add_output_option(parser: argparse.ArgumentParser, *, default: str | None = TEXT, text: str = "readable text",
                       json_help: str = "JSON lines, one object per line", default_help: str | None = None) -> None:
-    """``--output text|json`` and its short form ``--json``."""
-    parser.add_argument("--output", choices=(TEXT, JSON), default=default,
+    """``--output text|json`` (``-o``) and its short form ``--json``."""
+    parser.add_argument("-o", "--output", choices=(TEXT, JSON), default=default,
                         help=f"'{TEXT}': {text}; '{JSON}': {json_help} (default: {default_help or default})")
     parser.add_argument("--json", dest="output", action="store_const", const=JSON, help="same as --output json")
+
+
+def add_global_output_option(parser: argparse.ArgumentParser) -> None:
+    """``--output``/``-o``/``--json`` before the command too (``deltalog -o json topics list``); the one after the
+    command wins when both are given (see :func:`apply_global_output`)."""
+    parser.add_argument("-o", "--output", dest="global_output", choices=(TEXT, JSON), default=None,
+                        help=f"'{TEXT}' or '{JSON}' (JSON lines), for every command; also accepted after the command")
+    parser.add_argument("--json", dest="global_output", action="store_const", const=JSON,
+                        help="same as --output json")
+
+
+#: What a command's ``--output`` holds when it was not given after the command (see :func:`mark_output_unset`).
+UNSET = "(unset)"
+
+
+def mark_output_unset(leaf: argparse.ArgumentParser) -> None:
+    """Let a command tell ``--output`` given after it from its default: the default moves to ``output_default``
+    and ``output`` holds :data:`UNSET` until :func:`apply_global_output` resolves it."""
+    for action in leaf._actions:
+        if action.dest == "output" and action.default != UNSET:
+            leaf.set_defaults(output_default=action.default)
+            action.default = UNSET
+
+
+def apply_global_output(args: argparse.Namespace) -> None:
+    """The command's ``--output``: the one given after the command, else the one given before it, else the
+    command's default."""
+    if getattr(args, "output", None) == UNSET:
+        given = getattr(args, "global_output", None)
+        args.output = given if given is not None else getattr(args, "output_default", None)
 
 
 def add_verbose_option(parser: argparse.ArgumentParser, *, suppress_default: bool = False) -> None:

@@ -6,16 +6,20 @@ them (:class:`~deltalog.cli.kafka_text.LineMessageReader`). Each record goes to 
 would pick (:meth:`Store.produce <deltalog.store.Store.produce>`): ``-p N`` for all of them, else a JSON line's
 ``partition``, else murmur2 of its key, else (no key) the sticky partitioner.
 
-The whole input is parsed and every record validated against the topic's configs before the first append, so
-bad input writes nothing, and an error names the input line. The records are then produced in batches of
-``--batch-size``; each batch is one Delta commit per partition it touches.
+The input is read as a stream, as ``kafka-console-producer`` reads it: every ``--batch-size`` records are
+validated against the topic's configs and produced (one Delta commit per partition the batch touches), so memory
+stays flat however long the input (a file of 10 million lines, or a pipe that never ends). A bad record stops the
+command with an error naming its input line: the batches before it have been produced (the error says how many
+records), its own batch writes nothing. (Kafka's console producer sends each line as it reads it; a batch here
+is what one commit holds.)
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
@@ -28,6 +32,7 @@ from deltalog.log import arrow_records
 from deltalog.log.partition_log import validate_records
 from deltalog.log.record import Record
 from deltalog.producer.producer import PARTITION, ProduceResult
+from deltalog.store import Store
 
 DEFAULT_BATCH_SIZE = 10_000
 JSON_INPUT = "json"
@@ -62,20 +67,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=produce)
 
 
-def offset_ranges(offsets: list[int]) -> str:
-    """``[0, 1, 2, 5, 6]`` -> ``0-2, 5-6``."""
-    parts: list[str] = []
-    start = prev = None
-    for o in offsets + [None]:  # type: ignore[list-item]
-        if start is not None and o == prev + 1:  # type: ignore[operator]
-            prev = o
-            continue
-        if start is not None:
-            parts.append(str(start) if start == prev else f"{start}-{prev}")
-        start = prev = o
-    return ", ".join(parts)
-
-
 def produce(args: argparse.Namespace) -> int:
     topic = console.topic_of(args)
     if args.batch_size < 1:
@@ -90,36 +81,100 @@ def produce(args: argparse.Namespace) -> int:
         raise common.UsageError(f"--file {args.file!r} is not a file name; give the path of a file of records, or "
                                 "leave --file out to read standard input")
     source = args.file or "stdin"
+    report = _Report(args, topic)
     try:
         if args.file is not None:
             with open(args.file, encoding="utf-8") as f:
-                lines, records, partitions = _read(f, source, text, args, count)
+                _stream(store, topic, _entries(f, source, text, args, count), source, text, args, report)
         else:
-            lines, records, partitions = _read(sys.stdin, source, text, args, count)
+            _stream(store, topic, _entries(sys.stdin, source, text, args, count), source, text, args, report)
     except UnicodeDecodeError as e:
-        raise InvalidRecordError(f"{source} is not UTF-8 text ({e.reason} at byte {e.start} of a read); records "
-                                 "are JSON lines (binary keys and values as key_b64 / value_b64) or Kafka "
-                                 "console lines") from None
-
-    try:
-        validate_records(records, store.topic_config(topic), topic)
+        raise report.partial(InvalidRecordError(
+            f"{source} is not UTF-8 text ({e.reason} at byte {e.start} of a read); records are JSON lines (binary "
+            "keys and values as key_b64 / value_b64) or Kafka console lines")) from None
     except InvalidRecordError as e:
-        error = _at_line(e, source, lines)
-        if text and "has no key" in str(error) and not LineMessageReader(args.properties).parse_key:
-            error = type(error)(f"{error} (each input line is a value with no key unless --property "
-                                "parse.key=true splits KEY<separator>VALUE)", index=error.index)
-        raise error from None
-    results: list[ProduceResult] = []
-    for i in range(0, len(records), args.batch_size):
-        chunk = slice(i, i + args.batch_size)
-        if args.partition is None and any(p is not None for p in partitions[chunk]):
-            table = arrow_records.from_records(records[chunk]).append_column(
-                PARTITION, pa.array(partitions[chunk], pa.int32()))
-            results.append(store.produce(topic, table))
-        else:
-            results.append(store.produce(topic, records[chunk], partition=args.partition))
-    _report(args, topic, results, lines)
+        raise report.partial(e) from None
+    report.finish()
     return 0
+
+
+def _stream(store: Store, topic: str, entries: Iterator[tuple[int, Record, int | None]], source: str, text: bool,
+            args: argparse.Namespace, report: _Report) -> None:
+    """Validate and produce the input ``--batch-size`` records at a time."""
+    config = store.topic_config(topic)
+    while True:
+        batch = list(itertools.islice(entries, args.batch_size))
+        if not batch:
+            return
+        lines = [b[0] for b in batch]
+        records = [b[1] for b in batch]
+        partitions = [b[2] for b in batch]
+        try:
+            validate_records(records, config, topic)
+        except InvalidRecordError as e:
+            error = _at_line(e, source, lines)
+            if text and "has no key" in str(error) and not LineMessageReader(args.properties).parse_key:
+                error = type(error)(f"{error} (each input line is a value with no key unless --property "
+                                    "parse.key=true splits KEY<separator>VALUE)", index=error.index)
+            raise error from None
+        if args.partition is None and any(p is not None for p in partitions):
+            table = arrow_records.from_records(records).append_column(PARTITION, pa.array(partitions, pa.int32()))
+            result = store.produce(topic, table)
+        else:
+            result = store.produce(topic, records, partition=args.partition)
+        report.add(result, lines)
+
+
+class _Report:
+    """What was produced, kept as offset ranges per partition (so memory does not grow with the input), and the
+    JSON lines emitted batch by batch."""
+
+    def __init__(self, args: argparse.Namespace, topic: str) -> None:
+        self.args, self.topic = args, topic
+        self.ranges: dict[int, list[list[int]]] = {}
+        self.count = 0
+
+    def add(self, result: ProduceResult, lines: list[int]) -> None:
+        if output.wants_json(self.args):
+            for meta, line in zip(result, lines, strict=True):
+                output.emit({"topic": meta.topic, "partition": meta.partition, "offset": meta.offset,
+                             "timestamp_ms": meta.timestamp_ms, "line": line})
+            sys.stdout.flush()
+        for p, offsets in result.offsets_by_partition().items():
+            ranges = self.ranges.setdefault(p, [])
+            for o in offsets:
+                if ranges and ranges[-1][1] == o - 1:
+                    ranges[-1][1] = o
+                else:
+                    ranges.append([o, o])
+        self.count += len(result)
+
+    def partial(self, error: InvalidRecordError) -> InvalidRecordError:
+        """The error, saying what was produced before it (those batches are committed)."""
+        if not self.count:
+            return type(error)(f"{error}; nothing was produced", index=error.index)
+        return type(error)(f"{error}; the {self.count} record(s) before its batch were produced "
+                           f"({self._where()})", index=error.index)
+
+    def _where(self) -> str:
+        return ", ".join(f"partition {p} at offsets {_ranges_text(r)}" for p, r in sorted(self.ranges.items()))
+
+    def finish(self) -> None:
+        if output.wants_json(self.args):
+            return
+        if not self.count:
+            print("No records in the input; nothing produced")
+        elif len(self.ranges) == 1:
+            (p, ranges), = self.ranges.items()
+            print(f"Produced {self.count} record(s) to {self.topic}-{p} at offsets {_ranges_text(ranges)}")
+        else:
+            each = ", ".join(f"{sum(b - a + 1 for a, b in r)} to partition {p} at offsets {_ranges_text(r)}"
+                             for p, r in sorted(self.ranges.items()))
+            print(f"Produced {self.count} record(s) to {self.topic}: {each}")
+
+
+def _ranges_text(ranges: list[list[int]]) -> str:
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
 
 
 def _text_input(args: argparse.Namespace) -> bool:
@@ -134,28 +189,21 @@ def _text_input(args: argparse.Namespace) -> bool:
     return text
 
 
-def _read(stream: Iterable[str], source: str, text: bool, args: argparse.Namespace, count: int
-          ) -> tuple[list[int], list[Record], list[int | None]]:
-    """Every record of the input with its line number and its own partition (JSON's ``partition``, if any)."""
-    lines: list[int] = []
-    records: list[Record] = []
-    partitions: list[int | None] = []
+def _entries(stream: Iterable[str], source: str, text: bool, args: argparse.Namespace, count: int
+             ) -> Iterator[tuple[int, Record, int | None]]:
+    """Each record of the input, as it is read, with its line number and its own partition (JSON's
+    ``partition``, if any)."""
     if text:
         for read in LineMessageReader(args.properties).read(stream, source):
-            lines.append(read.line)
-            records.append(read.record)
-            partitions.append(None)
-        return lines, records, partitions
+            yield read.line, read.record, None
+        return
     for line, record, partition in entries_from_lines(stream, source):
         if partition is not None and args.partition is None and partition >= count:
             raise UnknownTopicOrPartitionError(
                 f"{source} line {line}: partition {partition} of topic {console.topic_of(args)!r} does not exist; "
                 f"partitions are 0..{count - 1} (drop the line's \"partition\" to let the partitioner choose, or "
                 "give -p N)")
-        lines.append(line)
-        records.append(record)
-        partitions.append(partition)
-    return lines, records, partitions
+        yield line, record, partition
 
 
 def _at_line(error: InvalidRecordError, source: str, lines: list[int]) -> InvalidRecordError:
@@ -165,27 +213,3 @@ def _at_line(error: InvalidRecordError, source: str, lines: list[int]) -> Invali
     if error.index is None or not text.startswith(prefix) or error.index >= len(lines):
         return error
     return type(error)(f"{source} line {lines[error.index]}{text[len(prefix):]}", index=error.index)
-
-
-def _report(args: argparse.Namespace, topic: str, results: list[ProduceResult], lines: list[int]) -> None:
-    if output.wants_json(args):
-        i = 0
-        for result in results:
-            for meta in result:
-                output.emit({"topic": meta.topic, "partition": meta.partition, "offset": meta.offset,
-                             "timestamp_ms": meta.timestamp_ms, "line": lines[i]})
-                i += 1
-        return
-    by_partition: dict[int, list[int]] = {}
-    for result in results:
-        for p, offsets in result.offsets_by_partition().items():
-            by_partition.setdefault(p, []).extend(offsets)
-    n = sum(len(o) for o in by_partition.values())
-    if not n:
-        print("No records in the input; nothing produced")
-    elif len(by_partition) == 1:
-        (p, offsets), = by_partition.items()
-        print(f"Produced {n} record(s) to {topic}-{p} at offsets {offset_ranges(offsets)}")
-    else:
-        each = ", ".join(f"{len(o)} to partition {p} at offsets {offset_ranges(o)}" for p, o in sorted(by_partition.items()))
-        print(f"Produced {n} record(s) to {topic}: {each}")

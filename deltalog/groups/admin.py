@@ -15,10 +15,12 @@ from typing import Any
 from deltalog.errors import GroupIdNotFoundError, InvalidArgumentError, shown
 from deltalog.groups.offsets_topic import OffsetsTopic, as_topic_partition, validate_group_id
 from deltalog.log.log_manager import LogManager
+from deltalog.log.offsets_by_time import offset_for_time, validate_timestamp
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
 TO_EARLIEST = "earliest"
 TO_LATEST = "latest"
+TO_CURRENT = "current"
 
 
 @dataclass(frozen=True)
@@ -68,28 +70,115 @@ def describe_group(logs: LogManager, offsets: OffsetsTopic, group_id: str) -> li
     return rows
 
 
+@dataclass(frozen=True)
+class ToTime:
+    """``--to-datetime`` / ``--by-duration``: the earliest offset whose timestamp is at or after ``timestamp_ms``."""
+
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class ShiftBy:
+    """``--shift-by N``: the committed offset moved by ``n`` (negative: back)."""
+
+    n: int
+
+
+ResetTo = str | int | ToTime | ShiftBy | Mapping[TopicPartition, int]
+
+
 def reset_plan(logs: LogManager, offsets: OffsetsTopic, group_id: str, partitions: Iterable[TopicPartition],
-               to: str | int, *, warn: Any = None) -> dict[TopicPartition, OffsetAndMetadata]:
-    """The new offsets of ``--reset-offsets``: ``to`` is ``"earliest"`` (the log start), ``"latest"`` (the log end)
-    or an offset, which, as Kafka's tool does, is clamped into [log start, log end] (``warn(message)`` is told)."""
+               to: ResetTo, *, warn: Any = None) -> dict[TopicPartition, OffsetAndMetadata]:
+    """The new offsets of ``--reset-offsets``, with the meanings of Kafka's ``ConsumerGroupCommand``
+    (``prepareOffsetsToReset``); ``warn(message)`` is told what Kafka's tool warns about:
+
+    * ``"earliest"`` / ``"latest"``: the log start / the log end;
+    * ``"current"`` (``--to-current``): the committed offset; the log end for a partition without one;
+    * an int (``--to-offset``), :class:`ShiftBy` (``--shift-by``: committed + n; a partition without a committed
+      offset is an error) or a mapping of partition to offset (``--from-file``, whose partitions replace
+      ``partitions``): clamped into [log start, log end] (Kafka's ``checkOffsetsRange``);
+    * :class:`ToTime` (``--to-datetime``, ``--by-duration``): the earliest offset whose record's timestamp is at or
+      after the time (:mod:`deltalog.log.offsets_by_time`); with none, the log end (Kafka's "falling back to latest
+      known offset").
+    """
     validate_group_id(group_id)
-    if isinstance(to, bool) or not (to in (TO_EARLIEST, TO_LATEST) or (isinstance(to, int) and to >= 0)):
-        raise InvalidArgumentError(f"the offset to reset to must be 'earliest', 'latest' or a whole number >= 0, "
-                                   f"not {shown(to)}")
+    if isinstance(to, Mapping):
+        wanted = {as_topic_partition(tp): off for tp, off in to.items()}
+        for tp, off in wanted.items():
+            if isinstance(off, bool) or not isinstance(off, int) or off < 0:
+                raise InvalidArgumentError(f"the offset to reset {tp} to must be a whole number >= 0, not "
+                                           f"{shown(off)}")
+        partitions = list(wanted)
+    elif isinstance(to, ToTime):
+        validate_timestamp(to.timestamp_ms, "time to reset to")
+    elif isinstance(to, ShiftBy):
+        if isinstance(to.n, bool) or not isinstance(to.n, int):
+            raise InvalidArgumentError(f"--shift-by takes a whole number of offsets, not {shown(to.n)}")
+    elif isinstance(to, bool) or not (to in (TO_EARLIEST, TO_LATEST, TO_CURRENT) or (isinstance(to, int) and to >= 0)):
+        raise InvalidArgumentError(f"the offset to reset to must be 'earliest', 'latest', 'current' or a whole "
+                                   f"number >= 0, not {shown(to)}")
+    tps = list(map(as_topic_partition, partitions))
+    committed = offsets.committed(group_id, tps) if to == TO_CURRENT or isinstance(to, ShiftBy) else {}
     plan: dict[TopicPartition, OffsetAndMetadata] = {}
-    for tp in map(as_topic_partition, partitions):
-        head = logs.log(tp.topic, tp.partition).head()  # raises for a topic or partition that does not exist
+    for tp in tps:
+        log = logs.log(tp.topic, tp.partition)  # raises for a topic or partition that does not exist
+        head = log.head()
         if to == TO_EARLIEST:
             new = head.log_start_offset
         elif to == TO_LATEST:
             new = head.log_end_offset
+        elif to == TO_CURRENT:
+            new = committed[tp].offset if tp in committed else head.log_end_offset
+        elif isinstance(to, ToTime):
+            found = offset_for_time(log, to.timestamp_ms)
+            if found is None and warn is not None:
+                warn(f"Partition {tp.partition} from topic {tp.topic} is empty. Falling back to latest known offset.")
+            new = head.log_end_offset if found is None else found
         else:
-            assert isinstance(to, int)
-            new = min(max(to, head.log_start_offset), head.log_end_offset)
-            if new != to and warn is not None:
-                which = "higher than latest" if to > head.log_end_offset else "lower than earliest"
-                warn(f"New offset ({to}) is {which} offset for topic partition {tp}. Value will be set to {new}")
+            asked: Any
+            if isinstance(to, ShiftBy):
+                if tp not in committed:
+                    raise InvalidArgumentError(f"Cannot shift offset for partition {tp} since there is no current "
+                                               "committed offset")
+                asked = committed[tp].offset + to.n
+            else:
+                asked = wanted[tp] if isinstance(to, Mapping) else to
+            new = min(max(asked, head.log_start_offset), head.log_end_offset)
+            if new != asked and warn is not None:
+                which = "higher than latest" if asked > head.log_end_offset else "lower than earliest"
+                warn(f"New offset ({asked}) is {which} offset for topic partition {tp}. Value will be set to {new}")
         plan[tp] = OffsetAndMetadata(new)
+    return plan
+
+
+def export_csv(plan: Mapping[TopicPartition, OffsetAndMetadata], group_id: str | None = None) -> str:
+    """Kafka's ``--export`` CSV (``exportOffsetsToCsv``): one ``topic,partition,offset`` line per partition, or
+    ``group,topic,partition,offset`` when ``group_id`` is given (Kafka's format for several groups)."""
+    lead = "" if group_id is None else f"{group_id},"
+    return "".join(f"{lead}{tp.topic},{tp.partition},{om.offset}\n" for tp, om in plan.items())
+
+
+def parse_reset_csv(text: str, group_id: str, where: str = "the reset plan") -> dict[TopicPartition, int]:
+    """The offsets for ``group_id`` in a ``--from-file`` CSV, in either of Kafka's formats (``topic,partition,offset``
+    or ``group,topic,partition,offset``; Kafka's ``parseResetPlan``). A malformed line is an error naming it."""
+    plan: dict[TopicPartition, int] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) == 4:
+            group, fields = fields[0], fields[1:]
+        elif len(fields) == 3:
+            group = group_id
+        else:
+            raise InvalidArgumentError(f"{where}, line {n}: expected topic,partition,offset or "
+                                       f"group,topic,partition,offset, not {line!r}")
+        topic, partition, offset = fields
+        if not (partition.isdigit() and offset.isdigit()) or not topic:
+            raise InvalidArgumentError(f"{where}, line {n}: the partition and offset must be whole numbers >= 0 "
+                                       f"and the topic non-empty: {line!r}")
+        if group == group_id:
+            plan[TopicPartition(topic, int(partition))] = int(offset)
     return plan
 
 

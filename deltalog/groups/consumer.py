@@ -56,9 +56,17 @@ from deltalog.errors import (
 )
 from deltalog.groups.fetch import READ_UNCOMMITTED, end_offset, fetch, validate_isolation_level
 from deltalog.groups.offsets_topic import OffsetsTopic, as_topic_partition, validate_group_id
+from deltalog.ignored_configs import CONSUMER_IGNORED, config_key, unknown_config_message
 from deltalog.log.log_manager import LogManager, is_internal_topic
+from deltalog.log.offsets_by_time import record_for_time, validate_timestamp
 from deltalog.log.record import HEADERS, KEY, OFFSET, TIMESTAMP, VALUE
-from deltalog.structs import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, TopicPartition
+from deltalog.structs import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
 
 EARLIEST = "earliest"
 LATEST = "latest"
@@ -90,11 +98,11 @@ def _configs(given: Mapping[str, Any]) -> dict[str, Any]:
     as confluent-kafka takes them), checked."""
     out = dict(DEFAULTS)
     for name, value in given.items():
-        key = name.replace(".", "_")
-        if key not in DEFAULTS:
-            raise InvalidConfigError(f"{name!r} is not a consumer config deltalog knows; known: "
-                                     f"{', '.join(sorted(DEFAULTS))}")
-        out[key] = value
+        key = config_key(name)
+        if key in DEFAULTS:
+            out[key] = value
+        elif key not in CONSUMER_IGNORED:  # network and fetch settings: accepted and ignored, as the producer does
+            raise InvalidConfigError(unknown_config_message("consumer", name, DEFAULTS))
     if out["group_id"] is not None:
         out["group_id"] = validate_group_id(out["group_id"])
     reset = out["auto_offset_reset"]
@@ -130,6 +138,7 @@ class _PartitionState:
     fetch_position: int | None = None
     buffered: int = 0
     paused: bool = False
+    highwater: int | None = None  # the high watermark the last fetch saw (kafka-python's ``highwater``)
 
 
 class Consumer:
@@ -290,6 +299,42 @@ class Consumer:
     def _end_offset(self, tp: TopicPartition) -> int:
         return end_offset(self._logs.log(tp.topic, tp.partition), self.config["isolation_level"])
 
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]
+                          ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """kafka-python's ``offsets_for_times({TopicPartition: epoch_ms})``: per partition, the earliest offset whose
+        record's timestamp is at or after the time, with that timestamp, or None when there is no such record (as
+        Kafka's ListOffsets by timestamp; found from the Delta file statistics, see
+        :mod:`deltalog.log.offsets_by_time`). Any existing partition, assigned or not. As Kafka's broker answers at
+        the consumer's isolation level, an offset at or past the end (:meth:`end_offsets`: the last stable offset
+        at ``read_committed``) is None too."""
+        self._check_open()
+        if not isinstance(timestamps, Mapping):
+            raise InvalidArgumentError(f"offsets_for_times() takes a dict of TopicPartition to epoch ms, not "
+                                       f"{shown(timestamps)}")
+        out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
+        for partition, ts in timestamps.items():
+            tp = as_topic_partition(partition)
+            validate_timestamp(ts, f"timestamp for {tp}")
+            found = record_for_time(self._logs.log(tp.topic, tp.partition), ts)
+            out[tp] = None if found is None or found.offset >= self._end_offset(tp) else \
+                OffsetAndTimestamp(found.offset, found.timestamp_ms)
+        return out
+
+    def get_watermark_offsets(self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
+                              ) -> tuple[int, int]:
+        """confluent-kafka's ``get_watermark_offsets``: ``(low, high)``, the partition's log start offset and high
+        watermark (the log end offset). Always asked of the log (``cached`` makes no difference: there is no
+        broker round trip to save); ``timeout`` is accepted and unused."""
+        self._check_open()
+        tp = as_topic_partition(partition)
+        head = self._logs.log(tp.topic, tp.partition).head()
+        return head.log_start_offset, head.log_end_offset
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """kafka-python's ``highwater``: the high watermark (log end offset) the last fetch of this assigned
+        partition saw; None before its first fetch. Lag is ``highwater - position``."""
+        return self._state(partition, "check the highwater for").highwater
+
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop handing out records of these partitions until :meth:`resume`."""
         for tp in partitions:
@@ -432,6 +477,7 @@ class Consumer:
                 self._set_position(tp, state, self._reset(tp, e.log_start_offset, e.log_end_offset,
                                                           state.fetch_position))
                 continue
+            state.highwater = got.high_watermark
             records = self._records(tp, got.records)
             self._buffer.extend(records)
             state.buffered += len(records)

@@ -51,6 +51,7 @@ from deltalog.errors import (
     CorruptLogError,
     CorruptStateError,
     InvalidConfigError,
+    InvalidPartitionsError,
     InvalidTopicError,
     NoStoreError,
     TopicExistsError,
@@ -413,6 +414,37 @@ class LogManager:
                                                    "while this delete looked at it")
         self._logs = {k: v for k, v in self._logs.items() if k[0] != topic}
         self._remove_topic_files(topic, keep_marker=False)
+
+    def create_partitions(self, topic: str, total: int) -> int:
+        """Raise ``topic``'s partition count to ``total`` (Kafka's CreatePartitions): only more, never fewer, and,
+        as in Kafka, keyed records sent afterwards may go to another partition than before (murmur2 % count).
+
+        The new partition tables are created first (with the topic's configs and id), invisible to readers; the
+        topic marker then swaps to the new count by compare-and-swap, so every reader sees all of them or none.
+        Tables left by an attempt that failed before its swap are removed and made again. Returns the old count.
+        """
+        validate_partition_count(topic, total)
+        found = self._read_marker(topic)
+        if found is None or found[0].state != TOPIC_READY:
+            self.partitions(topic)  # raises: unknown (or a store made before topic markers: not supported)
+            raise InvalidConfigError(f"Topic {topic!r} has no topic marker (made by an older deltalog); recreate it "
+                                     "to add partitions")
+        marker, version = found
+        if total <= marker.partitions:
+            which = "higher than" if marker.partitions > total else "equal to"
+            raise InvalidPartitionsError(f"Topic currently has {marker.partitions} partitions, which is {which} the "
+                                         f"requested {total}.")
+        config = self.topic_config(topic)
+        for p in range(marker.partitions, total):
+            uri = self._partition_uri(topic, p)
+            self.storage.delete_many([f.location for f in self.storage.list_files(uri)])  # a failed attempt's
+            PartitionLog.create(self.storage, uri, topic, p, config, topic_id=marker.topic_id)
+        grown = TopicMarker(TOPIC_READY, marker.topic_id, total, self.leases.owner, _wall_ms())
+        if self.storage.replace_json(self._marker_path(topic), grown.payload(), version.etag) is None:
+            raise InvalidPartitionsError(f"Topic {topic!r} changed while its partitions were being added (another "
+                                         "create_partitions, or a delete); nothing was added: try again")
+        self._logs = {k: v for k, v in self._logs.items() if k[0] != topic}
+        return marker.partitions
 
     def topic_config(self, topic: str) -> TopicConfig:
         return self.log(topic, self.partitions(topic)[0]).head().config

@@ -51,6 +51,7 @@ from deltalog.errors import (
     shown,
 )
 from deltalog.groups.offsets_topic import OffsetsTopic
+from deltalog.ignored_configs import PRODUCER_IGNORED, config_key, unknown_config_message
 from deltalog.log import producer_ids, producer_state
 from deltalog.log.producer_state import ProducerBatch, batch_digest
 from deltalog.log.record import Record
@@ -71,15 +72,13 @@ DEFAULTS: dict[str, Any] = {
     "retry_backoff_ms": 100,
     "transaction_timeout_ms": 60_000,
     "client_id": "deltalog-producer",
+    "key_serializer": None,
+    "value_serializer": None,
 }
 #: Kafka client configs about the network and the client's send buffer, which have nothing to act on here (every
 #: send is one Delta commit per partition, made before it returns): accepted, so code written for Kafka runs
-#: unchanged, and ignored.
-NO_EFFECT = frozenset({
-    "bootstrap_servers", "linger_ms", "batch_size", "buffer_memory", "max_in_flight_requests_per_connection",
-    "request_timeout_ms", "delivery_timeout_ms", "max_block_ms", "compression_type", "max_request_size",
-    "connections_max_idle_ms", "metadata_max_age_ms", "reconnect_backoff_ms", "security_protocol",
-})
+#: unchanged, and ignored (the consumer accepts the same network settings; see :mod:`deltalog.ignored_configs`).
+NO_EFFECT = PRODUCER_IGNORED
 #: acks values that mean "committed": every append is a Delta commit, which is what Kafka's ``acks=all`` promises.
 ACKS_ALL = ("all", -1, "-1")
 
@@ -87,13 +86,16 @@ ACKS_ALL = ("all", -1, "-1")
 def _configs(given: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(DEFAULTS)
     for name, value in given.items():
-        key = name.replace(".", "_") if isinstance(name, str) else name
+        key = config_key(name)
         if key in NO_EFFECT:
             continue
         if key not in DEFAULTS:
-            raise InvalidConfigError(f"{name!r} is not a producer config deltalog knows; known: "
-                                     f"{', '.join(sorted(DEFAULTS))} (or Kafka's dotted names, e.g. enable.idempotence)")
+            raise InvalidConfigError(unknown_config_message("producer", name, DEFAULTS))
         out[key] = value
+    for key in ("key_serializer", "value_serializer"):
+        if out[key] is not None and not (callable(out[key]) or callable(getattr(out[key], "serialize", None))):
+            raise InvalidConfigError(f"{key} must be a callable (value -> bytes), an object with "
+                                     f"serialize(topic, value), or None, not {shown(out[key])}")
     if not isinstance(out["enable_idempotence"], bool):
         raise InvalidConfigError(f"enable_idempotence must be True or False, not {shown(out['enable_idempotence'])}")
     tid = out["transactional_id"]
@@ -114,6 +116,15 @@ def _configs(given: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(out["client_id"], str):
         raise InvalidConfigError(f"client_id must be a string, not {shown(out['client_id'])}")
     return out
+
+
+def _serialize(serializer: Any, topic: str, data: Any) -> Any:
+    """kafka-python's ``KafkaProducer._serialize``: ``serializer.serialize(topic, data)`` for a ``Serializer``, else
+    ``serializer(data)``; called for None too, as kafka-python calls it (a serializer decides what None becomes)."""
+    if serializer is None:
+        return data
+    method = getattr(serializer, "serialize", None)
+    return method(topic, data) if callable(method) else serializer(data)
 
 
 class KafkaProducer:
@@ -246,7 +257,10 @@ class KafkaProducer:
         if records is None and value is None and key is None:
             raise InvalidTypeError("send() needs records, or at least one of key and value (kafka-python: "
                                    "'Need at least one: key or value')")
-        record = one_record(records if records is not None else value, key, headers, timestamp_ms)
+        value = records if records is not None else value
+        key, value = (_serialize(self.config["key_serializer"], topic, key),
+                      _serialize(self.config["value_serializer"], topic, value))
+        record = one_record(value, key, headers, timestamp_ms)
         return SentFuture.of(self._send(topic, [record], partition))
 
     def produce(self, topic: str, value: Any = None, key: Any = None, partition: int | None = -1,
