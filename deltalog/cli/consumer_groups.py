@@ -58,9 +58,12 @@ def _datetime(text: str) -> ToTime:
     """Kafka's ``--to-datetime`` (``Utils.getDateTime``): ``YYYY-MM-DDTHH:mm:SS.sss``, milliseconds required, then
     an optional zone (``Z``, ``+hh``, ``+hh:mm``, ``+hhmm``); no zone is UTC, as Kafka appends ``Z``."""
     m = _DATETIME.fullmatch(text.strip())
+    refusal = argparse.ArgumentTypeError(
+        f"--to-datetime takes YYYY-MM-DDTHH:mm:SS.sss with an optional zone (Z, +hh:mm), e.g. "
+        f"2024-01-31T09:30:00.000 (UTC) or 2024-01-31T09:30:00.000+01:00, not {text!r}")
+    if m is None:
+        raise refusal
     try:
-        if m is None:
-            raise ValueError
         y, mo, d, h, mi, sec, ms, zone = m.groups()
         tz = timezone.utc
         if zone and zone != "Z":
@@ -68,10 +71,8 @@ def _datetime(text: str) -> ToTime:
             offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:] or 0))
             tz = timezone(-offset if zone[0] == "-" else offset)
         when = datetime(int(y), int(mo), int(d), int(h), int(mi), int(sec), int(ms) * 1000, tzinfo=tz)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--to-datetime takes YYYY-MM-DDTHH:mm:SS.sss with an optional zone (Z, +hh:mm), e.g. "
-            f"2024-01-31T09:30:00.000 (UTC) or 2024-01-31T09:30:00.000+01:00, not {text!r}") from None
+    except ValueError:  # a day or an hour out of range
+        raise refusal from None
     return ToTime(int(when.timestamp() * 1000))
 
 
