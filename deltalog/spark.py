@@ -108,15 +108,3 @@ def default_parallelism(spark: Any) -> int:
 
 _PARALLELISM: dict[str, int] = {}
 
-
-def register(spark: Any) -> None:
-    """Make ``format("deltalog")`` (Spark's Kafka source and sink on a deltalog store,
-    :mod:`deltalog.sql.kafka_source`) available on ``spark``, classic or Spark Connect.
-
-    It also turns on ``spark.sql.python.filterPushdown.enabled`` for the session: Python data sources get
-    filters only with it, and a source that takes them fails without it.
-    """
-    # Imported here: this module sits below every package that starts Spark jobs, the data source above them.
-    from deltalog.sql.kafka_source import register as register_source
-
-    register_source(spark)
