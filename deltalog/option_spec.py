@@ -71,8 +71,8 @@ def parse_options(specs: Iterable[OptionSpec], given: Mapping[str, Any], *, case
     out: dict[str, Any] = {}
     for spec in specs:
         hit = next((folded[fold(n)] for n in spec.names if fold(n) in folded), None)
-        if hit is not None:
-            out[spec.attr] = spec.parse(hit[0], hit[1])
+        if hit is not None:  # a case-insensitive map (Spark's options) names the option as declared
+            out[spec.attr] = spec.parse(spec.name if case_insensitive else hit[0], hit[1])
         elif defaults:
             out[spec.attr] = spec.default
     return out

@@ -52,8 +52,9 @@ import threading
 import weakref
 from typing import Any
 
+from deltalog.errors import DataLossError
 from deltalog.spark import default_parallelism
-from deltalog.sql.kafka.options import DataLossError, Options
+from deltalog.sql.kafka.options import Options
 from deltalog.sql.kafka.source import DeltalogDataSource, session_source
 
 __all__ = ["DataLossError", "DeltalogDataSource", "Options", "register"]

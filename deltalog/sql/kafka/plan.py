@@ -20,8 +20,8 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
-from deltalog.errors import InvalidArgumentError
-from deltalog.sql.kafka.options import EARLIEST, LATEST, DataLossError, Options
+from deltalog.errors import DataLossError, InvalidArgumentError
+from deltalog.sql.kafka.options import EARLIEST, LATEST, Options
 from deltalog.sql.source import FileSlice, plan_tasks
 
 # -- the store, on the driver side ---------------------------------------------------------------------------
@@ -76,6 +76,32 @@ def resolve_offset(spec: str | dict[str, dict[int, int]] | None, default: str, t
             f"option {name!r} gives specific offsets, so it must list every assigned partition (-2: earliest, -1: "
             f"latest); {topic}-{partition} is missing")
     return parts[partition]
+
+
+def time_for(opts: Options, topic: str, partition: int, starting: bool) -> int | None:
+    """The timestamp the options give a partition's start (or end), or None when it is given by offset."""
+    single = opts.starting_timestamp if starting else opts.ending_timestamp
+    if single is not None:
+        return single
+    per = opts.starting_by_timestamp if starting else opts.ending_by_timestamp
+    if per is None:
+        return None
+    name = "startingOffsetsByTimestamp" if starting else "endingOffsetsByTimestamp"
+    if partition not in per.get(topic, {}):
+        position = "start" if starting else "end"
+        raise InvalidArgumentError(
+            f"[KAFKA_TIMESTAMP_OFFSET_DOES_NOT_MATCH_ASSIGNED] Partitions specified for Kafka timestamp based "
+            f"{position} offsets don't match what are assigned: option {name!r} must list every assigned partition; "
+            f"{topic}-{partition} is missing")
+    return per[topic][partition]
+
+
+def no_offset_matched(topic: str, partition: int, timestamp_ms: int) -> InvalidArgumentError:
+    """Spark's error for a starting timestamp no record is at or after (``startingOffsetsByTimestampStrategy``
+    ``error``, the default)."""
+    return InvalidArgumentError(f"No offset matched from request of topic-partition {topic}-{partition} and "
+                                f"timestamp {timestamp_ms}. (Set startingOffsetsByTimestampStrategy to 'latest' to "
+                                "start such a partition at its latest offset.)")
 
 
 def report_data_loss(opts: Options, message: str) -> None:

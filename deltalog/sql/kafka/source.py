@@ -47,10 +47,10 @@ class DeltalogDataSource(DataSource):
             raise InvalidArgumentError("Save mode overwrite not allowed for deltalog (a log is appended to). "
                                        "The allowed save mode is append (Spark refuses its default, errorifexists, for "
                                        "Python data sources).")
-        return DeltalogBatchWriter(Options(self.options))
+        return DeltalogBatchWriter(Options(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DeltalogStreamWriter:  # noqa: N802
-        return DeltalogStreamWriter(Options(self.options))
+        return DeltalogStreamWriter(Options(self.options), schema)
 
 
 

@@ -19,8 +19,16 @@ from pyspark.sql.types import (
 
 from deltalog.errors import InvalidArgumentError
 from deltalog.log import transactions
+from deltalog.log.offsets_by_time import offset_for_time
 from deltalog.sql.kafka.options import EARLIEST, LATEST, Options
-from deltalog.sql.kafka.plan import TopicLogs, plan_ranges, report_data_loss, resolve_offset
+from deltalog.sql.kafka.plan import (
+    TopicLogs,
+    no_offset_matched,
+    plan_ranges,
+    report_data_loss,
+    resolve_offset,
+    time_for,
+)
 from deltalog.sql.kafka.reads import cast_batches, read_range, to_kafka_rows
 from deltalog.sql.source import FileSlice, file_slices
 
@@ -71,6 +79,8 @@ class DeltalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: Options, schema: StructType, parallelism: int = 1) -> None:
         if opts.ending is not None:
             raise InvalidArgumentError("endingOffsets is not valid in streaming queries")
+        if opts.ends_by_time:  # Spark: "ending timestamp not valid in streaming queries"
+            raise InvalidArgumentError("endingOffsetsByTimestamp and endingTimestamp are not valid in streaming queries")
         if opts.mode != "log":
             raise InvalidArgumentError("mode=current is a batch read; a stream reads the log")
         opts.require_strategy()
@@ -104,8 +114,18 @@ class DeltalogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def initialOffset(self) -> dict:  # noqa: N802 - pyspark's names
+        """Where a new query starts: ``startingOffsets`` (default ``latest``), or, given, the earliest offset at
+        or after ``startingTimestamp`` / ``startingOffsetsByTimestamp`` (a restarted query resumes from its
+        checkpoint instead, as Spark's)."""
         offsets = {}
         for (topic, p), (start, end) in self._log_ends().items():
+            ts = time_for(self.opts, topic, p, starting=True)
+            if ts is not None:
+                found = offset_for_time(self._logs().logs.log(topic, p), ts, upto=end)
+                if found is None and self.opts.on_no_match == "error":
+                    raise no_offset_matched(topic, p, ts)
+                offsets[(topic, p)] = end if found is None else max(found, start)
+                continue
             spec = resolve_offset(self.opts.starting, "latest", topic, p, "startingOffsets")
             offsets[(topic, p)] = start if spec == EARLIEST else end if spec == LATEST else spec
         return offsets_json(offsets)

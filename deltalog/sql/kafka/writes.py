@@ -19,6 +19,17 @@ from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    ByteType,
+    DataType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+)
 
 from deltalog.errors import InvalidArgumentError
 from deltalog.log.record import HEADERS, KEY, TIMESTAMP, VALUE
@@ -187,12 +198,50 @@ def _remove_staged(storage: Storage, messages: Sequence[WriterCommitMessage | No
         storage.delete_many(locations)
 
 
+_BYTES_TYPES = (StringType, BinaryType)
+_INT_TYPES = (ByteType, ShortType, IntegerType, LongType)
+
+
+def check_schema(schema: StructType, opts: Options) -> None:
+    """Spark's ``KafkaWriter.validateQuery``, on the driver side before any task runs (an empty DataFrame too):
+    a topic (the option, else a string ``topic`` column), a ``value`` column of string or binary, and, when
+    present, ``key`` (string or binary), ``headers`` (array<struct<key:string,value:binary>>) and ``partition``
+    (an integer) of those types. The messages are Spark's."""
+    fields = {f.name.lower(): f.dataType for f in schema.fields}
+
+    def unsupported(name: str, t: DataType, allowed: str) -> InvalidArgumentError:
+        return InvalidArgumentError(f"{name} attribute unsupported type {t.simpleString()}. {name} must be a(n) "
+                                    f"{allowed}")
+
+    if not opts.topic:
+        if "topic" not in fields:
+            raise InvalidArgumentError("topic option required when no 'topic' attribute is present. Use the topic "
+                                       "option for setting a topic.")
+        if not isinstance(fields["topic"], StringType):
+            raise unsupported("topic", fields["topic"], "string")
+    if VALUE not in fields:
+        raise InvalidArgumentError("Required attribute 'value' not found")
+    for name in (KEY, VALUE):
+        if name in fields and not isinstance(fields[name], _BYTES_TYPES):
+            raise unsupported(name, fields[name], "string or binary")
+    headers = fields.get(HEADERS)
+    if headers is not None and not (
+            isinstance(headers, ArrayType) and isinstance(headers.elementType, StructType)
+            and [(f.name, type(f.dataType)) for f in headers.elementType.fields]
+            == [("key", StringType), ("value", BinaryType)]):
+        raise unsupported(HEADERS, headers, "array<struct<key:string,value:binary>>")
+    if "partition" in fields and not isinstance(fields["partition"], _INT_TYPES):
+        raise unsupported("partition", fields["partition"], "int")
+
+
 class DeltalogBatchWriter(DataSourceArrowWriter):
     """``df.write.format("deltalog")``: tasks stage, the commit appends one Delta commit per partition."""
 
-    def __init__(self, opts: Options) -> None:
+    def __init__(self, opts: Options, schema: StructType | None = None) -> None:
+        if schema is not None:
+            check_schema(schema, opts)
         self.opts = opts
-        self.topics = _topic_metadata(opts)
+        self.topics = _topic_metadata(opts)  # raises for an unknown topic, before any task
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return _stage(self.opts, iterator, self.topics)
@@ -209,9 +258,13 @@ class DeltalogStreamWriter(DataSourceStreamArrowWriter):
     transaction identifier (``deltalog.sink.<query id>``, batchId): a restarted query never appends a
     micro-batch twice."""
 
-    def __init__(self, opts: Options) -> None:
+    def __init__(self, opts: Options, schema: StructType | None = None) -> None:
+        if schema is not None:
+            check_schema(schema, opts)
         self.opts = opts
         self.app_id = sink_app_id(opts)
+        if opts.topic:
+            TopicLogs(opts).logs.partitions(opts.topic)  # raises for an unknown topic, before any task
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return _stage(self.opts, iterator)
