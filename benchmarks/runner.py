@@ -322,9 +322,9 @@ class Bench:
         whole log vs ``spark.read.parquet`` of the same files (both to Spark's ``noop`` sink, every column
         read), a batch write of Arrow data vs ``store.append`` of the same batches, and a streaming read from
         the earliest offset to the end (``availableNow``, ``noop`` sink) for its records/s."""
-        import deltalog.spark
+        import deltalog.sql.kafka
 
-        deltalog.spark.register(self.spark)
+        deltalog.sql.kafka.register(self.spark)
 
         def source() -> Any:
             return (self.spark.read.format("deltalog").option("store", self.pristine)

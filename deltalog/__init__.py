@@ -62,6 +62,10 @@ def __getattr__(name: str) -> object:
         from deltalog.sql.ddl import register_views  # lazy, as Store (above)
 
         return register_views
+    if name == "register_format":
+        from deltalog.sql.kafka import register  # lazy, as Store (above): pyspark
+
+        return register
     if name in ("ProduceResult", "RecordMetadata"):
         from deltalog.producer import producer  # lazy, as Store (above)
 
@@ -110,5 +114,6 @@ __all__ = [
     "UnknownTopicOrPartitionError",
     "WallClock",
     "__version__",
+    "register_format",
     "register_views",
 ]

@@ -8,8 +8,8 @@ coordinator's ``transactional.id.*`` keys. ``CleanerConfig`` is its deprecated e
 warns.
 
 Both are frozen dataclasses built from dotted keys. Every key is declared once in a table of
-:class:`ConfigKey` (name, attribute, parser, default, doc); a bad value raises
-:class:`~deltalog.errors.InvalidConfigError` naming the key, the value and what is allowed.
+:class:`ConfigKey` (name, attribute, parser, default, doc: :class:`~deltalog.option_spec.OptionSpec`); a bad
+value raises :class:`~deltalog.errors.InvalidConfigError` naming the key, the value and what is allowed.
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from deltalog import schemas
 from deltalog.errors import InvalidConfigError, shown
+from deltalog.option_spec import OptionSpec, Parser, parse_options
 
 LONG_MAX = 9_223_372_036_854_775_807
 INT_MAX = 2_147_483_647
@@ -41,27 +42,12 @@ OFFSETS_TOPIC_NUM_PARTITIONS = 10
 #: Parquet file bytes, about 2 KB per commit): see its row in docs/configs.md.
 OFFSETS_TOPIC_SEGMENT_BYTES = 1_048_576
 
-Parser = Callable[[str, Any], Any]
 _WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
 
 
-@dataclass(frozen=True)
-class ConfigKey:
-    """One documented config key: its dotted name, the attribute it fills, its parser and default."""
-
-    name: str
-    attr: str
-    parse: Parser
-    default: Any
-    doc: str
-
-    def render(self, value: Any) -> str:
-        """The value as the string stored in Delta table properties (and shown by ``describe``)."""
-        if isinstance(value, tuple):
-            return ",".join(value)
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        return str(value)
+#: One documented config key: its dotted name, the attribute it fills, its parser and default
+#: (:class:`~deltalog.option_spec.OptionSpec`, the pattern every option table of deltalog follows).
+ConfigKey = OptionSpec
 
 
 def _long(lo: int = -LONG_MAX - 1, hi: int = LONG_MAX) -> Parser:
@@ -221,14 +207,13 @@ STORE_KEYS: tuple[ConfigKey, ...] = (
 
 
 def _build(keys: tuple[ConfigKey, ...], props: Mapping[str, Any], kind: str) -> dict[str, Any]:
-    by_name = {k.name: k for k in keys}
-    unknown = sorted(set(props) - set(by_name))
-    if unknown:
-        raise InvalidConfigError(
-            f"Unknown {kind} config {', '.join(map(shown, unknown[:5]))}{' and more' if len(unknown) > 5 else ''}; "
-            f"allowed: {', '.join(sorted(by_name))}"
+    def unknown(names: list[str]) -> InvalidConfigError:
+        return InvalidConfigError(
+            f"Unknown {kind} config {', '.join(map(shown, names[:5]))}{' and more' if len(names) > 5 else ''}; "
+            f"allowed: {', '.join(sorted(k.name for k in keys))}"
         )
-    return {by_name[name].attr: by_name[name].parse(name, raw) for name, raw in props.items()}
+
+    return parse_options(keys, props, unknown=unknown)
 
 
 class _KafkaConfig:

@@ -109,14 +109,18 @@ def default_parallelism(spark: Any) -> int:
 _PARALLELISM: dict[str, int] = {}
 
 
-def register(spark: Any) -> None:
-    """Make ``format("deltalog")`` (Spark's Kafka source and sink on a deltalog store,
-    :mod:`deltalog.sql.kafka_source`) available on ``spark``, classic or Spark Connect.
 
-    It also turns on ``spark.sql.python.filterPushdown.enabled`` for the session: Python data sources get
-    filters only with it, and a source that takes them fails without it.
+def register(spark: Any) -> None:
+    """Deprecated: ``deltalog.sql.kafka.register(spark)`` (or ``deltalog.register_format(spark)``) is the name.
+
+    Earlier releases documented ``deltalog.spark.register(spark)``; it still makes ``format("deltalog")`` available
+    on ``spark`` and warns. The import points up (this module sits below the data source), which
+    ``tests/test_layout.py`` lists as its one named exception until the alias goes.
     """
-    # Imported here: this module sits below every package that starts Spark jobs, the data source above them.
-    from deltalog.sql.kafka_source import register as register_source
+    import warnings
+
+    warnings.warn("deltalog.spark.register is deprecated: use deltalog.register_format(spark) "
+                  "(deltalog.sql.kafka.register)", DeprecationWarning, stacklevel=2)
+    from deltalog.sql.kafka import register as register_source
 
     register_source(spark)

@@ -1,4 +1,4 @@
-"""``format("deltalog")``: Spark's Kafka source and sink on a deltalog store (deltalog/sql/kafka_source.py),
+"""``format("deltalog")``: Spark's Kafka source and sink on a deltalog store (deltalog/sql/kafka/),
 on a classic session and on Spark Connect, on a local store and on S3, compared with ``store.read``."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 from conftest import clean_with_small_map
 
-import deltalog.spark
+import deltalog.sql.kafka
 from deltalog import Record, Store
 from deltalog.producer.partitioner import partition_for_key
 
@@ -19,13 +19,13 @@ KAFKA_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "t
 def any_spark(request):
     """The classic test session, then a Spark Connect session (a server JVM of its own)."""
     session = request.getfixturevalue("spark" if request.param == "classic" else "connect_spark")
-    deltalog.spark.register(session)
+    deltalog.sql.kafka.register(session)
     return session
 
 
 @pytest.fixture
 def classic(spark):
-    deltalog.spark.register(spark)
+    deltalog.sql.kafka.register(spark)
     return spark
 
 
@@ -370,7 +370,8 @@ def test_stream_write_is_exactly_once_when_a_micro_batch_is_replayed(any_spark, 
 
 
 def test_stream_write_needs_a_checkpoint_or_transactional_id(classic, store):
-    from deltalog.sql.kafka_source import Options, sink_app_id
+    from deltalog.sql.kafka.options import Options
+    from deltalog.sql.kafka.writes import sink_app_id
 
     with pytest.raises(Exception, match="needs option\\('checkpointLocation'"):
         sink_app_id(Options({"store": store.root}))

@@ -84,9 +84,9 @@ def test_a_read_committed_stream_starting_at_latest_reads_the_open_transaction_o
                                                                                               clock):
     """format("deltalog") as Spark's Kafka source: startingOffsets=latest (its default) at read_committed (deltalog's
     default there) starts at the last stable offset, as a Kafka consumer's seekToEnd does."""
-    import deltalog.spark
+    import deltalog.sql.kafka
 
-    deltalog.spark.register(spark)
+    deltalog.sql.kafka.register(spark)
     store = Store(tmp_path / "store", clock=clock)
     store.create_topic("t", 1)
     store.append("t", 0, [Record("a", "before")])

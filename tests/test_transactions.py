@@ -267,7 +267,7 @@ def test_sql_views_and_current_state_read_committed_by_default(spark_store):
     assert sorted((bytes(r.key).decode() if isinstance(r.key, (bytes, bytearray)) else r.key) for r in uncommitted) \
         == ["j", "k"]
     # format("deltalog"): read_committed unless kafka.isolation.level says otherwise
-    from deltalog.spark import register
+    from deltalog.sql.kafka import register
 
     register(store.spark)
     df = store.spark.read.format("deltalog").option("store", store.root).option("subscribe", "s").load()

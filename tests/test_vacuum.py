@@ -155,7 +155,7 @@ def test_staged_files_of_unfinished_sink_writes_go_after_a_day(tmp_path, capsys)
     from conftest import run_cli
 
     from deltalog.log.vacuum import SINK_STAGING_DIR, STAGED_MAX_AGE_MS
-    from deltalog.sql.kafka_source import STAGING_DIR
+    from deltalog.sql.kafka.writes import STAGING_DIR
 
     assert SINK_STAGING_DIR == STAGING_DIR
     store = Store(tmp_path / "store")
@@ -173,7 +173,7 @@ def test_staged_files_of_unfinished_sink_writes_go_after_a_day(tmp_path, capsys)
 
 
 def test_the_cleaners_cycle_sweeps_the_staging_directory(spark, tmp_path):
-    from deltalog.sql.kafka_source import STAGING_DIR
+    from deltalog.sql.kafka.writes import STAGING_DIR
 
     store = Store(tmp_path / "store", spark=spark)
     store.create_topic("t", 1, config={"cleanup.policy": "compact"})

@@ -58,7 +58,7 @@ from deltalog.groups.fetch import READ_UNCOMMITTED, end_offset, fetch, validate_
 from deltalog.groups.offsets_topic import OffsetsTopic, as_topic_partition, validate_group_id
 from deltalog.ignored_configs import CONSUMER_IGNORED, config_key, unknown_config_message
 from deltalog.log.log_manager import LogManager, is_internal_topic
-from deltalog.log.offsets_by_time import record_for_time, validate_timestamp
+from deltalog.log.offsets_by_time import offset_and_timestamp_for_time, validate_timestamp
 from deltalog.log.record import HEADERS, KEY, OFFSET, TIMESTAMP, VALUE
 from deltalog.structs import (
     ConsumerGroupMetadata,
@@ -315,9 +315,9 @@ class Consumer:
         for partition, ts in timestamps.items():
             tp = as_topic_partition(partition)
             validate_timestamp(ts, f"timestamp for {tp}")
-            found = record_for_time(self._logs.log(tp.topic, tp.partition), ts)
-            out[tp] = None if found is None or found.offset >= self._end_offset(tp) else \
-                OffsetAndTimestamp(found.offset, found.timestamp_ms)
+            found = offset_and_timestamp_for_time(self._logs.log(tp.topic, tp.partition), ts,
+                                                  upto=self._end_offset(tp))
+            out[tp] = None if found is None else OffsetAndTimestamp(found.offset, found.timestamp)
         return out
 
     def get_watermark_offsets(self, partition: TopicPartition, timeout: float | None = None, cached: bool = False

@@ -38,6 +38,7 @@ from typing import Any
 
 from deltalog.config import StoreConfig
 from deltalog.errors import DeltalogError, InvalidConfigError
+from deltalog.option_spec import OptionSpec, parse_options
 from deltalog.sql.session import local_session
 from deltalog.store import Store
 
@@ -45,7 +46,44 @@ log = logging.getLogger("deltalog.jobs.cleaner_job")
 
 SECTIONS = ("store", "cleaner", "spark", "job")
 STORE_KEYS = ("uri", "root", "storage_options")
-JOB_KEYS = ("once", "max_cycles", "vacuum", "progress_interval_s", "log_level")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _flag(name: str, raw: Any) -> bool:
+    if not isinstance(raw, bool):
+        raise InvalidConfigError(f"job.{name} must be true or false, not {raw!r}")
+    return raw
+
+
+def _max_cycles(name: str, raw: Any) -> int | None:
+    if raw is not None and (isinstance(raw, bool) or not isinstance(raw, int) or raw < 1):
+        raise InvalidConfigError(f"job.{name} must be null or an integer >= 1, not {raw!r}")
+    return raw
+
+
+def _interval(name: str, raw: Any) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw <= 0:
+        raise InvalidConfigError(f"job.{name} must be a number > 0, not {raw!r}")
+    return float(raw)
+
+
+def _log_level(name: str, raw: Any) -> str:
+    level = str(raw).upper()
+    if level not in LOG_LEVELS:
+        raise InvalidConfigError(f"job.{name} must be DEBUG, INFO, WARNING or ERROR, not {level!r}")
+    return level
+
+
+#: The job section of the config file (:class:`~deltalog.option_spec.OptionSpec`, as every option table).
+JOB_SPECS: tuple[OptionSpec, ...] = (
+    OptionSpec("once", "once", _flag, False, "Run one cycle and exit (the form a schedule uses)."),
+    OptionSpec("max_cycles", "max_cycles", _max_cycles, None, "Stop after this many cycles (null: no limit)."),
+    OptionSpec("vacuum", "vacuum", _flag, True, "Remove replaced files after file.delete.delay.ms in each cycle."),
+    OptionSpec("progress_interval_s", "progress_interval_s", _interval, 30.0,
+               "Seconds between progress lines in the driver log while a pass runs."),
+    OptionSpec("log_level", "log_level", _log_level, "INFO", "DEBUG, INFO, WARNING or ERROR."),
+)
+JOB_KEYS = tuple(spec.name for spec in JOB_SPECS)
 
 
 @dataclass(frozen=True)
@@ -101,23 +139,13 @@ class JobConfig:
         conf = spark.get("conf") or {}
         if not isinstance(conf, Mapping):
             raise InvalidConfigError(f"{source}: spark.conf must be an object of Spark settings, not {conf!r}")
-        max_cycles = job.get("max_cycles")
-        if max_cycles is not None and (isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or max_cycles < 1):
-            raise InvalidConfigError(f"{source}: job.max_cycles must be null or an integer >= 1, not {max_cycles!r}")
-        for flag in ("once", "vacuum"):
-            if flag in job and not isinstance(job[flag], bool):
-                raise InvalidConfigError(f"{source}: job.{flag} must be true or false, not {job[flag]!r}")
-        interval = job.get("progress_interval_s", 30.0)
-        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
-            raise InvalidConfigError(f"{source}: job.progress_interval_s must be a number > 0, not {interval!r}")
-        level = str(job.get("log_level", "INFO")).upper()
-        if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-            raise InvalidConfigError(f"{source}: job.log_level must be DEBUG, INFO, WARNING or ERROR, not {level!r}")
+        try:
+            settings = parse_options(JOB_SPECS, job, defaults=True)
+        except InvalidConfigError as e:
+            raise InvalidConfigError(f"{source}: {e}") from None
         return cls(
             root=root, storage_options=storage_options, cleaner=cleaner, spark_master=spark.get("master"),
-            spark_conf={str(k): str(v) for k, v in conf.items()}, once=bool(job.get("once", False)),
-            max_cycles=max_cycles, vacuum=bool(job.get("vacuum", True)), progress_interval_s=float(interval),
-            log_level=level,
+            spark_conf={str(k): str(v) for k, v in conf.items()}, **settings,
         )
 
     @classmethod

@@ -57,7 +57,7 @@ DELTA_LOG_DIR = "_delta_log"
 #: outcome is unknown is resolved by reading the log before anything retries it (see ``delta.commit``).
 ORPHAN_MIN_AGE_MS = 3_600_000
 #: Where ``df.write.format("deltalog")`` tasks stage records until the write's commit appends them and removes
-#: the staged files (``deltalog.sql.kafka_source.STAGING_DIR``; a test checks they agree). A write whose job
+#: the staged files (``deltalog.sql.kafka.writes.STAGING_DIR``; a test checks they agree). A write whose job
 #: failed without running its abort, or whose driver died, leaves them behind.
 SINK_STAGING_DIR = "_deltalog/sink"
 #: A staged file is removed once it is this old: no write job of deltalog's runs for a day between staging its

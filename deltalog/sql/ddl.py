@@ -178,7 +178,7 @@ class SparkDialect(Dialect):
         return f"CAST({col} AS STRING)"
 
     def json(self, col: str, schema_text: str) -> str:
-        from deltalog.log.encoding import parse_schema  # pyspark's types: only topics with a json encoding
+        from deltalog.schemas import parse_schema  # pyspark's types: only topics with a json encoding
 
         return f"from_json(CAST({col} AS STRING), {self.literal(parse_schema(schema_text).simpleString())})"
 
@@ -199,7 +199,7 @@ class DuckDBDialect(Dialect):
         return f"decode({col})"
 
     def json(self, col: str, schema_text: str) -> str:
-        from deltalog.log.encoding import parse_schema  # pyspark's types: only topics with a json encoding
+        from deltalog.schemas import parse_schema  # pyspark's types: only topics with a json encoding
 
         structure = json.dumps(_duckdb_structure(parse_schema(schema_text)), separators=(",", ":"))
         return f"json_transform(decode({col}), {self.literal(structure)})"
@@ -227,7 +227,7 @@ class TrinoDialect(Dialect):
         return f"from_utf8({col})"
 
     def json(self, col: str, schema_text: str) -> str:
-        from deltalog.log.encoding import parse_schema  # pyspark's types: only topics with a json encoding
+        from deltalog.schemas import parse_schema  # pyspark's types: only topics with a json encoding
 
         return f"TRY(CAST(json_parse(from_utf8({col})) AS {_trino_type(parse_schema(schema_text))}))"
 
