@@ -56,7 +56,8 @@ def mark_output_unset(leaf: argparse.ArgumentParser) -> None:
     and ``output`` holds :data:`UNSET` until :func:`apply_global_output` resolves it."""
     for action in leaf._actions:
         if action.dest == "output" and action.default != UNSET:
-            leaf.set_defaults(output_default=action.default)
+            if action.default is not None:  # --output's default; --json (store_const) has none of its own
+                leaf.set_defaults(output_default=action.default)
             action.default = UNSET
 
 
