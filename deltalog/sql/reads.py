@@ -21,6 +21,7 @@ from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import RECORD_SCHEMA
 from deltalog.spark import default_parallelism
+from deltalog.sql import parquet_reads
 from deltalog.sql.source import SOURCE_NAME, STORAGE_OPTION_PREFIX, FileSlice, file_slices, register, spark_schema
 from deltalog.storage import Storage
 
@@ -36,10 +37,16 @@ def read_slices(spark: SparkSession, storage: Storage, slices: Sequence[FileSlic
                 keep_null_offsets: bool = False) -> DataFrame:
     """The wanted rows of ``slices`` (files of tables under ``storage``'s root) as one DataFrame of
     ``columns``: partition-table columns and ``partition``, ``_file``, ``_row_index``
-    (:mod:`deltalog.sql.source`). Rows with a null offset are left out unless ``keep_null_offsets``."""
+    (:mod:`deltalog.sql.source`). Rows with a null offset are left out unless ``keep_null_offsets``.
+
+    Where the session's Spark opens the store's files itself, they are read with Spark's Parquet reader
+    (:mod:`deltalog.sql.parquet_reads`), else through the Python data source; the rows are the same."""
     schema = spark_schema(columns)
     if not slices:
         return spark.createDataFrame([], schema)
+    if parquet_reads.eligible(slices, columns, keep_null_offsets) and parquet_reads.parquet_readable(
+            spark, storage, slices[0]):
+        return parquet_reads.read_parquet_slices(spark, slices, columns)
     register(spark)
     options = {
         "root": storage.root,
