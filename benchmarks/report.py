@@ -8,12 +8,16 @@ from typing import Any
 
 from benchmarks.runner import (
     CONNECT_PASS,
+    PARQUET_LOG,
     PARQUET_READ,
+    PARQUET_STATE,
     S3_PASS,
     SOURCE_APPEND,
     SOURCE_READ,
     SOURCE_STREAM,
     SOURCE_WRITE,
+    VIEW_LOG,
+    VIEW_STATE,
     Timings,
 )
 from benchmarks.transactions import PLAIN_CLEAN, PLAIN_PRODUCE, TXN_CLEAN, TXN_PRODUCE
@@ -38,6 +42,10 @@ TIME_COMPARISONS = [
      TXN_PRODUCE, PLAIN_PRODUCE, 1.5),
     ("14. pass over a log with 10% aborted transactions vs the same log without transactions", TXN_CLEAN,
      PLAIN_CLEAN, 1.2),
+    ("15. Spark view of the log (local store) vs the same count over spark.read.parquet", VIEW_LOG, PARQUET_LOG,
+     1.1),
+    ("16. Spark view of the current state (local store) vs the same query over spark.read.parquet", VIEW_STATE,
+     PARQUET_STATE, 1.1),
 ]
 
 
