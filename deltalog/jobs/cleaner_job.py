@@ -45,7 +45,7 @@ log = logging.getLogger("deltalog.jobs.cleaner_job")
 
 SECTIONS = ("store", "cleaner", "spark", "job")
 STORE_KEYS = ("uri", "root", "storage_options")
-JOB_KEYS = ("once", "max_cycles", "vacuum", "progress_interval_s", "log_level")
+JOB_KEYS = ("once", "max_cycles", "vacuum", "progress_interval_s", "log_level", "ge_context")
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,8 @@ class JobConfig:
     progress_interval_s: float = 30.0
     log_level: str = "INFO"
     storage_options: Mapping[str, str] = field(default_factory=dict)
+    #: The Great Expectations file context (its directory) the check after clean runs in; None: an ephemeral one.
+    ge_context: str | None = None
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, source: str = "config", store_uri: str | None = None) -> JobConfig:
@@ -113,8 +115,12 @@ class JobConfig:
         level = str(job.get("log_level", "INFO")).upper()
         if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise InvalidConfigError(f"{source}: job.log_level must be DEBUG, INFO, WARNING or ERROR, not {level!r}")
+        ge_context = job.get("ge_context")
+        if ge_context is not None and (not isinstance(ge_context, str) or not ge_context):
+            raise InvalidConfigError(f"{source}: job.ge_context must be null or the directory of a Great Expectations "
+                                     f"file context, not {ge_context!r}")
         return cls(
-            root=root, storage_options=storage_options, cleaner=cleaner, spark_master=spark.get("master"),
+            ge_context=ge_context, root=root, storage_options=storage_options, cleaner=cleaner, spark_master=spark.get("master"),
             spark_conf={str(k): str(v) for k, v in conf.items()}, once=bool(job.get("once", False)),
             max_cycles=max_cycles, vacuum=bool(job.get("vacuum", True)), progress_interval_s=float(interval),
             log_level=level,
@@ -183,7 +189,8 @@ def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = N
         spark = local_session(config.spark_master, dict(config.spark_conf), app_name="deltalog-cleaner")
     store = Store(config.root, storage_options=dict(config.storage_options) or None, spark=spark, clock=clock,
                   config=dict(config.cleaner))
-    cleaner = store.log_cleaner(vacuum=config.vacuum, progress_interval_s=config.progress_interval_s)
+    cleaner = store.log_cleaner(vacuum=config.vacuum, progress_interval_s=config.progress_interval_s,
+                                ge_context=config.ge_context)
     out = out or sys.stdout
 
     previous = {}
