@@ -243,7 +243,8 @@ class _Runner:
                                                                               suite=suite))
         return [vd.run(batch_parameters={"dataframe": df}, result_format=RESULT_FORMAT)]
 
-    def data_docs(self) -> str | None:
+    def data_docs(self, *, build: bool = False) -> str | None:
+        """The data docs index a user's context built (the ephemeral mode builds its own site below)."""
         return None
 
 
@@ -319,7 +320,7 @@ def check_topic(
                                   across_clean_guarantees(commit, retention_ms),
                                   across_clean_frame(spark, log, before, after), clean_parameters(commit, retention_ms))
             suites.append(SuiteOutcome(topic, p, "clean", commit.version, outcomes))
-    docs_index = runner.data_docs()
+    docs_index = runner.data_docs(build=data_docs)
     if docs_dir is not None and docs_location is not None:
         runner.context.build_data_docs(site_names=["deltalog"])
         if docs_dir != docs_location:

@@ -133,8 +133,12 @@ class ContextRunner(_Runner):
         return self.context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch_definition,
                                                                                 suite=suite))
 
-    def data_docs(self) -> str | None:
-        """The index of the context's first data docs site, once a checkpoint's action has built it."""
+    def data_docs(self, *, build: bool = False) -> str | None:
+        """The index of the context's first data docs site, once a checkpoint's action (or ``build``: the
+        check's ``data_docs=True``) has built it."""
+        if build:
+            self.context.build_data_docs()
+            self.ran_docs = True
         if not self.ran_docs:
             return None
         urls = [u.get("site_url") for u in self.context.get_docs_sites_urls()]
