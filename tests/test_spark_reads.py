@@ -120,3 +120,21 @@ def test_views_on_the_s3_server_keep_the_data_source_with_the_same_rows(s3_serve
         assert "FileScan parquet" not in plan(on_s3) and "FileScan parquet" in plan(on_disk)
         # Offsets and contents agree; only timestamps could differ between the two stores (one clock).
         assert rows(on_s3) == rows(on_disk)
+
+
+def test_reads_spark_cannot_return_exactly_keep_the_data_source():
+    from deltalog.sql.parquet_reads import MAX_ABORTED_TERMS, eligible
+    from deltalog.sql.source import FileSlice
+
+    def one(table="/tmp/store/topics/t/0", path="f.parquet", aborted=()):
+        return [FileSlice(table, path, 0, 10, 0, 9, drop_control=bool(aborted), aborted=aborted)]
+
+    assert eligible(one(), ["partition", "offset", "key"], False)
+    assert eligible(one("s3://bucket/store/topics/t/0"), ["offset"], False)  # the probe decides for a URI
+    assert not eligible(one(), ["offset", "_row_index"], False)  # the data source's own columns
+    assert not eligible(one(), ["offset"], True)  # null offsets kept: the checks' raw reads
+    assert not eligible(one("/tmp/a:b/topics/t/0"), ["offset"], False)  # Hadoop's Path: a relative URI
+    assert not eligible(one("/tmp/a[1]/topics/t/0"), ["offset"], False)  # Spark would glob it
+    many = tuple((7, i * 2, i * 2 + 1) for i in range(MAX_ABORTED_TERMS + 1))
+    assert eligible(one(aborted=many[:MAX_ABORTED_TERMS]), ["offset"], False)
+    assert not eligible(one(aborted=many), ["offset"], False)

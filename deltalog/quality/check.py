@@ -231,7 +231,8 @@ class _Runner:
         for result in results:
             self.validations.append(result.to_json_dict())
             for r in result.results:
-                outcomes.append(_outcome(by_name.get((r.expectation_config.meta or {}).get("deltalog")), r))
+                own = (r.expectation_config.meta or {}).get("deltalog")
+                outcomes.append(_outcome(by_name.get(own) if isinstance(own, str) else None, r))
         return tuple(outcomes)
 
     def _validate(self, topic: str, kind: str, name: str, guarantees: Sequence[Guarantee], df: DataFrame

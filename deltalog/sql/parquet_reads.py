@@ -72,8 +72,8 @@ def eligible(slices: Sequence[FileSlice], columns: Sequence[str], keep_null_offs
         return False
     if any(c not in RECORD_SCHEMA.names and c != PARTITION_COLUMN for c in columns):
         return False  # _file and _row_index: the data source's own columns
-    if any(":" in s.path or _UNSAFE_PATH.search(s.location) for s in slices):
-        return False
+    if any(":" in s.location.split("://", 1)[-1] or _UNSAFE_PATH.search(s.location) for s in slices):
+        return False  # a colon after the scheme is a relative URI to Hadoop's Path; the rest it globs or decodes
     return all(len(aborted) <= MAX_ABORTED_TERMS for _, aborted in _groups(slices).values())
 
 
