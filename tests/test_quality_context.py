@@ -63,3 +63,14 @@ def test_a_context_that_is_neither_a_context_nor_a_directory_is_refused(tmp_path
         open_context(tmp_path / "missing")
     with pytest.raises(InvalidArgumentError, match="data context or the directory"):
         open_context(42)
+
+
+def test_the_jobs_ge_context_is_a_directory_name_or_null():
+    from deltalog.errors import InvalidConfigError
+    from deltalog.jobs.cleaner_job import JobConfig
+
+    config = JobConfig.from_mapping({"store": {"uri": "/tmp/s"}, "job": {"ge_context": "/srv/gx-project"}})
+    assert config.ge_context == "/srv/gx-project"
+    assert JobConfig.from_mapping({"store": {"uri": "/tmp/s"}}).ge_context is None
+    with pytest.raises(InvalidConfigError, match="job.ge_context must be null or the directory"):
+        JobConfig.from_mapping({"store": {"uri": "/tmp/s"}, "job": {"ge_context": 3}})
