@@ -1,9 +1,10 @@
 """Reading partition tables with Spark, without delta-spark's JARs or a Hadoop connector.
 
 The snapshot to read comes from delta-rs (:class:`~deltalog.log.partition_log.LogSnapshot`); Spark reads exactly
-those data files through deltalog's Python data source (:mod:`deltalog.sql.source`), whose tasks open them with
-the store's :class:`~deltalog.storage.Storage`, so the same read works on a local store and on object storage,
-on a classic session and on Spark Connect. This is the one place that turns files into a Spark DataFrame, so
+those data files: with its own Parquet reader where it can open them itself (:mod:`deltalog.sql.parquet_reads`:
+a local disk, a cluster's cloud filesystems), else through deltalog's Python data source
+(:mod:`deltalog.sql.source`), whose tasks open them with the store's :class:`~deltalog.storage.Storage`, so the
+same read works on a local store and on object storage, on a classic session and on Spark Connect. This is the one place that turns files into a Spark DataFrame, so
 SQL views, current state and data-quality checks all read the same way (the cleaner reads the same files
 with pyarrow inside its Spark tasks). On a cluster with delta-spark the same files are what
 ``spark.read.format("delta")`` would read at that version.
