@@ -9,12 +9,16 @@ from typing import Any
 from benchmarks.embedded_sql import DUCKDB_COUNT, EMBEDDED_SQL
 from benchmarks.runner import (
     CONNECT_PASS,
+    PARQUET_LOG,
     PARQUET_READ,
+    PARQUET_STATE,
     S3_PASS,
     SOURCE_APPEND,
     SOURCE_READ,
     SOURCE_STREAM,
     SOURCE_WRITE,
+    VIEW_LOG,
+    VIEW_STATE,
     Timings,
 )
 from benchmarks.transactions import PLAIN_CLEAN, PLAIN_PRODUCE, TXN_CLEAN, TXN_PRODUCE
@@ -41,6 +45,10 @@ TIME_COMPARISONS = [
      PLAIN_CLEAN, 1.2),
     ("15. `deltalog sql` count of the current state vs DuckDB's dedupe of the same files (processes, start to exit)",
      EMBEDDED_SQL, DUCKDB_COUNT, 2.0),
+    ("16. Spark view of the log (local store) vs the same count over spark.read.parquet", VIEW_LOG, PARQUET_LOG,
+     1.1),
+    ("17. Spark view of the current state (local store) vs the same query over spark.read.parquet", VIEW_STATE,
+     PARQUET_STATE, 1.1),
 ]
 
 

@@ -42,6 +42,11 @@ PARQUET_READ = "spark.read.parquet of the same files"
 SOURCE_WRITE = 'df.write.format("deltalog") of Arrow data'
 SOURCE_APPEND = "store.append of the same batches"
 SOURCE_STREAM = 'spark.readStream.format("deltalog"), earliest to end'
+#: The Spark views (issue 23) and the same queries over spark.read.parquet of the same files.
+VIEW_LOG = "store.log_frame(topic).count()"
+PARQUET_LOG = "the same count over spark.read.parquet"
+VIEW_STATE = "store.current_state(topic).count()"
+PARQUET_STATE = "the same current-state query over spark.read.parquet"
 
 
 @dataclass
@@ -420,6 +425,52 @@ class Bench:
         if rows != self.live_keys:
             raise BenchmarkFailure(f"the current state has {rows} rows, expected {self.live_keys} live keys")
 
+    def spark_views(self, rnd: int) -> None:
+        """The Spark views over the local (uncompacted) store beside the same queries written over
+        ``spark.read.parquet`` of the same files: a count of the log (offsets from the log start) and a count of
+        the current state (the clean section's live keys not overwritten in the dirty tail, plus the tail's
+        latest live record per key), each to ``count()``. The views list the snapshot with delta-rs and read
+        with Spark's Parquet reader on a local disk (:mod:`deltalog.sql.parquet_reads`), so this is what the
+        listing, the planning and the view's filters cost on top of the scan."""
+        from pyspark.sql import functions as F
+
+        store = self.store(self.pristine)
+        start, first_dirty = self.snap.log_start_offset, self.gen.first_dirty_offset
+        clean = [p for p, f in zip(self.paths, self.files, strict=True) if f.min_offset < first_dirty]
+        tail = [p for p, f in zip(self.paths, self.files, strict=True) if f.max_offset >= first_dirty]
+        cols = [OFFSET, KEY, VALUE, HEADERS, TIMESTAMP]
+
+        def parquet(paths: list[str]) -> Any:
+            return self.spark.read.schema(SPARK_SCHEMA_DDL).parquet(*paths).where(F.col(OFFSET) >= start)
+
+        def parquet_state() -> Any:
+            c = parquet(clean).where((F.col(OFFSET) < first_dirty) & F.col(KEY).isNotNull()
+                                     & F.col(VALUE).isNotNull()).select(*cols)
+            latest = (parquet(tail).where((F.col(OFFSET) >= first_dirty) & F.col(KEY).isNotNull())
+                      .groupBy(KEY).agg(F.max_by(F.struct(*[F.col(x) for x in cols]), F.col(OFFSET)).alias("r"))
+                      .select("r.*"))
+            keys = latest.select(KEY).hint("broadcast")
+            return c.join(keys, [KEY], "left_anti").select(*cols).unionByName(latest.where(F.col(VALUE).isNotNull()))
+
+        log_rows: dict[str, int] = {}
+        self._time(VIEW_LOG, lambda: log_rows.__setitem__("view", store.log_frame(wl.TOPIC).count()), lambda: None)
+        self._time(PARQUET_LOG, lambda: log_rows.__setitem__("parquet", parquet(self.paths).count()), lambda: None)
+        state_rows: dict[str, int] = {}
+        self._time(VIEW_STATE, lambda: state_rows.__setitem__("view", store.current_state(wl.TOPIC).count()),
+                   lambda: None)
+        self._time(PARQUET_STATE, lambda: state_rows.__setitem__("parquet", parquet_state().count()), lambda: None)
+        if not log_rows["view"] == log_rows["parquet"] == self.gen.total_records:
+            raise BenchmarkFailure(f"log counts differ: {log_rows}, expected {self.gen.total_records}")
+        if not state_rows["view"] == state_rows["parquet"] == self.live_keys:
+            raise BenchmarkFailure(f"current-state counts differ: {state_rows}, expected {self.live_keys} live keys")
+        if rnd == 0:
+            from deltalog.sql.parquet_reads import parquet_readable
+            from deltalog.sql.source import file_slices
+
+            probe = file_slices(self.uri, 0, self.files)[0]
+            self.t.figures["views_read_with"] = ("Spark's Parquet reader" if parquet_readable(
+                self.spark, self.storage, probe) else "the Python data source")
+
     # -- helpers --------------------------------------------------------------------------------------
 
     def _spark_parquet(self) -> Any:
@@ -481,7 +532,7 @@ class Bench:
         os.makedirs(tiny.dir, exist_ok=True)
         tiny.setup()
         for case in (tiny.clean_pass, tiny.clean_pass_connect, tiny.row_number_dedupe, tiny.read_rewrite,
-                     tiny.map_build, tiny.current_state_reads):
+                     tiny.map_build, tiny.current_state_reads, tiny.spark_views):
             case(0)
         shutil.rmtree(tiny.dir, ignore_errors=True)
 
@@ -506,12 +557,12 @@ class Bench:
 #: The cases of a round, in the order they run.
 CASE_ORDER = ("clean_pass", "clean_pass_connect", "clean_pass_s3", "row_number_dedupe", "read_rewrite",
               "duckdb_dedupe", "delta_merge", "map_build", "appends", "current_state_reads", "kafka_source",
-              "transaction_cases", "embedded_sql")
+              "transaction_cases", "embedded_sql", "spark_views")
 #: The cases each report row needs (``python -m benchmarks --rows``).
 ROW_CASES = {
     1: ("clean_pass", "row_number_dedupe"), 2: ("clean_pass", "read_rewrite"), 3: ("clean_pass", "duckdb_dedupe"),
     4: ("clean_pass", "delta_merge"), 5: ("map_build",), 6: ("appends",), 7: ("current_state_reads",),
     8: ("clean_pass", "clean_pass_connect"), 9: ("clean_pass", "clean_pass_s3"),
     10: ("kafka_source",), 11: ("kafka_source",), 12: ("kafka_source",), 13: ("appends",), 14: ("transaction_cases",),
-    15: ("embedded_sql",),
+    15: ("embedded_sql",), 16: ("spark_views",), 17: ("spark_views",),
 }

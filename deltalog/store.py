@@ -19,6 +19,7 @@ through :mod:`deltalog.sql.ddl`, checks through :mod:`deltalog.quality`, retenti
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -479,21 +480,24 @@ class Store:
 
     def check(self, topic: str, *, partitions: Sequence[int] | None = None,
               cleans: str | Mapping[int, Sequence[int]] = "last", data_docs: bool = False,
-              save: bool = True) -> CheckResult:
+              save: bool = True, context: Any = None) -> CheckResult:
         """Run the compaction-guarantee suites (Great Expectations) on ``topic``; results are saved under
         ``<root>/_deltalog/checks/``. ``cleans``: "last", "all", "none", or partition -> clean versions;
-        ``data_docs`` builds the HTML site. See :mod:`deltalog.quality`."""
+        ``data_docs`` builds the HTML site. ``context``: a Great Expectations data context or the directory of
+        a file context to keep the suites, checkpoints and results in (default: an ephemeral one; see
+        :mod:`deltalog.quality.ge_context`). See :mod:`deltalog.quality`."""
         extras.require("quality", "Store.check")
         from deltalog.quality import check_topic
 
         return check_topic(self.log_manager, self.spark, topic, partitions=partitions, cleans=cleans, data_docs=data_docs,
-                           save=save)
+                           save=save, context=context)
 
-    def _check_after_clean(self, topic: str, results: Sequence[CleanResult]) -> dict[int, CheckFailedError]:
+    def _check_after_clean(self, topic: str, results: Sequence[CleanResult], *, context: Any = None
+                           ) -> dict[int, CheckFailedError]:
         extras.require("quality", "deltalog.check.after.clean")
         from deltalog.quality import check_after_clean  # see above: great-expectations takes seconds to import
 
-        return check_after_clean(self.log_manager, self.spark, topic, results)
+        return check_after_clean(self.log_manager, self.spark, topic, results, context=context)
 
     # -- retention, DeleteRecords, VACUUM, leases ----------------------------------------------------------
 
@@ -530,8 +534,12 @@ class Store:
 
     def log_cleaner(self, **options: Any) -> LogCleaner:
         """The store's :class:`~deltalog.cleaner.log_cleaner.LogCleaner`: the one cleaning loop, which the job
-        runs too. ``options`` are its keyword options (``threads``, ``vacuum``, ``metrics``, ...)."""
-        check = self._check_after_clean if self.config.check_after_clean else None
+        runs too. ``options`` are its keyword options (``threads``, ``vacuum``, ``metrics``, ...), and
+        ``ge_context``: the Great Expectations context (or file context directory) the check after clean
+        (``deltalog.check.after.clean``) runs in, as ``store.check(context=...)``."""
+        ge_context = options.pop("ge_context", None)
+        check = (functools.partial(self._check_after_clean, context=ge_context) if self.config.check_after_clean
+                 else None)
         options.setdefault("offsets", self.offsets_topic)
         return LogCleaner(self.log_manager, self._spark_session, self.config, check_after_clean=check, **options)
 

@@ -30,6 +30,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="which clean commits to check across (default: the last of each partition)")
     p.add_argument("--data-docs", action="store_true",
                    help="also build Great Expectations data docs (HTML) under the store")
+    p.add_argument("--ge-context", metavar="DIR", default=None,
+                   help="run in this Great Expectations file context (its project directory, or its gx/ "
+                        "directory): the suites are saved there as deltalog.<topic>.partition/.clean and used as "
+                        "saved, each run is one of its Checkpoints (with its actions, data docs included) and "
+                        "the results land in its validation results store (default: an ephemeral context)")
     output.add_output_option(p, text="a summary per partition and expectation",
                              json_help="one object: the whole result (success, suites, expectations, samples)")
     common.add_store_option(p)
@@ -45,7 +50,8 @@ def check(args: argparse.Namespace) -> int:
         if unknown:
             raise UnknownTopicOrPartitionError(f"topic {args.topic!r} has no partition {unknown[0]}; its partitions "
                                                f"are {known}")
-    result = store.check(args.topic, partitions=args.partitions, cleans=args.cleans, data_docs=args.data_docs)
+    result = store.check(args.topic, partitions=args.partitions, cleans=args.cleans, data_docs=args.data_docs,
+                         context=args.ge_context)
     if output.wants_json(args):
         output.emit(result.as_dict())
     else:

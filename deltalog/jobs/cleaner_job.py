@@ -74,6 +74,13 @@ def _log_level(name: str, raw: Any) -> str:
     return level
 
 
+def _ge_context(name: str, raw: Any) -> str | None:
+    if raw is not None and (not isinstance(raw, str) or not raw):
+        raise InvalidConfigError(f"job.{name} must be null or the directory of a Great Expectations file context, "
+                                 f"not {raw!r}")
+    return raw
+
+
 #: The job section of the config file (:class:`~deltalog.option_spec.OptionSpec`, as every option table).
 JOB_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("once", "once", _flag, False, "Run one cycle and exit (the form a schedule uses)."),
@@ -82,6 +89,9 @@ JOB_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("progress_interval_s", "progress_interval_s", _interval, 30.0,
                "Seconds between progress lines in the driver log while a pass runs."),
     OptionSpec("log_level", "log_level", _log_level, "INFO", "DEBUG, INFO, WARNING or ERROR."),
+    OptionSpec("ge_context", "ge_context", _ge_context, None,
+               "The directory of the team's Great Expectations file context for the check after clean (null: an "
+               "ephemeral context)."),
 )
 JOB_KEYS = tuple(spec.name for spec in JOB_SPECS)
 
@@ -101,6 +111,8 @@ class JobConfig:
     progress_interval_s: float = 30.0
     log_level: str = "INFO"
     storage_options: Mapping[str, str] = field(default_factory=dict)
+    #: The Great Expectations file context (its directory) the check after clean runs in; None: an ephemeral one.
+    ge_context: str | None = None
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, source: str = "config", store_uri: str | None = None) -> JobConfig:
@@ -211,7 +223,8 @@ def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = N
         spark = local_session(config.spark_master, dict(config.spark_conf), app_name="deltalog-cleaner")
     store = Store(config.root, storage_options=dict(config.storage_options) or None, spark=spark, clock=clock,
                   config=dict(config.cleaner))
-    cleaner = store.log_cleaner(vacuum=config.vacuum, progress_interval_s=config.progress_interval_s)
+    cleaner = store.log_cleaner(vacuum=config.vacuum, progress_interval_s=config.progress_interval_s,
+                                ge_context=config.ge_context)
     out = out or sys.stdout
 
     previous = {}

@@ -1,8 +1,10 @@
 """``store.check(topic)``: run the guarantee suites with Great Expectations and keep the results.
 
-One ephemeral Great Expectations context per run, a Spark data source over the store's session, one
-dataframe asset and whole-dataframe batch definition per suite, and a validation definition per suite so
-the results can be rendered as Great Expectations data docs. Each run's results (deltalog's summary and
+By default, one ephemeral Great Expectations context per run, a Spark data source over the store's session,
+one dataframe asset and whole-dataframe batch definition per suite, and a validation definition per suite so
+the results can be rendered as Great Expectations data docs. Given a user's context (``context=``), the
+suites, validation definitions and Checkpoints live there under stable names instead
+(:mod:`deltalog.quality.ge_context`). Each run's results (deltalog's summary and
 the Great Expectations validation results) are written as JSON to
 ``<root>/_deltalog/checks/<topic>/<time>-<id>.json`` through the store's :class:`~deltalog.storage.Storage`;
 with ``data_docs=True`` the HTML site is built at ``<root>/_deltalog/checks/<topic>/data_docs/index.html``
@@ -34,8 +36,15 @@ from deltalog.quality.frames import (
     files_present,
     partition_frame,
 )
-from deltalog.quality.suites import SAMPLE_LIMIT, Guarantee, across_clean_guarantees, partition_guarantees
-from deltalog.spark import connect_mode
+from deltalog.quality.suites import (
+    SAMPLE_LIMIT,
+    Guarantee,
+    across_clean_guarantees,
+    clean_parameters,
+    partition_guarantees,
+    partition_parameters,
+)
+from deltalog.spark import connect_mode, functions
 from deltalog.storage import join
 
 if TYPE_CHECKING:
@@ -164,12 +173,19 @@ def _context(docs_dir: str | None) -> Any:
     return context
 
 
-def _outcome(g: Guarantee, r: Any) -> ExpectationOutcome:
+def _outcome(g: Guarantee | None, r: Any) -> ExpectationOutcome:
+    """deltalog's verdict on one expectation result; ``g`` is None for an expectation a user added to a saved
+    suite (named by its type and column)."""
+    config = r.expectation_config
+    if g is None:
+        kwargs = config.kwargs or {}
+        name = config.type + (f"({kwargs['column']})" if kwargs.get("column") else "")
+        g = Guarantee(name, getattr(config, "description", None) or name, None)
     info = r.exception_info or {}
     if info.get("raised_exception"):
         return ExpectationOutcome(g.name, g.description, False, 0, (), str(info.get("exception_message")))
     res = r.result or {}
-    if g.is_sql:
+    if config.type == "unexpected_rows_expectation":
         count = int(res.get("observed_value") or 0)
         sample = tuple((res.get("details") or {}).get("unexpected_rows") or ())
     else:
@@ -179,20 +195,25 @@ def _outcome(g: Guarantee, r: Any) -> ExpectationOutcome:
     return ExpectationOutcome(g.name, g.description, bool(r.success), count, sample[:SAMPLE_LIMIT])
 
 
+#: The result format of deltalog's runs: every unexpected row counted, a sample of them named by offset.
+RESULT_FORMAT = {"result_format": "COMPLETE", "unexpected_index_column_names": ["offset"],
+                 "partial_unexpected_count": SAMPLE_LIMIT}
+
+
 class _Runner:
-    """Validates DataFrames against lists of guarantees in one Great Expectations context."""
+    """Validates DataFrames against lists of guarantees in one ephemeral Great Expectations context: a suite and
+    a validation definition per run, built in code, gone with the process."""
 
     def __init__(self, docs_dir: str | None) -> None:
         self.context = _context(docs_dir)
         self.source = self.context.data_sources.add_spark("deltalog", persist=False)
         self.validations: list[dict[str, Any]] = []
 
-    def run(self, name: str, guarantees: Sequence[Guarantee], df: DataFrame) -> tuple[ExpectationOutcome, ...]:
-        asset = self.source.add_dataframe_asset(name)
-        batch_definition = asset.add_batch_definition_whole_dataframe("whole")
-        suite = self.context.suites.add(gx.ExpectationSuite(name=name, expectations=[g.expectation for g in guarantees]))
-        vd = self.context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch_definition,
-                                                                              suite=suite))
+    def run(self, topic: str, kind: str, name: str, guarantees: Sequence[Guarantee], df: DataFrame,
+            parameters: Mapping[str, int | None]) -> tuple[ExpectationOutcome, ...]:
+        """Validate ``df`` (with the suite's ``parameters`` as columns) against ``guarantees``; ``kind`` is
+        ``partition`` or ``clean``, ``name`` this run's name (topic, partition, version)."""
+        df = _with_parameters(df, parameters)
         # Great Expectations runs its SQL expectations (a temporary view of the batch) on its execution engine's
         # session, which it otherwise looks up itself, a Spark Connect default session first: in a process that
         # holds both kinds it would query another session's view. It is the DataFrame's own session.
@@ -202,18 +223,36 @@ class _Runner:
         try:
             # Great Expectations builds its columns with pyspark.sql.functions: Connect ones only in Connect mode.
             with connect_mode(df.sparkSession):
-                result = vd.run(batch_parameters={"dataframe": cached},
-                                result_format={"result_format": "COMPLETE", "unexpected_index_column_names": ["offset"],
-                                               "partial_unexpected_count": SAMPLE_LIMIT})
+                results = self._validate(topic, kind, name, guarantees, cached)
         finally:
             cached.unpersist()
-        self.validations.append(result.to_json_dict())
         by_name = {g.name: g for g in guarantees}
         outcomes = []
-        for r in result.results:
-            g = by_name[(r.expectation_config.meta or {})["deltalog"]]
-            outcomes.append(_outcome(g, r))
+        for result in results:
+            self.validations.append(result.to_json_dict())
+            for r in result.results:
+                own = (r.expectation_config.meta or {}).get("deltalog")
+                outcomes.append(_outcome(by_name.get(own) if isinstance(own, str) else None, r))
         return tuple(outcomes)
+
+    def _validate(self, topic: str, kind: str, name: str, guarantees: Sequence[Guarantee], df: DataFrame
+                  ) -> list[Any]:
+        asset = self.source.add_dataframe_asset(name)
+        batch_definition = asset.add_batch_definition_whole_dataframe("whole")
+        suite = self.context.suites.add(gx.ExpectationSuite(name=name, expectations=[g.expectation for g in guarantees]))
+        vd = self.context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch_definition,
+                                                                              suite=suite))
+        return [vd.run(batch_parameters={"dataframe": df}, result_format=RESULT_FORMAT)]
+
+    def data_docs(self, *, build: bool = False) -> str | None:
+        """The data docs index a user's context built (the ephemeral mode builds its own site below)."""
+        return None
+
+
+def _with_parameters(df: DataFrame, parameters: Mapping[str, int | None]) -> DataFrame:
+    """``df`` with each of the suite's figures as a column of its own (see :mod:`deltalog.quality.suites`)."""
+    sf = functions(df.sparkSession)
+    return df.select("*", *[sf.lit(v).cast("long").alias(k) for k, v in parameters.items()])
 
 
 def check_topic(
@@ -225,18 +264,30 @@ def check_topic(
     cleans: str | Mapping[int, Sequence[int]] = "last",
     data_docs: bool = False,
     save: bool = True,
+    context: Any = None,
 ) -> CheckResult:
     """Run the per-partition suite on the latest snapshot of each partition, and the across-clean suite
     on its cleans: ``cleans="last"`` (default) the newest clean, ``"all"`` every clean whose earlier
     version's files are still on disk (VACUUM removes them after ``file.delete.delay.ms``), ``"none"``,
-    or a mapping partition -> clean commit versions."""
+    or a mapping partition -> clean commit versions.
+
+    ``context``: a Great Expectations data context, or the directory of a file context, to run in instead of
+    an ephemeral one (:mod:`deltalog.quality.ge_context`): the suites are saved there, each run is one of its
+    Checkpoints, results land in its stores and data docs are built by the checkpoints' actions."""
     all_partitions = logs.partitions(topic)  # raises for an unknown topic before any path is built
     now = logs.clock.now_ms()
     topic_dir = logs.state_path(CHECKS_DIR, topic)
-    docs_location = join(topic_dir, "data_docs") if data_docs else None
-    # Great Expectations writes its site to a local directory: on an object store, a temporary one, uploaded.
-    docs_dir = docs_location if docs_location is None or logs.storage.local else tempfile.mkdtemp(prefix="gx-docs-")
-    runner = _Runner(docs_dir)
+    if context is not None:
+        from deltalog.quality.ge_context import ContextRunner, open_context
+
+        runner: _Runner = ContextRunner(open_context(context))
+        docs_location = docs_dir = None
+    else:
+        docs_location = join(topic_dir, "data_docs") if data_docs else None
+        # Great Expectations writes its site to a local directory: on an object store, a temporary one, uploaded.
+        docs_dir = (docs_location if docs_location is None or logs.storage.local
+                    else tempfile.mkdtemp(prefix="gx-docs-"))
+        runner = _Runner(docs_dir)
     wanted = list(partitions) if partitions is not None else all_partitions
     suites: list[SuiteOutcome] = []
     notes: list[str] = []
@@ -250,8 +301,9 @@ def check_topic(
             continue
         history = clean_commits(log)
         last = history[0] if history else None
-        outcomes = runner.run(f"{topic}-{p}.partition-v{snap.version}", partition_guarantees(snap, last),
-                              partition_frame(spark, log, snap))
+        outcomes = runner.run(topic, "partition", f"{topic}-{p}.partition-v{snap.version}",
+                              partition_guarantees(snap, last, saved=context is not None),
+                              partition_frame(spark, log, snap), partition_parameters(snap, last))
         suites.append(SuiteOutcome(topic, p, "partition", snap.version, outcomes))
         for commit in _cleans_to_check(history, cleans, p):
             try:
@@ -264,11 +316,12 @@ def check_topic(
                 notes.append(f"partition {p}: clean at version {commit.version} not checked: files of version "
                              f"{commit.before_version} were already removed by VACUUM")
                 continue
-            outcomes = runner.run(f"{topic}-{p}.clean-v{commit.version}",
-                                  across_clean_guarantees(commit, after.config.delete_retention_ms),
-                                  across_clean_frame(spark, log, before, after))
+            retention_ms = after.config.delete_retention_ms
+            outcomes = runner.run(topic, "clean", f"{topic}-{p}.clean-v{commit.version}",
+                                  across_clean_guarantees(commit, retention_ms),
+                                  across_clean_frame(spark, log, before, after), clean_parameters(commit, retention_ms))
             suites.append(SuiteOutcome(topic, p, "clean", commit.version, outcomes))
-    docs_index = None
+    docs_index = runner.data_docs(build=data_docs)
     if docs_dir is not None and docs_location is not None:
         runner.context.build_data_docs(site_names=["deltalog"])
         if docs_dir != docs_location:
@@ -313,14 +366,14 @@ def _cleans_to_check(history: list[CleanCommit], cleans: str | Mapping[int, Sequ
     raise InvalidConfigError(f"cleans must be 'last', 'all', 'none' or a mapping partition -> versions, not {cleans!r}")
 
 
-def check_after_clean(logs: LogManager, spark: SparkSession, topic: str, results: Sequence[Any]
-                      ) -> dict[int, CheckFailedError]:
-    """``deltalog.check.after.clean``: check each clean just made on ``topic``; the partitions whose guarantees
-    broke, each with the error that says how."""
+def check_after_clean(logs: LogManager, spark: SparkSession, topic: str, results: Sequence[Any], *,
+                      context: Any = None) -> dict[int, CheckFailedError]:
+    """``deltalog.check.after.clean``: check each clean just made on ``topic`` (in ``context``, a user's Great
+    Expectations context, if given); the partitions whose guarantees broke, each with the error that says how."""
     cleans: dict[int, list[int]] = {}
     for r in results:
         cleans.setdefault(r.partition, []).append(r.version)
-    result = check_topic(logs, spark, topic, partitions=sorted(cleans), cleans=cleans)
+    result = check_topic(logs, spark, topic, partitions=sorted(cleans), cleans=cleans, context=context)
     broken = sorted({s.partition for s in result.suites if not s.success})
     return {p: CheckFailedError(f"data-quality check failed after cleaning {topic}-{p}:\n{result.summary()}", result)
             for p in broken}

@@ -69,14 +69,40 @@ class Guarantee:
         return type(self.expectation).__name__ == "UnexpectedRowsExpectation"
 
 
-def _rows(name: str, description: str, query: str) -> Guarantee:
+#: The values a suite is about (the cleaner checkpoint, the log end, the last clean's time...) are columns of
+#: the batch, the same on every row, never constants in a query: so one saved suite (a user's Great
+#: Expectations context keeps it under a stable name) holds for every snapshot and every clean.
+LOG_END = "_log_end_offset"
+FIRST_DIRTY = "_first_dirty_offset"
+CLEAN_NOW = "_clean_now_ms"
+FRESH_HORIZON = "_fresh_horizon_ms"
+CLEAN_END = "_clean_end_offset"
+
+
+def _rows(name: str, description: str, query: str, saved_description: str | None = None) -> Guarantee:
+    """An ``UnexpectedRowsExpectation``; ``description`` (with this run's figures) is deltalog's, the
+    expectation's own is ``saved_description`` (without them) when given, as a saved suite outlives a run."""
     return Guarantee(name, description, gxe.UnexpectedRowsExpectation(
-        unexpected_rows_query=query, description=description, meta={"deltalog": name},
+        unexpected_rows_query=query, description=saved_description or description, meta={"deltalog": name},
     ))
 
 
-def partition_guarantees(snap: LogSnapshot, last_clean: CleanCommit | None) -> list[Guarantee]:
-    """The per-partition suite for one snapshot; ``last_clean`` is the newest clean in its history."""
+def partition_parameters(snap: LogSnapshot, last_clean: CleanCommit | None) -> dict[str, int | None]:
+    """The columns :func:`partition_guarantees` reads its figures from, for one snapshot."""
+    return {LOG_END: snap.log_end_offset, FIRST_DIRTY: snap.first_dirty_offset,
+            CLEAN_NOW: None if last_clean is None else last_clean.now_ms,
+            FRESH_HORIZON: None if last_clean is None else last_clean.now_ms + snap.config.delete_retention_ms}
+
+
+def clean_parameters(clean: CleanCommit, retention_ms: int) -> dict[str, int | None]:
+    """The columns :func:`across_clean_guarantees` reads its figures from, for one clean."""
+    return {CLEAN_NOW: clean.now_ms, FRESH_HORIZON: clean.now_ms + retention_ms, CLEAN_END: clean.end_offset}
+
+
+def partition_guarantees(snap: LogSnapshot, last_clean: CleanCommit | None, *, saved: bool = False
+                         ) -> list[Guarantee]:
+    """The per-partition suite for one snapshot; ``last_clean`` is the newest clean in its history. A suite to
+    be ``saved`` holds ``no_expired_tombstones`` even before the first clean (it finds nothing then)."""
     fd = snap.first_dirty_offset
     leo = snap.log_end_offset
     out = [
@@ -91,24 +117,28 @@ def partition_guarantees(snap: LogSnapshot, last_clean: CleanCommit | None) -> l
                          "SELECT offset, CAST(key AS STRING) AS key FROM {batch} WHERE key IS NULL AND control IS NULL"))
     out += [
         _rows("offsets_below_log_end", f"every offset is below the log end offset {leo}",
-              f"SELECT offset, CAST(key AS STRING) AS key FROM {{batch}} WHERE offset >= {leo}"),
+              f"SELECT offset, CAST(key AS STRING) AS key FROM {{batch}} WHERE offset >= {LOG_END}",
+              "every offset is below the log end offset"),
         _rows("clean_section_keys_unique", f"below the cleaner checkpoint ({fd}) each key appears at most once",
               "SELECT offset, CAST(key AS STRING) AS key FROM ("
               f"SELECT offset, key, count(*) OVER (PARTITION BY key) AS n FROM {{batch}} "
-              f"WHERE offset < {fd} AND key IS NOT NULL) WHERE n > 1"),
+              f"WHERE offset < {FIRST_DIRTY} AND key IS NOT NULL) WHERE n > 1",
+              "below the cleaner checkpoint each key appears at most once"),
         _rows("clean_section_tombstones_have_horizon",
               f"every tombstone below the cleaner checkpoint ({fd}) carries a delete horizon",
               f"SELECT offset, CAST(key AS STRING) AS key FROM {{batch}} "
-              f"WHERE offset < {fd} AND value IS NULL AND control IS NULL AND delete_horizon_ms IS NULL"),
+              f"WHERE offset < {FIRST_DIRTY} AND value IS NULL AND control IS NULL AND delete_horizon_ms IS NULL",
+              "every tombstone below the cleaner checkpoint carries a delete horizon"),
     ]
-    if last_clean is not None:
-        now, fresh = last_clean.now_ms, last_clean.now_ms + snap.config.delete_retention_ms
+    if last_clean is not None or saved:
+        when = "" if last_clean is None else f" (version {last_clean.version}, time {last_clean.now_ms})"
         out.append(_rows(
             "no_expired_tombstones",
-            f"no tombstone whose delete horizon had passed at the last clean (version {last_clean.version}, "
-            f"time {now}) is still in the log",
+            f"no tombstone whose delete horizon had passed at the last clean{when} is still in the log",
             f"SELECT offset, CAST(key AS STRING) AS key, delete_horizon_ms FROM {{batch}} "
-            f"WHERE value IS NULL AND control IS NULL AND delete_horizon_ms <= {now} AND delete_horizon_ms <> {fresh}",
+            f"WHERE value IS NULL AND control IS NULL AND delete_horizon_ms <= {CLEAN_NOW} "
+            f"AND delete_horizon_ms <> {FRESH_HORIZON}",
+            "no tombstone whose delete horizon had passed at the last clean is still in the log",
         ))
     out += [
         _rows("offsets_increase_within_files",
@@ -173,7 +203,7 @@ def transaction_guarantees(snap: LogSnapshot) -> list[Guarantee]:
 
 def across_clean_guarantees(clean: CleanCommit, retention_ms: int) -> list[Guarantee]:
     """The suite comparing the versions before and after one clean commit."""
-    now, fresh, end = clean.now_ms, clean.now_ms + retention_ms, clean.end_offset
+    now, end = clean.now_ms, clean.end_offset
     same = "a_key <=> b_key AND a_value <=> b_value"
     same_record = f"{same} AND a_headers <=> b_headers AND a_timestamp_ms <=> b_timestamp_ms"
     return [
@@ -182,28 +212,36 @@ def across_clean_guarantees(clean: CleanCommit, retention_ms: int) -> list[Guara
               f"there after it (version {clean.version}) with the same offset and value, unless a tombstone "
               f"whose delete horizon had passed (time {now})",
               "SELECT offset, CAST(b_key AS STRING) AS key FROM {batch} WHERE b_present AND b_latest AND NOT b_aborted "
-              f"AND NOT (b_value IS NULL AND b_delete_horizon_ms IS NOT NULL AND b_delete_horizon_ms <= {now}) "
-              f"AND NOT (a_present AND {same})"),
+              f"AND NOT (b_value IS NULL AND b_delete_horizon_ms IS NOT NULL AND b_delete_horizon_ms <= {CLEAN_NOW}) "
+              f"AND NOT (a_present AND {same})",
+              "the latest record of every key before a clean is still there after it with the same offset and "
+              "value, unless a tombstone whose delete horizon had passed"),
         _rows("no_new_records",
               f"every record after the clean (version {clean.version}) was there before it, unchanged but "
               "for a tombstone's first delete horizon",
               "SELECT offset, CAST(a_key AS STRING) AS key FROM {batch} WHERE a_present AND NOT ("
               f"b_present AND {same_record} AND (a_delete_horizon_ms <=> b_delete_horizon_ms OR "
-              f"(b_delete_horizon_ms IS NULL AND a_value IS NULL AND a_delete_horizon_ms = {fresh})))"),
+              f"(b_delete_horizon_ms IS NULL AND a_value IS NULL AND a_delete_horizon_ms = {FRESH_HORIZON})))",
+              "every record after a clean was there before it, unchanged but for a tombstone's first delete "
+              "horizon"),
         _rows("aborted_records_dropped",
               f"every record of an aborted transaction below the clean's end ({end}) is gone after the first "
               f"clean that covered it (version {clean.version})",
-              f"SELECT offset, CAST(b_key AS STRING) AS key FROM {{batch}} WHERE b_aborted AND offset < {end} "
-              "AND a_present"),
+              f"SELECT offset, CAST(b_key AS STRING) AS key FROM {{batch}} WHERE b_aborted AND offset < {CLEAN_END} "
+              "AND a_present",
+              "every record of an aborted transaction below a clean's end is gone after the first clean that "
+              "covered it"),
         _rows("markers_kept_until_horizon",
               f"no transaction marker was removed by the clean (version {clean.version}, time {now}) before its "
               "delete horizon had passed",
               "SELECT offset, b_control AS key FROM {batch} WHERE b_present AND b_control IS NOT NULL "
-              f"AND NOT a_present AND NOT (b_delete_horizon_ms IS NOT NULL AND b_delete_horizon_ms <= {now})"),
+              f"AND NOT a_present AND NOT (b_delete_horizon_ms IS NOT NULL AND b_delete_horizon_ms <= {CLEAN_NOW})",
+              "no transaction marker was removed by a clean before its delete horizon had passed"),
         _rows("tail_unchanged",
               f"nothing at or past the new cleaner checkpoint ({end}) changed in the clean (version "
               f"{clean.version})",
               "SELECT offset, CAST(coalesce(a_key, b_key) AS STRING) AS key FROM {batch} "
-              f"WHERE offset >= {end} AND NOT (a_present AND b_present AND {same_record} "
-              "AND a_delete_horizon_ms <=> b_delete_horizon_ms)"),
+              f"WHERE offset >= {CLEAN_END} AND NOT (a_present AND b_present AND {same_record} "
+              "AND a_delete_horizon_ms <=> b_delete_horizon_ms)",
+              "nothing at or past the new cleaner checkpoint changed in a clean"),
     ]

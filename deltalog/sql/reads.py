@@ -1,9 +1,10 @@
 """Reading partition tables with Spark, without delta-spark's JARs or a Hadoop connector.
 
 The snapshot to read comes from delta-rs (:class:`~deltalog.log.partition_log.LogSnapshot`); Spark reads exactly
-those data files through deltalog's Python data source (:mod:`deltalog.sql.source`), whose tasks open them with
-the store's :class:`~deltalog.storage.Storage`, so the same read works on a local store and on object storage,
-on a classic session and on Spark Connect. This is the one place that turns files into a Spark DataFrame, so
+those data files: with its own Parquet reader where it can open them itself (:mod:`deltalog.sql.parquet_reads`:
+a local disk, a cluster's cloud filesystems), else through deltalog's Python data source
+(:mod:`deltalog.sql.source`), whose tasks open them with the store's :class:`~deltalog.storage.Storage`, so the
+same read works on a local store and on object storage, on a classic session and on Spark Connect. This is the one place that turns files into a Spark DataFrame, so
 SQL views, current state and data-quality checks all read the same way (the cleaner reads the same files
 with pyarrow inside its Spark tasks). On a cluster with delta-spark the same files are what
 ``spark.read.format("delta")`` would read at that version.
@@ -21,6 +22,7 @@ from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import RECORD_SCHEMA
 from deltalog.spark import default_parallelism
+from deltalog.sql import parquet_reads
 from deltalog.sql.source import SOURCE_NAME, STORAGE_OPTION_PREFIX, FileSlice, file_slices, register, spark_schema
 from deltalog.storage import Storage
 
@@ -36,10 +38,16 @@ def read_slices(spark: SparkSession, storage: Storage, slices: Sequence[FileSlic
                 keep_null_offsets: bool = False) -> DataFrame:
     """The wanted rows of ``slices`` (files of tables under ``storage``'s root) as one DataFrame of
     ``columns``: partition-table columns and ``partition``, ``_file``, ``_row_index``
-    (:mod:`deltalog.sql.source`). Rows with a null offset are left out unless ``keep_null_offsets``."""
+    (:mod:`deltalog.sql.source`). Rows with a null offset are left out unless ``keep_null_offsets``.
+
+    Where the session's Spark opens the store's files itself, they are read with Spark's Parquet reader
+    (:mod:`deltalog.sql.parquet_reads`), else through the Python data source; the rows are the same."""
     schema = spark_schema(columns)
     if not slices:
         return spark.createDataFrame([], schema)
+    if parquet_reads.eligible(slices, columns, keep_null_offsets) and parquet_reads.parquet_readable(
+            spark, storage, slices[0]):
+        return parquet_reads.read_parquet_slices(spark, slices, columns)
     register(spark)
     options = {
         "root": storage.root,
