@@ -9,7 +9,7 @@ import os
 from deltalog import Record
 from deltalog.cleaner.maintenance import StoreMaintenance
 
-DELAY = 60_000  # file.delete.delay.ms's default
+DELAY = 60_000  # file.delete.delay.ms, set on the topic (Kafka's default; deltalog's is Delta's 7 days)
 
 
 def parquet_on_disk(log):
@@ -17,7 +17,7 @@ def parquet_on_disk(log):
 
 
 def aged_segments(store, clock):
-    store.create_topic("t", 1, config={"cleanup.policy": "delete", "retention.ms": 1000})
+    store.create_topic("t", 1, config={"cleanup.policy": "delete", "retention.ms": 1000, "file.delete.delay.ms": DELAY})
     for s in range(2):
         store.append("t", 0, [Record(f"k{s}", f"v{s}")])
         store.roll("t", 0)
