@@ -86,6 +86,8 @@ SET_TXN_RETENTION = "delta.setTransactionRetentionDuration"
 
 #: The commit-info key of every deltalog commit's own id: how a commit whose answer was lost is found in the log.
 COMMIT_ID = "deltalog.commit_id"
+#: The commit-info key of the version a deltalog commit was based on (what it checked, see foreign_commits).
+READ_VERSION = "deltalog.read_version"
 #: Reads of the log to resolve a failed commit before its outcome is declared unknown.
 RESOLVE_ATTEMPTS = 3
 
@@ -319,7 +321,10 @@ def commit(
     no version references.
     """
     commit_id = new_commit_id()
-    custom: dict[str, Any] = {"deltalog.operation": operation, COMMIT_ID: commit_id}
+    read_version = dt.version()
+    # The version this commit is based on: deltalog checked every commit up to it for other engines' changes
+    # (see deltalog.log.foreign_commits), so a later check needs to read only the commits after it.
+    custom: dict[str, Any] = {"deltalog.operation": operation, COMMIT_ID: commit_id, READ_VERSION: read_version}
     if metadata:
         custom.update({f"deltalog.{k}": v for k, v in metadata.items()})
     props = CommitProperties(
@@ -327,7 +332,6 @@ def commit(
         max_commit_retries=retries,
         app_transactions=app_transactions(txns),
     )
-    read_version = dt.version()
     faults.point(f"{operation}:before-commit")  # inert unless the reliability harness asks (see faults)
     try:
         dt.create_write_transaction(list(actions), mode="append", schema=RECORD_SCHEMA, commit_properties=props)
