@@ -138,11 +138,13 @@ class PartitionLog:
         if topic_id is not None:
             props[delta.PROP_TOPIC_ID] = topic_id
         props.update(config_to_table_properties(config))
+        props.update(delta.ENGINE_PROPERTIES)
         delta.create_table(
             storage,
             uri,
             props,
             {delta.TXN_LOG_END_OFFSET: 0, delta.TXN_LOG_START_OFFSET: 0, delta.TXN_ACTIVE_SEGMENT: 0},
+            description=delta.table_description(topic, partition),
         )
         return cls(storage, uri, topic, partition)
 
