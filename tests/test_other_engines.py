@@ -226,3 +226,78 @@ def test_new_partition_tables_tell_other_engines_what_not_to_do(store):
     assert "deltalog topic d partition 0" in meta.description and "Do not DELETE" in meta.description
     assert meta.configuration["delta.enableDeletionVectors"] == "false"
     assert meta.configuration["delta.autoOptimize.autoCompact"] == "false"
+
+
+# -- Spark: the cleaner, format("deltalog"), the views and the checks over another engine's OPTIMIZE ------------
+
+def _current(store: Store, topic: str = "t") -> dict[bytes, bytes]:
+    """The latest committed value of each key, from the store's own reader (tombstones out)."""
+    latest: dict[bytes, bytes | None] = {}
+    for r in store.read(topic, 0, 0, isolation_level="read_committed"):
+        latest[r.key] = r.value
+    return {k: v for k, v in latest.items() if v is not None}
+
+
+def test_the_cleaner_views_and_checks_stay_right_after_optimize(spark_store, clock, spark):
+    import deltalog.spark
+
+    store = spark_store
+    before = _fill(store, clock)
+    current = _current(store)
+    deltalog.spark.register(spark)
+
+    def spark_offsets() -> list[int]:
+        df = spark.read.format("deltalog").option("store", store.root).option("subscribe", "t").load()
+        return sorted(r["offset"] for r in df.collect())
+
+    committed = spark_offsets()
+    DeltaTable(store.log("t", 0).uri).optimize.compact()
+    assert spark_offsets() == committed  # Spark's reads over the merged file, before any clean
+    result = store.clean_partition("t", 0, force=True)  # the pass first puts the merged file back per segment
+    assert result is not None
+    assert _current(store) == current
+    state = store.describe("t")[0]
+    assert state.first_dirty_offset > 0 and all(s.tombstones >= 0 for s in state.segments)
+    assert [s.is_active for s in state.segments].count(True) == 1 and state.segments[-1].is_active
+    rows = {r["key"]: r["value"] for r in store.current_state("t").collect()}
+    assert {k.encode() if isinstance(k, str) else bytes(k): v for k, v in rows.items()}.keys() == current.keys()
+    assert spark_offsets() == [r.offset for r in store.read("t", 0, 0, isolation_level="read_committed")]
+    # another OPTIMIZE over the cleaned section and the dirty tail, then a second pass and the checks
+    store.append("t", 0, [Record(key=b"k0", value=b"newest")])
+    clock.advance(2 * SEGMENT_MS)
+    store.append("t", 0, [Record(key=b"k1", value=b"newest")])
+    DeltaTable(store.log("t", 0).uri).optimize.z_order(["key"])
+    store.clean_partition("t", 0, force=True)
+    assert _current(store)[b"k0"] == b"newest"
+    check = store.check("t", cleans="all")
+    assert check.success, check.summary()
+    assert len(before) > len(store.read("t", 0, 0))  # the passes did remove superseded records
+
+
+def test_the_cleaner_skips_and_reports_a_partition_another_engine_changed(spark_store, clock):
+    store = spark_store
+    _fill(store, clock)
+    DeltaTable(store.log("t", 0).uri).delete("offset = 1")
+    assert store.clean("t") == []
+    cleaner = store.log_cleaner()
+    assert cleaner.clean_filthiest_logs(["t"]) is not None
+    assert ("t", 0) in cleaner.manager.foreign_skipped
+    with pytest.raises(ForeignCommitError):
+        store.clean_partition("t", 0, force=True)
+    assert store.log_cleaner().manager.uncleanable_mark("t", 0) is None  # skipped, not marked corrupt
+
+
+def test_on_s3_optimize_is_tolerated_and_delete_detected(s3_server, s3_store_uri, clock):
+    store = Store(s3_store_uri, storage_options=s3_server.storage_options, clock=clock)
+    before = _fill(store, clock)
+    uri = store.log("t", 0).uri
+    options = store.storage.delta_options
+    DeltaTable(uri, storage_options=options).optimize.compact()
+    fresh = Store(s3_store_uri, storage_options=s3_server.storage_options, clock=clock)
+    assert [(r.offset, r.key, r.value) for r in fresh.read("t", 0, 0)] == before
+    assert all(s.tombstones >= 0 for s in fresh.describe("t")[0].segments)
+    assert fresh.log("t", 0).relayout(clock.now_ms()) == 1
+    DeltaTable(uri, storage_options=options).delete("offset = 1")
+    with pytest.raises(ForeignCommitError, match="DELETE"):
+        Store(s3_store_uri, storage_options=s3_server.storage_options, clock=clock).read("t", 0, 0)
+    assert len(scan_store(fresh.storage).damages) == 1
