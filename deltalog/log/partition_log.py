@@ -458,8 +458,10 @@ class PartitionLog:
             if max_records is not None and any(not f.deltalog_layout for f in files):
                 chosen, bound = _complete_up_to(files, chosen)
             try:  # the row groups the range needs, up to max_records rows: a poll costs what it returns
-                table = read_files(self.storage, self.uri, chosen, start,
-                                   upper if upper < snap.log_end_offset else None, max_records)
+                to = upper if upper < snap.log_end_offset else None
+                if bound is not None:
+                    to = bound + 1 if to is None else min(to, bound + 1)
+                table = read_files(self.storage, self.uri, chosen, start, to, max_records)
             except FileNotFoundError as e:
                 if attempt == 2:  # not a VACUUM race: the current version names a file that is gone
                     damage.raise_data_damage(self.storage, self.uri, chosen)
@@ -506,8 +508,10 @@ def _complete_up_to(files: Sequence[DataFile], chosen: list[DataFile]) -> tuple[
 
 def read_files(storage: Storage, uri: str, files: Sequence[DataFile], from_offset: int,
                to_offset: int | None = None, limit: int | None = None) -> pa.Table:
-    """Rows of ``files`` with ``from_offset <= offset < to_offset``, the first ``limit`` of them; files hold
-    disjoint offset ranges, so offset order is file order. With a ``limit``, only the row groups that hold wanted
+    """Rows of ``files`` with ``from_offset <= offset < to_offset``, the first ``limit`` of them, in offset order;
+    deltalog's own files hold disjoint offset ranges in order, so offset order is file order (a file another
+    engine's OPTIMIZE wrote is read row group by row group over the range, then sorted, see
+    :mod:`deltalog.log.layout`). With a ``limit``, only the row groups that hold wanted
     rows are read, a batch at a time, until the limit (:mod:`deltalog.log.row_groups`); without one, everything
     from ``from_offset`` on is returned anyway and the files are scanned as one dataset, in parallel (measured on
     2,000 files of 20 records, best of 5: 0.46 s against 0.99 s one file after the other). ``FileNotFoundError``
@@ -517,7 +521,11 @@ def read_files(storage: Storage, uri: str, files: Sequence[DataFile], from_offse
     locations = list(dict.fromkeys(join(uri, f.path) for f in files))
     ordered = all(f.deltalog_layout for f in files)
     try:
-        if limit is None or not ordered:  # another engine's file: rows in any order, read whole, sorted below
+        if limit is not None and not ordered:
+            # Another engine's file holds its rows in any order: every row group whose offset statistics overlap
+            # the range is read (no stopping at the limit), then sorted and cut below.
+            table = row_groups.read_ranges(storage, locations, from_offset, to_offset, None)
+        elif limit is None:
             wanted = ds.field(OFFSET) >= from_offset
             if to_offset is not None:
                 wanted = wanted & (ds.field(OFFSET) < to_offset)
