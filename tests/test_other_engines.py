@@ -13,7 +13,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from deltalog import Record, Store
-from deltalog.cli.doctor_checks import scan_store
+from deltalog.cli.doctor_checks import FAIL, check_state_documents, check_store_damage, scan_store
 from deltalog.errors import ForeignCommitError
 from deltalog.log import foreign_commits
 
@@ -167,6 +167,9 @@ def test_a_record_changing_commit_is_detected_then_undone_by_restore(store, cloc
     damages = scan_store(store.storage).damages
     assert len(damages) == 1 and f"version {bad}: {operation}" in damages[0].problem
     assert f"restore({good})" in damages[0].fix
+    rows = check_store_damage(store.root) + check_state_documents(store.root)  # what `deltalog doctor` prints
+    assert [r.status for r in rows if r.name == "damage t-0"] == [FAIL]
+    assert all(r.status != FAIL for r in rows if r.name != "damage t-0")
     DeltaTable(uri).restore(good)  # the way out the error names
     for s in (store, Store(store.root, clock=clock)):
         assert [(r.offset, r.key, r.value) for r in s.read("t", 0, 0)] == before
