@@ -190,6 +190,8 @@ def test_classification_is_pure_and_names_deltalogs_own_commits():
     assert foreign_commits.classify({"operation": "OPTIMIZE", "operationParameters": {"zOrderBy": "[key]"}}) \
         == foreign_commits.TOLERATED
     assert foreign_commits.classify({"operation": "VACUUM END"}) == foreign_commits.TOLERATED
+    auto = {"operation": "OPTIMIZE", "operationParameters": {"auto": "true"}, "engineInfo": "Databricks-Runtime/15.4"}
+    assert foreign_commits.classify(auto) == foreign_commits.TOLERATED  # Databricks' auto-compaction
     for op in ("DELETE", "UPDATE", "MERGE", "RESTORE", "WRITE", "CREATE OR REPLACE TABLE", "ADD COLUMNS"):
         assert foreign_commits.classify({"operation": op}) == foreign_commits.DETECTED
     delete = {"version": 5, "operation": "DELETE", "engineInfo": "Databricks-Runtime/15.4"}
@@ -229,6 +231,10 @@ def test_new_partition_tables_tell_other_engines_what_not_to_do(store):
     assert "deltalog topic d partition 0" in meta.description and "Do not DELETE" in meta.description
     assert meta.configuration["delta.enableDeletionVectors"] == "false"
     assert meta.configuration["delta.autoOptimize.autoCompact"] == "false"
+    # deltalog's own property change (a SET TBLPROPERTIES commit too) is not another engine's
+    store.alter_topic_config("d", {"retention.ms": 1000})
+    assert Store(store.root).topic_config("d").retention_ms == 1000
+    assert Store(store.root).append("d", 0, [Record(key=b"k", value=b"v")]) == [0]
 
 
 # -- Spark: the cleaner, format("deltalog"), the views and the checks over another engine's OPTIMIZE ------------
