@@ -47,8 +47,8 @@ from deltalog.log.record import (
 )
 from deltalog.storage import Storage, join
 
-#: The columns a foreign-layout file's figures are computed from (headers and payloads are never read; key and
-#: value only for their null masks, read as the columns themselves since Parquet keeps no separate mask).
+#: The columns a foreign-layout file's figures are computed from: headers are never read; key and value are, for
+#: their null counts per segment (Parquet keeps null counts per row group, not per row, so the columns are read).
 SUMMARY_COLUMNS = (OFFSET, SEGMENT, KEY, VALUE, TIMESTAMP, DELETE_HORIZON, PRODUCER_ID, CONTROL, TXN_FIRST_OFFSET)
 
 _cache: dict[tuple[str, str, int], tuple[DataFile, tuple[DataFile, ...]]] = {}
