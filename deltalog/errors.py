@@ -181,6 +181,18 @@ class VersionNotAvailableError(DeltalogError, LookupError):
     Delta's ``VersionNotFoundException`` and ``DELTA_FILE_NOT_FOUND`` on a time-travel read."""
 
 
+class ForeignCommitError(DeltalogError):
+    """Another engine changed a partition's records through Delta (DELETE, UPDATE, MERGE, RESTORE, a plain append
+    or overwrite, a schema or table-property change): deltalog neither reads nor writes the partition until the
+    change is undone. ``commits`` are the :class:`~deltalog.log.foreign_commits.ForeignCommit` s found (version,
+    operation, engine); ``restore_version`` the version a Delta RESTORE brings the table back to."""
+
+    def __init__(self, message: str, *, commits: Sequence[Any] = (), restore_version: int | None = None) -> None:
+        super().__init__(message)
+        self.commits = tuple(commits)
+        self.restore_version = restore_version
+
+
 class CleaningFailedError(DeltalogError):
     """A cleaning pass failed before it committed (a data file Spark cannot read, a lost executor, ...).
 

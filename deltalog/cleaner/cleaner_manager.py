@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 
 from deltalog.cleaner.log_to_clean import LogToClean
 from deltalog.cleaner.uncleanable import PartitionId, UncleanableMark, UncleanablePartitions
-from deltalog.errors import CorruptLogError, UnknownTopicOrPartitionError
+from deltalog.errors import CorruptLogError, ForeignCommitError, UnknownTopicOrPartitionError
 from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import PartitionLog
 from deltalog.storage_faults import is_transient
@@ -39,6 +39,8 @@ class LogCleanerManager:
         self.uncleanable = UncleanablePartitions(logs.storage)
         self._lock = threading.Lock()
         self._in_progress: set[PartitionId] = set()
+        #: Partitions the last ranking skipped because another engine changed their records, with the error.
+        self.foreign_skipped: dict[PartitionId, ForeignCommitError] = {}
 
     # -- selection -------------------------------------------------------------------------------------
 
@@ -63,6 +65,13 @@ class LogCleanerManager:
                     continue
                 try:
                     snap = plog.snapshot()
+                except ForeignCommitError as e:
+                    # Another engine changed records (DELETE, UPDATE, MERGE...): never clean on top of that, and
+                    # do not mark the partition uncleanable either (nothing of deltalog's failed; a RESTORE by
+                    # the user makes it cleanable again). Skipped and reported, every loop while it stands.
+                    log.warning("not cleaning %s-%d: %s", plog.topic, plog.partition, e)
+                    self.foreign_skipped[(plog.topic, plog.partition)] = e
+                    continue
                 except CorruptLogError as e:
                     if on_damage is None:
                         raise

@@ -298,6 +298,9 @@ class LogCleaner:
         topic, partition = ltc.snapshot.topic, ltc.snapshot.partition
         plog = self.logs.log(topic, partition)
         with self.logs.leases.hold(topic, partition, "clean", heartbeat=True):
+            # A pass replaces whole segments' files: files another engine's OPTIMIZE merged across segments are
+            # first put back into deltalog's layout (no record changes), so none also holds records it keeps.
+            plog.relayout(self.clock.now_ms())
             snap = plog.snapshot()
             if snap.version != ltc.snapshot.version:
                 ltc = LogToClean.for_log(plog, snap, self.clock.now_ms())

@@ -25,7 +25,7 @@ from importlib import metadata
 
 from deltalog.clock import WallClock
 from deltalog.errors import CorruptLogError, DeltalogError, StorageError
-from deltalog.log import damage
+from deltalog.log import damage, foreign_commits
 from deltalog.log.damage import Damage
 from deltalog.log.log_manager import STATE_DIR, LogManager, is_store
 from deltalog.log.partition_log import PartitionLog
@@ -302,6 +302,19 @@ def scan_partition(plog: PartitionLog) -> tuple[list[Damage], list[str]]:
     found = damage.log_damage(plog.storage, plog.uri)
     if found:
         return found, []  # without a readable log there is no list of data files to check
+    try:
+        foreign = plog.foreign_commits()  # another engine's DELETE, UPDATE, MERGE...: named, not a traceback
+    except CorruptLogError:
+        foreign = ()
+    if foreign:
+        err = foreign_commits.error_for(f"{plog.topic}-{plog.partition}", plog.uri, foreign)
+        log_dir = storage_join(plog.uri, damage.DELTA_LOG_DIR)
+        return [Damage(plog.topic, plog.partition, log_dir,
+                       f"has a commit another engine made that changes records, {c.describe()}; deltalog refuses to "
+                       "read or write the partition (the cleaner skips it)",
+                       f"restore the table to version {err.restore_version} (Delta's RESTORE: "
+                       f"DeltaTable(\"{plog.uri}\").restore({err.restore_version}) in delta-rs, or "
+                       f"RESTORE TABLE ... TO VERSION AS OF {err.restore_version})") for c in foreign], []
     try:
         snap = plog.snapshot()
     except CorruptLogError as e:  # delta-rs refuses a log the walk found nothing wrong with

@@ -4,6 +4,7 @@ of them imports another for it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,22 @@ from deltalog.log.record import (
     TXN_FIRST_OFFSET,
     VALUE,
 )
+
+
+#: deltalog's data file names: an append's ``<segment>-<first offset>-<nonce>.parquet``
+#: (:func:`~deltalog.log.record.new_file_name`), or a cleaning pass's inside its ``cleaned-...`` directory.
+OWN_NAME = re.compile(r"^(?:cleaned-[^/]+/)?\d{20}-\d{20}-[0-9a-f]{12}\.parquet$")
+
+
+def is_deltalog_layout(row: Mapping[str, Any]) -> bool:
+    """Whether a flattened add action describes a file in deltalog's layout: deltalog's name, one segment, and
+    the null counts of key and value in its stats (delta-rs's OPTIMIZE writes none for binary columns). Files in
+    another layout (see :mod:`deltalog.log.layout`) may hold several segments, rows in any order."""
+    if not OWN_NAME.match(str(row.get("path") or "")):
+        return False
+    if row.get(f"max.{SEGMENT}") is not None and row.get(f"max.{SEGMENT}") != row.get(f"min.{SEGMENT}"):
+        return False
+    return row.get(f"null_count.{KEY}") is not None and row.get(f"null_count.{VALUE}") is not None
 
 
 @dataclass(frozen=True)
@@ -49,6 +66,11 @@ class DataFile:
     min_control: str | None = None
     max_control: str | None = None
     min_txn_first_offset: int | None = None
+    #: The highest segment base offset among the file's rows (another engine's OPTIMIZE may merge segments).
+    max_segment: int | None = None
+    #: False for a file another engine wrote (OPTIMIZE, Z-order, auto-compaction): it may hold several segments,
+    #: rows in any order; its figures come from its data (:mod:`deltalog.log.layout`), not from its stats.
+    deltalog_layout: bool = True
 
     @classmethod
     def from_add_row(cls, row: Mapping[str, Any]) -> DataFile:
@@ -77,6 +99,8 @@ class DataFile:
                 min_control=row.get(f"min.{CONTROL}"),
                 max_control=row.get(f"max.{CONTROL}"),
                 min_txn_first_offset=row.get(f"min.{TXN_FIRST_OFFSET}"),
+                max_segment=None if row.get(f"max.{SEGMENT}") is None else int(row[f"max.{SEGMENT}"]),
+                deltalog_layout=is_deltalog_layout(row),
             )
         except (KeyError, TypeError) as e:
             raise CorruptLogError(

@@ -86,6 +86,8 @@ SET_TXN_RETENTION = "delta.setTransactionRetentionDuration"
 
 #: The commit-info key of every deltalog commit's own id: how a commit whose answer was lost is found in the log.
 COMMIT_ID = "deltalog.commit_id"
+#: The commit-info key of the version a deltalog commit was based on (what it checked, see foreign_commits).
+READ_VERSION = "deltalog.read_version"
 #: Reads of the log to resolve a failed commit before its outcome is declared unknown.
 RESOLVE_ATTEMPTS = 3
 
@@ -97,6 +99,26 @@ PROP_PARTITION = "deltalog.partition"
 PROP_TOPIC_ID = "deltalog.topic_id"
 PROP_FORMAT = "deltalog.format.version"
 FORMAT_VERSION = "1"
+
+#: Table properties that tell other Delta engines, and their users, what a partition table is and what not to
+#: do with it (see docs/lakehouse.md). Deletion vectors off: a DELETE that only marks rows would leave files whose
+#: stats still count them. Optimized writes and auto-compaction off: deltalog lays out its own files (one segment
+#: per file, offset order); an OPTIMIZE is tolerated, but each one makes the next clean rewrite the files back.
+ENGINE_PROPERTIES = {
+    "delta.enableDeletionVectors": "false",
+    "delta.autoOptimize.optimizeWrite": "false",
+    "delta.autoOptimize.autoCompact": "false",
+    "deltalog.other_engines": "read; OPTIMIZE and VACUUM only; DELETE, UPDATE, MERGE, RESTORE and writes are refused "
+                              "by deltalog until restored",
+}
+
+
+def table_description(topic: str, partition: int) -> str:
+    """The Delta table description of a partition table: what it is and what other engines may do with it."""
+    return (f"deltalog topic {topic} partition {partition}: a Kafka log (offsets, compaction) kept by deltalog. "
+            "Read it freely; OPTIMIZE and VACUUM are safe. Do not DELETE, UPDATE, MERGE, RESTORE, write to or "
+            "alter it: deltalog stops using the partition until such a commit is undone. Produce through deltalog.")
+
 
 #: A cleaning pass writes into ``<table>/cleaned-<clock ms>-<pass id>/``: the clock time in the name lets VACUUM
 #: age the output of a pass that never committed on the store's clock (see :mod:`deltalog.log.vacuum`).
@@ -114,7 +136,8 @@ def open_table(storage: Storage, uri: str) -> DeltaTable:
         raise CorruptLogError(f"no Delta table at {uri}: {plain(str(e))}") from None
 
 
-def create_table(storage: Storage, uri: str, properties: Mapping[str, str], txns: Mapping[str, int]) -> DeltaTable:
+def create_table(storage: Storage, uri: str, properties: Mapping[str, str], txns: Mapping[str, int],
+                 description: str | None = None) -> DeltaTable:
     """Create an empty partition table with its properties and initial log positions in version 0.
 
     Version 0 carries a commit id, like every commit (see :func:`commit`): a create whose answer the store lost
@@ -128,6 +151,7 @@ def create_table(storage: Storage, uri: str, properties: Mapping[str, str], txns
             RECORD_SCHEMA,
             mode="error",
             configuration=dict(properties),
+            description=description,
             raise_if_key_not_exists=False,
             storage_options=storage.delta_options,
             # No retry at a later version: delta-rs would write a second "create" as version 1 when the retried
@@ -321,7 +345,10 @@ def commit(
     no version references.
     """
     commit_id = new_commit_id()
-    custom: dict[str, Any] = {"deltalog.operation": operation, COMMIT_ID: commit_id}
+    read_version = dt.version()
+    # The version this commit is based on: deltalog checked every commit up to it for other engines' changes
+    # (see deltalog.log.foreign_commits), so a later check needs to read only the commits after it.
+    custom: dict[str, Any] = {"deltalog.operation": operation, COMMIT_ID: commit_id, READ_VERSION: read_version}
     if metadata:
         custom.update({f"deltalog.{k}": v for k, v in metadata.items()})
     props = CommitProperties(
@@ -329,7 +356,6 @@ def commit(
         max_commit_retries=retries,
         app_transactions=app_transactions(txns),
     )
-    read_version = dt.version()
     faults.point(f"{operation}:before-commit")  # inert unless the reliability harness asks (see faults)
     try:
         dt.create_write_transaction(list(actions), mode="append", schema=RECORD_SCHEMA, commit_properties=props)

@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING
 
 import pyarrow.compute as pc
 
-from deltalog.errors import CorruptLogError, CorruptStateError, InvalidArgumentError, InvalidProducerEpochError
+from deltalog.errors import (
+    CorruptLogError,
+    CorruptStateError,
+    ForeignCommitError,
+    InvalidArgumentError,
+    InvalidProducerEpochError,
+)
 from deltalog.log.producer_state import ProducerStateEntry
 from deltalog.log.record import ABORT, PRODUCER_EPOCH
 from deltalog.log.transaction_coordinator import ONGOING, PREPARE_ABORT, PREPARE_COMMIT, TransactionCoordinator
@@ -104,7 +110,7 @@ def partitions_to_search(logs: LogManager, topic: str | None, partition: int | N
 def find_hanging(logs: LogManager, *, topic: str | None = None, partition: int | None = None,
                  max_transaction_timeout_ms: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, now_ms: int | None = None,
                  damaged: list[CorruptStateError] | None = None,
-                 unreadable: list[CorruptLogError] | None = None) -> list[OpenTransaction]:
+                 unreadable: list[CorruptLogError | ForeignCommitError] | None = None) -> list[OpenTransaction]:
     """The hanging transactions of the partitions searched (see the module doc). A transactional-id document that
     cannot be read maps no producer id, so its open transactions are listed (its error goes to ``damaged``). A
     partition whose Delta log cannot be read raises, or, when ``unreadable`` is a list, is skipped and its error
@@ -118,7 +124,8 @@ def find_hanging(logs: LogManager, *, topic: str | None = None, partition: int |
     for tp in partitions_to_search(logs, topic, partition):
         try:
             opened = open_transactions(logs.log(*tp))
-        except CorruptLogError as e:  # one damaged partition does not hide the others' hanging transactions
+        except (CorruptLogError, ForeignCommitError) as e:  # one damaged (or another engine's changed) partition
+            # does not hide the others' hanging transactions
             if unreadable is None:
                 raise
             unreadable.append(e)

@@ -463,7 +463,9 @@ class LogManager:
         in its own Delta commit.
         """
         new = self.topic_config(topic).with_overrides(validate_config_mapping(config, "topic config"))
-        props = config_to_table_properties(new)
+        # The properties that tell other engines what not to do come along: a table made before they existed
+        # gets them with its next config change (a metadata commit of its own already).
+        props = {**config_to_table_properties(new), **delta.ENGINE_PROPERTIES}
         for log in self.logs(topic):
             delta.alter_properties(log.table(), props)
         return new

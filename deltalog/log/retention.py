@@ -30,7 +30,7 @@ import logging
 from dataclasses import dataclass
 
 from deltalog.errors import InvalidConfigError, OffsetOutOfRangeError
-from deltalog.log import delta
+from deltalog.log import delta, layout
 from deltalog.log.delta import DataFile
 from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
@@ -143,6 +143,10 @@ def delete_old_segments(log_: PartitionLog, now_ms: int) -> RetentionResult:
     def attempt(_: int) -> RetentionResult:
         snap = log_.snapshot()
         doomed = deletable_segments(snap, now_ms)
+        if doomed and layout.foreign_layout(snap.files):  # whole segments' files go: first one segment a file
+            log_.relayout(now_ms)
+            snap = log_.snapshot()
+            doomed = deletable_segments(snap, now_ms)
         if not doomed:
             return RetentionResult(snap.topic, snap.partition, snap.log_start_offset, snap.log_start_offset,
                                    (), 0, None, now_ms)

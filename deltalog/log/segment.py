@@ -63,7 +63,11 @@ class Segment:
 
 
 def build_segments(files: Sequence[DataFile], active_base: int, log_end_offset: int) -> tuple[Segment, ...]:
-    """Group files by segment base offset, oldest first; the active segment is always last (maybe empty)."""
+    """Group files by segment base offset, oldest first; the active segment is always last (maybe empty).
+
+    ``files`` are the snapshot's per-segment parts: a file in deltalog's layout is one part; a file another
+    engine's OPTIMIZE merged is one part per segment its rows hold (:mod:`deltalog.log.layout`), so a segment's
+    figures never count another segment's rows."""
     by_base: dict[int, list[DataFile]] = {}
     for f in files:
         by_base.setdefault(f.segment, []).append(f)

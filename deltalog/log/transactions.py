@@ -214,6 +214,8 @@ def txn_index(storage: Storage, uri: str, files: Iterable[DataFile], from_offset
     events: list[tuple[int, int, str | None, int | None]] = []
     for f in sorted(relevant, key=lambda f: f.min_offset):
         events.extend(_events_of(storage, uri, f))
+    if any(not f.deltalog_layout for f in relevant):  # another engine's OPTIMIZE: a file spans others' offsets
+        events.sort(key=lambda e: e[0])
     ongoing: dict[int, int] = {}
     aborted: list[AbortedTxn] = []
     markers: list[Marker] = []
