@@ -294,8 +294,3 @@ class UsageError(DeltalogError):
 class MissingExtraError(DeltalogError, ImportError):
     """Something needs a library that the base install leaves out (pyspark for Spark, great-expectations for
     checks); the message names the extra that brings it (``pip install 'deltalog[spark]'``)."""
-
-
-class DataLossError(DeltalogError):
-    """Offsets a ``format("deltalog")`` read wanted are gone (retention or DeleteRecords removed them) and
-    ``failOnDataLoss`` is true: Spark's Kafka source's ``KAFKA_DATA_LOSS``."""

@@ -8,7 +8,7 @@ import pytest
 
 from deltalog import Record
 from deltalog.errors import IllegalStateError, InvalidArgumentError
-from deltalog.log.offsets_by_time import offset_for_time, offset_and_timestamp_for_time
+from deltalog.log.offsets_by_time import offset_and_timestamp_for_time, offset_for_time
 from deltalog.structs import OffsetAndTimestamp, TopicPartition
 
 TP = TopicPartition("t", 0)

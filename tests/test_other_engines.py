@@ -194,6 +194,12 @@ def test_classification_is_pure_and_names_deltalogs_own_commits():
     assert foreign_commits.classify(auto) == foreign_commits.TOLERATED  # Databricks' auto-compaction
     for op in ("DELETE", "UPDATE", "MERGE", "RESTORE", "WRITE", "CREATE OR REPLACE TABLE", "ADD COLUMNS"):
         assert foreign_commits.classify({"operation": op}) == foreign_commits.DETECTED
+    retention = {"operation": "SET TBLPROPERTIES",
+                 "operationParameters": {"properties": '{"delta.deletedFileRetentionDuration":"interval 3 days"}'}}
+    assert foreign_commits.classify(retention) == foreign_commits.TOLERATED  # the effective file.delete.delay.ms
+    policy = {"operation": "SET TBLPROPERTIES",
+              "operationParameters": {"properties": '{"deltalog.topic.cleanup.policy":"delete"}'}}
+    assert foreign_commits.classify(policy) == foreign_commits.DETECTED
     delete = {"version": 5, "operation": "DELETE", "engineInfo": "Databricks-Runtime/15.4"}
     restore = {"version": 6, "operation": "RESTORE", "operationParameters": {"version": "4"}}
     assert [c.version for c in foreign_commits.pending_after([delete])] == [5]

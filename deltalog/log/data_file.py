@@ -22,7 +22,6 @@ from deltalog.log.record import (
     VALUE,
 )
 
-
 #: deltalog's data file names: an append's ``<segment>-<first offset>-<nonce>.parquet``
 #: (:func:`~deltalog.log.record.new_file_name`), or a cleaning pass's inside its ``cleaned-...`` directory.
 OWN_NAME = re.compile(r"^(?:cleaned-[^/]+/)?\d{20}-\d{20}-[0-9a-f]{12}\.parquet$")

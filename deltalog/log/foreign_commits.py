@@ -26,6 +26,7 @@ and a cold start walks back only to the newest deltalog commit that records the 
 from __future__ import annotations
 
 import datetime
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,22 @@ from deltalog.errors import ForeignCommitError
 
 #: Other engines' operations that keep every record (see the module's docstring).
 TOLERATED_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END"})
+#: Table properties another engine may set (``ALTER TABLE ... SET TBLPROPERTIES``): Delta's retention settings,
+#: which deltalog reads back as the partition's effective ``file.delete.delay.ms`` (see
+#: :mod:`deltalog.log.delta_retention`). Any other property change is detected.
+TOLERATED_PROPERTIES = frozenset({"delta.deletedFileRetentionDuration", "delta.logRetentionDuration"})
+
+
+def _sets_only_retention(entry: Mapping[str, Any]) -> bool:
+    """A ``SET TBLPROPERTIES`` commit that changes only Delta's retention settings."""
+    if str(entry.get("operation") or "").upper() != "SET TBLPROPERTIES":
+        return False
+    raw = (entry.get("operationParameters") or {}).get("properties")
+    try:
+        props = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return False
+    return isinstance(props, Mapping) and bool(props) and set(props) <= TOLERATED_PROPERTIES
 
 DELTALOG = "deltalog"
 TOLERATED = "tolerated"
@@ -72,7 +89,7 @@ def classify(entry: Mapping[str, Any]) -> str:
     :meth:`DeltaTable.history` entry): pure, from the entry alone."""
     if entry.get(COMMIT_ID_KEY) is not None or entry.get(OPERATION_KEY) is not None:
         return DELTALOG
-    if str(entry.get("operation") or "").upper() in TOLERATED_OPERATIONS:
+    if str(entry.get("operation") or "").upper() in TOLERATED_OPERATIONS or _sets_only_retention(entry):
         return TOLERATED
     return DETECTED
 

@@ -74,7 +74,7 @@ KINDS = tuple(dict.fromkeys([*DELTALOG_KINDS, *FOREIGN_KINDS.values(), "other"])
 RECORD_CHANGING_KINDS = frozenset({"delete", "update", "merge", "restore", "write"})
 
 _OPERATION = "deltalog.operation"
-_HIDDEN = {_OPERATION, delta.COMMIT_ID}
+_HIDDEN = {_OPERATION, delta.COMMIT_ID, delta.READ_VERSION}  # bookkeeping, not figures
 
 
 def classify(info: Mapping[str, Any]) -> str:

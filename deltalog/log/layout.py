@@ -26,7 +26,7 @@ tombstones. This module lets everything stay right over them:
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 

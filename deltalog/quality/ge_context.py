@@ -43,7 +43,7 @@ from great_expectations.core.run_identifier import RunIdentifier
 from great_expectations.data_context import AbstractDataContext
 
 from deltalog.errors import InvalidArgumentError
-from deltalog.quality.check import RESULT_FORMAT, _Runner
+from deltalog.quality.runner import RESULT_FORMAT, _Runner
 from deltalog.quality.suites import Guarantee
 
 if TYPE_CHECKING:
