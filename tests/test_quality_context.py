@@ -47,7 +47,7 @@ def test_suites_are_saved_in_the_context_and_a_users_added_expectation_runs_next
     spark_store.append(TOPIC, 0, [Record(key=b"kiwi", value=b"0.35")])
     code = main(["--store", spark_store.root, "check", TOPIC, "--cleans", "none", "--ge-context",
                  str(project / "gx")])
-    assert code == 1  # the user's expectation failed; deltalog's own passed
+    assert code == 3  # broken data found (the exit code of a failed check): the user's expectation failed
     second = context.validation_results_store.list_keys()
     assert len(second) == 2
     latest = max(second, key=lambda k: k.run_id.run_time)
