@@ -88,6 +88,22 @@ def test_kafka_topics_flags(capsys, root):
     assert Store(root).partitions("a") == [0, 1, 2, 3]
 
 
+def test_kafka_topics_action_flags_name_the_subcommand(capsys, root):
+    """kafka-topics.sh's shape: the action is a flag, anywhere among the others."""
+    def cli(*argv):
+        return run_cli(capsys, "--store", root, *argv)
+
+    assert cli("topics", "--create", "--topic", "k", "--partitions", "2")[0] == 0
+    assert cli("topics", "--topic", "k", "--create", "--if-not-exists")[0] == 0
+    code, out, _ = cli("topics", "--list")
+    assert code == 0 and "k" in out.split()
+    assert cli("topics", "--alter", "--topic", "k", "--partitions", "3")[0] == 0
+    code, out, _ = cli("topics", "--describe", "--topic", "k", "-o", "json")
+    assert code == 0 and Store(root).partitions("k") == [0, 1, 2]
+    assert cli("topics", "--delete", "--topic", "k", "--yes")[0] == 0
+    assert not Store(root).topic_exists("k")
+
+
 def test_usage_errors_show_the_subcommands_usage_and_suggest_a_command(capsys, root):
     code, out, err = run_cli(capsys, "--store", root, "topics", "alter", "--topic", "a")
     assert code == 2

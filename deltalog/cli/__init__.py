@@ -99,11 +99,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: kafka-topics.sh's action flags, and the ``deltalog topics`` subcommand each one names.
+TOPICS_ACTIONS = {"--create": "create", "--list": "list", "--describe": "describe", "--alter": "alter",
+                  "--delete": "delete"}
+
+
+def kafka_topics_actions(argv: Sequence[str]) -> list[str]:
+    """``deltalog topics --create --topic t ...`` (kafka-topics.sh's shape) as ``deltalog topics create --topic t
+    ...``: the first action flag after ``topics`` becomes its subcommand, wherever it stands among the flags."""
+    args = list(argv)
+    if "topics" not in args:
+        return args
+    at = args.index("topics")
+    rest = args[at + 1:]
+    if not rest or rest[0] in TOPICS_ACTIONS.values() or rest[0] in ("-h", "--help"):
+        return args
+    for i, word in enumerate(rest):
+        if word in TOPICS_ACTIONS:
+            return args[:at + 1] + [TOPICS_ACTIONS[word]] + rest[:i] + rest[i + 1:]
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the process exit code (the console script exits with it)."""
     parser = build_parser()
     try:
-        args, extra = parser.parse_known_args(argv)
+        args, extra = parser.parse_known_args(kafka_topics_actions(sys.argv[1:] if argv is None else argv))
         if extra:  # said by the command's own parser: its usage, and the nearest option it has
             _unrecognized(getattr(args, "leaf_parser", None) or parser, extra)
     except SystemExit as e:  # --help, --version, and usage errors (argparse has printed them)
