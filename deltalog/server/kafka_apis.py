@@ -1,0 +1,397 @@
+"""Kafka's request handlers on a store (Kafka's ``KafkaApis``): one ``handle_<api>`` per served API key.
+
+Every handler takes a decoded request (:class:`~deltalog.server.protocol.Request`) and returns kafka-python's response
+message of the same version, or None where Kafka sends none (Produce with ``acks=0``). Handlers work through the
+store's own paths, so what a Kafka client writes is what :meth:`deltalog.Store.append` writes: one
+:meth:`~deltalog.log.partition_log.PartitionLog.append` (one Delta commit) per partition of a Produce request, and
+reads go through :func:`deltalog.groups.fetch.fetch` (the high watermark, the last stable offset, aborted records left
+out for ``read_committed``), as :class:`~deltalog.groups.consumer.Consumer` reads.
+
+deltalog is one broker (node id 0, the leader of every partition, its own controller): every committed Delta
+version is fully replicated, so the high watermark is the log end offset and ``acks=1`` and ``acks=-1`` both answer
+after the commit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow.compute as pc
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+
+from deltalog.config import TopicConfig
+from deltalog.errors import (
+    DeltalogError,
+    InvalidConfigError,
+    InvalidRecordError,
+    InvalidTopicError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from deltalog.groups import fetch as group_fetch
+from deltalog.log.record import HEADERS, KEY, OFFSET, TIMESTAMP, VALUE, Record
+from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
+from deltalog.server import protocol as p
+
+#: Node id of the one broker a ``deltalog serve`` process is (the ``node.id`` of a single-node KRaft cluster).
+NODE_ID = 0
+#: Kafka's ``ListOffsetsRequest`` timestamps for the earliest and latest offsets.
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+#: Records read per partition per fetch, at most (the bytes budget usually stops before).
+FETCH_MAX_RECORDS = 10_000
+#: How often a fetch waiting for ``min_bytes`` looks at the log again (Kafka parks it in a purgatory instead).
+FETCH_POLL_S = 0.05
+
+
+def error_code(e: BaseException) -> int:
+    """Kafka's error code for a deltalog error (``Errors.forException``)."""
+    if isinstance(e, UnknownTopicOrPartitionError):
+        return p.UNKNOWN_TOPIC_OR_PARTITION
+    if isinstance(e, RecordTooLargeError):
+        return p.MESSAGE_TOO_LARGE
+    if isinstance(e, InvalidRecordError):
+        return p.INVALID_RECORD
+    if isinstance(e, OffsetOutOfRangeError):
+        return p.OFFSET_OUT_OF_RANGE
+    if isinstance(e, TopicExistsError):
+        return p.TOPIC_ALREADY_EXISTS
+    if isinstance(e, InvalidTopicError):
+        return p.INVALID_TOPIC_EXCEPTION
+    if isinstance(e, InvalidConfigError):
+        return p.INVALID_CONFIG
+    return p.UNKNOWN_SERVER_ERROR
+
+
+class KafkaApis:
+    """The handlers of one endpoint on one store. ``advertised`` is the (host, port) clients are told to connect to.
+
+    The store's objects cache per-partition state for the process, so handlers of the connection threads take one
+    lock around store calls; a fetch waiting for data waits outside it.
+    """
+
+    def __init__(self, store: Any, advertised: tuple[str, int]) -> None:
+        self.store = store
+        self.advertised = advertised
+        self.cluster_id = "deltalog-" + store.root.rsplit("/", 1)[-1][:40]
+        self.lock = threading.RLock()
+        self.handlers: dict[int, Callable[[p.Request], Any]] = {
+            0: self.handle_produce,
+            1: self.handle_fetch,
+            2: self.handle_list_offsets,
+            3: self.handle_metadata,
+            18: self.handle_api_versions,
+            19: self.handle_create_topics,
+            20: self.handle_delete_topics,
+            32: self.handle_describe_configs,
+        }
+
+    def handle(self, request: p.Request) -> Any:
+        """The response to ``request`` (Kafka's ``KafkaApis.handle``), or None when none is sent."""
+        return self.handlers[request.api_key](request)
+
+    def _response(self, request: p.Request, **fields: Any) -> Any:
+        return p.SERVED[request.api_key].response[request.api_version](**fields)
+
+    # -- ApiVersions, Metadata -------------------------------------------------------------------------
+
+    def handle_api_versions(self, request: p.Request) -> Any:
+        return p.api_versions_response(request.api_version)
+
+    def _partitions(self, topic: str) -> list[int] | None:
+        try:
+            return self.store.partitions(topic)
+        except UnknownTopicOrPartitionError:
+            return None
+
+    def handle_metadata(self, request: p.Request) -> Any:
+        cls = p.SERVED[3].response[request.api_version]
+        body = request.body
+        with self.lock:
+            if body.topics is None or (request.api_version == 0 and not body.topics):
+                names = [t for t in self.store.list_topics()]
+            else:
+                names = [t.name for t in body.topics]
+            topics = []
+            for name in names:
+                parts = self._partitions(name)
+                if parts is None:
+                    topics.append(cls.MetadataResponseTopic(error_code=p.UNKNOWN_TOPIC_OR_PARTITION, name=name,
+                                                            is_internal=False, partitions=[]))
+                    continue
+                topics.append(cls.MetadataResponseTopic(
+                    error_code=p.NONE, name=name, is_internal=name.startswith("__"),
+                    partitions=[cls.MetadataResponseTopic.MetadataResponsePartition(
+                        error_code=p.NONE, partition_index=i, leader_id=NODE_ID, leader_epoch=0,
+                        replica_nodes=[NODE_ID], isr_nodes=[NODE_ID], offline_replicas=[]) for i in parts]))
+        host, port = self.advertised
+        return cls(throttle_time_ms=0, brokers=[cls.MetadataResponseBroker(node_id=NODE_ID, host=host, port=port,
+                                                                            rack=None)],
+                   cluster_id=self.cluster_id, controller_id=NODE_ID, topics=topics)
+
+    # -- Produce ---------------------------------------------------------------------------------------
+
+    def handle_produce(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[0].response[request.api_version]
+        out = []
+        for topic_data in body.topic_data:
+            parts = []
+            for pd in topic_data.partition_data:
+                code, base, message, start = self._produce_partition(body.acks, topic_data.name, pd.index, pd.records)
+                parts.append(cls.TopicProduceResponse.PartitionProduceResponse(
+                    index=pd.index, error_code=code, base_offset=base, log_append_time_ms=-1,
+                    log_start_offset=start, record_errors=[], error_message=message))
+            out.append(cls.TopicProduceResponse(name=topic_data.name, partition_responses=parts))
+        if body.acks == 0:
+            return None
+        return cls(responses=out, throttle_time_ms=0)
+
+    def _produce_partition(self, acks: int, topic: str, partition: int, data: bytes | None
+                           ) -> tuple[int, int, str | None, int]:
+        """(error code, base offset, error message, log start offset) of one partition's records."""
+        if acks not in (-1, 0, 1):
+            return p.INVALID_REQUIRED_ACKS, -1, f"acks must be -1, 0 or 1, not {acks}", -1
+        try:
+            records = decode_records(bytes(data or b""))
+        except _BatchError as e:
+            return e.code, -1, str(e), -1
+        if not records:
+            return p.CORRUPT_MESSAGE, -1, "a produce request carried no record for this partition", -1
+        with self.lock:
+            try:
+                offsets = self.store.append(topic, partition, records)  # one Delta commit, or nothing on an error
+                start = self.store.log(topic, partition).head().log_start_offset
+            except DeltalogError as e:
+                return error_code(e), -1, str(e), -1
+        return p.NONE, offsets[0], None, start
+
+    # -- Fetch -----------------------------------------------------------------------------------------
+
+    def handle_fetch(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[1].response[request.api_version]
+        level = READ_COMMITTED if body.isolation_level == 1 else READ_UNCOMMITTED
+        deadline = time.monotonic() + max(0, body.max_wait_ms) / 1000
+        while True:
+            budget = body.max_bytes if body.max_bytes > 0 else 2**31 - 1
+            size = 0
+            topics = []
+            with self.lock:
+                for t in body.topics:
+                    parts = []
+                    for fp in t.partitions:
+                        part = self._fetch_partition(cls, t.topic, fp, level, min(budget - size, fp.partition_max_bytes),
+                                                     first=size == 0)
+                        size += len(part.records or b"")
+                        parts.append(part)
+                    topics.append(cls.FetchableTopicResponse(topic=t.topic, partitions=parts))
+            if size >= max(1, body.min_bytes) or time.monotonic() >= deadline:
+                return cls(throttle_time_ms=0, error_code=p.NONE, session_id=0, responses=topics)
+            time.sleep(min(FETCH_POLL_S, max(0.0, deadline - time.monotonic())))
+
+    def _fetch_partition(self, cls: Any, topic: str, fp: Any, level: str, budget: int, *, first: bool) -> Any:
+        resp = cls.FetchableTopicResponse.PartitionData
+        try:
+            log = self.store.log(topic, fp.partition)
+            got = group_fetch.fetch(log, fp.fetch_offset, FETCH_MAX_RECORDS, level)
+        except DeltalogError as e:
+            return resp(partition_index=fp.partition, error_code=error_code(e), high_watermark=-1,
+                        last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
+                        preferred_read_replica=-1, records=None)
+        records = encode_batch(got.records, fp.fetch_offset, got.next_offset, max(0, budget), first=first)
+        return resp(partition_index=fp.partition, error_code=p.NONE, high_watermark=got.high_watermark,
+                    last_stable_offset=got.last_stable_offset, log_start_offset=got.log_start_offset,
+                    aborted_transactions=[] if level == READ_COMMITTED else None, preferred_read_replica=-1,
+                    records=records)
+
+    # -- ListOffsets -----------------------------------------------------------------------------------
+
+    def handle_list_offsets(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[2].response[request.api_version]
+        level = READ_COMMITTED if body.isolation_level == 1 else READ_UNCOMMITTED
+        topics = []
+        with self.lock:
+            for t in body.topics:
+                parts = []
+                for lp in t.partitions:
+                    try:
+                        ts, offset = self._list_offset(t.name, lp.partition_index, lp.timestamp, level)
+                        code = p.NONE
+                    except DeltalogError as e:
+                        ts, offset, code = -1, -1, error_code(e)
+                    parts.append(cls.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
+                        partition_index=lp.partition_index, error_code=code, timestamp=ts, offset=offset,
+                        leader_epoch=0 if code == p.NONE else -1))
+                topics.append(cls.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+        return cls(throttle_time_ms=0, topics=topics)
+
+    def _list_offset(self, topic: str, partition: int, timestamp: int, level: str) -> tuple[int, int]:
+        """(timestamp, offset) as Kafka's ``UnifiedLog.fetchOffsetByTimestamp`` answers: the log start offset, the end
+        at ``level``, or the first offset whose timestamp is at or after ``timestamp`` (-1, -1 when none is)."""
+        log = self.store.log(topic, partition)
+        if timestamp == EARLIEST_TIMESTAMP:
+            return -1, log.head().log_start_offset
+        if timestamp == LATEST_TIMESTAMP:
+            return -1, group_fetch.end_offset(log, level)
+        if timestamp < 0:
+            raise InvalidConfigError(f"ListOffsets timestamp {timestamp} is not served: give -2 (earliest), "
+                                     "-1 (latest) or a timestamp in epoch milliseconds")
+        start = log.head().log_start_offset
+        rows = log.read_table(start, isolation_level=level).select([OFFSET, TIMESTAMP])
+        hits = rows.filter(pc.greater_equal(rows.column(TIMESTAMP), timestamp))
+        if not hits.num_rows:
+            return -1, -1
+        return hits.column(TIMESTAMP)[0].as_py(), hits.column(OFFSET)[0].as_py()
+
+    # -- topics ----------------------------------------------------------------------------------------
+
+    def handle_create_topics(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[19].response[request.api_version]
+        out = []
+        for t in body.topics:
+            code, message = p.NONE, None
+            partitions = t.num_partitions if t.num_partitions > 0 else 1  # -1: the broker's num.partitions
+            config = {c.name: c.value for c in t.configs}
+            if t.replication_factor not in (-1, 1):
+                code, message = p.INVALID_REPLICATION_FACTOR, (
+                    f"replication factor {t.replication_factor} is not served: deltalog's durability is its Delta "
+                    "store's, give -1 or 1")
+            elif t.assignments:
+                code, message = p.INVALID_REQUEST, "manual replica assignments are not served (one broker)"
+            elif body.validate_only:
+                with self.lock:
+                    if self.store.topic_exists(t.name):
+                        code, message = p.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
+                    else:
+                        try:
+                            TopicConfig.from_properties(config)
+                        except DeltalogError as e:
+                            code, message = error_code(e), str(e)
+            else:
+                with self.lock:
+                    try:
+                        self.store.create_topic(t.name, partitions, config=config)
+                    except DeltalogError as e:
+                        code, message = error_code(e), str(e)
+            out.append(cls.CreatableTopicResult(name=t.name, error_code=code, error_message=message,
+                                                num_partitions=partitions if code == p.NONE else -1,
+                                                replication_factor=1 if code == p.NONE else -1, configs=None))
+        return cls(throttle_time_ms=0, topics=out)
+
+    def handle_delete_topics(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[20].response[request.api_version]
+        names = body.topic_names if request.api_version < 6 else [t.name for t in body.topics]
+        out = []
+        for name in names:
+            code, message = p.NONE, None
+            with self.lock:
+                try:
+                    self.store.delete_topic(name)
+                except DeltalogError as e:
+                    code, message = error_code(e), str(e)
+            out.append(cls.DeletableTopicResult(name=name, error_code=code, error_message=message))
+        return cls(throttle_time_ms=0, responses=out)
+
+    def handle_describe_configs(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[32].response[request.api_version]
+        result = cls.DescribeConfigsResult
+        out = []
+        for r in body.resources:
+            if r.resource_type != 2:  # TOPIC; brokers (4) and others are not served yet
+                out.append(result(error_code=p.INVALID_REQUEST, error_message=(
+                    f"resource type {r.resource_type} is not served: only topics (2)"),
+                    resource_type=r.resource_type, resource_name=r.resource_name, configs=[]))
+                continue
+            with self.lock:
+                try:
+                    props = self.store.topic_config(r.resource_name).to_properties()
+                except DeltalogError as e:
+                    out.append(result(error_code=error_code(e), error_message=str(e), resource_type=2,
+                                      resource_name=r.resource_name, configs=[]))
+                    continue
+            wanted = None if r.configuration_keys is None else set(r.configuration_keys)
+            configs = [result.DescribeConfigsResourceResult(
+                name=k, value=v, read_only=False, is_default=False, config_source=1, is_sensitive=False,
+                synonyms=[], config_type=0, documentation=None)
+                for k, v in sorted(props.items()) if wanted is None or k in wanted]
+            out.append(result(error_code=p.NONE, error_message=None, resource_type=2,
+                              resource_name=r.resource_name, configs=configs))
+        return cls(throttle_time_ms=0, results=out)
+
+
+class _BatchError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def decode_records(data: bytes) -> list[Record]:
+    """The records of a Produce request's record set (record batches v2, any codec kafka-python reads), checked as
+    Kafka's ``LogValidator`` checks them before anything is appended: every batch's CRC, magic 2, complete batches.
+    Idempotent and transactional batches (a producer id) are refused: their producer state is not served yet."""
+    records: list[Record] = []
+    mem = MemoryRecords(data)
+    if mem.valid_bytes() != len(data):
+        raise _BatchError(p.CORRUPT_MESSAGE, f"the record set has {len(data) - mem.valid_bytes()} bytes that are "
+                                             "not a complete record batch")
+    for batch in mem:
+        if batch.magic != 2:
+            raise _BatchError(p.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                              f"record batch magic {batch.magic} is not served: only v2 (Kafka 0.11+ clients)")
+        assert isinstance(batch, DefaultRecordBatch)
+        if not batch.validate_crc():
+            raise _BatchError(p.CORRUPT_MESSAGE, f"record batch at base offset {batch.base_offset} fails its CRC")
+        if batch.producer_id >= 0 or batch.is_transactional:
+            raise _BatchError(p.INVALID_RECORD, "idempotent and transactional batches are not served yet: set "
+                                                "enable.idempotence=false")
+        if batch.is_control_batch:
+            raise _BatchError(p.INVALID_RECORD, "control batches come from brokers, not producers")
+        try:
+            for r in batch:
+                records.append(Record(key=r.key, value=r.value, headers=tuple(r.headers), timestamp_ms=r.timestamp))
+        except _BatchError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a codec kafka-python lacks, or bytes that do not decode
+            code = p.UNSUPPORTED_COMPRESSION_TYPE if "codec" in str(e).lower() else p.CORRUPT_MESSAGE
+            raise _BatchError(code, f"record batch at base offset {batch.base_offset} does not decode: {e}") from None
+    return records
+
+
+def encode_batch(rows: Any, position: int, next_offset: int, budget: int, *, first: bool) -> bytes:
+    """One uncompressed record batch v2 of ``rows`` (a partition table's rows, offsets ascending, gaps allowed), its
+    size at most ``budget`` bytes unless its first record alone is larger and ``first`` (KIP-74: a fetch always makes
+    progress). When every row fits, the batch's last offset is ``next_offset - 1``, so offsets the read skipped (a
+    compacted range, markers) are passed by the client as after Kafka's compacted batches; b"" when nothing is sent."""
+    n = rows.num_rows
+    if n == 0:
+        return b""
+    offsets = rows.column(OFFSET).to_pylist()
+    base = offsets[0]
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=max(budget, 1))
+    keys, values = rows.column(KEY).to_pylist(), rows.column(VALUE).to_pylist()
+    timestamps, headers = rows.column(TIMESTAMP).to_pylist(), rows.column(HEADERS).to_pylist()
+    added = 0
+    for i in range(n):
+        hdrs = [(h["key"], h["value"]) for h in (headers[i] or ())]
+        if builder.append(offsets[i] - base, timestamps[i], keys[i], values[i], hdrs) is None:
+            break
+        added += 1
+    if added == 0 or (not first and builder.size() > budget):
+        return b""
+    if added == n and next_offset - 1 > offsets[-1]:
+        builder._last_offset = next_offset - 1 - base  # noqa: SLF001 - the batch covers the offsets the read passed
+    buf = builder.build()
+    buf[0:8] = base.to_bytes(8, "big", signed=True)  # the builder writes base offset 0 (a producer's); not in the CRC
+    return bytes(buf)
