@@ -17,6 +17,7 @@ from deltalog.errors import MissingExtraError
 EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "spark": (("pyspark",), "Spark (pyspark)"),
     "quality": (("great_expectations",), "Great Expectations"),
+    "server": (("kafka",), "kafka-python (Kafka's protocol structures, for `deltalog serve`)"),
 }
 
 #: A module's top-level name -> the extra that brings it (for an import that failed anyway).

@@ -113,7 +113,8 @@ class SocketServer:
     """A Kafka endpoint on ``store`` listening on ``host``:``port`` (0: an ephemeral port, see :attr:`port`).
 
     :meth:`start` serves in a background thread; :meth:`serve_forever` in the calling one; :meth:`shutdown` stops
-    accepting, and returns once the listening loop has ended (connection threads are daemons and end with it).
+    accepting, and returns once the listening loop has ended; :meth:`close` closes the socket (connection threads are
+    daemons: a request in a handler finishes its commit or, cut by the process's end, lands whole or not at all).
     """
 
     def __init__(self, store: Any, host: str = "127.0.0.1", port: int = 9092, *,
@@ -136,13 +137,18 @@ class SocketServer:
         self._listener.serve_forever(poll_interval=0.2)
 
     def shutdown(self) -> None:
+        """End the listening loop (from another thread than the one in :meth:`serve_forever`)."""
         self._listener.shutdown()
-        self._listener.server_close()
         if self._thread is not None:
             self._thread.join()
+
+    def close(self) -> None:
+        """Close the listening socket (after :meth:`shutdown`, or when the loop never ran)."""
+        self._listener.server_close()
 
     def __enter__(self) -> SocketServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+        self.close()

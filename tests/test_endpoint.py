@@ -1,0 +1,348 @@
+"""The Kafka endpoint (deltalog.server, `deltalog serve`) against real Kafka clients: kafka-python's producer, consumer
+and admin client, confluent-kafka (librdkafka) and kcat, and against hostile bytes on a raw socket.
+
+Quick tests run the endpoint in this process on an ephemeral port (its connection threads); the `subprocess` ones start
+`deltalog serve` and kcat as processes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource, NewTopic
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.record.memory_records import MemoryRecordsBuilder
+
+from deltalog import Record
+from deltalog.server import protocol
+from deltalog.server.socket_server import SocketServer
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def endpoint(store):
+    with SocketServer(store, "127.0.0.1", 0) as server:
+        yield server
+
+
+def bootstrap(server: SocketServer) -> str:
+    return f"127.0.0.1:{server.port}"
+
+
+def producer(server: SocketServer, **configs) -> KafkaProducer:
+    # enable_idempotence is kafka-python's default; idempotent producers (InitProducerId) are not served yet
+    return KafkaProducer(bootstrap_servers=bootstrap(server), enable_idempotence=False, **configs)
+
+
+def consume_all(server: SocketServer, topic: str, partitions: list[int], **configs) -> list:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap(server), consumer_timeout_ms=1000,
+                             auto_offset_reset="earliest", **configs)
+    consumer.assign([TopicPartition(topic, p) for p in partitions])
+    try:
+        return sorted(consumer, key=lambda r: (r.partition, r.offset))
+    finally:
+        consumer.close()
+
+
+def as_rows(records) -> list[tuple]:
+    return [(r.offset, r.key, r.value, tuple(r.headers), r.timestamp_ms) for r in records]
+
+
+# -- kafka-python ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])
+def test_kafka_python_writes_what_store_append_writes(store, endpoint, codec):
+    store.create_topic("wire", 2)
+    store.create_topic("api", 2)
+    sent = [(p, b"k%d" % i if i % 4 != 1 else None, b"v%d" % i if i % 4 else None, [("h", b"%d" % i)], 1_700_000_000_000 + i)
+            for i in range(40) for p in [i % 2]]
+    prod = producer(endpoint, compression_type=codec, linger_ms=20)
+    futures = [prod.send("wire", key=k, value=v, headers=h, partition=p, timestamp_ms=ts) for p, k, v, h, ts in sent]
+    prod.flush()
+    metas = [f.get(timeout=10) for f in futures]
+    prod.close()
+    for p in (0, 1):
+        mine = [s for s in sent if s[0] == p]
+        store.append("api", p, [Record(key=k, value=v, headers=h, timestamp_ms=ts) for _, k, v, h, ts in mine])
+        assert as_rows(store.read("wire", p)) == as_rows(store.read("api", p))
+        assert [m.offset for m in metas if m.partition == p] == list(range(len(mine)))
+    got = consume_all(endpoint, "wire", [0, 1])
+    assert [(r.partition, r.offset, r.key, r.value, r.headers, r.timestamp) for r in got] == [
+        (p, r.offset, r.key, r.value, list(r.headers), r.timestamp_ms) for p in (0, 1) for r in store.read("api", p)]
+
+
+def test_fetch_pages_by_max_partition_fetch_bytes(store, endpoint):
+    store.create_topic("big", 1)
+    store.append("big", 0, [Record(key=b"k%d" % i, value=b"x" * 1000) for i in range(300)])
+    got = consume_all(endpoint, "big", [0], max_partition_fetch_bytes=4096, fetch_max_bytes=8192)
+    assert [r.offset for r in got] == list(range(300))
+
+
+def test_read_committed_leaves_aborted_records_out_and_passes_their_offsets(store, endpoint):
+    """Aborted records and transaction markers have offsets but no visible row: the fetch's batch covers them, so the
+    consumer's position reaches the last stable offset (as Kafka's consumer passes aborted and control batches)."""
+    store.create_topic("txn", 1)
+    store.append("txn", 0, [Record(key=b"a", value=b"1")])
+    tx = store.producer(transactional_id="endpoint-test")
+    tx.init_transactions()
+    tx.begin_transaction()
+    tx.send("txn", key=b"b", value=b"aborted", partition=0)
+    tx.flush()
+    tx.abort_transaction()
+    store.append("txn", 0, [Record(key=b"c", value=b"3")])
+    end = store.log("txn", 0).head().log_end_offset
+    for level, values in (("read_committed", [b"1", b"3"]), ("read_uncommitted", [b"1", b"aborted", b"3"])):
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap(endpoint), consumer_timeout_ms=1000,
+                                 auto_offset_reset="earliest", isolation_level=level)
+        tp = TopicPartition("txn", 0)
+        consumer.assign([tp])
+        assert [r.value for r in consumer] == values
+        assert consumer.position(tp) == end
+        consumer.close()
+
+
+def test_list_offsets_earliest_latest_and_by_timestamp(store, endpoint):
+    store.create_topic("times", 1)
+    store.append("times", 0, [Record(key=b"k", value=b"v", timestamp_ms=1000 * i) for i in range(1, 6)])
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap(endpoint))
+    tp = TopicPartition("times", 0)
+    assert consumer.beginning_offsets([tp]) == {tp: 0}
+    assert consumer.end_offsets([tp]) == {tp: 5}
+    found = consumer.offsets_for_times({tp: 2500})[tp]
+    assert (found.offset, found.timestamp) == (2, 3000)
+    assert consumer.offsets_for_times({tp: 9000})[tp] is None
+    consumer.close()
+
+
+def test_admin_client_creates_describes_and_deletes_topics(store, endpoint):
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap(endpoint))
+    admin.create_topics([NewTopic("made", 3, 1, topic_configs={"cleanup.policy": "compact"})])
+    assert store.partitions("made") == [0, 1, 2]
+    assert store.topic_config("made").cleanup_policy == ("compact",)
+    assert "made" in admin.list_topics()
+    configs = admin.describe_configs([ConfigResource("TOPIC", "made")])
+    assert configs["topic"]["made"]["cleanup.policy"]["value"] == "compact"
+    result = admin.create_topics([NewTopic("made", 1, 1)], raise_errors=False)
+    assert result["topics"][0]["error_code"] == protocol.TOPIC_ALREADY_EXISTS
+    result = admin.create_topics([NewTopic("bad", 1, 1, topic_configs={"cleanup.policy": "squash"})],
+                                 raise_errors=False)
+    assert result["topics"][0]["error_code"] == protocol.INVALID_CONFIG
+    assert not store.topic_exists("bad")
+    admin.delete_topics(["made"])
+    assert not store.topic_exists("made")
+    admin.close()
+
+
+# -- confluent-kafka (librdkafka) -------------------------------------------------------------------------
+
+def test_confluent_kafka_produces_and_consumes(store, endpoint):
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    store.create_topic("rd", 3)
+    prod = Producer({"bootstrap.servers": bootstrap(endpoint), "compression.type": "zstd", "linger.ms": 5})
+    delivered = []
+    for i in range(30):
+        prod.produce("rd", key=b"key-%d" % i, value=b"value-%d" % i, headers=[("n", str(i).encode())],
+                     on_delivery=lambda err, msg: delivered.append((err, msg.partition(), msg.offset())))
+    assert prod.flush(10) == 0
+    assert all(err is None for err, _, _ in delivered) and len(delivered) == 30
+    # librdkafka's default partitioner for keyed records is consistent_random (CRC32), not murmur2; partitions differ
+    # from the Java client's, offsets are dense per partition
+    for p in range(3):
+        assert sorted(o for _, q, o in delivered if q == p) == list(range(len(store.read("rd", p))))
+    cons = Consumer({"bootstrap.servers": bootstrap(endpoint), "group.id": "unused-no-commit",
+                     "enable.auto.commit": False, "enable.auto.offset.store": False})
+    cons.assign([CTopicPartition("rd", p, 0) for p in range(3)])
+    got = []
+    deadline = time.monotonic() + 20
+    while len(got) < 30 and time.monotonic() < deadline:
+        msg = cons.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append((msg.partition(), msg.offset(), msg.key(), msg.value(), msg.headers()))
+    cons.close()
+    expected = [(p, r.offset, r.key, r.value, list(r.headers)) for p in range(3) for r in store.read("rd", p)]
+    assert sorted(got) == sorted(expected)
+
+
+# -- errors ------------------------------------------------------------------------------------------------
+
+def produce_request(topic: str, partition: int, records: bytes, acks: int = -1, version: int = 9) -> ProduceRequest:
+    cls = ProduceRequest[version]
+    return cls(transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[cls.TopicProduceData(
+        name=topic, partition_data=[cls.TopicProduceData.PartitionProduceData(index=partition, records=records)])])
+
+
+def batch(*records: tuple[bytes | None, bytes | None]) -> bytes:
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
+    for key, value in records:
+        builder.append(timestamp=1234, key=key, value=value, headers=[])
+    builder.close()
+    return bytes(builder.buffer())
+
+
+def send(sock: socket.socket, request, correlation_id: int = 1) -> None:
+    request.with_header(correlation_id=correlation_id, client_id="raw")
+    sock.sendall(bytes(request.encode(header=True, framed=True)))
+
+
+def receive(sock: socket.socket, cls, version: int):
+    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    data = b""
+    while len(data) < size:
+        data += sock.recv(size - len(data))
+    return cls.decode(data, version=version, header=True)
+
+
+def connect(server: SocketServer) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    return sock
+
+
+def closed(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def produce_raw(server: SocketServer, topic: str, records: bytes) -> tuple[int, str | None]:
+    with connect(server) as sock:
+        send(sock, produce_request(topic, 0, records))
+        resp = receive(sock, ProduceResponse, 9)
+    part = resp.responses[0].partition_responses[0]
+    return part.error_code, part.error_message
+
+
+def test_keyless_record_on_a_compacted_topic_is_invalid_record_and_nothing_is_written(store, endpoint):
+    store.create_topic("compacted", 1, config={"cleanup.policy": "compact"})
+    code, message = produce_raw(endpoint, "compacted", batch((b"k", b"v"), (None, b"keyless")))
+    assert code == protocol.INVALID_RECORD and "key" in message
+    assert store.log("compacted", 0).head().log_end_offset == 0
+    assert produce_raw(endpoint, "compacted", batch((b"k", b"v")))[0] == protocol.NONE
+    assert produce_raw(endpoint, "nowhere", batch((b"k", b"v")))[0] == protocol.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_wrong_crc_is_corrupt_message_and_nothing_is_written(store, endpoint):
+    store.create_topic("crc", 1)
+    data = bytearray(batch((b"k", b"v")))
+    data[-1] ^= 0xFF  # the last byte of the last record: covered by the batch's CRC-32C
+    assert produce_raw(endpoint, "crc", bytes(data))[0] == protocol.CORRUPT_MESSAGE
+    assert produce_raw(endpoint, "crc", batch((b"k", b"v"))[:-3])[0] == protocol.CORRUPT_MESSAGE
+    assert store.log("crc", 0).head().log_end_offset == 0
+
+
+def test_api_versions_negotiates_and_unsupported_versions_get_unsupported_version(endpoint):
+    with connect(endpoint) as sock:
+        send(sock, ApiVersionsRequest[3](client_software_name="raw", client_software_version="1"))
+        resp = receive(sock, ApiVersionsResponse, 3)
+        assert resp.error_code == 0
+        served = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        assert served == {a.key: (a.min_version, a.max_version) for a in protocol.SERVED.values()}
+        send(sock, ApiVersionsRequest[4](client_software_name="raw", client_software_version="1"), 2)
+        resp = receive(sock, ApiVersionsResponse, 0)  # answered at v0, as Kafka's broker does
+        assert resp.error_code == protocol.UNSUPPORTED_VERSION and resp.api_keys
+        send(sock, MetadataRequest[12](topics=None), 3)  # the connection still serves
+        assert receive(sock, MetadataResponse, 12).brokers[0].node_id == 0
+    with connect(endpoint) as sock:  # an API key not served (OffsetCommit here): the connection is closed
+        sock.sendall(struct.pack(">ihhih", 10, 8, 8, 4, -1))
+        assert closed(sock)
+
+
+def test_oversized_truncated_and_undecodable_frames_close_only_their_connection(store):
+    store.create_topic("t", 1)
+    with SocketServer(store, "127.0.0.1", 0, max_request_bytes=4096) as server:
+        with connect(server) as other:
+            with connect(server) as sock:  # a frame announcing more than socket.request.max.bytes
+                sock.sendall(struct.pack(">i", 5000) + b"x" * 100)
+                assert closed(sock)
+            with connect(server) as sock:  # a produce cut short by a disconnect: nothing is written
+                request = produce_request("t", 0, batch((b"k", b"v")))
+                request.with_header(correlation_id=1, client_id="raw")
+                frame = bytes(request.encode(header=True, framed=True))
+                sock.sendall(frame[:-5])
+            with connect(server) as sock:  # a whole frame whose body is cut: not decoded, nothing written
+                body = frame[4:-20]
+                sock.sendall(struct.pack(">i", len(body)) + body)
+                assert closed(sock)
+            time.sleep(0.2)
+            assert store.log("t", 0).head().log_end_offset == 0
+            send(other, MetadataRequest[12](topics=None))
+            assert [t.name for t in receive(other, MetadataResponse, 12).topics] == ["t"]
+
+
+def test_acks_zero_gets_no_response_and_bad_acks_are_refused(store, endpoint):
+    store.create_topic("acks", 1)
+    with connect(endpoint) as sock:
+        send(sock, produce_request("acks", 0, batch((b"k", b"v")), acks=0), 1)
+        send(sock, produce_request("acks", 0, batch((b"k", b"w")), acks=2), 2)
+        resp = receive(sock, ProduceResponse, 9)  # the first answer is the second request's
+        assert resp.header.correlation_id == 2
+        assert resp.responses[0].partition_responses[0].error_code == protocol.INVALID_REQUIRED_ACKS
+    assert [r.value for r in store.read("acks", 0)] == [b"v"]
+
+
+# -- deltalog serve, kcat ---------------------------------------------------------------------------------
+
+def kcat() -> str:
+    path = shutil.which("kcat")
+    assert path, "kcat is missing: the project installs it (tooling/services.py ensure_kcat, .ci/run); apt-get install kcat"
+    return path
+
+
+@pytest.mark.subprocess
+def test_deltalog_serve_with_kcat(tmp_path):
+    from tooling.services import ensure_kcat, free_port
+
+    ensure_kcat()
+    store = tmp_path / "store"
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    subprocess.run([sys.executable, "-m", "deltalog", "topics", "create", "changes", "--partitions", "2",
+                    "--config", "cleanup.policy=compact", "--store", str(store)], check=True, env=env,
+                   capture_output=True)
+    server = subprocess.Popen([sys.executable, "-m", "deltalog", "serve", "--store", str(store),
+                               "--listen", f"127.0.0.1:{port}"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        health = server.stdout.readline()
+        assert f"listening on 127.0.0.1:{port}" in health and "loopback only" in health
+        broker = f"127.0.0.1:{port}"
+        listing = subprocess.run([kcat(), "-b", broker, "-L", "-t", "changes"], capture_output=True, text=True,
+                                 timeout=30, check=True).stdout
+        assert "broker 0 at" in listing and 'topic "changes" with 2 partitions' in listing
+        lines = "user1:alice\nuser2:bob\nuser1:alice2\n"
+        subprocess.run([kcat(), "-b", broker, "-P", "-t", "changes", "-K:", "-p", "0", "-z", "lz4"], input=lines,
+                       text=True, timeout=30, check=True)
+        out = subprocess.run([kcat(), "-b", broker, "-C", "-t", "changes", "-p", "0", "-o", "beginning", "-e",
+                              "-f", "%k=%s@%o\n"], capture_output=True, text=True, timeout=30, check=True).stdout
+        assert out.splitlines() == ["user1=alice@0", "user2=bob@1", "user1=alice2@2"]
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=20) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    from deltalog import Store
+
+    assert [(r.key, r.value) for r in Store(store).read("changes", 0)] == [
+        (b"user1", b"alice"), (b"user2", b"bob"), (b"user1", b"alice2")]
+
+
+@pytest.mark.subprocess
+def test_deltalog_serve_refuses_a_non_loopback_address(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "deltalog", "serve", "--store", str(tmp_path / "s"),
+                           "--listen", "0.0.0.0:9092"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 2 and "loopback" in done.stderr
