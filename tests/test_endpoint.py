@@ -144,6 +144,31 @@ def test_admin_client_creates_describes_and_deletes_topics(store, endpoint):
     admin.close()
 
 
+def test_group_offsets_commit_to_consumer_offsets_and_fetch_back(store, endpoint):
+    """kafka-python commits through the coordinator (this broker) into __consumer_offsets, as store.consumer does;
+    confluent-kafka reads the same commit back and adds its own; the Python API sees both."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    store.create_topic("g", 2)
+    store.append("g", 0, [Record(key=b"k%d" % i, value=b"v") for i in range(5)])
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap(endpoint), group_id="readers", enable_auto_commit=False,
+                             consumer_timeout_ms=1000, auto_offset_reset="earliest")
+    tp = TopicPartition("g", 0)
+    consumer.assign([tp])
+    assert len(list(consumer)) == 5
+    consumer.commit()
+    assert consumer.committed(tp) == 5
+    consumer.close()
+    rd = Consumer({"bootstrap.servers": bootstrap(endpoint), "group.id": "readers", "enable.auto.commit": False})
+    got = rd.committed([CTopicPartition("g", 0), CTopicPartition("g", 1)], timeout=10)
+    assert [(t.partition, t.offset) for t in got] == [(0, 5), (1, -1001)]  # -1001: librdkafka's OFFSET_INVALID
+    rd.commit(offsets=[CTopicPartition("g", 1, 0)], asynchronous=False)
+    rd.close()
+    assert {tp.partition: om.offset for tp, om in store.list_consumer_group_offsets("readers").items()} == {0: 5, 1: 0}
+    assert store.consumer("g", group_id="readers").committed(tp) == 5
+
+
 # -- confluent-kafka (librdkafka) -------------------------------------------------------------------------
 
 def test_confluent_kafka_produces_and_consumes(store, endpoint):

@@ -26,6 +26,8 @@ from kafka.record.memory_records import MemoryRecords
 from deltalog.config import TopicConfig
 from deltalog.errors import (
     DeltalogError,
+    InvalidArgumentError,
+    OffsetMetadataTooLargeError,
     InvalidConfigError,
     InvalidRecordError,
     InvalidTopicError,
@@ -37,6 +39,7 @@ from deltalog.errors import (
 from deltalog.groups import fetch as group_fetch
 from deltalog.log.record import HEADERS, KEY, OFFSET, TIMESTAMP, VALUE, Record
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
+from deltalog.structs import OffsetAndMetadata, TopicPartition
 from deltalog.server import protocol as p
 
 #: Node id of the one broker a ``deltalog serve`` process is (the ``node.id`` of a single-node KRaft cluster).
@@ -54,6 +57,8 @@ def error_code(e: BaseException) -> int:
     """Kafka's error code for a deltalog error (``Errors.forException``)."""
     if isinstance(e, UnknownTopicOrPartitionError):
         return p.UNKNOWN_TOPIC_OR_PARTITION
+    if isinstance(e, OffsetMetadataTooLargeError):
+        return p.OFFSET_METADATA_TOO_LARGE
     if isinstance(e, RecordTooLargeError):
         return p.MESSAGE_TOO_LARGE
     if isinstance(e, InvalidRecordError):
@@ -66,6 +71,8 @@ def error_code(e: BaseException) -> int:
         return p.INVALID_TOPIC_EXCEPTION
     if isinstance(e, InvalidConfigError):
         return p.INVALID_CONFIG
+    if isinstance(e, InvalidArgumentError) and "group" in str(e):
+        return p.INVALID_GROUP_ID
     return p.UNKNOWN_SERVER_ERROR
 
 
@@ -90,6 +97,9 @@ class KafkaApis:
             19: self.handle_create_topics,
             20: self.handle_delete_topics,
             32: self.handle_describe_configs,
+            10: self.handle_find_coordinator,
+            8: self.handle_offset_commit,
+            9: self.handle_offset_fetch,
         }
 
     def handle(self, request: p.Request) -> Any:
@@ -328,6 +338,70 @@ class KafkaApis:
             out.append(result(error_code=p.NONE, error_message=None, resource_type=2,
                               resource_name=r.resource_name, configs=configs))
         return cls(throttle_time_ms=0, results=out)
+
+
+    # -- group offsets (the group coordinator: this broker) -------------------------------------------------
+
+    def handle_find_coordinator(self, request: p.Request) -> Any:
+        """Every group's coordinator is this broker (its offsets live in the store's ``__consumer_offsets``); the
+        transaction coordinator is not served yet."""
+        cls = p.SERVED[10].response[request.api_version]
+        host, port = self.advertised
+        if request.body.key_type != 0:
+            return cls(throttle_time_ms=0, error_code=p.COORDINATOR_NOT_AVAILABLE, error_message=(
+                "transactions are not served yet by deltalog serve"), node_id=-1, host="", port=-1)
+        return cls(throttle_time_ms=0, error_code=p.NONE, error_message=None, node_id=NODE_ID, host=host, port=port)
+
+    def handle_offset_commit(self, request: p.Request) -> Any:
+        """Kafka's ``GroupCoordinator.handleCommitOffsets`` for a group without members (``assign()``-ing consumers,
+        admin tools): generation -1 and no member id, one append of the whole commit to the group's partition of
+        ``__consumer_offsets`` (:meth:`deltalog.groups.offsets_topic.OffsetsTopic.commit`), all or nothing. Group
+        membership (JoinGroup) is not served yet, so a commit naming a generation gets ``ILLEGAL_GENERATION``."""
+        body = request.body
+        cls = p.SERVED[8].response[request.api_version]
+        offsets = {TopicPartition(t.name, q.partition_index): OffsetAndMetadata(
+            q.committed_offset, q.committed_metadata or "", q.committed_leader_epoch)
+            for t in body.topics for q in t.partitions}
+        code = p.NONE
+        if body.generation_id_or_member_epoch >= 0 or body.member_id:
+            code = p.ILLEGAL_GENERATION
+        else:
+            with self.lock:
+                try:
+                    self.store.offsets_topic.commit(body.group_id, offsets, self.store.clock.now_ms())
+                except DeltalogError as e:
+                    code = error_code(e)
+        return cls(throttle_time_ms=0, topics=[cls.OffsetCommitResponseTopic(name=t.name, partitions=[
+            cls.OffsetCommitResponseTopic.OffsetCommitResponsePartition(partition_index=q.partition_index,
+                                                                        error_code=code)
+            for q in t.partitions]) for t in body.topics])
+
+    def handle_offset_fetch(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[9].response[request.api_version]
+        topic_cls = cls.OffsetFetchResponseTopic
+        part_cls = topic_cls.OffsetFetchResponsePartition
+        with self.lock:
+            try:
+                committed = self.store.offsets_topic.committed(body.group_id)
+            except DeltalogError as e:
+                return cls(throttle_time_ms=0, topics=[], error_code=error_code(e))
+        if body.topics is None:  # every committed offset of the group
+            wanted: dict[str, list[int]] = {}
+            for tp in committed:
+                wanted.setdefault(tp.topic, []).append(tp.partition)
+        else:
+            wanted = {t.name: list(t.partition_indexes) for t in body.topics}
+        topics = []
+        for name, parts in wanted.items():
+            out = []
+            for q in parts:
+                om = committed.get(TopicPartition(name, q))
+                out.append(part_cls(partition_index=q, committed_offset=om.offset if om else -1,
+                                    committed_leader_epoch=om.leader_epoch if om else -1,
+                                    metadata=om.metadata if om else "", error_code=p.NONE))
+            topics.append(topic_cls(name=name, partitions=out))
+        return cls(throttle_time_ms=0, topics=topics, error_code=p.NONE)
 
 
 class _BatchError(Exception):

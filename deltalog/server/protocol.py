@@ -31,10 +31,16 @@ from kafka.protocol.consumer import (
     FetchResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
 )
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     MetadataRequest,
     MetadataResponse,
 )
@@ -52,8 +58,12 @@ OFFSET_OUT_OF_RANGE = 1
 CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
 MESSAGE_TOO_LARGE = 10
+OFFSET_METADATA_TOO_LARGE = 12
+COORDINATOR_NOT_AVAILABLE = 15
 INVALID_TOPIC_EXCEPTION = 17
 INVALID_REQUIRED_ACKS = 21
+ILLEGAL_GENERATION = 22
+INVALID_GROUP_ID = 24
 UNSUPPORTED_VERSION = 35
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
@@ -81,7 +91,8 @@ class Api:
 
 #: API key -> what is served. Versions: Produce from v3 (record batch v2 only, as Kafka 4's broker); Fetch to v12
 #: (v13 names topics by id); ListOffsets to v6 (v7 adds the max-timestamp query); Metadata to v12;
-#: DeleteTopics to v5 (v6 deletes by topic id).
+#: DeleteTopics to v5 (v6 deletes by topic id); FindCoordinator to v3 (v4 batches keys); OffsetCommit to v8 and
+#: OffsetFetch to v7 (the versions before KIP-848's consumer protocol and batched groups).
 SERVED: dict[int, Api] = {
     api.key: api
     for api in (
@@ -93,6 +104,9 @@ SERVED: dict[int, Api] = {
         Api(CreateTopicsRequest, CreateTopicsResponse, 0, 5),
         Api(DeleteTopicsRequest, DeleteTopicsResponse, 0, 5),
         Api(DescribeConfigsRequest, DescribeConfigsResponse, 0, 4),
+        Api(FindCoordinatorRequest, FindCoordinatorResponse, 0, 3),
+        Api(OffsetCommitRequest, OffsetCommitResponse, 2, 8),
+        Api(OffsetFetchRequest, OffsetFetchResponse, 1, 7),
     )
 }
 API_VERSIONS_KEY = int(ApiVersionsRequest.API_KEY)
