@@ -169,6 +169,64 @@ def test_group_offsets_commit_to_consumer_offsets_and_fetch_back(store, endpoint
     assert store.consumer("g", group_id="readers").committed(tp) == 5
 
 
+def test_kafka_python_group_member_commits_and_the_next_member_resumes(store, endpoint):
+    store.create_topic("events", 3)
+    store.produce("events", [Record(key=b"k%d" % i, value=b"first") for i in range(30)])
+    first = KafkaConsumer("events", bootstrap_servers=bootstrap(endpoint), group_id="svc", auto_offset_reset="earliest",
+                          enable_auto_commit=False, consumer_timeout_ms=2000)
+    assert len(list(first)) == 30 and len(first.assignment()) == 3
+    first.commit()
+    first.close()  # LeaveGroup
+    assert sum(om.offset for om in store.list_consumer_group_offsets("svc").values()) == 30
+    store.produce("events", [Record(key=b"k%d" % i, value=b"second") for i in range(6)])
+    second = KafkaConsumer("events", bootstrap_servers=bootstrap(endpoint), group_id="svc",
+                           auto_offset_reset="earliest", consumer_timeout_ms=2000)
+    assert sorted(r.value for r in second) == [b"second"] * 6
+    second.close()
+
+
+def test_group_coordinator_rebalances_joins_and_expires_members():
+    from deltalog.server import group_coordinator as gc
+
+    now = [0.0]
+    groups = gc.GroupCoordinator(clock=lambda: now[0])
+    a = groups.join("g", "", "a", 6000, 10_000, "consumer", [("range", b"A")])
+    assert (a.error_code, a.generation_id, a.leader, a.members) == (0, 1, a.member_id, [(a.member_id, b"A")])
+    assert groups.sync("g", a.member_id, 1, {a.member_id: b"all"})[:2] == (0, b"all")
+    assert groups.check_commit("g", a.member_id, 1) == 0
+    assert groups.check_commit("g", "", -1) == gc.ILLEGAL_GENERATION  # the group has members
+    import threading
+
+    joined = {}
+    t = threading.Thread(target=lambda: joined.setdefault("b", groups.join("g", "", "b", 6000, 10_000, "consumer",
+                                                                           [("range", b"B")])))
+    t.start()
+    deadline = time.monotonic() + 5
+    while groups.heartbeat("g", a.member_id, 1) != gc.REBALANCE_IN_PROGRESS and time.monotonic() < deadline:
+        time.sleep(0.01)
+    a2 = groups.join("g", a.member_id, "a", 6000, 10_000, "consumer", [("range", b"A")])
+    t.join(5)
+    b = joined["b"]
+    assert (a2.generation_id, b.generation_id, a2.leader, b.leader) == (2, 2, a.member_id, a.member_id)
+    assert sorted(a2.members) == sorted([(a.member_id, b"A"), (b.member_id, b"B")]) and b.members == []
+    assert groups.check_commit("g", a.member_id, 1) == gc.ILLEGAL_GENERATION
+    t = threading.Thread(target=lambda: joined.setdefault("sync", groups.sync("g", b.member_id, 2, {})))
+    t.start()
+    assert groups.sync("g", a.member_id, 2, {a.member_id: b"p0", b.member_id: b"p1"})[:2] == (0, b"p0")
+    t.join(5)
+    assert joined["sync"][:2] == (0, b"p1")
+    now[0] += 4  # b stays silent past its session timeout (6 s); a heartbeats and finds the group rebalancing
+    assert groups.heartbeat("g", a.member_id, 2) == 0
+    now[0] += 4  # b last seen 8 s ago, a 4 s ago
+    assert groups.heartbeat("g", a.member_id, 2) == gc.REBALANCE_IN_PROGRESS
+    assert groups.heartbeat("g", b.member_id, 2) == gc.UNKNOWN_MEMBER_ID
+    a3 = groups.join("g", a.member_id, "a", 6000, 10_000, "consumer", [("range", b"A")])
+    assert (a3.generation_id, a3.members) == (3, [(a.member_id, b"A")])
+    assert groups.leave("g", [a.member_id, "nobody"]) == [0, gc.UNKNOWN_MEMBER_ID]
+    assert groups.describe("g").state == gc.EMPTY
+    assert groups.check_commit("g", "", -1) == 0
+
+
 # -- confluent-kafka (librdkafka) -------------------------------------------------------------------------
 
 def test_confluent_kafka_produces_and_consumes(store, endpoint):
@@ -199,6 +257,35 @@ def test_confluent_kafka_produces_and_consumes(store, endpoint):
     cons.close()
     expected = [(p, r.offset, r.key, r.value, list(r.headers)) for p in range(3) for r in store.read("rd", p)]
     assert sorted(got) == sorted(expected)
+
+
+def test_confluent_kafka_group_of_two_rebalances_when_one_leaves(store, endpoint):
+    from confluent_kafka import Consumer
+
+    store.create_topic("shared", 4)
+    store.produce("shared", [Record(key=b"k%d" % i, value=b"v%d" % i) for i in range(40)])
+    conf = {"bootstrap.servers": bootstrap(endpoint), "group.id": "pair", "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
+    one, two = Consumer(conf), Consumer(conf)
+    one.subscribe(["shared"])
+    two.subscribe(["shared"])
+    seen: list[tuple[int, int]] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (one.assignment() and two.assignment() and len(seen) == 40):
+        for c in (one, two):
+            msg = c.poll(0.1)
+            if msg is not None and msg.error() is None:
+                seen.append((msg.partition(), msg.offset()))
+    mine = {p.partition for p in one.assignment()}
+    theirs = {p.partition for p in two.assignment()}
+    assert mine and theirs and not mine & theirs and mine | theirs == {0, 1, 2, 3}
+    assert sorted(seen) == sorted((p, o) for p in range(4) for o in range(len(store.read("shared", p))))
+    one.close()  # LeaveGroup: the other member takes every partition
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(two.assignment()) < 4:
+        two.poll(0.1)
+    assert {p.partition for p in two.assignment()} == {0, 1, 2, 3}
+    two.close()
 
 
 # -- errors ------------------------------------------------------------------------------------------------
@@ -280,8 +367,8 @@ def test_api_versions_negotiates_and_unsupported_versions_get_unsupported_versio
         assert resp.error_code == protocol.UNSUPPORTED_VERSION and resp.api_keys
         send(sock, MetadataRequest[12](topics=None), 3)  # the connection still serves
         assert receive(sock, MetadataResponse, 12).brokers[0].node_id == 0
-    with connect(endpoint) as sock:  # an API key not served (OffsetCommit here): the connection is closed
-        sock.sendall(struct.pack(">ihhih", 10, 8, 8, 4, -1))
+    with connect(endpoint) as sock:  # an API key not served (InitProducerId here): the connection is closed
+        sock.sendall(struct.pack(">ihhih", 10, 22, 4, 4, -1))
         assert closed(sock)
 
 

@@ -41,6 +41,7 @@ from deltalog.log.record import HEADERS, KEY, OFFSET, TIMESTAMP, VALUE, Record
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 from deltalog.server import protocol as p
+from deltalog.server.group_coordinator import GroupCoordinator
 
 #: Node id of the one broker a ``deltalog serve`` process is (the ``node.id`` of a single-node KRaft cluster).
 NODE_ID = 0
@@ -88,6 +89,7 @@ class KafkaApis:
         self.advertised = advertised
         self.cluster_id = "deltalog-" + store.root.rsplit("/", 1)[-1][:40]
         self.lock = threading.RLock()
+        self.groups = GroupCoordinator()
         self.handlers: dict[int, Callable[[p.Request], Any]] = {
             0: self.handle_produce,
             1: self.handle_fetch,
@@ -100,6 +102,10 @@ class KafkaApis:
             10: self.handle_find_coordinator,
             8: self.handle_offset_commit,
             9: self.handle_offset_fetch,
+            11: self.handle_join_group,
+            14: self.handle_sync_group,
+            12: self.handle_heartbeat,
+            13: self.handle_leave_group,
         }
 
     def handle(self, request: p.Request) -> Any:
@@ -355,17 +361,15 @@ class KafkaApis:
     def handle_offset_commit(self, request: p.Request) -> Any:
         """Kafka's ``GroupCoordinator.handleCommitOffsets`` for a group without members (``assign()``-ing consumers,
         admin tools): generation -1 and no member id, one append of the whole commit to the group's partition of
-        ``__consumer_offsets`` (:meth:`deltalog.groups.offsets_topic.OffsetsTopic.commit`), all or nothing. Group
-        membership (JoinGroup) is not served yet, so a commit naming a generation gets ``ILLEGAL_GENERATION``."""
+        ``__consumer_offsets`` (:meth:`deltalog.groups.offsets_topic.OffsetsTopic.commit`), all or nothing; or for
+        a member of the group's current generation (:meth:`GroupCoordinator.check_commit`)."""
         body = request.body
         cls = p.SERVED[8].response[request.api_version]
         offsets = {TopicPartition(t.name, q.partition_index): OffsetAndMetadata(
             q.committed_offset, q.committed_metadata or "", q.committed_leader_epoch)
             for t in body.topics for q in t.partitions}
-        code = p.NONE
-        if body.generation_id_or_member_epoch >= 0 or body.member_id:
-            code = p.ILLEGAL_GENERATION
-        else:
+        code = self.groups.check_commit(body.group_id, body.member_id or "", body.generation_id_or_member_epoch)
+        if code == p.NONE:
             with self.lock:
                 try:
                     self.store.offsets_topic.commit(body.group_id, offsets, self.store.clock.now_ms())
@@ -402,6 +406,47 @@ class KafkaApis:
                                     metadata=om.metadata if om else "", error_code=p.NONE))
             topics.append(topic_cls(name=name, partitions=out))
         return cls(throttle_time_ms=0, topics=topics, error_code=p.NONE)
+
+
+    # -- group membership (see deltalog.server.group_coordinator) ------------------------------------------
+
+    def handle_join_group(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[11].response[request.api_version]
+        r = self.groups.join(body.group_id, body.member_id or "", request.client_id or "", body.session_timeout_ms,
+                             body.rebalance_timeout_ms if request.api_version >= 1 else -1, body.protocol_type,
+                             [(x.name, bytes(x.metadata)) for x in body.protocols])
+        return cls(throttle_time_ms=0, error_code=r.error_code, generation_id=r.generation_id,
+                   protocol_type=r.protocol_type, protocol_name=r.protocol_name, leader=r.leader,
+                   member_id=r.member_id, members=[cls.JoinGroupResponseMember(member_id=mid, group_instance_id=None,
+                                                                               metadata=meta)
+                                                   for mid, meta in r.members])
+
+    def handle_sync_group(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[14].response[request.api_version]
+        code, assignment, ptype, pname = self.groups.sync(
+            body.group_id, body.member_id, body.generation_id,
+            {a.member_id: bytes(a.assignment) for a in body.assignments})
+        return cls(throttle_time_ms=0, error_code=code, protocol_type=ptype, protocol_name=pname,
+                   assignment=assignment)
+
+    def handle_heartbeat(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[12].response[request.api_version]
+        return cls(throttle_time_ms=0, error_code=self.groups.heartbeat(body.group_id, body.member_id,
+                                                                         body.generation_id))
+
+    def handle_leave_group(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[13].response[request.api_version]
+        if request.api_version < 3:
+            code = self.groups.leave(body.group_id, [body.member_id])[0]
+            return cls(throttle_time_ms=0, error_code=code)
+        codes = self.groups.leave(body.group_id, [m.member_id for m in body.members])
+        return cls(throttle_time_ms=0, error_code=p.NONE, members=[
+            cls.MemberResponse(member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=c)
+            for m, c in zip(body.members, codes, strict=True)])
 
 
 class _BatchError(Exception):

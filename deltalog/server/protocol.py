@@ -31,10 +31,18 @@ from kafka.protocol.consumer import (
     FetchResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
@@ -92,7 +100,8 @@ class Api:
 #: API key -> what is served. Versions: Produce from v3 (record batch v2 only, as Kafka 4's broker); Fetch to v12
 #: (v13 names topics by id); ListOffsets to v6 (v7 adds the max-timestamp query); Metadata to v12;
 #: DeleteTopics to v5 (v6 deletes by topic id); FindCoordinator to v3 (v4 batches keys); OffsetCommit to v8 and
-#: OffsetFetch to v7 (the versions before KIP-848's consumer protocol and batched groups).
+#: OffsetFetch to v7 (the versions before KIP-848's consumer protocol and batched groups); JoinGroup to v7
+#: (v8 adds a reason, v9 skips the leader's assignment for KIP-848 migrations).
 SERVED: dict[int, Api] = {
     api.key: api
     for api in (
@@ -107,6 +116,10 @@ SERVED: dict[int, Api] = {
         Api(FindCoordinatorRequest, FindCoordinatorResponse, 0, 3),
         Api(OffsetCommitRequest, OffsetCommitResponse, 2, 8),
         Api(OffsetFetchRequest, OffsetFetchResponse, 1, 7),
+        Api(JoinGroupRequest, JoinGroupResponse, 0, 7),
+        Api(SyncGroupRequest, SyncGroupResponse, 0, 5),
+        Api(HeartbeatRequest, HeartbeatResponse, 0, 4),
+        Api(LeaveGroupRequest, LeaveGroupResponse, 0, 4),
     )
 }
 API_VERSIONS_KEY = int(ApiVersionsRequest.API_KEY)
