@@ -227,6 +227,29 @@ def test_group_coordinator_rebalances_joins_and_expires_members():
     assert groups.check_commit("g", "", -1) == 0
 
 
+@pytest.mark.slow  # a cleaner pass and the Great Expectations suites: about two minutes on 2 busy cores
+def test_after_a_cleaner_pass_clients_read_the_compacted_topic(spark_store):
+    """Records produced by a Kafka client are cleaned like any others: after a pass the endpoint serves the offsets
+    that survive (the latest per key, the tombstone until its horizon), exactly what store.read returns, and the
+    compaction checks pass on the cleaned topic."""
+    store = spark_store
+    store.create_topic("prices", 1, config={"cleanup.policy": "compact"})
+    with SocketServer(store, "127.0.0.1", 0) as server:
+        prod = producer(server)
+        for key, value in [(b"grape", b"2.69"), (b"lime", b"0.49"), (b"grape", None), (b"lime", b"1.59")]:
+            prod.send("prices", key=key, value=value, partition=0).get(timeout=10)
+        store.roll("prices", 0)
+        prod.send("prices", key=b"lime", value=b"1.99", partition=0).get(timeout=10)
+        prod.close()
+        [result] = store.clean("prices")
+        assert (result.records_read, result.records_written) == (4, 2)
+        got = consume_all(server, "prices", [0])
+    assert [(r.offset, r.key, r.value) for r in got] == [(2, b"grape", None), (3, b"lime", b"1.59"),
+                                                         (4, b"lime", b"1.99")]
+    assert [(r.offset, r.key, r.value) for r in got] == [(r.offset, r.key, r.value) for r in store.read("prices", 0)]
+    assert store.check("prices").success
+
+
 # -- confluent-kafka (librdkafka) -------------------------------------------------------------------------
 
 def test_confluent_kafka_produces_and_consumes(store, endpoint):
