@@ -24,6 +24,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 EMPTY = "Empty"
@@ -84,8 +85,9 @@ class Group:
 class GroupCoordinator:
     """The groups of one endpoint. Every method is safe to call from any connection thread."""
 
-    def __init__(self, clock: type[time.monotonic] | None = None) -> None:
-        self._now = clock or time.monotonic
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+        """``clock``: seconds on a monotonic scale (``time.monotonic``; tests give their own)."""
+        self._now: Callable[[], float] = clock or time.monotonic
         self._cond = threading.Condition()
         self._groups: dict[str, Group] = {}
 
@@ -194,7 +196,8 @@ class GroupCoordinator:
             if member_id not in g.members:
                 return JoinResult(UNKNOWN_MEMBER_ID, member_id=member_id)
             m.last_seen = self._now()
-            members = [(x.member_id, dict(x.protocols)[g.protocol_name]) for x in g.members.values()] \
+            chosen = g.protocol_name or ""
+            members = [(x.member_id, dict(x.protocols)[chosen]) for x in g.members.values()] \
                 if member_id == g.leader else []
             return JoinResult(NONE, g.generation_id, g.protocol_name, g.protocol_type, g.leader or "", member_id,
                               members)

@@ -27,10 +27,10 @@ from deltalog.config import TopicConfig
 from deltalog.errors import (
     DeltalogError,
     InvalidArgumentError,
-    OffsetMetadataTooLargeError,
     InvalidConfigError,
     InvalidRecordError,
     InvalidTopicError,
+    OffsetMetadataTooLargeError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     TopicExistsError,
@@ -39,9 +39,9 @@ from deltalog.errors import (
 from deltalog.groups import fetch as group_fetch
 from deltalog.log.record import HEADERS, KEY, OFFSET, TIMESTAMP, VALUE, Record
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
-from deltalog.structs import OffsetAndMetadata, TopicPartition
 from deltalog.server import protocol as p
 from deltalog.server.group_coordinator import GroupCoordinator
+from deltalog.structs import OffsetAndMetadata, TopicPartition
 
 #: Node id of the one broker a ``deltalog serve`` process is (the ``node.id`` of a single-node KRaft cluster).
 NODE_ID = 0

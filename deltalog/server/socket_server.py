@@ -63,7 +63,7 @@ class _Connection(socketserver.BaseRequestHandler):
                 answer = self.server.answer(frame, peer)
                 if answer is False:
                     return
-                if answer:
+                if isinstance(answer, bytes):
                     sock.sendall(answer)
         except (ConnectionError, OSError) as e:
             log.info("connection %s ended: %s", peer, e)
