@@ -41,7 +41,7 @@ def bootstrap(server: SocketServer) -> str:
 
 
 def producer(server: SocketServer, **configs) -> KafkaProducer:
-    # enable_idempotence is kafka-python's default; idempotent producers (InitProducerId) are not served yet
+    # plain batches (no producer id): what store.append writes; idempotent ones are tested on their own
     return KafkaProducer(bootstrap_servers=bootstrap(server), enable_idempotence=False, **configs)
 
 
@@ -319,8 +319,10 @@ def produce_request(topic: str, partition: int, records: bytes, acks: int = -1, 
         name=topic, partition_data=[cls.TopicProduceData.PartitionProduceData(index=partition, records=records)])])
 
 
-def batch(*records: tuple[bytes | None, bytes | None]) -> bytes:
-    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
+def batch(*records: tuple[bytes | None, bytes | None], producer: tuple[int, int, int] | None = None) -> bytes:
+    pid, epoch, seq = producer or (-1, -1, -1)
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20, producer_id=pid,
+                                   producer_epoch=epoch, base_sequence=seq)
     for key, value in records:
         builder.append(timestamp=1234, key=key, value=value, headers=[])
     builder.close()
@@ -369,6 +371,37 @@ def test_keyless_record_on_a_compacted_topic_is_invalid_record_and_nothing_is_wr
     assert produce_raw(endpoint, "nowhere", batch((b"k", b"v")))[0] == protocol.UNKNOWN_TOPIC_OR_PARTITION
 
 
+def test_idempotent_producers_get_ids_and_a_retried_batch_lands_once(store, endpoint):
+    from confluent_kafka import Producer
+    from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
+
+    store.create_topic("idem", 1)
+    with connect(endpoint) as sock:
+        send(sock, InitProducerIdRequest[4](transactional_id=None, transaction_timeout_ms=60000, producer_id=-1,
+                                            producer_epoch=-1))
+        init = receive(sock, InitProducerIdResponse, 4)
+    assert init.error_code == 0 and init.producer_id >= 0 and init.producer_epoch == 0
+    pid = init.producer_id
+    first = batch((b"a", b"1"), (b"b", b"2"), producer=(pid, 0, 0))
+    assert produce_raw(endpoint, "idem", first)[0] == protocol.NONE
+    assert produce_raw(endpoint, "idem", first)[0] == protocol.NONE  # the retry: acknowledged, not written again
+    assert [r.value for r in store.read("idem", 0)] == [b"1", b"2"]
+    gap = batch((b"c", b"3"), producer=(pid, 0, 5))  # sequence 5 where 2 is next
+    assert produce_raw(endpoint, "idem", gap)[0] == protocol.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert produce_raw(endpoint, "idem", batch((b"c", b"3"), producer=(pid, 0, 2)))[0] == protocol.NONE
+    assert [r.offset for r in store.read("idem", 0)] == [0, 1, 2]
+    # librdkafka's idempotent producer, and kafka-python's default (enable_idempotence=True), end to end
+    rd = Producer({"bootstrap.servers": bootstrap(endpoint), "enable.idempotence": True, "linger.ms": 5})
+    errors = []
+    for i in range(20):
+        rd.produce("idem", key=b"k%d" % i, value=b"rd", on_delivery=lambda err, msg: errors.append(err))
+    assert rd.flush(10) == 0 and errors == [None] * 20
+    kp = KafkaProducer(bootstrap_servers=bootstrap(endpoint))
+    assert kp.send("idem", key=b"k", value=b"kp").get(timeout=10).offset == 23
+    kp.close()
+    assert len(store.read("idem", 0)) == 24
+
+
 def test_a_wrong_crc_is_corrupt_message_and_nothing_is_written(store, endpoint):
     store.create_topic("crc", 1)
     data = bytearray(batch((b"k", b"v")))
@@ -390,8 +423,8 @@ def test_api_versions_negotiates_and_unsupported_versions_get_unsupported_versio
         assert resp.error_code == protocol.UNSUPPORTED_VERSION and resp.api_keys
         send(sock, MetadataRequest[12](topics=None), 3)  # the connection still serves
         assert receive(sock, MetadataResponse, 12).brokers[0].node_id == 0
-    with connect(endpoint) as sock:  # an API key not served (InitProducerId here): the connection is closed
-        sock.sendall(struct.pack(">ihhih", 10, 22, 4, 4, -1))
+    with connect(endpoint) as sock:  # an API key not served (DescribeTransactions here): the connection is closed
+        sock.sendall(struct.pack(">ihhih", 10, 65, 0, 4, -1))
         assert closed(sock)
 
 

@@ -28,15 +28,22 @@ from deltalog.errors import (
     DeltalogError,
     InvalidArgumentError,
     InvalidConfigError,
+    InvalidPidMappingError,
+    InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTopicError,
     OffsetMetadataTooLargeError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    ProducerFencedError,
     RecordTooLargeError,
     TopicExistsError,
+    UnknownProducerIdError,
     UnknownTopicOrPartitionError,
 )
 from deltalog.groups import fetch as group_fetch
+from deltalog.log import arrow_records, producer_state
+from deltalog.log.producer_state import ProducerBatch
 from deltalog.log.record import HEADERS, KEY, OFFSET, TIMESTAMP, VALUE, Record
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
 from deltalog.server import protocol as p
@@ -58,6 +65,16 @@ def error_code(e: BaseException) -> int:
     """Kafka's error code for a deltalog error (``Errors.forException``)."""
     if isinstance(e, UnknownTopicOrPartitionError):
         return p.UNKNOWN_TOPIC_OR_PARTITION
+    if isinstance(e, UnknownProducerIdError):
+        return p.UNKNOWN_PRODUCER_ID
+    if isinstance(e, OutOfOrderSequenceError):
+        return p.OUT_OF_ORDER_SEQUENCE_NUMBER
+    if isinstance(e, ProducerFencedError):
+        return p.PRODUCER_FENCED
+    if isinstance(e, InvalidProducerEpochError):
+        return p.INVALID_PRODUCER_EPOCH
+    if isinstance(e, InvalidPidMappingError):
+        return p.INVALID_PRODUCER_ID_MAPPING
     if isinstance(e, OffsetMetadataTooLargeError):
         return p.OFFSET_METADATA_TOO_LARGE
     if isinstance(e, RecordTooLargeError):
@@ -106,6 +123,7 @@ class KafkaApis:
             14: self.handle_sync_group,
             12: self.handle_heartbeat,
             13: self.handle_leave_group,
+            22: self.handle_init_producer_id,
         }
 
     def handle(self, request: p.Request) -> Any:
@@ -175,14 +193,20 @@ class KafkaApis:
         if acks not in (-1, 0, 1):
             return p.INVALID_REQUIRED_ACKS, -1, f"acks must be -1, 0 or 1, not {acks}", -1
         try:
-            records = decode_records(bytes(data or b""))
+            records, producer = decode_records(bytes(data or b""))
         except _BatchError as e:
             return e.code, -1, str(e), -1
         if not records:
             return p.CORRUPT_MESSAGE, -1, "a produce request carried no record for this partition", -1
         with self.lock:
             try:
-                offsets = self.store.append(topic, partition, records)  # one Delta commit, or nothing on an error
+                if producer is None:
+                    offsets = self.store.append(topic, partition, records)  # one Delta commit, or none on an error
+                else:  # the idempotent append: a retry of the producer's last batch gets its first offsets back
+                    log = self.store.log(topic, partition)
+                    rows = arrow_records.from_records(records)
+                    offsets = log.append(rows, self.store.clock.now_ms(), producer=ProducerBatch(
+                        producer[0], producer[1], producer[2], digest=producer_state.batch_digest(rows)))
                 start = self.store.log(topic, partition).head().log_start_offset
             except DeltalogError as e:
                 return error_code(e), -1, str(e), -1
@@ -408,6 +432,22 @@ class KafkaApis:
         return cls(throttle_time_ms=0, topics=topics, error_code=p.NONE)
 
 
+    # -- idempotent producers ---------------------------------------------------------------------------------
+
+    def handle_init_producer_id(self, request: p.Request) -> Any:
+        """Kafka's ``InitProducerId`` for an idempotent producer (no transactional id): a producer id no producer of
+        the store ever had (:func:`deltalog.log.producer_state.allocate_producer_id`, the counter the Python
+        producers take theirs from), epoch 0. A producer that asks again (KIP-360, after an unknown producer id)
+        gets a new id. Transactional ids are not served yet."""
+        body = request.body
+        cls = p.SERVED[22].response[request.api_version]
+        if body.transactional_id is not None:
+            return cls(throttle_time_ms=0, error_code=p.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
+                       producer_epoch=-1)
+        with self.lock:
+            pid = producer_state.allocate_producer_id(self.store.log_manager.storage, self.store.log_manager)
+        return cls(throttle_time_ms=0, error_code=p.NONE, producer_id=pid, producer_epoch=0)
+
     # -- group membership (see deltalog.server.group_coordinator) ------------------------------------------
 
     def handle_join_group(self, request: p.Request) -> Any:
@@ -455,11 +495,15 @@ class _BatchError(Exception):
         self.code = code
 
 
-def decode_records(data: bytes) -> list[Record]:
+def decode_records(data: bytes) -> tuple[list[Record], tuple[int, int, int] | None]:
     """The records of a Produce request's record set (record batches v2, any codec kafka-python reads), checked as
-    Kafka's ``LogValidator`` checks them before anything is appended: every batch's CRC, magic 2, complete batches.
-    Idempotent and transactional batches (a producer id) are refused: their producer state is not served yet."""
+    Kafka's ``LogValidator`` checks them before anything is appended: every batch's CRC, magic 2, complete batches;
+    and the (producer id, epoch, base sequence) of an idempotent batch (Kafka's clients send one batch per partition
+    per request; an idempotent record set of several batches is refused). Transactional batches are refused: their
+    coordinator is not served yet."""
     records: list[Record] = []
+    producer: tuple[int, int, int] | None = None
+    batches = 0
     mem = MemoryRecords(data)
     if mem.valid_bytes() != len(data):
         raise _BatchError(p.CORRUPT_MESSAGE, f"the record set has {len(data) - mem.valid_bytes()} bytes that are "
@@ -471,9 +515,13 @@ def decode_records(data: bytes) -> list[Record]:
         assert isinstance(batch, DefaultRecordBatch)
         if not batch.validate_crc():
             raise _BatchError(p.CORRUPT_MESSAGE, f"record batch at base offset {batch.base_offset} fails its CRC")
-        if batch.producer_id >= 0 or batch.is_transactional:
-            raise _BatchError(p.INVALID_RECORD, "idempotent and transactional batches are not served yet: set "
-                                                "enable.idempotence=false")
+        batches += 1
+        if batch.is_transactional:
+            raise _BatchError(p.INVALID_RECORD, "transactional batches are not served yet")
+        if batch.producer_id >= 0:
+            producer = (batch.producer_id, batch.producer_epoch, batch.base_sequence)
+        if producer is not None and batches > 1:
+            raise _BatchError(p.INVALID_RECORD, "an idempotent producer's record set must be one batch per partition")
         if batch.is_control_batch:
             raise _BatchError(p.INVALID_RECORD, "control batches come from brokers, not producers")
         try:
@@ -484,7 +532,7 @@ def decode_records(data: bytes) -> list[Record]:
         except Exception as e:  # noqa: BLE001 - a codec kafka-python lacks, or bytes that do not decode
             code = p.UNSUPPORTED_COMPRESSION_TYPE if "codec" in str(e).lower() else p.CORRUPT_MESSAGE
             raise _BatchError(code, f"record batch at base offset {batch.base_offset} does not decode: {e}") from None
-    return records
+    return records, producer
 
 
 def encode_batch(rows: Any, position: int, next_offset: int, budget: int, *, first: bool) -> bytes:

@@ -52,7 +52,12 @@ from kafka.protocol.metadata import (
     MetadataRequest,
     MetadataResponse,
 )
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
 
 from deltalog.errors import DeltalogError
 
@@ -80,7 +85,13 @@ INVALID_REQUEST = 42
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 INVALID_CONFIG = 40
 UNSUPPORTED_COMPRESSION_TYPE = 76
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+INVALID_PRODUCER_EPOCH = 47
+INVALID_PRODUCER_ID_MAPPING = 49
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+UNKNOWN_PRODUCER_ID = 59
 INVALID_RECORD = 87
+PRODUCER_FENCED = 90
 
 
 @dataclass(frozen=True)
@@ -101,7 +112,8 @@ class Api:
 #: (v13 names topics by id); ListOffsets to v6 (v7 adds the max-timestamp query); Metadata to v12;
 #: DeleteTopics to v5 (v6 deletes by topic id); FindCoordinator to v3 (v4 batches keys); OffsetCommit to v8 and
 #: OffsetFetch to v7 (the versions before KIP-848's consumer protocol and batched groups); JoinGroup to v7
-#: (v8 adds a reason, v9 skips the leader's assignment for KIP-848 migrations).
+#: (v8 adds a reason, v9 skips the leader's assignment for KIP-848 migrations); InitProducerId to v4 (v5 and v6 are
+#: KIP-890's and KIP-939's transaction versions).
 SERVED: dict[int, Api] = {
     api.key: api
     for api in (
@@ -120,6 +132,7 @@ SERVED: dict[int, Api] = {
         Api(SyncGroupRequest, SyncGroupResponse, 0, 5),
         Api(HeartbeatRequest, HeartbeatResponse, 0, 4),
         Api(LeaveGroupRequest, LeaveGroupResponse, 0, 4),
+        Api(InitProducerIdRequest, InitProducerIdResponse, 0, 4),
     )
 }
 API_VERSIONS_KEY = int(ApiVersionsRequest.API_KEY)
