@@ -509,6 +509,26 @@ def test_deltalog_serve_with_kcat(tmp_path):
 
 
 @pytest.mark.subprocess
+def test_deltalog_serve_json_health_line_and_sigterm(tmp_path):
+    import json
+
+    server = subprocess.Popen([sys.executable, "-m", "deltalog", "serve", "--store", str(tmp_path / "s"),
+                               "--listen", "127.0.0.1:0", "--output", "json"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        health = json.loads(server.stdout.readline())
+        host, port = health["listening"].rsplit(":", 1)
+        assert host == "127.0.0.1" and int(port) > 0 and "Produce" in health["apis"] and health["node_id"] == 0
+        socket.create_connection((host, int(port)), timeout=5).close()
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=20) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+@pytest.mark.subprocess
 def test_deltalog_serve_refuses_a_non_loopback_address(tmp_path):
     done = subprocess.run([sys.executable, "-m", "deltalog", "serve", "--store", str(tmp_path / "s"),
                            "--listen", "0.0.0.0:9092"], capture_output=True, text=True, timeout=60,

@@ -17,6 +17,7 @@ import threading
 from typing import Any
 
 import deltalog.cli.common as common
+from deltalog.cli import output
 from deltalog.errors import UsageError
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
@@ -35,6 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"the address to listen on (default {DEFAULT_LISTEN}; port 0: any free port)")
     p.add_argument("--socket-request-max-bytes", type=int, default=None, metavar="N",
                    help="Kafka's socket.request.max.bytes: a larger request closes its connection (default 104857600)")
+    output.add_output_option(p, text="the health line: where it listens, the store, what is served",
+                             json_help="the health line as one object: listening, store, security, node_id, apis")
     common.add_store_option(p)
     common.needs_extras(p, "server")
     p.set_defaults(func=serve)
@@ -71,9 +74,14 @@ def serve(args: argparse.Namespace) -> int:
         threading.Thread(target=server.shutdown, daemon=True).start()
 
     signal.signal(signal.SIGTERM, stop)
-    apis = ", ".join(a.request.__name__.removesuffix("Request") for a in protocol.SERVED.values())
-    print(f"deltalog serve: listening on {host}:{server.port} (PLAINTEXT, loopback only: no TLS or SASL) for store "
-          f"{store.root}; node id 0; serving {apis}", flush=True)
+    apis = [a.request.__name__.removesuffix("Request") for a in protocol.SERVED.values()]
+    if output.wants_json(args):
+        output.emit({"listening": f"{host}:{server.port}", "store": store.root,
+                     "security": "PLAINTEXT, loopback only: no TLS or SASL", "node_id": 0, "apis": apis})
+        sys.stdout.flush()
+    else:
+        print(f"deltalog serve: listening on {host}:{server.port} (PLAINTEXT, loopback only: no TLS or SASL) for "
+              f"store {store.root}; node id 0; serving {', '.join(apis)}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
