@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
@@ -42,9 +43,9 @@ from deltalog.errors import (
     UnknownTopicOrPartitionError,
 )
 from deltalog.groups import fetch as group_fetch
-from deltalog.log import arrow_records, producer_state
+from deltalog.log import producer_state
 from deltalog.log.producer_state import ProducerBatch
-from deltalog.log.record import HEADERS, KEY, OFFSET, TIMESTAMP, VALUE, Record
+from deltalog.log.record import HEADERS, KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
 from deltalog.server import protocol as p
 from deltalog.server.group_coordinator import GroupCoordinator
@@ -196,7 +197,7 @@ class KafkaApis:
             records, producer = decode_records(bytes(data or b""))
         except _BatchError as e:
             return e.code, -1, str(e), -1
-        if not records:
+        if not records.num_rows:
             return p.CORRUPT_MESSAGE, -1, "a produce request carried no record for this partition", -1
         with self.lock:
             try:
@@ -204,9 +205,8 @@ class KafkaApis:
                     offsets = self.store.append(topic, partition, records)  # one Delta commit, or none on an error
                 else:  # the idempotent append: a retry of the producer's last batch gets its first offsets back
                     log = self.store.log(topic, partition)
-                    rows = arrow_records.from_records(records)
-                    offsets = log.append(rows, self.store.clock.now_ms(), producer=ProducerBatch(
-                        producer[0], producer[1], producer[2], digest=producer_state.batch_digest(rows)))
+                    offsets = log.append(records, self.store.clock.now_ms(), producer=ProducerBatch(
+                        producer[0], producer[1], producer[2], digest=producer_state.batch_digest(records)))
                 start = self.store.log(topic, partition).head().log_start_offset
             except DeltalogError as e:
                 return error_code(e), -1, str(e), -1
@@ -495,13 +495,19 @@ class _BatchError(Exception):
         self.code = code
 
 
-def decode_records(data: bytes) -> tuple[list[Record], tuple[int, int, int] | None]:
+def decode_records(data: bytes) -> tuple[pa.Table, tuple[int, int, int] | None]:
     """The records of a Produce request's record set (record batches v2, any codec kafka-python reads), checked as
     Kafka's ``LogValidator`` checks them before anything is appended: every batch's CRC, magic 2, complete batches;
     and the (producer id, epoch, base sequence) of an idempotent batch (Kafka's clients send one batch per partition
     per request; an idempotent record set of several batches is refused). Transactional batches are refused: their
-    coordinator is not served yet."""
-    records: list[Record] = []
+    coordinator is not served yet.
+
+    The records come back as the Arrow columns :mod:`deltalog.log.arrow_records` appends (key, value, timestamp_ms,
+    headers), checked there column-wise, as a producer's Arrow batch is: no Python object per record."""
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    timestamps: list[int] = []
+    headers: list[list[tuple[str, bytes | None]]] = []
     producer: tuple[int, int, int] | None = None
     batches = 0
     mem = MemoryRecords(data)
@@ -526,13 +532,21 @@ def decode_records(data: bytes) -> tuple[list[Record], tuple[int, int, int] | No
             raise _BatchError(p.INVALID_RECORD, "control batches come from brokers, not producers")
         try:
             for r in batch:
-                records.append(Record(key=r.key, value=r.value, headers=tuple(r.headers), timestamp_ms=r.timestamp))
+                keys.append(r.key)
+                values.append(r.value)
+                timestamps.append(r.timestamp)
+                headers.append(r.headers)
         except _BatchError:
             raise
         except Exception as e:  # noqa: BLE001 - a codec kafka-python lacks, or bytes that do not decode
             code = p.UNSUPPORTED_COMPRESSION_TYPE if "codec" in str(e).lower() else p.CORRUPT_MESSAGE
             raise _BatchError(code, f"record batch at base offset {batch.base_offset} does not decode: {e}") from None
-    return records, producer
+    columns = {KEY: pa.array(keys, pa.binary()), VALUE: pa.array(values, pa.binary()),
+               TIMESTAMP: pa.array(timestamps, pa.int64())}
+    if any(headers):
+        columns[HEADERS] = pa.array([[{"key": k, "value": v} for k, v in h] for h in headers], RECORD_SCHEMA.field(
+            HEADERS).type)
+    return pa.table(columns), producer
 
 
 def encode_batch(rows: Any, position: int, next_offset: int, budget: int, *, first: bool) -> bytes:
