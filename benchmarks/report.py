@@ -6,6 +6,7 @@ import datetime as dt
 import os
 from typing import Any
 
+from benchmarks.endpoint import API_PRODUCE, API_READ, ENDPOINT_CONSUME, ENDPOINT_PRODUCE
 from benchmarks.runner import (
     CONNECT_PASS,
     PARQUET_READ,
@@ -38,6 +39,10 @@ TIME_COMPARISONS = [
      TXN_PRODUCE, PLAIN_PRODUCE, 1.5),
     ("14. pass over a log with 10% aborted transactions vs the same log without transactions", TXN_CLEAN,
      PLAIN_CLEAN, 1.2),
+    ("15. confluent-kafka producer through `deltalog serve`'s endpoint vs store.produce of the same records",
+     ENDPOINT_PRODUCE, API_PRODUCE, 2.0),
+    ("16. confluent-kafka consumer through the endpoint vs store.read of the same partition", ENDPOINT_CONSUME,
+     API_READ, 2.0),
 ]
 
 
