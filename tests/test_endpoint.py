@@ -110,6 +110,19 @@ def test_read_committed_leaves_aborted_records_out_and_passes_their_offsets(stor
         assert [r.value for r in consumer] == values
         assert consumer.position(tp) == end
         consumer.close()
+    # an aborted transaction last in the log: nothing visible follows it, and an empty batch still moves the
+    # read_committed consumer to the end
+    tx.begin_transaction()
+    tx.send("txn", key=b"d", value=b"aborted too", partition=0)
+    tx.flush()
+    tx.abort_transaction()
+    end = store.log("txn", 0).head().log_end_offset
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap(endpoint), consumer_timeout_ms=1000,
+                             auto_offset_reset="earliest", isolation_level="read_committed")
+    consumer.assign([tp])
+    assert [r.value for r in consumer] == [b"1", b"3"]
+    assert consumer.position(tp) == end
+    consumer.close()
 
 
 def test_list_offsets_earliest_latest_and_by_timestamp(store, endpoint):

@@ -14,6 +14,7 @@ after the commit.
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
+from kafka.record.util import calc_crc32c
 
 from deltalog.config import TopicConfig
 from deltalog.errors import (
@@ -549,6 +551,19 @@ def decode_records(data: bytes) -> tuple[pa.Table, tuple[int, int, int] | None]:
     return pa.table(columns), producer
 
 
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # DefaultRecordBatch.HEADER_STRUCT: Kafka's record batch v2 header
+_CRC_FROM = 21  # the CRC-32C covers the batch from its attributes on
+
+
+def empty_batch(base_offset: int, last_offset: int) -> bytes:
+    """A record batch v2 of no records spanning ``base_offset`` to ``last_offset`` (kafka-python's builder always
+    holds a record, so this one header is written by hand, with its CRC-32C)."""
+    buf = bytearray(_BATCH_HEADER.pack(base_offset, _BATCH_HEADER.size - 12, 0, 2, 0, 0, last_offset - base_offset,
+                                       -1, -1, -1, -1, -1, 0))
+    struct.pack_into(">I", buf, 17, calc_crc32c(memoryview(buf)[_CRC_FROM:]))
+    return bytes(buf)
+
+
 def encode_batch(rows: Any, position: int, next_offset: int, budget: int, *, first: bool) -> bytes:
     """One uncompressed record batch v2 of ``rows`` (a partition table's rows, offsets ascending, gaps allowed), its
     size at most ``budget`` bytes unless its first record alone is larger and ``first`` (KIP-74: a fetch always makes
@@ -556,7 +571,10 @@ def encode_batch(rows: Any, position: int, next_offset: int, budget: int, *, fir
     compacted range, markers) are passed by the client as after Kafka's compacted batches; b"" when nothing is sent."""
     n = rows.num_rows
     if n == 0:
-        return b""
+        # Nothing visible, yet the read passed offsets (aborted records, markers): a batch of no records covering
+        # them moves the client on, as Kafka's consumers pass a batch the cleaner emptied (the producer state it
+        # keeps) and the control batches they never return
+        return empty_batch(position, next_offset - 1) if next_offset > position else b""
     offsets = rows.column(OFFSET).to_pylist()
     base = offsets[0]
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
