@@ -123,6 +123,19 @@ def test_read_committed_leaves_aborted_records_out_and_passes_their_offsets(stor
     assert [r.value for r in consumer] == [b"1", b"3"]
     assert consumer.position(tp) == end
     consumer.close()
+    # an open transaction: read_committed stops at the last stable offset, read_uncommitted reads to the end
+    tx.begin_transaction()
+    tx.send("txn", key=b"e", value=b"open", partition=0)
+    tx.flush()
+    stable, end = end, store.log("txn", 0).head().log_end_offset
+    for level, last, value in (("read_committed", stable, b"3"), ("read_uncommitted", end, b"open")):
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap(endpoint), consumer_timeout_ms=1000,
+                                 auto_offset_reset="earliest", isolation_level=level)
+        consumer.assign([tp])
+        assert consumer.end_offsets([tp]) == {tp: last}  # ListOffsets latest at the consumer's isolation level
+        assert [r.value for r in consumer][-1] == value and consumer.position(tp) == last
+        consumer.close()
+    tx.abort_transaction()
 
 
 def test_list_offsets_earliest_latest_and_by_timestamp(store, endpoint):
