@@ -444,6 +444,7 @@ def test_api_versions_negotiates_and_unsupported_versions_get_unsupported_versio
         assert resp.error_code == 0
         served = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
         assert served == {a.key: (a.min_version, a.max_version) for a in protocol.SERVED.values()}
+        assert set(served) == set(endpoint.apis.handlers)  # every advertised API has its handler, and only those
         send(sock, ApiVersionsRequest[4](client_software_name="raw", client_software_version="1"), 2)
         resp = receive(sock, ApiVersionsResponse, 0)  # answered at v0, as Kafka's broker does
         assert resp.error_code == protocol.UNSUPPORTED_VERSION and resp.api_keys

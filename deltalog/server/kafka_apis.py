@@ -133,9 +133,6 @@ class KafkaApis:
         """The response to ``request`` (Kafka's ``KafkaApis.handle``), or None when none is sent."""
         return self.handlers[request.api_key](request)
 
-    def _response(self, request: p.Request, **fields: Any) -> Any:
-        return p.SERVED[request.api_key].response[request.api_version](**fields)
-
     # -- ApiVersions, Metadata -------------------------------------------------------------------------
 
     def handle_api_versions(self, request: p.Request) -> Any:

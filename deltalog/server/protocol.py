@@ -25,7 +25,6 @@ from kafka.protocol.admin import (
     DescribeConfigsRequest,
     DescribeConfigsResponse,
 )
-from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
@@ -198,8 +197,3 @@ def api_versions_response(version: int, error_code: int = NONE) -> Any:
     keys = [cls.ApiVersion(api_key=a.key, min_version=a.min_version, max_version=a.max_version)
             for a in sorted(SERVED.values(), key=lambda a: a.key)]
     return cls(error_code=error_code, api_keys=keys, throttle_time_ms=0)
-
-
-def read_header_fields(frame: bytes) -> Any:
-    """The request header of ``frame`` (for logs and tests)."""
-    return RequestHeader.decode(frame)
