@@ -165,6 +165,13 @@ def test_admin_client_creates_describes_and_deletes_topics(store, endpoint):
                                  raise_errors=False)
     assert result["topics"][0]["error_code"] == protocol.INVALID_CONFIG
     assert not store.topic_exists("bad")
+    store.append("made", 0, [Record(key=b"k%d" % i, value=b"v") for i in range(10)])
+    deleted = admin.delete_records({TopicPartition("made", 0): 4})
+    assert [v["low_watermark"] for v in deleted.values()] == [4]
+    assert store.log("made", 0).head().log_start_offset == 4
+    assert [r.offset for r in consume_all(endpoint, "made", [0])] == list(range(4, 10))
+    with pytest.raises(Exception, match="OffsetOutOfRange"):
+        admin.delete_records({TopicPartition("made", 0): 99})
     admin.delete_topics(["made"])
     assert not store.topic_exists("made")
     admin.close()

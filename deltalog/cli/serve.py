@@ -27,8 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "serve", help="serve the store to Kafka clients (kcat, librdkafka, kafka-python) on a Kafka port",
         description="Listen on a Kafka port and serve the store with Kafka's wire protocol: ApiVersions, Metadata, "
-        "Produce, Fetch, ListOffsets, CreateTopics, DeleteTopics, DescribeConfigs, consumer groups and their committed "
-        "offsets (one broker, node id 0). Runs in the "
+        "Produce (plain and idempotent), Fetch, ListOffsets, CreateTopics, DeleteTopics, DescribeConfigs, DeleteRecords, "
+        "consumer groups and their committed offsets (one broker, node id 0); see docs/kafka-endpoint.md. Runs in the "
         "foreground; one health line on start; SIGTERM or Ctrl-C stops it cleanly. Loopback addresses only (no "
         "TLS or SASL yet).",
     )

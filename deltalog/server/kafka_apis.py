@@ -127,6 +127,7 @@ class KafkaApis:
             12: self.handle_heartbeat,
             13: self.handle_leave_group,
             22: self.handle_init_producer_id,
+            21: self.handle_delete_records,
         }
 
     def handle(self, request: p.Request) -> Any:
@@ -340,6 +341,26 @@ class KafkaApis:
                     code, message = error_code(e), str(e)
             out.append(cls.DeletableTopicResult(name=name, error_code=code, error_message=message))
         return cls(throttle_time_ms=0, responses=out)
+
+    def handle_delete_records(self, request: p.Request) -> Any:
+        """Kafka's DeleteRecords: each partition's log start offset moves to the offset given (-1: the high watermark)
+        through :meth:`deltalog.Store.delete_records` (files wholly below it leave in the same Delta commit)."""
+        body = request.body
+        cls = p.SERVED[21].response[request.api_version]
+        topic_cls = cls.DeleteRecordsTopicResult
+        out = []
+        for t in body.topics:
+            parts = []
+            for q in t.partitions:
+                with self.lock:
+                    try:
+                        low, code = self.store.delete_records(t.name, q.partition_index, q.offset).low_watermark, p.NONE
+                    except DeltalogError as e:
+                        low, code = -1, error_code(e)
+                parts.append(topic_cls.DeleteRecordsPartitionResult(partition_index=q.partition_index,
+                                                                    low_watermark=low, error_code=code))
+            out.append(topic_cls(name=t.name, partitions=parts))
+        return cls(throttle_time_ms=0, topics=out)
 
     def handle_describe_configs(self, request: p.Request) -> Any:
         body = request.body

@@ -20,6 +20,8 @@ from typing import Any
 from kafka.protocol.admin import (
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeConfigsRequest,
@@ -132,6 +134,7 @@ SERVED: dict[int, Api] = {
         Api(HeartbeatRequest, HeartbeatResponse, 0, 4),
         Api(LeaveGroupRequest, LeaveGroupResponse, 0, 4),
         Api(InitProducerIdRequest, InitProducerIdResponse, 0, 4),
+        Api(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
     )
 }
 API_VERSIONS_KEY = int(ApiVersionsRequest.API_KEY)
