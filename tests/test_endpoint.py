@@ -165,6 +165,11 @@ def test_admin_client_creates_describes_and_deletes_topics(store, endpoint):
                                  raise_errors=False)
     assert result["topics"][0]["error_code"] == protocol.INVALID_CONFIG
     assert not store.topic_exists("bad")
+    admin.alter_configs([ConfigResource("TOPIC", "made", configs={"min.cleanable.dirty.ratio": "0.1"})])
+    assert store.topic_config("made").min_cleanable_dirty_ratio == 0.1
+    result = admin.alter_configs([ConfigResource("TOPIC", "made", configs={"segment.ms": "soon"})])
+    assert "[Error 40] InvalidConfigurationError" in result["topic"]["made"] and "segment.ms" in result["topic"]["made"]
+    assert store.topic_config("made").segment_ms == 604_800_000  # nothing of a refused change lands
     store.append("made", 0, [Record(key=b"k%d" % i, value=b"v") for i in range(10)])
     deleted = admin.delete_records({TopicPartition("made", 0): 4})
     assert [v["low_watermark"] for v in deleted.values()] == [4]

@@ -128,6 +128,7 @@ class KafkaApis:
             13: self.handle_leave_group,
             22: self.handle_init_producer_id,
             21: self.handle_delete_records,
+            44: self.handle_incremental_alter_configs,
         }
 
     def handle(self, request: p.Request) -> Any:
@@ -340,6 +341,34 @@ class KafkaApis:
                 except DeltalogError as e:
                     code, message = error_code(e), str(e)
             out.append(cls.DeletableTopicResult(name=name, error_code=code, error_message=message))
+        return cls(throttle_time_ms=0, responses=out)
+
+    def handle_incremental_alter_configs(self, request: p.Request) -> Any:
+        """Kafka's IncrementalAlterConfigs on topics, SET operations: :meth:`deltalog.Store.alter_topic_config` (the
+        whole change validated before any partition is touched). DELETE, APPEND and SUBTRACT are not served yet."""
+        body = request.body
+        cls = p.SERVED[44].response[request.api_version]
+        out = []
+        for r in body.resources:
+            code, message = p.NONE, None
+            ops = {c.config_operation for c in r.configs}
+            if r.resource_type != 2:
+                code, message = p.INVALID_REQUEST, f"resource type {r.resource_type} is not served: only topics (2)"
+            elif ops - {0}:
+                code, message = p.INVALID_REQUEST, (
+                    "only SET (0) is served; DELETE, APPEND and SUBTRACT are not yet")
+            else:
+                changes = {c.name: c.value for c in r.configs}
+                with self.lock:
+                    try:
+                        if body.validate_only:
+                            self.store.topic_config(r.resource_name).with_overrides(changes)
+                        else:
+                            self.store.alter_topic_config(r.resource_name, changes)
+                    except DeltalogError as e:
+                        code, message = error_code(e), str(e)
+            out.append(cls.AlterConfigsResourceResponse(error_code=code, error_message=message,
+                                                        resource_type=r.resource_type, resource_name=r.resource_name))
         return cls(throttle_time_ms=0, responses=out)
 
     def handle_delete_records(self, request: p.Request) -> Any:

@@ -26,6 +26,8 @@ from kafka.protocol.admin import (
     DeleteTopicsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -135,6 +137,7 @@ SERVED: dict[int, Api] = {
         Api(LeaveGroupRequest, LeaveGroupResponse, 0, 4),
         Api(InitProducerIdRequest, InitProducerIdResponse, 0, 4),
         Api(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
+        Api(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
     )
 }
 API_VERSIONS_KEY = int(ApiVersionsRequest.API_KEY)
