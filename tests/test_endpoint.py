@@ -214,7 +214,15 @@ def test_kafka_python_group_member_commits_and_the_next_member_resumes(store, en
                           enable_auto_commit=False, consumer_timeout_ms=2000)
     assert len(list(first)) == 30 and len(first.assignment()) == 3
     first.commit()
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap(endpoint))
+    [member] = admin.describe_groups(["svc"])["svc"]["members"]
+    assert member["member_assignment"]["assigned_partitions"] == [{"topic": "events", "partitions": [0, 1, 2]}]
     first.close()  # LeaveGroup
+    described = admin.describe_groups(["svc", "nobody"])
+    assert (described["svc"]["group_state"], described["svc"]["members"]) == ("Empty", [])
+    assert described["nobody"]["group_state"] == "Dead"
+    assert {g["group_id"]: g["group_state"] for g in admin.list_groups()} == {"svc": "Empty"}
+    admin.close()
     assert sum(om.offset for om in store.list_consumer_group_offsets("svc").values()) == 30
     store.produce("events", [Record(key=b"k%d" % i, value=b"second") for i in range(6)])
     second = KafkaConsumer("events", bootstrap_servers=bootstrap(endpoint), group_id="svc",

@@ -272,7 +272,17 @@ class GroupCoordinator:
 
     def describe(self, group_id: str) -> Group | None:
         with self._cond:
-            return self._groups.get(group_id)
+            g = self._groups.get(group_id)
+            if g is not None:
+                self._expire(g)
+            return g
+
+    def listed(self) -> dict[str, tuple[str, str | None]]:
+        """Group id -> (state, protocol type) of the groups this endpoint knows."""
+        with self._cond:
+            for g in self._groups.values():
+                self._expire(g)
+            return {g.group_id: (g.state, g.protocol_type) for g in self._groups.values()}
 
     @staticmethod
     def _check_member(g: Group, member_id: str, generation_id: int) -> int:

@@ -129,6 +129,8 @@ class KafkaApis:
             22: self.handle_init_producer_id,
             21: self.handle_delete_records,
             44: self.handle_incremental_alter_configs,
+            16: self.handle_list_groups,
+            15: self.handle_describe_groups,
         }
 
     def handle(self, request: p.Request) -> Any:
@@ -480,6 +482,48 @@ class KafkaApis:
             topics.append(topic_cls(name=name, partitions=out))
         return cls(throttle_time_ms=0, topics=topics, error_code=p.NONE)
 
+
+    def _known_groups(self) -> dict[str, tuple[str, str | None]]:
+        """Groups with members here, and those with committed offsets in the store (Kafka's coordinator knows
+        the latter from ``__consumer_offsets``: Empty groups, of the consumer protocol)."""
+        with self.lock:
+            committed = self.store.list_consumer_groups()
+        known: dict[str, tuple[str, str | None]] = {g: ("Empty", "consumer") for g in committed}
+        for g, (state, ptype) in self.groups.listed().items():
+            if state == "Empty" and g in known:
+                continue  # no members now: its committed offsets are what is known of it
+            known[g] = (state, ptype)
+        return known
+
+    def handle_list_groups(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[16].response[request.api_version]
+        wanted = {s.lower() for s in body.states_filter or ()}
+        groups = [cls.ListedGroup(group_id=g, protocol_type=ptype or "", group_state=state)
+                  for g, (state, ptype) in sorted(self._known_groups().items())
+                  if not wanted or state.lower() in wanted]
+        return cls(throttle_time_ms=0, error_code=p.NONE, groups=groups)
+
+    def handle_describe_groups(self, request: p.Request) -> Any:
+        """Kafka's DescribeGroups: a group's state, protocol and members (their metadata and assignment bytes, which
+        admin clients decode with the consumer protocol). An unknown group is Kafka's ``Dead`` group."""
+        cls = p.SERVED[15].response[request.api_version]
+        known = self._known_groups()
+        out = []
+        for group_id in request.body.groups:
+            g = self.groups.describe(group_id)
+            members = []
+            if g is not None and g.members:
+                members = [cls.DescribedGroup.DescribedGroupMember(
+                    member_id=m.member_id, group_instance_id=None, client_id=m.client_id, client_host="",
+                    member_metadata=dict(m.protocols).get(g.protocol_name or "", b""),
+                    member_assignment=m.assignment) for m in g.members.values()]
+            state, ptype = known.get(group_id, ("Dead", ""))
+            out.append(cls.DescribedGroup(error_code=p.NONE, group_id=group_id, group_state=state,
+                                          protocol_type=ptype or "",
+                                          protocol_data=(g.protocol_name or "") if g is not None and g.members else "",
+                                          members=members, authorized_operations=None))  # None: not asked, Kafka's INT_MIN
+        return cls(throttle_time_ms=0, groups=out)
 
     # -- idempotent producers ---------------------------------------------------------------------------------
 

@@ -26,8 +26,12 @@ from kafka.protocol.admin import (
     DeleteTopicsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -138,6 +142,8 @@ SERVED: dict[int, Api] = {
         Api(InitProducerIdRequest, InitProducerIdResponse, 0, 4),
         Api(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
         Api(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
+        Api(ListGroupsRequest, ListGroupsResponse, 0, 4),
+        Api(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
     )
 }
 API_VERSIONS_KEY = int(ApiVersionsRequest.API_KEY)

@@ -86,12 +86,12 @@ class _Listener(socketserver.ThreadingTCPServer):
             return unsupported_answer(req, peer)
         try:
             response = self.apis.handle(req)
+            if response is None:
+                return None
+            return p.encode_response(req.api_key, req.api_version, req.correlation_id, response)
         except Exception:  # a handler's bug must not take the endpoint down; Kafka closes the connection too
             log.exception("closing %s: handling API key %d v%d failed", peer, req.api_key, req.api_version)
             return False
-        if response is None:
-            return None
-        return p.encode_response(req.api_key, req.api_version, req.correlation_id, response)
 
 
 def unsupported_answer(req: p.Unsupported, peer: Any) -> bytes | bool:
