@@ -6,7 +6,7 @@ import datetime as dt
 import os
 from typing import Any
 
-from benchmarks.embedded_sql import DUCKDB_COUNT, EMBEDDED_SQL
+from benchmarks.endpoint import API_PRODUCE, API_READ, ENDPOINT_CONSUME, ENDPOINT_PRODUCE
 from benchmarks.runner import (
     CONNECT_PASS,
     PARQUET_LOG,
@@ -49,6 +49,10 @@ TIME_COMPARISONS = [
      1.1),
     ("17. Spark view of the current state (local store) vs the same query over spark.read.parquet", VIEW_STATE,
      PARQUET_STATE, 1.1),
+    ("18. confluent-kafka producer through `deltalog serve`'s endpoint vs store.produce of the same records",
+     ENDPOINT_PRODUCE, API_PRODUCE, 2.0),
+    ("19. confluent-kafka consumer through the endpoint vs store.read of the same partition", ENDPOINT_CONSUME,
+     API_READ, 2.0),
 ]
 
 

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 
-from benchmarks import transactions
+from benchmarks import endpoint, transactions
 from benchmarks import workload as wl
 from benchmarks.check import BenchmarkFailure, check_survivors, expected_survivors, parquet_rows
 from deltalog.cleaner.offset_map import OffsetMap, build_offset_map
@@ -322,6 +322,10 @@ class Bench:
         """Row 14 (see :mod:`benchmarks.transactions`; row 13 runs inside :meth:`produces`)."""
         transactions.cases(self, rnd)
 
+    def endpoint_cases(self, rnd: int) -> None:
+        """Rows 18 and 19 (see :mod:`benchmarks.endpoint`)."""
+        endpoint.cases(self, rnd)
+
     def kafka_source(self, rnd: int) -> None:
         """``format("deltalog")`` beside its baselines, on the same partition: a batch read of the
         whole log vs ``spark.read.parquet`` of the same files (both to Spark's ``noop`` sink, every column
@@ -557,7 +561,7 @@ class Bench:
 #: The cases of a round, in the order they run.
 CASE_ORDER = ("clean_pass", "clean_pass_connect", "clean_pass_s3", "row_number_dedupe", "read_rewrite",
               "duckdb_dedupe", "delta_merge", "map_build", "appends", "current_state_reads", "kafka_source",
-              "transaction_cases", "embedded_sql", "spark_views")
+              "transaction_cases", "embedded_sql", "spark_views", "endpoint_cases")
 #: The cases each report row needs (``python -m benchmarks --rows``).
 ROW_CASES = {
     1: ("clean_pass", "row_number_dedupe"), 2: ("clean_pass", "read_rewrite"), 3: ("clean_pass", "duckdb_dedupe"),
@@ -565,4 +569,5 @@ ROW_CASES = {
     8: ("clean_pass", "clean_pass_connect"), 9: ("clean_pass", "clean_pass_s3"),
     10: ("kafka_source",), 11: ("kafka_source",), 12: ("kafka_source",), 13: ("appends",), 14: ("transaction_cases",),
     15: ("embedded_sql",), 16: ("spark_views",), 17: ("spark_views",),
+    18: ("endpoint_cases",), 19: ("endpoint_cases",),
 }

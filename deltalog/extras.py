@@ -19,6 +19,7 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "spark": (("pyspark",), "Spark (pyspark)"),
     "quality": (("great_expectations",), "Great Expectations"),
     "sql": (("duckdb",), "DuckDB (the embedded SQL engine)"),
+    "server": (("kafka",), "kafka-python (Kafka's protocol structures, for `deltalog serve`)"),
 }
 
 #: A module's top-level name -> the extra that brings it (for an import that failed anyway).

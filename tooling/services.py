@@ -62,6 +62,30 @@ def free_port(host: str = LOOPBACK) -> int:
         return s.getsockname()[1]
 
 
+def ensure_kcat() -> str:
+    """The path of ``kcat`` (librdkafka's command-line client, Debian's package), installed with apt-get when it is
+    missing and the machine has apt-get (CI images; tests of the Kafka endpoint run it). Raises
+    :class:`ServiceError` when it cannot be had, so a test fails rather than skips."""
+    found = shutil.which("kcat")
+    if found:
+        return found
+    apt = shutil.which("apt-get")
+    if apt is None:
+        raise ServiceError("kcat is missing and there is no apt-get to install it: install kcat (Debian/Ubuntu: "
+                           "apt-get install kcat; macOS: brew install kcat)")
+    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    done = subprocess.run([*sudo, apt, "install", "-y", "--no-install-recommends", "kcat"], capture_output=True,
+                          text=True, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    if done.returncode != 0:
+        subprocess.run([*sudo, apt, "update"], capture_output=True)
+        done = subprocess.run([*sudo, apt, "install", "-y", "--no-install-recommends", "kcat"], capture_output=True,
+                              text=True, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    found = shutil.which("kcat")
+    if not found:
+        raise ServiceError(f"apt-get install kcat failed: {done.stderr[-2000:]}")
+    return found
+
+
 def _port_open(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=1):

@@ -1,0 +1,92 @@
+"""``deltalog serve``: a Kafka endpoint on the store, in the foreground (see :mod:`deltalog.server`).
+
+It prints one health line when it listens (the address, the store, what is served) and stops cleanly on SIGTERM or
+Ctrl-C: the listening loop ends, the connections close, and every request already handed to a handler has finished
+its Delta commit (a commit is atomic: a request cut by the stop writes all of its partition's batch or none).
+TLS and SASL are not served yet, so the endpoint listens on a loopback address only, as Kafka's own advice for a
+PLAINTEXT listener is to keep it on a trusted network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import signal
+import sys
+import threading
+from typing import Any
+
+import deltalog.cli.common as common
+from deltalog.cli import output
+from deltalog.errors import UsageError
+
+DEFAULT_LISTEN = "127.0.0.1:9092"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "serve", help="serve the store to Kafka clients (kcat, librdkafka, kafka-python) on a Kafka port",
+        description="Listen on a Kafka port and serve the store with Kafka's wire protocol: ApiVersions, Metadata, "
+        "Produce (plain and idempotent), Fetch, ListOffsets, CreateTopics, DeleteTopics, DescribeConfigs, DeleteRecords, "
+        "consumer groups and their committed offsets (one broker, node id 0); see docs/kafka-endpoint.md. Runs in the "
+        "foreground; one health line on start; SIGTERM or Ctrl-C stops it cleanly. Loopback addresses only (no "
+        "TLS or SASL yet).",
+    )
+    p.add_argument("--listen", metavar="HOST:PORT", default=DEFAULT_LISTEN,
+                   help=f"the address to listen on (default {DEFAULT_LISTEN}; port 0: any free port)")
+    p.add_argument("--socket-request-max-bytes", type=int, default=None, metavar="N",
+                   help="Kafka's socket.request.max.bytes: a larger request closes its connection (default 104857600)")
+    output.add_output_option(p, text="the health line: where it listens, the store, what is served",
+                             json_help="the health line as one object: listening, store, security, node_id, apis")
+    common.add_store_option(p)
+    common.needs_extras(p, "server")
+    p.set_defaults(func=serve)
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise UsageError(f"--listen {value!r} is not HOST:PORT, e.g. {DEFAULT_LISTEN}")
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        raise UsageError(f"--listen {value!r} is not a loopback address: without TLS and SASL (not served yet) "
+                         "deltalog serve listens on 127.0.0.1, ::1 or localhost only")
+    return host, int(port)
+
+
+def serve(args: argparse.Namespace) -> int:
+    from deltalog.server import protocol
+    from deltalog.server.socket_server import SocketServer
+
+    host, port = parse_listen(args.listen)
+    store = common.open_store(args, create=True)
+    max_bytes = args.socket_request_max_bytes or protocol.DEFAULT_MAX_REQUEST_BYTES
+    if max_bytes <= 0:
+        raise UsageError(f"--socket-request-max-bytes must be > 0, not {max_bytes}")
+    server = SocketServer(store, host, port, max_request_bytes=max_bytes)
+
+    def stop(signum: int, frame: Any) -> None:
+        # shutdown() waits for the loop serve_forever runs in this thread: ask for it from another thread
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    apis = [a.request.__name__.removesuffix("Request") for a in protocol.SERVED.values()]
+    if output.wants_json(args):
+        output.emit({"listening": f"{host}:{server.port}", "store": store.root,
+                     "security": "PLAINTEXT, loopback only: no TLS or SASL", "node_id": 0, "apis": apis})
+        sys.stdout.flush()
+    else:
+        print(f"deltalog serve: listening on {host}:{server.port} (PLAINTEXT, loopback only: no TLS or SASL) for "
+              f"store {store.root}; node id 0; serving {', '.join(apis)}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+    print("deltalog serve: stopped", file=sys.stderr, flush=True)
+    return 0

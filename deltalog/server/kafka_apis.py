@@ -1,0 +1,687 @@
+"""Kafka's request handlers on a store (Kafka's ``KafkaApis``): one ``handle_<api>`` per served API key.
+
+Every handler takes a decoded request (:class:`~deltalog.server.protocol.Request`) and returns kafka-python's response
+message of the same version, or None where Kafka sends none (Produce with ``acks=0``). Handlers work through the
+store's own paths, so what a Kafka client writes is what :meth:`deltalog.Store.append` writes: one
+:meth:`~deltalog.log.partition_log.PartitionLog.append` (one Delta commit) per partition of a Produce request, and
+reads go through :func:`deltalog.groups.fetch.fetch` (the high watermark, the last stable offset, aborted records left
+out for ``read_committed``), as :class:`~deltalog.groups.consumer.Consumer` reads.
+
+deltalog is one broker (node id 0, the leader of every partition, its own controller): every committed Delta
+version is fully replicated, so the high watermark is the log end offset and ``acks=1`` and ``acks=-1`` both answer
+after the commit.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+from kafka.record.util import calc_crc32c
+
+from deltalog.config import TopicConfig
+from deltalog.errors import (
+    DeltalogError,
+    InvalidArgumentError,
+    InvalidConfigError,
+    InvalidPidMappingError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidTopicError,
+    OffsetMetadataTooLargeError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    ProducerFencedError,
+    RecordTooLargeError,
+    TopicExistsError,
+    UnknownProducerIdError,
+    UnknownTopicOrPartitionError,
+)
+from deltalog.groups import fetch as group_fetch
+from deltalog.log import producer_state
+from deltalog.log.producer_state import ProducerBatch
+from deltalog.log.record import HEADERS, KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE
+from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
+from deltalog.server import protocol as p
+from deltalog.server.group_coordinator import GroupCoordinator
+from deltalog.structs import OffsetAndMetadata, TopicPartition
+
+#: Node id of the one broker a ``deltalog serve`` process is (the ``node.id`` of a single-node KRaft cluster).
+NODE_ID = 0
+#: Kafka's ``ListOffsetsRequest`` timestamps for the earliest and latest offsets.
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+#: Records read per partition per fetch, at most (the bytes budget usually stops before).
+FETCH_MAX_RECORDS = 10_000
+#: How often a fetch waiting for ``min_bytes`` looks at the log again (Kafka parks it in a purgatory instead).
+FETCH_POLL_S = 0.05
+
+
+def error_code(e: BaseException) -> int:
+    """Kafka's error code for a deltalog error (``Errors.forException``)."""
+    if isinstance(e, UnknownTopicOrPartitionError):
+        return p.UNKNOWN_TOPIC_OR_PARTITION
+    if isinstance(e, UnknownProducerIdError):
+        return p.UNKNOWN_PRODUCER_ID
+    if isinstance(e, OutOfOrderSequenceError):
+        return p.OUT_OF_ORDER_SEQUENCE_NUMBER
+    if isinstance(e, ProducerFencedError):
+        return p.PRODUCER_FENCED
+    if isinstance(e, InvalidProducerEpochError):
+        return p.INVALID_PRODUCER_EPOCH
+    if isinstance(e, InvalidPidMappingError):
+        return p.INVALID_PRODUCER_ID_MAPPING
+    if isinstance(e, OffsetMetadataTooLargeError):
+        return p.OFFSET_METADATA_TOO_LARGE
+    if isinstance(e, RecordTooLargeError):
+        return p.MESSAGE_TOO_LARGE
+    if isinstance(e, InvalidRecordError):
+        return p.INVALID_RECORD
+    if isinstance(e, OffsetOutOfRangeError):
+        return p.OFFSET_OUT_OF_RANGE
+    if isinstance(e, TopicExistsError):
+        return p.TOPIC_ALREADY_EXISTS
+    if isinstance(e, InvalidTopicError):
+        return p.INVALID_TOPIC_EXCEPTION
+    if isinstance(e, InvalidConfigError):
+        return p.INVALID_CONFIG
+    if isinstance(e, InvalidArgumentError) and "group" in str(e):
+        return p.INVALID_GROUP_ID
+    return p.UNKNOWN_SERVER_ERROR
+
+
+class KafkaApis:
+    """The handlers of one endpoint on one store. ``advertised`` is the (host, port) clients are told to connect to.
+
+    The store's objects cache per-partition state for the process, so handlers of the connection threads take one
+    lock around store calls; a fetch waiting for data waits outside it.
+    """
+
+    def __init__(self, store: Any, advertised: tuple[str, int]) -> None:
+        self.store = store
+        self.advertised = advertised
+        self.cluster_id = "deltalog-" + store.root.rsplit("/", 1)[-1][:40]
+        self.lock = threading.RLock()
+        self.groups = GroupCoordinator()
+        self.handlers: dict[int, Callable[[p.Request], Any]] = {
+            0: self.handle_produce,
+            1: self.handle_fetch,
+            2: self.handle_list_offsets,
+            3: self.handle_metadata,
+            18: self.handle_api_versions,
+            19: self.handle_create_topics,
+            20: self.handle_delete_topics,
+            32: self.handle_describe_configs,
+            10: self.handle_find_coordinator,
+            8: self.handle_offset_commit,
+            9: self.handle_offset_fetch,
+            11: self.handle_join_group,
+            14: self.handle_sync_group,
+            12: self.handle_heartbeat,
+            13: self.handle_leave_group,
+            22: self.handle_init_producer_id,
+            21: self.handle_delete_records,
+            44: self.handle_incremental_alter_configs,
+            16: self.handle_list_groups,
+            15: self.handle_describe_groups,
+        }
+
+    def handle(self, request: p.Request) -> Any:
+        """The response to ``request`` (Kafka's ``KafkaApis.handle``), or None when none is sent."""
+        return self.handlers[request.api_key](request)
+
+    # -- ApiVersions, Metadata -------------------------------------------------------------------------
+
+    def handle_api_versions(self, request: p.Request) -> Any:
+        return p.api_versions_response(request.api_version)
+
+    def _partitions(self, topic: str) -> list[int] | None:
+        try:
+            return self.store.partitions(topic)
+        except UnknownTopicOrPartitionError:
+            return None
+
+    def handle_metadata(self, request: p.Request) -> Any:
+        cls = p.SERVED[3].response[request.api_version]
+        body = request.body
+        with self.lock:
+            if body.topics is None or (request.api_version == 0 and not body.topics):
+                names = [t for t in self.store.list_topics()]
+            else:
+                names = [t.name for t in body.topics]
+            topics = []
+            for name in names:
+                parts = self._partitions(name)
+                if parts is None:
+                    topics.append(cls.MetadataResponseTopic(error_code=p.UNKNOWN_TOPIC_OR_PARTITION, name=name,
+                                                            is_internal=False, partitions=[]))
+                    continue
+                topics.append(cls.MetadataResponseTopic(
+                    error_code=p.NONE, name=name, is_internal=name.startswith("__"),
+                    partitions=[cls.MetadataResponseTopic.MetadataResponsePartition(
+                        error_code=p.NONE, partition_index=i, leader_id=NODE_ID, leader_epoch=0,
+                        replica_nodes=[NODE_ID], isr_nodes=[NODE_ID], offline_replicas=[]) for i in parts]))
+        host, port = self.advertised
+        return cls(throttle_time_ms=0, brokers=[cls.MetadataResponseBroker(node_id=NODE_ID, host=host, port=port,
+                                                                            rack=None)],
+                   cluster_id=self.cluster_id, controller_id=NODE_ID, topics=topics)
+
+    # -- Produce ---------------------------------------------------------------------------------------
+
+    def handle_produce(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[0].response[request.api_version]
+        out = []
+        for topic_data in body.topic_data:
+            parts = []
+            for pd in topic_data.partition_data:
+                code, base, message, start = self._produce_partition(body.acks, topic_data.name, pd.index, pd.records)
+                parts.append(cls.TopicProduceResponse.PartitionProduceResponse(
+                    index=pd.index, error_code=code, base_offset=base, log_append_time_ms=-1,
+                    log_start_offset=start, record_errors=[], error_message=message))
+            out.append(cls.TopicProduceResponse(name=topic_data.name, partition_responses=parts))
+        if body.acks == 0:
+            return None
+        return cls(responses=out, throttle_time_ms=0)
+
+    def _produce_partition(self, acks: int, topic: str, partition: int, data: bytes | None
+                           ) -> tuple[int, int, str | None, int]:
+        """(error code, base offset, error message, log start offset) of one partition's records."""
+        if acks not in (-1, 0, 1):
+            return p.INVALID_REQUIRED_ACKS, -1, f"acks must be -1, 0 or 1, not {acks}", -1
+        try:
+            records, producer = decode_records(bytes(data or b""))
+        except _BatchError as e:
+            return e.code, -1, str(e), -1
+        if not records.num_rows:
+            return p.CORRUPT_MESSAGE, -1, "a produce request carried no record for this partition", -1
+        with self.lock:
+            try:
+                if producer is None:
+                    offsets = self.store.append(topic, partition, records)  # one Delta commit, or none on an error
+                else:  # the idempotent append: a retry of the producer's last batch gets its first offsets back
+                    log = self.store.log(topic, partition)
+                    offsets = log.append(records, self.store.clock.now_ms(), producer=ProducerBatch(
+                        producer[0], producer[1], producer[2], digest=producer_state.batch_digest(records)))
+                start = self.store.log(topic, partition).head().log_start_offset
+            except DeltalogError as e:
+                return error_code(e), -1, str(e), -1
+        return p.NONE, offsets[0], None, start
+
+    # -- Fetch -----------------------------------------------------------------------------------------
+
+    def handle_fetch(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[1].response[request.api_version]
+        level = READ_COMMITTED if body.isolation_level == 1 else READ_UNCOMMITTED
+        deadline = time.monotonic() + max(0, body.max_wait_ms) / 1000
+        while True:
+            budget = body.max_bytes if body.max_bytes > 0 else 2**31 - 1
+            size = 0
+            topics = []
+            with self.lock:
+                for t in body.topics:
+                    parts = []
+                    for fp in t.partitions:
+                        part = self._fetch_partition(cls, t.topic, fp, level, min(budget - size, fp.partition_max_bytes),
+                                                     first=size == 0)
+                        size += len(part.records or b"")
+                        parts.append(part)
+                    topics.append(cls.FetchableTopicResponse(topic=t.topic, partitions=parts))
+            if size >= max(1, body.min_bytes) or time.monotonic() >= deadline:
+                return cls(throttle_time_ms=0, error_code=p.NONE, session_id=0, responses=topics)
+            time.sleep(min(FETCH_POLL_S, max(0.0, deadline - time.monotonic())))
+
+    def _fetch_partition(self, cls: Any, topic: str, fp: Any, level: str, budget: int, *, first: bool) -> Any:
+        resp = cls.FetchableTopicResponse.PartitionData
+        try:
+            log = self.store.log(topic, fp.partition)
+            got = group_fetch.fetch(log, fp.fetch_offset, FETCH_MAX_RECORDS, level)
+        except DeltalogError as e:
+            return resp(partition_index=fp.partition, error_code=error_code(e), high_watermark=-1,
+                        last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
+                        preferred_read_replica=-1, records=None)
+        records = encode_batch(got.records, fp.fetch_offset, got.next_offset, max(0, budget), first=first)
+        return resp(partition_index=fp.partition, error_code=p.NONE, high_watermark=got.high_watermark,
+                    last_stable_offset=got.last_stable_offset, log_start_offset=got.log_start_offset,
+                    aborted_transactions=[] if level == READ_COMMITTED else None, preferred_read_replica=-1,
+                    records=records)
+
+    # -- ListOffsets -----------------------------------------------------------------------------------
+
+    def handle_list_offsets(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[2].response[request.api_version]
+        level = READ_COMMITTED if body.isolation_level == 1 else READ_UNCOMMITTED
+        topics = []
+        with self.lock:
+            for t in body.topics:
+                parts = []
+                for lp in t.partitions:
+                    try:
+                        ts, offset = self._list_offset(t.name, lp.partition_index, lp.timestamp, level)
+                        code = p.NONE
+                    except DeltalogError as e:
+                        ts, offset, code = -1, -1, error_code(e)
+                    parts.append(cls.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
+                        partition_index=lp.partition_index, error_code=code, timestamp=ts, offset=offset,
+                        leader_epoch=0 if code == p.NONE else -1))
+                topics.append(cls.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+        return cls(throttle_time_ms=0, topics=topics)
+
+    def _list_offset(self, topic: str, partition: int, timestamp: int, level: str) -> tuple[int, int]:
+        """(timestamp, offset) as Kafka's ``UnifiedLog.fetchOffsetByTimestamp`` answers: the log start offset, the end
+        at ``level``, or the first offset whose timestamp is at or after ``timestamp`` (-1, -1 when none is)."""
+        log = self.store.log(topic, partition)
+        if timestamp == EARLIEST_TIMESTAMP:
+            return -1, log.head().log_start_offset
+        if timestamp == LATEST_TIMESTAMP:
+            return -1, group_fetch.end_offset(log, level)
+        if timestamp < 0:
+            raise InvalidConfigError(f"ListOffsets timestamp {timestamp} is not served: give -2 (earliest), "
+                                     "-1 (latest) or a timestamp in epoch milliseconds")
+        start = log.head().log_start_offset
+        rows = log.read_table(start, isolation_level=level).select([OFFSET, TIMESTAMP])
+        hits = rows.filter(pc.greater_equal(rows.column(TIMESTAMP), timestamp))
+        if not hits.num_rows:
+            return -1, -1
+        return hits.column(TIMESTAMP)[0].as_py(), hits.column(OFFSET)[0].as_py()
+
+    # -- topics ----------------------------------------------------------------------------------------
+
+    def handle_create_topics(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[19].response[request.api_version]
+        out = []
+        for t in body.topics:
+            code, message = p.NONE, None
+            partitions = t.num_partitions if t.num_partitions > 0 else 1  # -1: the broker's num.partitions
+            config = {c.name: c.value for c in t.configs}
+            if t.replication_factor not in (-1, 1):
+                code, message = p.INVALID_REPLICATION_FACTOR, (
+                    f"replication factor {t.replication_factor} is not served: deltalog's durability is its Delta "
+                    "store's, give -1 or 1")
+            elif t.assignments:
+                code, message = p.INVALID_REQUEST, "manual replica assignments are not served (one broker)"
+            elif body.validate_only:
+                with self.lock:
+                    if self.store.topic_exists(t.name):
+                        code, message = p.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
+                    else:
+                        try:
+                            TopicConfig.from_properties(config)
+                        except DeltalogError as e:
+                            code, message = error_code(e), str(e)
+            else:
+                with self.lock:
+                    try:
+                        self.store.create_topic(t.name, partitions, config=config)
+                    except DeltalogError as e:
+                        code, message = error_code(e), str(e)
+            out.append(cls.CreatableTopicResult(name=t.name, error_code=code, error_message=message,
+                                                num_partitions=partitions if code == p.NONE else -1,
+                                                replication_factor=1 if code == p.NONE else -1, configs=None))
+        return cls(throttle_time_ms=0, topics=out)
+
+    def handle_delete_topics(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[20].response[request.api_version]
+        names = body.topic_names if request.api_version < 6 else [t.name for t in body.topics]
+        out = []
+        for name in names:
+            code, message = p.NONE, None
+            with self.lock:
+                try:
+                    self.store.delete_topic(name)
+                except DeltalogError as e:
+                    code, message = error_code(e), str(e)
+            out.append(cls.DeletableTopicResult(name=name, error_code=code, error_message=message))
+        return cls(throttle_time_ms=0, responses=out)
+
+    def handle_incremental_alter_configs(self, request: p.Request) -> Any:
+        """Kafka's IncrementalAlterConfigs on topics, SET operations: :meth:`deltalog.Store.alter_topic_config` (the
+        whole change validated before any partition is touched). DELETE, APPEND and SUBTRACT are not served yet."""
+        body = request.body
+        cls = p.SERVED[44].response[request.api_version]
+        out = []
+        for r in body.resources:
+            code, message = p.NONE, None
+            ops = {c.config_operation for c in r.configs}
+            if r.resource_type != 2:
+                code, message = p.INVALID_REQUEST, f"resource type {r.resource_type} is not served: only topics (2)"
+            elif ops - {0}:
+                code, message = p.INVALID_REQUEST, (
+                    "only SET (0) is served; DELETE, APPEND and SUBTRACT are not yet")
+            else:
+                changes = {c.name: c.value for c in r.configs}
+                with self.lock:
+                    try:
+                        if body.validate_only:
+                            self.store.topic_config(r.resource_name).with_overrides(changes)
+                        else:
+                            self.store.alter_topic_config(r.resource_name, changes)
+                    except DeltalogError as e:
+                        code, message = error_code(e), str(e)
+            out.append(cls.AlterConfigsResourceResponse(error_code=code, error_message=message,
+                                                        resource_type=r.resource_type, resource_name=r.resource_name))
+        return cls(throttle_time_ms=0, responses=out)
+
+    def handle_delete_records(self, request: p.Request) -> Any:
+        """Kafka's DeleteRecords: each partition's log start offset moves to the offset given (-1: the high watermark)
+        through :meth:`deltalog.Store.delete_records` (files wholly below it leave in the same Delta commit)."""
+        body = request.body
+        cls = p.SERVED[21].response[request.api_version]
+        topic_cls = cls.DeleteRecordsTopicResult
+        out = []
+        for t in body.topics:
+            parts = []
+            for q in t.partitions:
+                with self.lock:
+                    try:
+                        low, code = self.store.delete_records(t.name, q.partition_index, q.offset).low_watermark, p.NONE
+                    except DeltalogError as e:
+                        low, code = -1, error_code(e)
+                parts.append(topic_cls.DeleteRecordsPartitionResult(partition_index=q.partition_index,
+                                                                    low_watermark=low, error_code=code))
+            out.append(topic_cls(name=t.name, partitions=parts))
+        return cls(throttle_time_ms=0, topics=out)
+
+    def handle_describe_configs(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[32].response[request.api_version]
+        result = cls.DescribeConfigsResult
+        out = []
+        for r in body.resources:
+            if r.resource_type != 2:  # TOPIC; brokers (4) and others are not served yet
+                out.append(result(error_code=p.INVALID_REQUEST, error_message=(
+                    f"resource type {r.resource_type} is not served: only topics (2)"),
+                    resource_type=r.resource_type, resource_name=r.resource_name, configs=[]))
+                continue
+            with self.lock:
+                try:
+                    props = self.store.topic_config(r.resource_name).to_properties()
+                except DeltalogError as e:
+                    out.append(result(error_code=error_code(e), error_message=str(e), resource_type=2,
+                                      resource_name=r.resource_name, configs=[]))
+                    continue
+            wanted = None if r.configuration_keys is None else set(r.configuration_keys)
+            configs = [result.DescribeConfigsResourceResult(
+                name=k, value=v, read_only=False, is_default=False, config_source=1, is_sensitive=False,
+                synonyms=[], config_type=0, documentation=None)
+                for k, v in sorted(props.items()) if wanted is None or k in wanted]
+            out.append(result(error_code=p.NONE, error_message=None, resource_type=2,
+                              resource_name=r.resource_name, configs=configs))
+        return cls(throttle_time_ms=0, results=out)
+
+
+    # -- group offsets (the group coordinator: this broker) -------------------------------------------------
+
+    def handle_find_coordinator(self, request: p.Request) -> Any:
+        """Every group's coordinator is this broker (its offsets live in the store's ``__consumer_offsets``); the
+        transaction coordinator is not served yet."""
+        cls = p.SERVED[10].response[request.api_version]
+        host, port = self.advertised
+        if request.body.key_type != 0:
+            return cls(throttle_time_ms=0, error_code=p.COORDINATOR_NOT_AVAILABLE, error_message=(
+                "transactions are not served yet by deltalog serve"), node_id=-1, host="", port=-1)
+        return cls(throttle_time_ms=0, error_code=p.NONE, error_message=None, node_id=NODE_ID, host=host, port=port)
+
+    def handle_offset_commit(self, request: p.Request) -> Any:
+        """Kafka's ``GroupCoordinator.handleCommitOffsets`` for a group without members (``assign()``-ing consumers,
+        admin tools): generation -1 and no member id, one append of the whole commit to the group's partition of
+        ``__consumer_offsets`` (:meth:`deltalog.groups.offsets_topic.OffsetsTopic.commit`), all or nothing; or for
+        a member of the group's current generation (:meth:`GroupCoordinator.check_commit`)."""
+        body = request.body
+        cls = p.SERVED[8].response[request.api_version]
+        offsets = {TopicPartition(t.name, q.partition_index): OffsetAndMetadata(
+            q.committed_offset, q.committed_metadata or "", q.committed_leader_epoch)
+            for t in body.topics for q in t.partitions}
+        code = self.groups.check_commit(body.group_id, body.member_id or "", body.generation_id_or_member_epoch)
+        if code == p.NONE:
+            with self.lock:
+                try:
+                    self.store.offsets_topic.commit(body.group_id, offsets, self.store.clock.now_ms())
+                except DeltalogError as e:
+                    code = error_code(e)
+        return cls(throttle_time_ms=0, topics=[cls.OffsetCommitResponseTopic(name=t.name, partitions=[
+            cls.OffsetCommitResponseTopic.OffsetCommitResponsePartition(partition_index=q.partition_index,
+                                                                        error_code=code)
+            for q in t.partitions]) for t in body.topics])
+
+    def handle_offset_fetch(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[9].response[request.api_version]
+        topic_cls = cls.OffsetFetchResponseTopic
+        part_cls = topic_cls.OffsetFetchResponsePartition
+        with self.lock:
+            try:
+                committed = self.store.offsets_topic.committed(body.group_id)
+            except DeltalogError as e:
+                return cls(throttle_time_ms=0, topics=[], error_code=error_code(e))
+        if body.topics is None:  # every committed offset of the group
+            wanted: dict[str, list[int]] = {}
+            for tp in committed:
+                wanted.setdefault(tp.topic, []).append(tp.partition)
+        else:
+            wanted = {t.name: list(t.partition_indexes) for t in body.topics}
+        topics = []
+        for name, parts in wanted.items():
+            out = []
+            for q in parts:
+                om = committed.get(TopicPartition(name, q))
+                out.append(part_cls(partition_index=q, committed_offset=om.offset if om else -1,
+                                    committed_leader_epoch=om.leader_epoch if om else -1,
+                                    metadata=om.metadata if om else "", error_code=p.NONE))
+            topics.append(topic_cls(name=name, partitions=out))
+        return cls(throttle_time_ms=0, topics=topics, error_code=p.NONE)
+
+
+    def _known_groups(self) -> dict[str, tuple[str, str | None]]:
+        """Groups with members here, and those with committed offsets in the store (Kafka's coordinator knows
+        the latter from ``__consumer_offsets``: Empty groups, of the consumer protocol)."""
+        with self.lock:
+            committed = self.store.list_consumer_groups()
+        known: dict[str, tuple[str, str | None]] = {g: ("Empty", "consumer") for g in committed}
+        for g, (state, ptype) in self.groups.listed().items():
+            if state == "Empty" and g in known:
+                continue  # no members now: its committed offsets are what is known of it
+            known[g] = (state, ptype)
+        return known
+
+    def handle_list_groups(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[16].response[request.api_version]
+        wanted = {s.lower() for s in body.states_filter or ()}
+        groups = [cls.ListedGroup(group_id=g, protocol_type=ptype or "", group_state=state)
+                  for g, (state, ptype) in sorted(self._known_groups().items())
+                  if not wanted or state.lower() in wanted]
+        return cls(throttle_time_ms=0, error_code=p.NONE, groups=groups)
+
+    def handle_describe_groups(self, request: p.Request) -> Any:
+        """Kafka's DescribeGroups: a group's state, protocol and members (their metadata and assignment bytes, which
+        admin clients decode with the consumer protocol). An unknown group is Kafka's ``Dead`` group."""
+        cls = p.SERVED[15].response[request.api_version]
+        known = self._known_groups()
+        out = []
+        for group_id in request.body.groups:
+            g = self.groups.describe(group_id)
+            members = []
+            if g is not None and g.members:
+                members = [cls.DescribedGroup.DescribedGroupMember(
+                    member_id=m.member_id, group_instance_id=None, client_id=m.client_id, client_host="",
+                    member_metadata=dict(m.protocols).get(g.protocol_name or "", b""),
+                    member_assignment=m.assignment) for m in g.members.values()]
+            state, ptype = known.get(group_id, ("Dead", ""))
+            out.append(cls.DescribedGroup(error_code=p.NONE, group_id=group_id, group_state=state,
+                                          protocol_type=ptype or "",
+                                          protocol_data=(g.protocol_name or "") if g is not None and g.members else "",
+                                          members=members, authorized_operations=None))  # None: not asked, Kafka's INT_MIN
+        return cls(throttle_time_ms=0, groups=out)
+
+    # -- idempotent producers ---------------------------------------------------------------------------------
+
+    def handle_init_producer_id(self, request: p.Request) -> Any:
+        """Kafka's ``InitProducerId`` for an idempotent producer (no transactional id): a producer id no producer of
+        the store ever had (:func:`deltalog.log.producer_state.allocate_producer_id`, the counter the Python
+        producers take theirs from), epoch 0. A producer that asks again (KIP-360, after an unknown producer id)
+        gets a new id. Transactional ids are not served yet."""
+        body = request.body
+        cls = p.SERVED[22].response[request.api_version]
+        if body.transactional_id is not None:
+            return cls(throttle_time_ms=0, error_code=p.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
+                       producer_epoch=-1)
+        with self.lock:
+            pid = producer_state.allocate_producer_id(self.store.log_manager.storage, self.store.log_manager)
+        return cls(throttle_time_ms=0, error_code=p.NONE, producer_id=pid, producer_epoch=0)
+
+    # -- group membership (see deltalog.server.group_coordinator) ------------------------------------------
+
+    def handle_join_group(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[11].response[request.api_version]
+        r = self.groups.join(body.group_id, body.member_id or "", request.client_id or "", body.session_timeout_ms,
+                             body.rebalance_timeout_ms if request.api_version >= 1 else -1, body.protocol_type,
+                             [(x.name, bytes(x.metadata)) for x in body.protocols])
+        return cls(throttle_time_ms=0, error_code=r.error_code, generation_id=r.generation_id,
+                   protocol_type=r.protocol_type, protocol_name=r.protocol_name, leader=r.leader,
+                   member_id=r.member_id, members=[cls.JoinGroupResponseMember(member_id=mid, group_instance_id=None,
+                                                                               metadata=meta)
+                                                   for mid, meta in r.members])
+
+    def handle_sync_group(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[14].response[request.api_version]
+        code, assignment, ptype, pname = self.groups.sync(
+            body.group_id, body.member_id, body.generation_id,
+            {a.member_id: bytes(a.assignment) for a in body.assignments})
+        return cls(throttle_time_ms=0, error_code=code, protocol_type=ptype, protocol_name=pname,
+                   assignment=assignment)
+
+    def handle_heartbeat(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[12].response[request.api_version]
+        return cls(throttle_time_ms=0, error_code=self.groups.heartbeat(body.group_id, body.member_id,
+                                                                         body.generation_id))
+
+    def handle_leave_group(self, request: p.Request) -> Any:
+        body = request.body
+        cls = p.SERVED[13].response[request.api_version]
+        if request.api_version < 3:
+            code = self.groups.leave(body.group_id, [body.member_id])[0]
+            return cls(throttle_time_ms=0, error_code=code)
+        codes = self.groups.leave(body.group_id, [m.member_id for m in body.members])
+        return cls(throttle_time_ms=0, error_code=p.NONE, members=[
+            cls.MemberResponse(member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=c)
+            for m, c in zip(body.members, codes, strict=True)])
+
+
+class _BatchError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def decode_records(data: bytes) -> tuple[pa.Table, tuple[int, int, int] | None]:
+    """The records of a Produce request's record set (record batches v2, any codec kafka-python reads), checked as
+    Kafka's ``LogValidator`` checks them before anything is appended: every batch's CRC, magic 2, complete batches;
+    and the (producer id, epoch, base sequence) of an idempotent batch (Kafka's clients send one batch per partition
+    per request; an idempotent record set of several batches is refused). Transactional batches are refused: their
+    coordinator is not served yet.
+
+    The records come back as the Arrow columns :mod:`deltalog.log.arrow_records` appends (key, value, timestamp_ms,
+    headers), checked there column-wise, as a producer's Arrow batch is: no Python object per record."""
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    timestamps: list[int] = []
+    headers: list[list[tuple[str, bytes | None]]] = []
+    producer: tuple[int, int, int] | None = None
+    batches = 0
+    mem = MemoryRecords(data)
+    if mem.valid_bytes() != len(data):
+        raise _BatchError(p.CORRUPT_MESSAGE, f"the record set has {len(data) - mem.valid_bytes()} bytes that are "
+                                             "not a complete record batch")
+    for batch in mem:
+        if batch.magic != 2:
+            raise _BatchError(p.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                              f"record batch magic {batch.magic} is not served: only v2 (Kafka 0.11+ clients)")
+        assert isinstance(batch, DefaultRecordBatch)
+        if not batch.validate_crc():
+            raise _BatchError(p.CORRUPT_MESSAGE, f"record batch at base offset {batch.base_offset} fails its CRC")
+        batches += 1
+        if batch.is_transactional:
+            raise _BatchError(p.INVALID_RECORD, "transactional batches are not served yet")
+        if batch.producer_id >= 0:
+            producer = (batch.producer_id, batch.producer_epoch, batch.base_sequence)
+        if producer is not None and batches > 1:
+            raise _BatchError(p.INVALID_RECORD, "an idempotent producer's record set must be one batch per partition")
+        if batch.is_control_batch:
+            raise _BatchError(p.INVALID_RECORD, "control batches come from brokers, not producers")
+        try:
+            for r in batch:
+                keys.append(r.key)
+                values.append(r.value)
+                timestamps.append(r.timestamp)
+                headers.append(r.headers)
+        except _BatchError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a codec kafka-python lacks, or bytes that do not decode
+            code = p.UNSUPPORTED_COMPRESSION_TYPE if "codec" in str(e).lower() else p.CORRUPT_MESSAGE
+            raise _BatchError(code, f"record batch at base offset {batch.base_offset} does not decode: {e}") from None
+    columns = {KEY: pa.array(keys, pa.binary()), VALUE: pa.array(values, pa.binary()),
+               TIMESTAMP: pa.array(timestamps, pa.int64())}
+    if any(headers):
+        columns[HEADERS] = pa.array([[{"key": k, "value": v} for k, v in h] for h in headers], RECORD_SCHEMA.field(
+            HEADERS).type)
+    return pa.table(columns), producer
+
+
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # DefaultRecordBatch.HEADER_STRUCT: Kafka's record batch v2 header
+_CRC_FROM = 21  # the CRC-32C covers the batch from its attributes on
+
+
+def empty_batch(base_offset: int, last_offset: int) -> bytes:
+    """A record batch v2 of no records spanning ``base_offset`` to ``last_offset`` (kafka-python's builder always
+    holds a record, so this one header is written by hand, with its CRC-32C)."""
+    buf = bytearray(_BATCH_HEADER.pack(base_offset, _BATCH_HEADER.size - 12, 0, 2, 0, 0, last_offset - base_offset,
+                                       -1, -1, -1, -1, -1, 0))
+    struct.pack_into(">I", buf, 17, calc_crc32c(memoryview(buf)[_CRC_FROM:]))
+    return bytes(buf)
+
+
+def encode_batch(rows: Any, position: int, next_offset: int, budget: int, *, first: bool) -> bytes:
+    """One uncompressed record batch v2 of ``rows`` (a partition table's rows, offsets ascending, gaps allowed), its
+    size at most ``budget`` bytes unless its first record alone is larger and ``first`` (KIP-74: a fetch always makes
+    progress). When every row fits, the batch's last offset is ``next_offset - 1``, so offsets the read skipped (a
+    compacted range, markers) are passed by the client as after Kafka's compacted batches; b"" when nothing is sent."""
+    n = rows.num_rows
+    if n == 0:
+        # Nothing visible, yet the read passed offsets (aborted records, markers): a batch of no records covering
+        # them moves the client on, as Kafka's consumers pass a batch the cleaner emptied (the producer state it
+        # keeps) and the control batches they never return
+        return empty_batch(position, next_offset - 1) if next_offset > position else b""
+    offsets = rows.column(OFFSET).to_pylist()
+    base = offsets[0]
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=max(budget, 1))
+    keys, values = rows.column(KEY).to_pylist(), rows.column(VALUE).to_pylist()
+    timestamps, headers = rows.column(TIMESTAMP).to_pylist(), rows.column(HEADERS).to_pylist()
+    added = 0
+    for i in range(n):
+        hdrs = [(h["key"], h["value"]) for h in (headers[i] or ())]
+        if builder.append(offsets[i] - base, timestamps[i], keys[i], values[i], hdrs) is None:
+            break
+        added += 1
+    if added == 0 or (not first and builder.size() > budget):
+        return b""
+    if added == n and next_offset - 1 > offsets[-1]:
+        builder._last_offset = next_offset - 1 - base  # noqa: SLF001 - the batch covers the offsets the read passed
+    buf = builder.build()
+    buf[0:8] = base.to_bytes(8, "big", signed=True)  # the builder writes base offset 0 (a producer's); not in the CRC
+    return bytes(buf)

@@ -1,0 +1,154 @@
+"""The listening socket and its connections (Kafka's ``SocketServer``): one thread per connection reads size-prefixed
+frames, hands each decoded request to :class:`~deltalog.server.kafka_apis.KafkaApis` and writes the response, in
+request order (Kafka answers a connection's requests in the order they came).
+
+A frame announcing more than ``max_request_bytes`` (Kafka's ``socket.request.max.bytes``) or a negative size is not
+read: the connection is closed, as Kafka's ``NetworkReceive`` does with an ``InvalidReceiveException``. A frame cut
+short by a disconnect, or one whose body does not decode, is never handed to a handler, so nothing of it is written;
+other connections are served meanwhile. An API key or version that is not served gets Kafka's ``UNSUPPORTED_VERSION``
+where the answer can say so: ApiVersions (answered at v0 with the served versions, which is how clients negotiate)
+and responses with a top-level ``error_code``; for any other the connection is closed, as Kafka's broker does when
+it cannot parse a request.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import socketserver
+import struct
+import threading
+from typing import Any
+
+from deltalog.server import protocol as p
+from deltalog.server.kafka_apis import KafkaApis
+
+log = logging.getLogger(__name__)
+_SIZE = struct.Struct(">i")
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes | None:
+    """``n`` bytes, or None when the peer closed the connection first."""
+    chunks = []
+    while n:
+        chunk = sock.recv(min(n, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+class _Connection(socketserver.BaseRequestHandler):
+    server: _Listener
+
+    def handle(self) -> None:
+        sock: socket.socket = self.request
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = self.client_address
+        try:
+            while True:
+                head = _read_exactly(sock, 4)
+                if head is None:
+                    return
+                (size,) = _SIZE.unpack(head)
+                if size < 0 or size > self.server.max_request_bytes:
+                    log.warning("closing %s: a request of %d bytes (socket.request.max.bytes is %d)", peer, size,
+                                self.server.max_request_bytes)
+                    return
+                frame = _read_exactly(sock, size)
+                if frame is None:
+                    log.info("%s disconnected in the middle of a request; nothing of it was applied", peer)
+                    return
+                answer = self.server.answer(frame, peer)
+                if answer is False:
+                    return
+                if isinstance(answer, bytes):
+                    sock.sendall(answer)
+        except (ConnectionError, OSError) as e:
+            log.info("connection %s ended: %s", peer, e)
+
+
+class _Listener(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    apis: KafkaApis
+    max_request_bytes: int
+
+    def answer(self, frame: bytes, peer: Any) -> bytes | None | bool:
+        """The response frame to ``frame``; None when none is due (acks=0); False to close the connection."""
+        try:
+            req = p.parse_request(frame)
+        except p.ProtocolError as e:
+            log.warning("closing %s: %s", peer, e)
+            return False
+        if isinstance(req, p.Unsupported):
+            return unsupported_answer(req, peer)
+        try:
+            response = self.apis.handle(req)
+            if response is None:
+                return None
+            return p.encode_response(req.api_key, req.api_version, req.correlation_id, response)
+        except Exception:  # a handler's bug must not take the endpoint down; Kafka closes the connection too
+            log.exception("closing %s: handling API key %d v%d failed", peer, req.api_key, req.api_version)
+            return False
+
+
+def unsupported_answer(req: p.Unsupported, peer: Any) -> bytes | bool:
+    """Kafka's ``UNSUPPORTED_VERSION`` answer to an API key or version that is not served (see the module doc)."""
+    if req.api_key == p.API_VERSIONS_KEY:
+        return p.encode_response(req.api_key, 0, req.correlation_id,
+                                 p.api_versions_response(0, p.UNSUPPORTED_VERSION))
+    api = p.SERVED.get(req.api_key)
+    if api is not None and 0 <= req.api_version <= api.response.max_version:
+        cls = api.response[req.api_version]
+        if "error_code" in cls.fields and cls.fields["error_code"].for_version_q(req.api_version):
+            return p.encode_response(req.api_key, req.api_version, req.correlation_id,
+                                     cls(error_code=p.UNSUPPORTED_VERSION))
+    log.warning("closing %s: API key %d v%d is not served", peer, req.api_key, req.api_version)
+    return False
+
+
+class SocketServer:
+    """A Kafka endpoint on ``store`` listening on ``host``:``port`` (0: an ephemeral port, see :attr:`port`).
+
+    :meth:`start` serves in a background thread; :meth:`serve_forever` in the calling one; :meth:`shutdown` stops
+    accepting, and returns once the listening loop has ended; :meth:`close` closes the socket (connection threads are
+    daemons: a request in a handler finishes its commit or, cut by the process's end, lands whole or not at all).
+    """
+
+    def __init__(self, store: Any, host: str = "127.0.0.1", port: int = 9092, *,
+                 advertised_host: str | None = None, max_request_bytes: int = p.DEFAULT_MAX_REQUEST_BYTES) -> None:
+        self._listener = _Listener((host, port), _Connection)
+        self.host = host
+        self.port = self._listener.server_address[1]
+        self._listener.max_request_bytes = max_request_bytes
+        self.apis = KafkaApis(store, (advertised_host or host, self.port))
+        self._listener.apis = self.apis
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> SocketServer:
+        self._thread = threading.Thread(target=self._listener.serve_forever, name="deltalog-socket-server",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self._listener.serve_forever(poll_interval=0.2)
+
+    def shutdown(self) -> None:
+        """End the listening loop (from another thread than the one in :meth:`serve_forever`)."""
+        self._listener.shutdown()
+        if self._thread is not None:
+            self._thread.join()
+
+    def close(self) -> None:
+        """Close the listening socket (after :meth:`shutdown`, or when the loop never ran)."""
+        self._listener.server_close()
+
+    def __enter__(self) -> SocketServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+        self.close()
