@@ -294,3 +294,8 @@ class UsageError(DeltalogError):
 class MissingExtraError(DeltalogError, ImportError):
     """Something needs a library that the base install leaves out (pyspark for Spark, great-expectations for
     checks); the message names the extra that brings it (``pip install 'deltalog[spark]'``)."""
+
+
+class ProtocolError(DeltalogError):
+    """A frame that is not a Kafka request deltalog can read (``deltalog serve``): the connection is closed, as
+    Kafka's ``SocketServer`` closes it on an ``InvalidRequestException``, and nothing of the request is applied."""

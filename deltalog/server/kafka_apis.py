@@ -45,7 +45,7 @@ from deltalog.errors import (
     UnknownTopicOrPartitionError,
 )
 from deltalog.groups import fetch as group_fetch
-from deltalog.log import producer_state
+from deltalog.log import producer_ids, producer_state
 from deltalog.log.producer_state import ProducerBatch
 from deltalog.log.record import HEADERS, KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
@@ -529,7 +529,7 @@ class KafkaApis:
 
     def handle_init_producer_id(self, request: p.Request) -> Any:
         """Kafka's ``InitProducerId`` for an idempotent producer (no transactional id): a producer id no producer of
-        the store ever had (:func:`deltalog.log.producer_state.allocate_producer_id`, the counter the Python
+        the store ever had (:func:`deltalog.log.producer_ids.allocate`, the counter the Python
         producers take theirs from), epoch 0. A producer that asks again (KIP-360, after an unknown producer id)
         gets a new id. Transactional ids are not served yet."""
         body = request.body
@@ -538,7 +538,7 @@ class KafkaApis:
             return cls(throttle_time_ms=0, error_code=p.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
                        producer_epoch=-1)
         with self.lock:
-            pid = producer_state.allocate_producer_id(self.store.log_manager.storage, self.store.log_manager)
+            pid = producer_ids.allocate(self.store.log_manager.storage, self.store.log_manager)
         return cls(throttle_time_ms=0, error_code=p.NONE, producer_id=pid, producer_epoch=0)
 
     # -- group membership (see deltalog.server.group_coordinator) ------------------------------------------
@@ -582,7 +582,10 @@ class KafkaApis:
             for m, c in zip(body.members, codes, strict=True)])
 
 
-class _BatchError(Exception):
+class _BatchError(DeltalogError):
+    """A record batch the endpoint refuses, with the Kafka error code its answer carries (never leaves the
+    endpoint: it becomes that partition's error code in the Produce response)."""
+
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code

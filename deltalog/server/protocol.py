@@ -66,7 +66,7 @@ from kafka.protocol.producer import (
     ProduceResponse,
 )
 
-from deltalog.errors import DeltalogError
+from deltalog.errors import ProtocolError
 
 #: Kafka's ``socket.request.max.bytes`` default: a frame announcing more is not read, the connection is closed.
 DEFAULT_MAX_REQUEST_BYTES = 104_857_600
@@ -148,11 +148,6 @@ SERVED: dict[int, Api] = {
 }
 API_VERSIONS_KEY = int(ApiVersionsRequest.API_KEY)
 _FIXED_HEADER = struct.Struct(">hhi")
-
-
-class ProtocolError(DeltalogError):
-    """A frame that is not a Kafka request deltalog can read: the connection is closed, as Kafka's
-    ``SocketServer`` closes it on an ``InvalidRequestException``, and nothing of the request is applied."""
 
 
 @dataclass
