@@ -99,7 +99,13 @@ class EmbeddedSQL:
                 self._make_views(con, topic, as_of)
             self._query = query
             try:
-                relation = con.sql(query)
+                try:
+                    relation = con.sql(query)
+                except duckdb.ParserException:
+                    rewritten = quote_bare_offset(query)
+                    if rewritten == query:
+                        raise
+                    relation = con.sql(rewritten)  # Spark SQL's bare `offset` column, as the Spark views take it
                 return None if relation is None else SQLResult(relation)
             except duckdb.Error as e:
                 raise self.error(e) from None
@@ -163,6 +169,21 @@ def rows_of(relation: Any, limit: int) -> tuple[list[str], list[tuple[Any, ...]]
     if hasattr(relation, "fetchall"):
         return list(relation.columns), relation.limit(limit).fetchall()
     return list(relation.columns), [tuple(r) for r in relation.limit(limit).collect()]
+
+
+_STRING_OR_WORD = re.compile(r"""('(?:[^']|'')*')|("(?:[^"]|"")*")|(`[^`]*`)|\b(offset)\b(?!\s*(?:[0-9?$(]|-))""",
+                             re.IGNORECASE)
+
+
+def quote_bare_offset(query: str) -> str:
+    """``query`` with each bare ``offset`` that names the column written ``"offset"``: Spark SQL takes ``SELECT
+    offset FROM t`` (OFFSET is not reserved there), DuckDB reads it as the ``OFFSET`` clause. Left alone: string
+    literals, quoted names, and ``OFFSET`` followed by a number or a parameter (the clause of ``LIMIT n OFFSET
+    m``). Tried only after DuckDB refused the query as written, so a query DuckDB reads is never changed."""
+    def fix(m: re.Match[str]) -> str:
+        return '"offset"' if m.group(4) else m.group(0)
+
+    return _STRING_OR_WORD.sub(fix, query)
 
 
 class SQLResult:
