@@ -8,6 +8,7 @@ from typing import Any
 
 from benchmarks.runner import (
     CONNECT_PASS,
+    FLOOR,
     PARQUET_READ,
     S3_PASS,
     SOURCE_APPEND,
@@ -38,6 +39,8 @@ TIME_COMPARISONS = [
      TXN_PRODUCE, PLAIN_PRODUCE, 1.5),
     ("14. pass over a log with 10% aborted transactions vs the same log without transactions", TXN_CLEAN,
      PLAIN_CLEAN, 1.2),
+    ("15. pass vs the floor (pyarrow read + dedupe + write of the same files, one process, all cores)", PASS,
+     FLOOR, 1.5),  # issue 25's target
 ]
 
 
