@@ -87,7 +87,7 @@ def write_markdown(path: str, w: Workload, t: Timings, machine: dict[str, Any], 
     lines = [
         "# Benchmarks",
         "",
-        f"Written by `python -m benchmarks --preset {w.name}` on {dt.date.today().isoformat()}; "
+        f"Written by `python -m benchmarks --preset {w.name} --workload {w.values}` on {dt.date.today().isoformat()}; "
         "[how the harness works](#how-it-works). Every row is the median of "
         f"{repeats} rounds run side by side in one process, alternating; ratios are deltalog's time over the "
         "alternative's (below 1: deltalog is faster).",
@@ -157,8 +157,8 @@ def write_markdown(path: str, w: Workload, t: Timings, machine: dict[str, Any], 
         "",
         "## Workload",
         "",
-        f"Preset `{w.name}` (seed {w.seed}): {w.records:,} appends over {w.keys:,} keys, {w.value_bytes}-byte random "
-        f"values, {w.tombstone_fraction:.0%} tombstones, the last {w.dirty_fraction:.0%} of the log dirty. The log "
+        f"Preset `{w.name}` (seed {w.seed}): {w.records:,} appends over {w.keys:,} keys, {values}, "
+        f"{w.tombstone_fraction:.0%} tombstones, the last {w.dirty_fraction:.0%} of the log dirty. The log "
         f"holds {gen['records_in_log']:,} records ({gen['clean_records']:,} in the clean prefix, "
         f"{gen['dirty_records']:,} dirty) in {gen['files']} files, {gen['bytes'] / 1e6:,.1f} MB; "
         f"{gen['survivors']:,} survive a pass ({gen['live_keys']:,} live keys). Appends: "
@@ -198,7 +198,7 @@ def write_plot(path: str, w: Workload, t: Timings, machine: dict[str, Any]) -> N
               for n in names]
     left.barh(names[::-1], medians[::-1], color=colors[::-1])
     left.set_xlabel("seconds (median)")
-    left.set_title(f"preset {w.name}: {t.figures['generated']['records_in_log']:,} records, "
+    left.set_title(f"preset {w.name} ({w.values}): {t.figures['generated']['records_in_log']:,} records, "
                    f"{machine['cores']} cores")
     labels, values, targets, at_least = [], [], [], []
     for label, v in r.items():
