@@ -56,8 +56,8 @@ def ratios(t: Timings) -> dict[str, Any]:
     """The figures the targets are about, as data."""
     out: dict[str, Any] = {}
     for label, ours, theirs, target in TIME_COMPARISONS:
-        if ours not in t.seconds:  # a run without that case (--no-connect, --no-s3)
-            continue
+        if ours not in t.seconds or theirs not in t.seconds:  # a run without that case (--no-connect, --no-s3,
+            continue  # or from before the case existed)
         r = t.median(ours) / t.median(theirs)
         out[label] = {"ours": t.median(ours), "theirs": t.median(theirs), "ratio": r, "target": target,
                       "met": None if target is None else r <= target}
