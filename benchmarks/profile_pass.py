@@ -24,7 +24,8 @@ import pstats
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
@@ -43,8 +44,9 @@ def profiled(fn: Callable[[Any], Any], out_dir: str, phase: str, payload: Any) -
                                                  f"{time.monotonic_ns()}.prof"))
 
 
-def _patch(out_dir: str) -> None:
-    """Give the cleaner's two ``run_tasks`` callers a ``run_tasks`` that profiles each task's body."""
+@contextmanager
+def _profiling_tasks(out_dir: str) -> Iterator[None]:
+    """While open, the cleaner's two ``run_tasks`` callers get a ``run_tasks`` that profiles each task's body."""
     from deltalog.cleaner import cleaner, offset_map, tasks
 
     def wrapping(phase: str) -> Callable[..., Any]:
@@ -52,17 +54,57 @@ def _patch(out_dir: str) -> None:
             return tasks.run_tasks(spark, partial(profiled, fn, out_dir, phase), payloads, **kw)
         return run
 
-    offset_map.run_tasks = wrapping("map")
-    cleaner.run_tasks = wrapping("copy")
+    saved = offset_map.run_tasks, cleaner.run_tasks
+    offset_map.run_tasks, cleaner.run_tasks = wrapping("map"), wrapping("copy")
+    try:
+        yield
+    finally:
+        offset_map.run_tasks, cleaner.run_tasks = saved
 
 
-def _summary(stats: pstats.Stats, limit: int, only: str | None = None) -> str:
+def _summary(profiles: list[Any], limit: int, only: str | None = None) -> str:
     buffer = io.StringIO()
-    stats.stream = buffer
+    stats = pstats.Stats(*profiles, stream=buffer)
     stats.sort_stats("cumulative").print_stats(*(x for x in (only, limit) if x is not None))
     lines = buffer.getvalue().splitlines()
     start = next((i for i, line in enumerate(lines) if "ncalls" in line), 0)
     return "\n".join(line for line in lines[start:] if line.strip())
+
+
+def profile_pass(spark: Any, w: wl.Workload, work: str, top: int = 25) -> str:
+    """Generate ``w`` under ``work``, run a warm-up pass and a profiled one on fresh copies; the report."""
+    from deltalog.clock import ManualClock
+    from deltalog.sql.session import warm_python_workers
+    from deltalog.store import Store
+
+    pristine = os.path.join(work, "pristine")
+    gen = wl.generate(Store(pristine, spark=spark, clock=ManualClock(wl.NOW_MS)), w)
+    out = [f"generated {gen}"]
+    prof_dir = os.path.join(work, "task-profiles")
+    os.makedirs(prof_dir)
+    driver = cProfile.Profile()
+    for rnd, profile_it in ((0, False), (1, True)):
+        root = os.path.join(work, f"clean-{rnd}")
+        shutil.copytree(pristine, root)
+        store = Store(root, spark=spark, clock=ManualClock(wl.NOW_MS + 1 + rnd))
+        warm_python_workers(spark).join()
+        started = time.perf_counter()
+        if profile_it:
+            with _profiling_tasks(prof_dir):
+                result = driver.runcall(store.clean_partition, wl.TOPIC, 0, force=True)
+        else:
+            result = store.clean_partition(wl.TOPIC, 0, force=True)
+        if result is None:
+            raise RuntimeError(f"pass {rnd} found nothing to clean")
+        out.append(f"pass {rnd} ({'profiled' if profile_it else 'warm-up'}): {time.perf_counter() - started:.2f} s, "
+                   f"map {result.map_ms} ms, copy {result.copy_ms} ms")
+    out += ["", "== driver (cumulative, deltalog's functions) ==", _summary([driver], top, "deltalog")]
+    for phase in ("map", "copy"):
+        files = sorted(f for f in os.listdir(prof_dir) if f.startswith(phase + "-"))
+        out += ["", f"== {phase} tasks: {len(files)} ({', '.join(f.split('-')[1] for f in files)}) =="]
+        if files:
+            out.append(_summary([os.path.join(prof_dir, f) for f in files], top))
+    return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,41 +114,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=25, help="lines of each profile")
     args = p.parse_args(argv)
 
-    from deltalog.clock import ManualClock
-    from deltalog.sql.session import local_session, warm_python_workers
-    from deltalog.store import Store
+    from deltalog.sql.session import local_session
 
     spark = local_session(app_name="deltalog-profile")
     work = tempfile.mkdtemp(prefix="deltalog-profile-")
     try:
-        pristine = os.path.join(work, "pristine")
-        w = wl.with_values(wl.PRESETS[args.preset], args.workload)
-        gen = wl.generate(Store(pristine, spark=spark, clock=ManualClock(wl.NOW_MS)), w)
-        print(f"generated {gen}")
-        prof_dir = os.path.join(work, "task-profiles")
-        os.makedirs(prof_dir)
-        for rnd, profile_it in ((0, False), (1, True)):
-            root = os.path.join(work, f"clean-{rnd}")
-            shutil.rmtree(root, ignore_errors=True)
-            shutil.copytree(pristine, root)
-            store = Store(root, spark=spark, clock=ManualClock(wl.NOW_MS + 1 + rnd))
-            warm_python_workers(spark).join()
-            if profile_it:
-                _patch(prof_dir)
-            driver = cProfile.Profile()
-            started = time.perf_counter()
-            result = driver.runcall(store.clean_partition, wl.TOPIC, 0, force=True) if profile_it else \
-                store.clean_partition(wl.TOPIC, 0, force=True)
-            print(f"pass {rnd} ({'profiled' if profile_it else 'warm-up'}): {time.perf_counter() - started:.2f} s, "
-                  f"map {result.map_ms} ms, copy {result.copy_ms} ms")
-        print("\n== driver (cumulative, deltalog's functions) ==")
-        print(_summary(pstats.Stats(driver), args.top, "deltalog"))
-        for phase in ("map", "copy"):
-            files = sorted(f for f in os.listdir(prof_dir) if f.startswith(phase + "-"))
-            print(f"\n== {phase} tasks: {len(files)} ({', '.join(f.split('-')[1] for f in files)}) ==")
-            if files:
-                stats = pstats.Stats(*(os.path.join(prof_dir, f) for f in files))
-                print(_summary(stats, args.top))
+        print(profile_pass(spark, wl.with_values(wl.PRESETS[args.preset], args.workload), work, args.top))
     finally:
         shutil.rmtree(work, ignore_errors=True)
         spark.stop()

@@ -55,3 +55,18 @@ def test_the_floor_writes_the_latest_record_of_each_key(tmp_path, values):
     assert written.column(KEY).equals(bench.expected.column(KEY))
     tombstones = written.filter(written.column(VALUE).is_null())
     assert tombstones.column("delete_horizon_ms").null_count == 0  # stamped, as a pass stamps them
+
+
+def test_profile_pass_collects_the_driver_and_both_phases_tasks(spark, tmp_path):
+    from benchmarks.profile_pass import profile_pass
+    from deltalog.cleaner import cleaner, offset_map, tasks
+
+    report = profile_pass(spark, SMALL, str(tmp_path), top=40)
+    assert "pass 1 (profiled)" in report
+    assert "cleaner/cleaner.py" in report  # the driver's profile
+    driver, map_tasks, copy_tasks = report.split("== driver")[1], report.split("== map tasks")[1], \
+        report.split("== copy tasks")[1]
+    assert "_map_run" in map_tasks.split("== copy tasks")[0]  # profiled inside the Spark tasks of pass 1
+    assert "recopy_chunk" in copy_tasks  # and of pass 2
+    assert "run_tasks" in driver
+    assert offset_map.run_tasks is tasks.run_tasks and cleaner.run_tasks is tasks.run_tasks  # restored
