@@ -136,7 +136,7 @@ def customer_keys(ids: np.ndarray) -> pa.Array:
     return key_bytes(ids, CUSTOMER_PREFIX, CUSTOMER_DIGITS)
 
 
-def json_values(rng: np.random.Generator, key_ids: np.ndarray, tombstone: np.ndarray, now_ms: int) -> pa.Array:
+def _json_documents(rng: np.random.Generator, key_ids: np.ndarray, tombstone: np.ndarray, now_ms: int) -> pa.Array:
     """Changelog values: one JSON document (about 330-380 bytes) per record describing customer ``key_ids[i]``,
     the same field names in every document, categorical fields from short lists, numbers and dates that vary;
     null (a tombstone) where ``tombstone`` is set. Built column-wise with Arrow's string kernels (no Python per
@@ -168,15 +168,28 @@ def json_values(rng: np.random.Generator, key_ids: np.ndarray, tombstone: np.nda
         ',"updated_at":"', updated,
         '","version":', pc.cast(pa.array(rng.integers(1, 500, n)), pa.string()), "}",
     ]
-    doc = pc.binary_join_element_wise(*parts, "")
-    return pc.if_else(pa.array(tombstone), pa.scalar(None, pa.binary()), pc.cast(doc, pa.binary()))
+    doc = pc.cast(pc.binary_join_element_wise(*parts, ""), pa.binary())
+    return pc.if_else(pa.array(tombstone), pa.scalar(None, pa.binary()), doc)
+
+
+#: Documents built per call of :func:`_json_documents`: a binary array holds at most 2 GiB of data.
+JSON_CHUNK_ROWS = 1 << 20
+
+
+def json_values(rng: np.random.Generator, key_ids: np.ndarray, tombstone: np.ndarray, now_ms: int
+                ) -> pa.ChunkedArray:
+    """Changelog values for ``key_ids`` (see :func:`_json_documents`), in chunks of :data:`JSON_CHUNK_ROWS`."""
+    return pa.chunked_array([_json_documents(rng, key_ids[lo:lo + JSON_CHUNK_ROWS],
+                                             tombstone[lo:lo + JSON_CHUNK_ROWS], now_ms)
+                             for lo in range(0, len(key_ids), JSON_CHUNK_ROWS)], pa.binary())
 
 
 def workload_keys(w: Workload, key_ids: np.ndarray) -> pa.Array:
     return customer_keys(key_ids) if w.values == "json" else key_bytes(key_ids)
 
 
-def workload_values(w: Workload, rng: np.random.Generator, key_ids: np.ndarray, tombstone: np.ndarray) -> pa.Array:
+def workload_values(w: Workload, rng: np.random.Generator, key_ids: np.ndarray, tombstone: np.ndarray
+                    ) -> pa.Array | pa.ChunkedArray:
     if w.values == "json":
         return json_values(rng, key_ids, tombstone, NOW_MS)
     return random_values(rng, len(key_ids), w.value_bytes, tombstone)

@@ -21,7 +21,8 @@ SMALL = wl.Workload("test", records=20_000, keys=2_000, segment_records=5_000, a
                     append_batch=500)
 
 
-def test_json_workload_holds_customer_documents_that_compress(tmp_path):
+def test_json_workload_holds_customer_documents_that_compress(tmp_path, monkeypatch):
+    monkeypatch.setattr(wl, "JSON_CHUNK_ROWS", 3_000)  # built in chunks, as a preset past 2 GiB of values is
     bench = Bench(wl.with_values(SMALL, "json"), str(tmp_path), spark=None, cores=2, log=lambda _: None)
     bench.setup()
     table = pq.read_table(bench.paths, columns=[KEY, VALUE])
