@@ -195,6 +195,19 @@ def workload_values(w: Workload, rng: np.random.Generator, key_ids: np.ndarray, 
     return random_values(rng, len(key_ids), w.value_bytes, tombstone)
 
 
+def _take_sorted(values: pa.Array | pa.ChunkedArray, rows: np.ndarray) -> pa.Array | pa.ChunkedArray:
+    """``values.take(rows)`` for ascending ``rows``, chunk by chunk: a ChunkedArray's own ``take`` concatenates its
+    chunks first, which overflows a binary array past 2 GiB."""
+    if isinstance(values, pa.Array):
+        return values.take(pa.array(rows))
+    parts, start = [], 0
+    for chunk in values.chunks:
+        lo, hi = np.searchsorted(rows, [start, start + len(chunk)])
+        parts.append(chunk.take(pa.array(rows[lo:hi] - start)))
+        start += len(chunk)
+    return pa.chunked_array(parts, values.type)
+
+
 def record_table(offsets: np.ndarray, key_ids: np.ndarray, values: pa.Array, segment: np.ndarray,
                  horizon: pa.Array | None = None) -> pa.Table:
     """Rows in the partition schema (no headers; timestamps one millisecond per offset before now)."""
@@ -253,7 +266,7 @@ def generate(store: Store, w: Workload) -> Generated:
         keep = np.sort(prefix - 1 - first_in_rev)
         kept_tomb = tombstone[keep]
         horizon = pa.array(np.full(len(keep), NOW_MS + DELETE_RETENTION_MS // 2), pa.int64(), mask=~kept_tomb)
-        table = record_table(offsets[keep], keys.take(pa.array(keep)), values.take(pa.array(keep)), np.zeros(len(keep), np.int64),
+        table = record_table(offsets[keep], keys.take(pa.array(keep)), _take_sorted(values, keep), np.zeros(len(keep), np.int64),
                              horizon)
         for lo in range(0, table.num_rows, w.segment_records):
             adds.append(delta.write_data_file(log.storage, log.uri, table.slice(lo, w.segment_records), NOW_MS))
