@@ -11,7 +11,7 @@ import tempfile
 import time
 
 from benchmarks.check import BenchmarkFailure
-from benchmarks.workload import PRESETS
+from benchmarks.workload import PRESETS, VALUE_KINDS, with_values
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -19,6 +19,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     p.add_argument("--preset", choices=sorted(PRESETS), default="small")
+    p.add_argument("--workload", choices=VALUE_KINDS, default="random",
+                   help="the values: random bytes (incompressible) or JSON changelog documents keyed by customer id "
+                        "(compress about 5x); every row runs on either")
     p.add_argument("--repeats", type=int, default=3, help="rounds; each measured thing runs once a round")
     p.add_argument("--cores", type=int, default=None, help="Spark local[N] and DuckDB threads (default: all)")
     p.add_argument("--driver-memory", default=None, help="spark.driver.memory (default: the embedded session's)")
@@ -51,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = local_session(master=f"local[{cores}]", conf=conf, app_name="deltalog-benchmarks")
     work = args.work_dir or tempfile.mkdtemp(prefix="deltalog-bench-")
     os.makedirs(work, exist_ok=True)
-    w = PRESETS[args.preset]
+    w = with_values(PRESETS[args.preset], args.workload)
     started = time.monotonic()
     server = None
     s3 = None
@@ -87,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     info["cores"] = cores
     os.makedirs(args.out_dir, exist_ok=True)
     with open(raw, "w") as f:
-        json.dump({"preset": args.preset, "repeats": args.repeats, "machine": info, "seconds": timings.seconds,
+        json.dump({"preset": args.preset, "workload": args.workload, "repeats": args.repeats, "machine": info, "seconds": timings.seconds,
                    "figures": timings.figures}, f, indent=1, default=str)
     print(json.dumps({k: v for k, v in report.ratios(timings).items()}, indent=1, default=str))
     print(json.dumps(timings.figures["map_memory"], indent=1))
@@ -133,7 +136,7 @@ def _render(args: argparse.Namespace, raw: str) -> int:
     timings = Timings(seconds=data["seconds"], figures=data["figures"])
     md = os.path.join(args.out_dir, "benchmarks.md")
     png = os.path.join(args.out_dir, "benchmarks.png")
-    w = PRESETS[data["preset"]]
+    w = with_values(PRESETS[data["preset"]], data.get("workload", "random"))
     report.write_markdown(md, w, timings, data["machine"], data["repeats"], os.path.basename(png))
     report.write_plot(png, w, timings, data["machine"])
     print(f"wrote {md} and {png}")

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -26,7 +27,19 @@ from benchmarks import workload as wl
 from benchmarks.check import BenchmarkFailure, check_survivors, expected_survivors, parquet_rows
 from deltalog.cleaner.offset_map import OffsetMap, build_offset_map
 from deltalog.clock import ManualClock
-from deltalog.log.record import BASE_SCHEMA, HEADERS, KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE, table_to_records
+from deltalog.log.record import (
+    BASE_SCHEMA,
+    DELETE_HORIZON,
+    HEADERS,
+    KEY,
+    OFFSET,
+    PARQUET_WRITE_OPTIONS,
+    RECORD_SCHEMA,
+    TIMESTAMP,
+    VALUE,
+    row_group_rows,
+    table_to_records,
+)
 from deltalog.sql.reads import SPARK_SCHEMA_DDL
 from deltalog.sql.session import warm_python_workers
 from deltalog.storage import Storage
@@ -42,11 +55,13 @@ PARQUET_READ = "spark.read.parquet of the same files"
 SOURCE_WRITE = 'df.write.format("deltalog") of Arrow data'
 SOURCE_APPEND = "store.append of the same batches"
 SOURCE_STREAM = 'spark.readStream.format("deltalog"), earliest to end'
-#: The Spark views (issue 23) and the same queries over spark.read.parquet of the same files.
+#: The Spark views and the same queries over spark.read.parquet of the same files.
 VIEW_LOG = "store.log_frame(topic).count()"
 PARQUET_LOG = "the same count over spark.read.parquet"
 VIEW_STATE = "store.current_state(topic).count()"
 PARQUET_STATE = "the same current-state query over spark.read.parquet"
+#: The least work a pass can do here: pyarrow reads, dedupes and writes, one process, no Spark.
+FLOOR = "floor: pyarrow read + dedupe + write, one process"
 
 
 @dataclass
@@ -205,6 +220,48 @@ class Bench:
             self._count(out, self.expected.num_rows)
 
         self._time("duckdb dedupe", run, check)
+
+    def floor_pass(self, rnd: int) -> None:
+        """The floor: the least work a pass does on this machine, without Spark or Delta. Every file of the
+        partition read whole with pyarrow (a thread per core: Arrow's decoders release the GIL), the latest
+        record of each key kept (an Arrow hash group-by), surviving tombstones given their delete horizon as a
+        pass stamps them, and the survivors written as Parquet with the pass's options
+        (``PARQUET_WRITE_OPTIONS``, row groups of ``row_group_rows``), one file per core, in parallel. No map, no
+        bitmap, no commit, no bounded memory: a pass cannot do less reading, deciding and writing than this."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        out = self.fresh("floor")
+        os.makedirs(out)
+        horizon = wl.NOW_MS + wl.DELETE_RETENTION_MS
+        written: list[str] = []
+
+        def run() -> None:
+            with ThreadPoolExecutor(self.cores) as pool:
+                table = pa.concat_tables(pool.map(lambda p: pq.read_table(p, use_threads=False), self.paths))
+                latest = table.select([KEY, OFFSET]).group_by(KEY).aggregate([(OFFSET, "max")])
+                keep = np.zeros(self.gen.log_end_offset, dtype=bool)
+                keep[latest.column(f"{OFFSET}_max").to_numpy()] = True
+                survivors = table.filter(pa.array(keep[table.column(OFFSET).to_numpy()]))
+                stamp = pc.and_(pc.is_null(survivors.column(VALUE)), pc.is_null(survivors.column(DELETE_HORIZON)))
+                stamped = pc.if_else(stamp, pa.scalar(horizon, pa.int64()), survivors.column(DELETE_HORIZON))
+                survivors = survivors.set_column(survivors.schema.get_field_index(DELETE_HORIZON),
+                                                 survivors.schema.field(DELETE_HORIZON), stamped)
+                share = -(-survivors.num_rows // self.cores)
+
+                def write(i: int) -> str:
+                    part = survivors.slice(i * share, share)
+                    path = os.path.join(out, f"part-{i}.parquet")
+                    pq.write_table(part, path, row_group_size=row_group_rows(part), **PARQUET_WRITE_OPTIONS)
+                    return path
+
+                written[:] = pool.map(write, range(self.cores))
+
+        def check() -> None:
+            got = pq.read_table(written, columns=[OFFSET]).column(OFFSET)
+            if not got.equals(self.expected.column(OFFSET)):
+                raise BenchmarkFailure("the floor's survivors are not the latest record of each key")
+
+        self._time(FLOOR, run, check)
 
     def delta_merge(self, rnd: int) -> None:
         target = self.fresh("merge")
@@ -560,8 +617,8 @@ class Bench:
 
 #: The cases of a round, in the order they run.
 CASE_ORDER = ("clean_pass", "clean_pass_connect", "clean_pass_s3", "row_number_dedupe", "read_rewrite",
-              "duckdb_dedupe", "delta_merge", "map_build", "appends", "current_state_reads", "kafka_source",
-              "transaction_cases", "embedded_sql", "spark_views", "endpoint_cases")
+              "duckdb_dedupe", "floor_pass", "delta_merge", "map_build", "appends", "current_state_reads",
+              "kafka_source", "transaction_cases", "embedded_sql", "spark_views", "endpoint_cases")
 #: The cases each report row needs (``python -m benchmarks --rows``).
 ROW_CASES = {
     1: ("clean_pass", "row_number_dedupe"), 2: ("clean_pass", "read_rewrite"), 3: ("clean_pass", "duckdb_dedupe"),
@@ -569,5 +626,5 @@ ROW_CASES = {
     8: ("clean_pass", "clean_pass_connect"), 9: ("clean_pass", "clean_pass_s3"),
     10: ("kafka_source",), 11: ("kafka_source",), 12: ("kafka_source",), 13: ("appends",), 14: ("transaction_cases",),
     15: ("embedded_sql",), 16: ("spark_views",), 17: ("spark_views",),
-    18: ("endpoint_cases",), 19: ("endpoint_cases",),
+    18: ("endpoint_cases",), 19: ("endpoint_cases",), 20: ("clean_pass", "floor_pass"),
 }
