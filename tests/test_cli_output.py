@@ -75,6 +75,7 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
         "transactions find-hanging": ["transactions", "find-hanging", "--topic", "tx", "--max-transaction-timeout", "0"],
         "transactions abort": [],  # its start offset once the hanging transaction below is open
         "sql": ["sql", "SELECT key, count(*) AS n FROM t GROUP BY key ORDER BY key"],
+        "views": ["views", "t", "--engine", "duckdb"],
         "clean": ["clean", "t", "-p", "0", "--force"],
         "check": ["check", "t"],
         "status": ["status"],
