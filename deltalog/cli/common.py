@@ -23,6 +23,20 @@ _OPTION_HELP = ("a storage option for delta-rs and the object store, e.g. AWS_RE
                 "AWS_ENDPOINT_URL=http://localhost:9000 (repeatable)")
 
 
+def whole_number(minimum: int):  # noqa: ANN201 - an argparse type
+    """An argparse ``type``: a whole number >= ``minimum``, refused in argparse's words otherwise."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            n = minimum - 1
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, not {text!r}")
+        return n
+
+    return parse
+
+
 def key_value(text: str) -> tuple[str, str]:
     """argparse type for ``--config key=value``."""
     key, sep, value = text.partition("=")

@@ -61,16 +61,6 @@ def _offset(text: str) -> int | str:
     return n
 
 
-def _non_negative(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, not {text!r}")
-    return n
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "consume", help="print a topic's records (all partitions, or one), optionally following new ones",
@@ -91,13 +81,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "committed offset for)")
     p.add_argument("--group", metavar="GROUP", default=None,
                    help="read as consumer group GROUP: resume at its committed offsets, and commit what was printed")
-    p.add_argument("--max-messages", "--max-records", dest="max_messages", type=_non_negative, default=None,
+    p.add_argument("--max-messages", "--max-records", dest="max_messages", type=common.whole_number(0), default=None,
                    metavar="N", help="stop after N records")
     p.add_argument("--follow", action="store_true",
                    help="keep polling for new records until interrupted (Ctrl-C), --max-messages or --timeout-ms")
-    p.add_argument("--timeout-ms", type=_non_negative, default=None, metavar="MS",
+    p.add_argument("--timeout-ms", type=common.whole_number(0), default=None, metavar="MS",
                    help="with --follow: exit when no record arrived for MS milliseconds")
-    p.add_argument("--poll-interval-ms", type=_non_negative, default=DEFAULT_POLL_INTERVAL_MS, metavar="MS",
+    p.add_argument("--poll-interval-ms", type=common.whole_number(0), default=DEFAULT_POLL_INTERVAL_MS, metavar="MS",
                    help=f"with --follow: how often to look for new records (default {DEFAULT_POLL_INTERVAL_MS})")
     p.add_argument("--isolation-level", choices=ISOLATION_LEVELS, default=READ_UNCOMMITTED,
                    help="read_uncommitted (the default, as kafka-console-consumer) reads every record to the log "
@@ -114,7 +104,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="'offsets' (Kafka's OffsetsMessageFormatter, also by its class names): read __consumer_offsets "
                    "as one JSON line per committed offset (group, topic, partition, offset, metadata, commit "
                    "time); 'default': Kafka's DefaultMessageFormatter, as --output text")
-    p.add_argument("--page-size", type=_non_negative, default=PAGE_SIZE, metavar="N", help=argparse.SUPPRESS)
+    p.add_argument("--page-size", type=common.whole_number(0), default=PAGE_SIZE, metavar="N", help=argparse.SUPPRESS)
     output.add_output_option(p, default=None, text="Kafka's console format (value only, unless --property print.*)",
                              json_help="one object per record", default_help="json; text with any --property")
     common.add_store_option(p)

@@ -16,16 +16,6 @@ from deltalog.cli import output
 from deltalog.text import format_table, format_timestamp
 
 
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, not {text!r}")
-    return n
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "history", help="list a topic's Delta commits (DESCRIBE HISTORY): appends, cleans, retention, ...",
@@ -36,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("-p", "--partition", type=int, default=None, metavar="N",
                    help="only partition N (default: every partition)")
-    p.add_argument("--limit", type=_positive, default=None, metavar="N",
+    p.add_argument("--limit", type=common.whole_number(1), default=None, metavar="N",
                    help="at most N commits per partition, the newest (DESCRIBE HISTORY ... LIMIT N)")
     output.add_output_option(p, text="a table, one commit per line", json_help="one object per commit")
     common.add_store_option(p)
