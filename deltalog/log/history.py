@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from deltalog.log import damage, delta
+from deltalog.log import damage, delta, foreign_commits
 from deltalog.log.partition_log import PartitionLog
 from deltalog.storage import join
 
@@ -89,8 +89,9 @@ def classify(info: Mapping[str, Any]) -> str:
 
 
 def by_deltalog(info: Mapping[str, Any]) -> bool:
-    """Whether deltalog made the commit (its commit info carries deltalog's operation name)."""
-    return bool(info.get(_OPERATION))
+    """Whether deltalog made the commit: the one rule :func:`deltalog.log.foreign_commits.classify` keeps (its
+    commit info carries deltalog's commit id or operation name)."""
+    return foreign_commits.classify(info) == foreign_commits.DELTALOG
 
 
 @dataclass(frozen=True)
@@ -118,10 +119,7 @@ class HistoryEntry:
         return not self.by_deltalog
 
     def to_json(self) -> dict[str, Any]:
-        return {"topic": self.topic, "partition": self.partition, "version": self.version,
-                "timestamp_ms": self.timestamp_ms, "kind": self.kind, "operation": self.operation,
-                "by_deltalog": self.by_deltalog, "engine": self.engine, "user": self.user,
-                "parameters": self.parameters, "files": self.files}
+        return asdict(self)
 
     def summary(self) -> str:
         """The figures in one short line: what the text output prints."""

@@ -164,13 +164,6 @@ class EmbeddedSQL:
             self._con = None
 
 
-def rows_of(relation: Any, limit: int) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """The columns and at most ``limit`` rows of a relation (DuckDB's) or a DataFrame (Spark's)."""
-    if hasattr(relation, "fetchall"):
-        return list(relation.columns), relation.limit(limit).fetchall()
-    return list(relation.columns), [tuple(r) for r in relation.limit(limit).collect()]
-
-
 _STRING_OR_WORD = re.compile(r"""('(?:[^']|'')*')|("(?:[^"]|"")*")|(`[^`]*`)|\b(offset)\b(?!\s*(?:[0-9?$(]|-))""",
                              re.IGNORECASE)
 
