@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import re
 
+import pytest
+
 from deltalog.cli.report import render_readme
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -91,3 +93,30 @@ def test_the_transactions_example_runs(tmp_path):
     committed = namespace["store"].consumer(group_id="order-totals-app").committed(
         namespace["TopicPartition"]("orders-in", 0))
     assert committed == 42
+
+
+@pytest.mark.subprocess
+def test_the_readme_kafka_quickstart_runs(tmp_path):
+    """The README's kcat quickstart, run as a user runs it (bash, in a fresh directory) on a free port: kcat lists,
+    produces and consumes through ``deltalog serve``, the usual cleaner pass compacts, ``kill %1`` stops it."""
+    import subprocess
+    import sys
+
+    from tooling.services import ensure_kcat, free_port
+
+    ensure_kcat()
+    block = re.search(r"```bash\n(.*?)```", readme().split("## A Kafka quickstart with kcat", 1)[1], re.S).group(1)
+    port = free_port()
+    script = "\n".join(line for line in block.splitlines() if not line.startswith("pip install"))
+    script = script.replace("deltalog serve &", f"deltalog serve --listen 127.0.0.1:{port} &")
+    script = script.replace("127.0.0.1:9092", f"127.0.0.1:{port}")
+    bindir = os.path.dirname(sys.executable)
+    env = {**os.environ, "PATH": bindir + os.pathsep + os.environ["PATH"],
+           "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run(["bash", "-e", "-c", "set -m\n" + script + "\nwait"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert 'topic "changes" with 1 partitions' in done.stdout
+    consumed = [line for line in done.stdout.splitlines() if " @" in line and "=" in line]
+    assert consumed == ["user2=bob @1", "user1=alice2 @2", "user3=carol @3"]
+    assert "deltalog serve: stopped" in done.stdout + done.stderr
