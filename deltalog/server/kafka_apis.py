@@ -139,6 +139,10 @@ class KafkaApis:
             15: self.handle_describe_groups,
         }
 
+    def close(self) -> None:
+        """Stop the handlers' timers (the transaction coordinator's abort timer)."""
+        self.txn.close()
+
     def handle(self, request: p.Request) -> Any:
         """The response to ``request`` (Kafka's ``KafkaApis.handle``), or None when none is sent."""
         return self.handlers[request.api_key](request)

@@ -21,10 +21,18 @@ holder, so of two racing producers one wins and the other gets ``PRODUCER_FENCED
 A transactional batch is appended only to a partition its transaction added (KIP-890's verification, which Kafka's
 ``AddPartitionsToTxnManager`` does for the broker): else ``INVALID_TXN_STATE``, as Kafka answers Produce requests
 before v12; an older epoch gets ``INVALID_PRODUCER_EPOCH``.
+
+Kafka's coordinator aborts a transaction open longer than its ``transaction.timeout.ms`` on a timer
+(``transaction.abort.timed.out.transaction.cleanup.interval.ms``, 10 s): once an endpoint has served a transactional
+request it runs :meth:`TransactionCoordinator.abort_timed_out_transactions` on that timer too (the cleaner's cycle
+also does), so a producer that dies in a transaction holds ``read_committed`` readers back for its timeout, not
+until the next cleaning. Several endpoints on a store may all run it: each step is a compare-and-swap.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -53,6 +61,10 @@ from deltalog.producer.producer import Producer
 from deltalog.server import protocol as p
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
+log = logging.getLogger(__name__)
+
+#: Kafka's ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` default.
+ABORT_TIMED_OUT_INTERVAL_MS = 10_000
 #: The record batch v2 attributes (int16 at byte 21 of the header) and their transactional bit.
 _ATTRIBUTES_AT = 21
 _TRANSACTIONAL = 0x10
@@ -91,6 +103,46 @@ class TxnApis:
         self.groups = groups
         self.error_code = error_code
         self.coordinator = TransactionCoordinator(store.log_manager)  # stateless: the documents are the state
+        #: How often the timer aborts timed-out transactions (Kafka's
+        #: ``transaction.abort.timed.out.transaction.cleanup.interval.ms``); read when the timer starts.
+        self.abort_timed_out_interval_ms = ABORT_TIMED_OUT_INTERVAL_MS
+        self._stop = threading.Event()
+        self._timer: threading.Thread | None = None
+
+    # -- the coordinator's timer -------------------------------------------------------------------------------
+
+    def _start_timer(self) -> None:
+        """Start the abort timer on the first transactional request (an endpoint that never serves one keeps no
+        thread for it)."""
+        if self._timer is None and not self._stop.is_set():
+            self._timer = threading.Thread(target=self._abort_timed_out_loop, name="deltalog-transaction-abort",
+                                           daemon=True)
+            self._timer.start()
+
+    def _abort_timed_out_loop(self) -> None:
+        interval_s = self.abort_timed_out_interval_ms / 1000
+        while not self._stop.wait(interval_s):
+            self.abort_timed_out_transactions()
+
+    def abort_timed_out_transactions(self) -> list[str]:
+        """One tick of the timer (Kafka's ``TransactionCoordinator.abortTimedOutTransactions``): the transactional
+        ids aborted (or completed, when their completer died). A failure is logged and tried again next tick."""
+        try:
+            with self.lock:
+                done = self.coordinator.abort_timed_out_transactions(self._now())
+        except DeltalogError as e:
+            log.warning("aborting timed-out transactions failed (tried again in %d ms): %s",
+                        self.abort_timed_out_interval_ms, e)
+            return []
+        if done:
+            log.info("aborted or completed %d timed-out transaction(s): %s", len(done), ", ".join(done))
+        return done
+
+    def close(self) -> None:
+        """Stop the timer (the endpoint is shutting down)."""
+        self._stop.set()
+        if self._timer is not None:
+            self._timer.join()
 
     def _code(self, e: DeltalogError, *, illegal_state: int = p.CONCURRENT_TRANSACTIONS) -> int:
         """Kafka's code for an error the coordinator raised."""
@@ -127,6 +179,7 @@ class TxnApis:
         tid = body.transactional_id
         if not tid:
             return answer(p.INVALID_REQUEST)
+        self._start_timer()
         if not 1 <= body.transaction_timeout_ms <= MAX_TIMEOUT_MS:  # the coordinator's transaction.max.timeout.ms
             return answer(p.INVALID_TRANSACTION_TIMEOUT)
         expected = None
@@ -175,6 +228,7 @@ class TxnApis:
         topic_cls = cls.AddPartitionsToTxnTopicResult
         part_cls = topic_cls.AddPartitionsToTxnPartitionResult
         wanted = [(t.name, q) for t in body.v3_and_below_topics for q in t.partitions]
+        self._start_timer()
         with self.lock:
             missing = {tp for tp in wanted if not self._exists(*tp)}
             if missing:
@@ -308,6 +362,7 @@ class TxnApis:
         body, version = request.body, request.api_version
         cls = p.SERVED[26].response[version]
         commit = bool(body.committed)
+        self._start_timer()
         with self.lock:
             code = self._end(body.transactional_id, body.producer_id, body.producer_epoch, commit)
         return cls(throttle_time_ms=0, error_code=fenced_for(code, version, 2))
