@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.producer import (
     AddOffsetsToTxnRequest,
@@ -230,8 +231,20 @@ def test_kafka_error_codes_and_any_endpoint_serves_any_transactional_id(store, e
     assert txn_state(store, "offsets-tx").partitions == ((OFFSETS_TOPIC, store.offsets_topic.partition_for("g")),)
     assert request(endpoint, commit, TxnOffsetCommitResponse, 3).topics[0].partitions[0].error_code == p.NONE
     assert store.list_consumer_groups() == []  # not committed before the transaction is
+    # a read_committed consumer's OffsetFetch (require_stable, KIP-447) waits for the open transaction
+    assert offset_fetch(endpoint, "g", stable=True) == (-1, p.UNSTABLE_OFFSET_COMMIT)
+    assert offset_fetch(endpoint, "g", stable=False) == (-1, p.NONE)
     assert end(endpoint, "offsets-tx", pid, epoch, True) == p.NONE
     assert store.list_consumer_group_offsets("g")[TopicPartition("t", 0)].offset == 2
+    assert offset_fetch(endpoint, "g", stable=True) == (2, p.NONE)
+
+
+def offset_fetch(server, group: str, *, stable: bool) -> tuple[int, int]:
+    cls = OffsetFetchRequest[7]
+    resp = request(server, cls(group_id=group, topics=[cls.OffsetFetchRequestTopic(name="t", partition_indexes=[0])],
+                               require_stable=stable), OffsetFetchResponse, 7)
+    part = resp.topics[0].partitions[0]
+    return part.committed_offset, part.error_code
 
 
 def test_the_endpoint_aborts_a_transaction_open_longer_than_its_timeout(store, endpoint):

@@ -501,6 +501,8 @@ class KafkaApis:
         with self.lock:
             try:
                 committed = self.store.offsets_topic.committed(body.group_id)
+                stable = request.api_version >= 7 and body.require_stable  # KIP-447: no offset of an open transaction
+                pending = self.txn.pending_offsets(body.group_id) if stable else set()
             except DeltalogError as e:
                 return cls(throttle_time_ms=0, topics=[], error_code=error_code(e))
         if body.topics is None:  # every committed offset of the group
@@ -514,6 +516,10 @@ class KafkaApis:
             out = []
             for q in parts:
                 om = committed.get(TopicPartition(name, q))
+                if TopicPartition(name, q) in pending:
+                    out.append(part_cls(partition_index=q, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                                        error_code=p.UNSTABLE_OFFSET_COMMIT))
+                    continue
                 out.append(part_cls(partition_index=q, committed_offset=om.offset if om else -1,
                                     committed_leader_epoch=om.leader_epoch if om else -1,
                                     metadata=om.metadata if om else "", error_code=p.NONE))

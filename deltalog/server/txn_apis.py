@@ -45,8 +45,9 @@ from deltalog.errors import (
     ProducerFencedError,
     UnknownTopicOrPartitionError,
 )
-from deltalog.groups.offsets_topic import OFFSETS_TOPIC
+from deltalog.groups.offsets_topic import OFFSETS_TOPIC, decode_key, partition_for, validate_group_id
 from deltalog.log.producer_state import ProducerBatch, ProducerStateEntry, batch_digest
+from deltalog.log.record import KEY, OFFSET, PRODUCER_ID
 from deltalog.log.transaction_coordinator import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
@@ -57,6 +58,7 @@ from deltalog.log.transaction_coordinator import (
     TransactionCoordinator,
     TransactionMetadata,
 )
+from deltalog.log.transactions import READ_UNCOMMITTED
 from deltalog.producer.producer import Producer
 from deltalog.server import protocol as p
 from deltalog.structs import OffsetAndMetadata, TopicPartition
@@ -349,6 +351,33 @@ class TxnApis:
             code = self._code(e)
             return p.INVALID_PRODUCER_EPOCH if code == p.PRODUCER_FENCED else code
         return p.NONE
+
+    def pending_offsets(self, group_id: str) -> set[TopicPartition]:
+        """The partitions whose offsets ``group_id`` has in a transaction still open (Kafka's
+        ``GroupMetadata.hasPendingOffsetCommitsForTopicPartition``): an OffsetFetch with ``require_stable``
+        (KIP-447, what read_committed consumers send) gets ``UNSTABLE_OFFSET_COMMIT`` for them and asks again, so a
+        consumer taking over never starts from an offset the open transaction is about to replace. Read from the
+        group's partition of ``__consumer_offsets`` above its last stable offset: nothing is kept in memory."""
+        n = self.store.offsets_topic.num_partitions()
+        if n is None:
+            return set()
+        log = self.store.log(OFFSETS_TOPIC, partition_for(validate_group_id(group_id), n))
+        index = log.txn_index()
+        if not index.ongoing:
+            return set()
+        _, index, rows = log.read_rows(index.last_stable_offset, None, READ_UNCOMMITTED)
+        pending = set()
+        for offset, pid, key in zip(*(rows.column(c).to_pylist() for c in (OFFSET, PRODUCER_ID, KEY)), strict=True):
+            first = index.ongoing.get(pid) if pid is not None else None
+            if first is None or offset < first or key is None:
+                continue
+            try:
+                k = decode_key(key)
+            except ValueError:  # not a key of this format: Kafka's loader skips what it cannot read, and so does replay
+                continue
+            if k is not None and k.group == group_id:
+                pending.add(k.topic_partition)
+        return pending
 
     # -- EndTxn ------------------------------------------------------------------------------------------------
 
