@@ -235,13 +235,27 @@ class TransactionCoordinator:
 
     # -- Kafka's requests --------------------------------------------------------------------------------
 
-    def init_producer_id(self, transactional_id: str, timeout_ms: int, now_ms: int) -> tuple[int, int]:
+    def init_producer_id(self, transactional_id: str, timeout_ms: int, now_ms: int, *,
+                         expected: tuple[int, int] | None = None) -> tuple[int, int]:
         """(producer id, epoch) for ``transactional_id`` with the epoch bumped, after finishing whatever an older
         holder left: an ongoing transaction is aborted, a prepared one completed as it was decided (Kafka's
-        InitProducerId). Every older producer with the id is fenced."""
+        InitProducerId). Every older producer with the id is fenced.
+
+        ``expected``: the (producer id, epoch) a producer already holding the id sends to bump its own epoch
+        after an error (InitProducerId v3+, KIP-360). It must be the id's current pair, checked in the same
+        compare-and-swap as the bump, else :class:`~deltalog.errors.ProducerFencedError` (Kafka's
+        ``TransactionCoordinator.prepareInitProducerIdTransit`` answers ``PRODUCER_FENCED``: another producer
+        took the id over meanwhile). An id never initialised or expired takes any ``expected``, as Kafka's takes
+        it for metadata just created."""
         check_timeout(timeout_ms)
 
         def bump(meta: TransactionMetadata | None) -> TransactionMetadata:
+            if expected is not None and meta is not None and meta.state != DEAD \
+                    and (meta.producer_id, meta.producer_epoch) != tuple(expected):
+                raise ProducerFencedError(
+                    f"producer id {expected[0]} epoch {expected[1]} asked to bump the epoch of transactional id "
+                    f"{transactional_id!r}, which producer id {meta.producer_id} epoch {meta.producer_epoch} holds "
+                    "now: a newer producer with the same transactional_id fenced it")
             if meta is None or meta.state == DEAD:  # never initialised, or expired: a new producer id
                 return TransactionMetadata(transactional_id, producer_ids.allocate(self.storage, self.logs), 0,
                                            timeout_ms=timeout_ms, last_update_ms=now_ms)

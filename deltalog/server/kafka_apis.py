@@ -50,6 +50,7 @@ from deltalog.log.producer_state import ProducerBatch
 from deltalog.log.record import HEADERS, KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
 from deltalog.server import protocol as p
+from deltalog.server import txn_apis
 from deltalog.server.group_coordinator import GroupCoordinator
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
@@ -110,6 +111,7 @@ class KafkaApis:
         self.cluster_id = "deltalog-" + store.root.rsplit("/", 1)[-1][:40]
         self.lock = threading.RLock()
         self.groups = GroupCoordinator()
+        self.txn = txn_apis.TxnApis(store, self.lock, self.groups, error_code)
         self.handlers: dict[int, Callable[[p.Request], Any]] = {
             0: self.handle_produce,
             1: self.handle_fetch,
@@ -129,9 +131,17 @@ class KafkaApis:
             22: self.handle_init_producer_id,
             21: self.handle_delete_records,
             44: self.handle_incremental_alter_configs,
+            24: self.txn.handle_add_partitions_to_txn,
+            25: self.txn.handle_add_offsets_to_txn,
+            26: self.txn.handle_end_txn,
+            28: self.txn.handle_txn_offset_commit,
             16: self.handle_list_groups,
             15: self.handle_describe_groups,
         }
+
+    def close(self) -> None:
+        """Stop the handlers' timers (the transaction coordinator's abort timer)."""
+        self.txn.close()
 
     def handle(self, request: p.Request) -> Any:
         """The response to ``request`` (Kafka's ``KafkaApis.handle``), or None when none is sent."""
@@ -182,7 +192,8 @@ class KafkaApis:
         for topic_data in body.topic_data:
             parts = []
             for pd in topic_data.partition_data:
-                code, base, message, start = self._produce_partition(body.acks, topic_data.name, pd.index, pd.records)
+                code, base, message, start = self._produce_partition(body.acks, topic_data.name, pd.index, pd.records,
+                                                                     body.transactional_id)
                 parts.append(cls.TopicProduceResponse.PartitionProduceResponse(
                     index=pd.index, error_code=code, base_offset=base, log_append_time_ms=-1,
                     log_start_offset=start, record_errors=[], error_message=message))
@@ -191,9 +202,11 @@ class KafkaApis:
             return None
         return cls(responses=out, throttle_time_ms=0)
 
-    def _produce_partition(self, acks: int, topic: str, partition: int, data: bytes | None
-                           ) -> tuple[int, int, str | None, int]:
-        """(error code, base offset, error message, log start offset) of one partition's records."""
+    def _produce_partition(self, acks: int, topic: str, partition: int, data: bytes | None,
+                           transactional_id: str | None = None) -> tuple[int, int, str | None, int]:
+        """(error code, base offset, error message, log start offset) of one partition's records. A transactional
+        batch is appended only to a partition its transaction added (:meth:`TxnApis.verify`), with its producer id
+        and epoch on every row (an older epoch: ``INVALID_PRODUCER_EPOCH``, Kafka's answer to a Produce)."""
         if acks not in (-1, 0, 1):
             return p.INVALID_REQUIRED_ACKS, -1, f"acks must be -1, 0 or 1, not {acks}", -1
         try:
@@ -202,17 +215,28 @@ class KafkaApis:
             return e.code, -1, str(e), -1
         if not records.num_rows:
             return p.CORRUPT_MESSAGE, -1, "a produce request carried no record for this partition", -1
+        transactional = producer is not None and txn_apis.is_transactional(bytes(data or b""))
         with self.lock:
             try:
                 if producer is None:
                     offsets = self.store.append(topic, partition, records)  # one Delta commit, or none on an error
+                elif transactional:
+                    code, message = self.txn.verify(transactional_id, [(topic, partition)], producer[0], producer[1])
+                    if code != p.NONE:
+                        return code, -1, message, -1
+                    log = self.store.log(topic, partition)
+                    offsets = log.append(records, self.store.clock.now_ms(),
+                                         producer=self.txn.producer_batch(*producer, records))
                 else:  # the idempotent append: a retry of the producer's last batch gets its first offsets back
                     log = self.store.log(topic, partition)
                     offsets = log.append(records, self.store.clock.now_ms(), producer=ProducerBatch(
                         producer[0], producer[1], producer[2], digest=producer_state.batch_digest(records)))
                 start = self.store.log(topic, partition).head().log_start_offset
             except DeltalogError as e:
-                return error_code(e), -1, str(e), -1
+                code = error_code(e)
+                if transactional and code == p.PRODUCER_FENCED:  # the partition knows a newer epoch
+                    code = p.INVALID_PRODUCER_EPOCH
+                return code, -1, str(e), -1
         return p.NONE, offsets[0], None, start
 
     # -- Fetch -----------------------------------------------------------------------------------------
@@ -424,14 +448,28 @@ class KafkaApis:
     # -- group offsets (the group coordinator: this broker) -------------------------------------------------
 
     def handle_find_coordinator(self, request: p.Request) -> Any:
-        """Every group's coordinator is this broker (its offsets live in the store's ``__consumer_offsets``); the
-        transaction coordinator is not served yet."""
+        """Every group's coordinator is this broker (its offsets live in the store's ``__consumer_offsets``); a
+        transactional id's (key type 1) is :meth:`transaction_coordinator`'s answer."""
         cls = p.SERVED[10].response[request.api_version]
+        body = request.body
+        key_type = body.key_type if request.api_version >= 1 else 0
+        if key_type == 1:
+            node_id, host, port = self.transaction_coordinator(body.key)
+        elif key_type == 0:
+            node_id, (host, port) = NODE_ID, self.advertised
+        else:
+            return cls(throttle_time_ms=0, error_code=p.INVALID_REQUEST, error_message=(
+                f"coordinator key type {key_type} is not served: 0 (group) or 1 (transaction)"), node_id=-1, host="",
+                port=-1)
+        return cls(throttle_time_ms=0, error_code=p.NONE, error_message=None, node_id=node_id, host=host, port=port)
+
+    def transaction_coordinator(self, transactional_id: str) -> tuple[int, str, int]:
+        """(node id, host, port) of the endpoint that coordinates ``transactional_id`` (Kafka's
+        ``TransactionStateManager.partitionFor`` and that partition's leader): this one. Any endpoint on the store
+        can serve any transactional id (the state is the store's documents, see :mod:`deltalog.server.txn_apis`),
+        so this is placement, not correctness."""
         host, port = self.advertised
-        if request.body.key_type != 0:
-            return cls(throttle_time_ms=0, error_code=p.COORDINATOR_NOT_AVAILABLE, error_message=(
-                "transactions are not served yet by deltalog serve"), node_id=-1, host="", port=-1)
-        return cls(throttle_time_ms=0, error_code=p.NONE, error_message=None, node_id=NODE_ID, host=host, port=port)
+        return NODE_ID, host, port
 
     def handle_offset_commit(self, request: p.Request) -> Any:
         """Kafka's ``GroupCoordinator.handleCommitOffsets`` for a group without members (``assign()``-ing consumers,
@@ -463,6 +501,8 @@ class KafkaApis:
         with self.lock:
             try:
                 committed = self.store.offsets_topic.committed(body.group_id)
+                stable = request.api_version >= 7 and body.require_stable  # KIP-447: no offset of an open transaction
+                pending = self.txn.pending_offsets(body.group_id) if stable else set()
             except DeltalogError as e:
                 return cls(throttle_time_ms=0, topics=[], error_code=error_code(e))
         if body.topics is None:  # every committed offset of the group
@@ -476,6 +516,10 @@ class KafkaApis:
             out = []
             for q in parts:
                 om = committed.get(TopicPartition(name, q))
+                if TopicPartition(name, q) in pending:
+                    out.append(part_cls(partition_index=q, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                                        error_code=p.UNSTABLE_OFFSET_COMMIT))
+                    continue
                 out.append(part_cls(partition_index=q, committed_offset=om.offset if om else -1,
                                     committed_leader_epoch=om.leader_epoch if om else -1,
                                     metadata=om.metadata if om else "", error_code=p.NONE))
@@ -531,12 +575,11 @@ class KafkaApis:
         """Kafka's ``InitProducerId`` for an idempotent producer (no transactional id): a producer id no producer of
         the store ever had (:func:`deltalog.log.producer_ids.allocate`, the counter the Python
         producers take theirs from), epoch 0. A producer that asks again (KIP-360, after an unknown producer id)
-        gets a new id. Transactional ids are not served yet."""
+        gets a new id. With a transactional id: :meth:`TxnApis.handle_init_producer_id`."""
         body = request.body
         cls = p.SERVED[22].response[request.api_version]
         if body.transactional_id is not None:
-            return cls(throttle_time_ms=0, error_code=p.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
-                       producer_epoch=-1)
+            return self.txn.handle_init_producer_id(request)
         with self.lock:
             pid = producer_ids.allocate(self.store.log_manager.storage, self.store.log_manager)
         return cls(throttle_time_ms=0, error_code=p.NONE, producer_id=pid, producer_epoch=0)
@@ -595,8 +638,8 @@ def decode_records(data: bytes) -> tuple[pa.Table, tuple[int, int, int] | None]:
     """The records of a Produce request's record set (record batches v2, any codec kafka-python reads), checked as
     Kafka's ``LogValidator`` checks them before anything is appended: every batch's CRC, magic 2, complete batches;
     and the (producer id, epoch, base sequence) of an idempotent batch (Kafka's clients send one batch per partition
-    per request; an idempotent record set of several batches is refused). Transactional batches are refused: their
-    coordinator is not served yet.
+    per request; an idempotent record set of several batches is refused). Whether a transactional batch may be
+    appended is the Produce handler's question (:func:`deltalog.server.txn_apis.is_transactional`).
 
     The records come back as the Arrow columns :mod:`deltalog.log.arrow_records` appends (key, value, timestamp_ms,
     headers), checked there column-wise, as a producer's Arrow batch is: no Python object per record."""
@@ -618,8 +661,6 @@ def decode_records(data: bytes) -> tuple[pa.Table, tuple[int, int, int] | None]:
         if not batch.validate_crc():
             raise _BatchError(p.CORRUPT_MESSAGE, f"record batch at base offset {batch.base_offset} fails its CRC")
         batches += 1
-        if batch.is_transactional:
-            raise _BatchError(p.INVALID_RECORD, "transactional batches are not served yet")
         if batch.producer_id >= 0:
             producer = (batch.producer_id, batch.producer_epoch, batch.base_sequence)
         if producer is not None and batches > 1:

@@ -60,10 +60,18 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 
 from deltalog.errors import ProtocolError
@@ -94,10 +102,15 @@ INVALID_CONFIG = 40
 UNSUPPORTED_COMPRESSION_TYPE = 76
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
 INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
+OPERATION_NOT_ATTEMPTED = 55
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 UNKNOWN_PRODUCER_ID = 59
 INVALID_RECORD = 87
+UNSTABLE_OFFSET_COMMIT = 88
 PRODUCER_FENCED = 90
 
 
@@ -120,7 +133,9 @@ class Api:
 #: DeleteTopics to v5 (v6 deletes by topic id); FindCoordinator to v3 (v4 batches keys); OffsetCommit to v8 and
 #: OffsetFetch to v7 (the versions before KIP-848's consumer protocol and batched groups); JoinGroup to v7
 #: (v8 adds a reason, v9 skips the leader's assignment for KIP-848 migrations); InitProducerId to v4 (v5 and v6 are
-#: KIP-890's and KIP-939's transaction versions).
+#: KIP-890's and KIP-939's transaction versions); AddPartitionsToTxn to v3 (v4+ are brokers' verification
+#: requests), AddOffsetsToTxn, EndTxn and TxnOffsetCommit to v3 (v4+ add KIP-890's TRANSACTION_ABORTABLE and
+#: its transaction version 2, which needs Produce v12).
 SERVED: dict[int, Api] = {
     api.key: api
     for api in (
@@ -144,6 +159,10 @@ SERVED: dict[int, Api] = {
         Api(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
         Api(ListGroupsRequest, ListGroupsResponse, 0, 4),
         Api(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
+        Api(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 3),
+        Api(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
+        Api(EndTxnRequest, EndTxnResponse, 0, 3),
+        Api(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
     )
 }
 API_VERSIONS_KEY = int(ApiVersionsRequest.API_KEY)

@@ -141,6 +141,7 @@ class SocketServer:
         self._listener.shutdown()
         if self._thread is not None:
             self._thread.join()
+        self.apis.close()
 
     def close(self) -> None:
         """Close the listening socket (after :meth:`shutdown`, or when the loop never ran)."""
