@@ -50,6 +50,7 @@ from deltalog.log.producer_state import ProducerBatch
 from deltalog.log.record import HEADERS, KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
 from deltalog.server import protocol as p
+from deltalog.server import sasl
 from deltalog.server.group_coordinator import GroupCoordinator
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
@@ -131,6 +132,8 @@ class KafkaApis:
             44: self.handle_incremental_alter_configs,
             16: self.handle_list_groups,
             15: self.handle_describe_groups,
+            17: sasl.after_authentication,  # before it, deltalog.server.sasl answers these on the connection
+            36: sasl.after_authentication,
         }
 
     def handle(self, request: p.Request) -> Any:

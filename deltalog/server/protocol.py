@@ -65,6 +65,12 @@ from kafka.protocol.producer import (
     ProduceRequest,
     ProduceResponse,
 )
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 from deltalog.errors import ProtocolError
 
@@ -96,6 +102,9 @@ OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
 INVALID_PRODUCER_ID_MAPPING = 49
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+UNSUPPORTED_SASL_MECHANISM = 33
+ILLEGAL_SASL_STATE = 34
+SASL_AUTHENTICATION_FAILED = 58
 UNKNOWN_PRODUCER_ID = 59
 INVALID_RECORD = 87
 PRODUCER_FENCED = 90
@@ -144,6 +153,8 @@ SERVED: dict[int, Api] = {
         Api(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
         Api(ListGroupsRequest, ListGroupsResponse, 0, 4),
         Api(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
+        Api(SaslHandshakeRequest, SaslHandshakeResponse, 0, 1),  # deltalog.server.sasl: before authentication
+        Api(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
     )
 }
 API_VERSIONS_KEY = int(ApiVersionsRequest.API_KEY)
