@@ -101,7 +101,19 @@ def make_credential(mechanism: str, password: str, *, iterations: int = MIN_ITER
     salt = os.urandom(32) if salt is None else bytes(salt)
     if not salt:
         raise UnacceptableCredentialError("the salt must not be empty")
-    salted = salted_password(mechanism, password, salt, iterations)
+    return credential_from_salted(mechanism, salted_password(mechanism, password, salt, iterations), salt,
+                                  iterations)
+
+
+def credential_from_salted(mechanism: str, salted: bytes, salt: bytes, iterations: int) -> ScramCredential:
+    """The credential of a salted password, which is what ``AlterUserScramCredentials`` carries (the client salts
+    the password; the broker derives the keys: Kafka's ``ScramCredentialUtils``)."""
+    check_mechanism(mechanism)
+    if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+        raise UnacceptableCredentialError(
+            f"iterations={iterations} for {mechanism} is not allowed: it must be {MIN_ITERATIONS}..{MAX_ITERATIONS}")
+    if not salted or not salt:
+        raise UnacceptableCredentialError("the salted password and the salt must not be empty")
     client_key = hmac_digest(mechanism, salted, b"Client Key")
     return ScramCredential(salt=salt, server_key=hmac_digest(mechanism, salted, b"Server Key"),
                            stored_key=hash_digest(mechanism, client_key), iterations=iterations)
@@ -159,7 +171,12 @@ class ScramCredentials:
                salt: bytes | None = None) -> ScramCredential:
         """Set the user's credential for ``mechanism`` from ``password`` (its other mechanism is kept)."""
         _check_user(user)
-        credential = make_credential(mechanism, password, iterations=iterations, salt=salt)
+        return self.put(user, mechanism, make_credential(mechanism, password, iterations=iterations, salt=salt))
+
+    def put(self, user: str, mechanism: str, credential: ScramCredential) -> ScramCredential:
+        """Set the user's credential for ``mechanism`` (see :func:`credential_from_salted`)."""
+        _check_user(user)
+        check_mechanism(mechanism)
         self._change(user, lambda scram: scram.__setitem__(mechanism, credential.to_json()))
         return credential
 
