@@ -201,6 +201,7 @@ def listener_security(props: Mapping[str, str], *, plain_users_file: str | None 
     protocol = protocol_map[name]
     cfg = _Configs(props, name)
     out = ListenerSecurity(name=name, protocol=protocol, host=host, port=port)
+    out.check_bind()  # first: the one error a PLAINTEXT listener on every address needs to see
     if props.get("advertised.listeners"):
         _, a_host, a_port = parse_listener(props["advertised.listeners"], "advertised.listeners")
         out.advertised = (a_host, a_port)
