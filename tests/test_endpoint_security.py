@@ -441,3 +441,25 @@ def test_deltalog_serve_refuses_plaintext_on_every_address_naming_the_configs(tm
     finally:
         started.send_signal(signal.SIGTERM)
         started.wait(timeout=30)
+
+
+def test_a_damaged_credential_document_fails_that_user_only_and_the_doctor_names_it(store, secure, certs):
+    from deltalog import state_check
+
+    creds = scram.ScramCredentials(store.storage)
+    creds.upsert("carol", "SCRAM-SHA-256", "c-secret")
+    Path(creds._location("carol")).write_text('{"user": "carol", "scram": {"SCRAM-SHA-256": {"salt": "%%"}}}')
+    with tls_connect(secure, certs) as sock:
+        assert handshake(sock, "SCRAM-SHA-256").error_code == 0
+        answer = authenticate(sock, ScramClient("carol", "c-secret", "SCRAM-SHA-256").first_message())
+        assert answer.error_code == 58 and closed(sock)
+    with tls_connect(secure, certs) as sock:  # bob still logs in
+        client = ScramClient("bob", "bob-secret", "SCRAM-SHA-256")
+        assert handshake(sock, "SCRAM-SHA-256").error_code == 0
+        client.process_server_first_message(authenticate(sock, client.first_message()).auth_bytes)
+        final = authenticate(sock, client.final_message(), correlation_id=3)
+        assert final.error_code == 0
+        client.process_server_final_message(final.auth_bytes)
+    _, problems = state_check.scan_state(store.storage)
+    assert [p.detail.split(":")[0] for p in problems] == [creds._location("carol")]
+    assert "deltalog configs --alter --entity-type users" in problems[0].fix

@@ -9,6 +9,12 @@ other connections are served meanwhile. An API key or version that is not served
 where the answer can say so: ApiVersions (answered at v0 with the served versions, which is how clients negotiate)
 and responses with a top-level ``error_code``; for any other the connection is closed, as Kafka's broker does when
 it cannot parse a request.
+
+A listener with TLS (:mod:`deltalog.server.security`) does each connection's handshake in that connection's thread
+(Kafka's ``SslTransportLayer``); one with SASL hands every frame to the connection's
+:class:`~deltalog.server.sasl.SaslServerAuthenticator` until it has authenticated (Kafka's
+``SaslServerAuthenticator``), so nothing reaches :class:`KafkaApis` before. A PLAINTEXT listener binds a loopback
+address only.
 """
 
 from __future__ import annotations
