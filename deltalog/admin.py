@@ -314,7 +314,7 @@ class AdminClient:
             by_user.setdefault(_attr(alteration, "user"), []).append(alteration)
 
         def apply(user: str, items: list[Any]) -> None:
-            planned = []
+            planned: list[tuple[str, Any]] = []
             for a in items:  # every credential is checked before the first is written
                 mechanism = scram_mechanism(_attr(a, "mechanism", default=None) or
                                             _attr(_attr(a, "scram_credential_info"), "mechanism"))

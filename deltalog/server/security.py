@@ -113,21 +113,21 @@ class ListenerSecurity:
     unused: list[str] = field(default_factory=list)
 
     @property
-    def sasl(self) -> bool:
+    def is_sasl(self) -> bool:
         return self.protocol.startswith("SASL_")
 
     @property
-    def tls(self) -> bool:
+    def is_tls(self) -> bool:
         return self.protocol.endswith("SSL")
 
     def describe(self) -> str:
         """What the health line says: the listener, TLS, the SASL mechanisms."""
         parts = [f"{self.name}" + (f" ({self.protocol})" if self.name != self.protocol else "")]
-        if self.tls:
+        if self.is_tls:
             parts.append(f"TLS, ssl.client.auth={self.client_auth}")
-        if self.sasl:
+        if self.is_sasl:
             parts.append("SASL " + ", ".join(self.mechanisms))
-        if not self.tls and not self.sasl:
+        if not self.is_tls and not self.is_sasl:
             parts.append("loopback only: no TLS or SASL")
         return ", ".join(parts)
 
@@ -144,7 +144,7 @@ class ListenerSecurity:
 
     def authenticator(self, scram_lookup: sasl.ScramLookup, peer: Any) -> sasl.SaslServerAuthenticator | None:
         """A new connection's authenticator (None on a listener without SASL)."""
-        if not self.sasl:
+        if not self.is_sasl:
             return None
         return sasl.SaslServerAuthenticator(self.mechanisms, self.plain_users, scram_lookup,
                                             max_receive_size=self.max_receive_size, peer=peer)
@@ -211,10 +211,10 @@ def listener_security(props: Mapping[str, str], *, plain_users_file: str | None 
             f"advertised.listeners cannot use the nonroutable meta-address {host}): set "
             f"advertised.listeners={name}://<a host name clients reach>:{port}")
     out.max_request_bytes = _int(cfg, "socket.request.max.bytes")
-    if out.tls:
+    if out.is_tls:
         out.client_auth = (cfg.get("ssl.client.auth", "none") or "none").lower()
         out.ssl_context = ssl_context(cfg)
-    if out.sasl:
+    if out.is_sasl:
         out.mechanisms = sasl_mechanisms(cfg)
         out.plain_users = plain_users(props, cfg, name, out.mechanisms, plain_users_file, jaas_file)
         out.max_receive_size = _int(cfg, "sasl.server.max.receive.size") or sasl.DEFAULT_MAX_RECEIVE_SIZE

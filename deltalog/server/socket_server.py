@@ -54,15 +54,16 @@ class _Connection(socketserver.BaseRequestHandler):
     server: _Listener
 
     def handle(self) -> None:
-        sock: socket.socket = self.request
+        sock: socket.socket | ssl.SSLSocket = self.request
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = self.client_address
         security = self.server.security
         try:
             if security.ssl_context is not None:  # in the connection's thread: a slow handshake holds no one else
-                sock = tls_handshake(security.ssl_context, sock, peer)
-                if sock is None:
+                tls = tls_handshake(security.ssl_context, self.request, peer)
+                if tls is None:
                     return
+                sock = tls
             auth = security.authenticator(self.server.scram_lookup, peer)
             while True:
                 head = _read_exactly(sock, 4)
@@ -174,7 +175,7 @@ class SocketServer:
         self.port = self._listener.server_address[1]
         self._listener.max_request_bytes = max_request_bytes
         self._listener.security = self.security
-        self._listener.scram_lookup = ScramCredentials(store.storage).get if self.security.sasl else None
+        self._listener.scram_lookup = ScramCredentials(store.storage).get if self.security.is_sasl else None
         self.apis = KafkaApis(store, (advertised_host or host, self.port))
         self._listener.apis = self.apis
         self._thread: threading.Thread | None = None
