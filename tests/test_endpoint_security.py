@@ -352,6 +352,22 @@ def test_broker_configs_are_read_like_kafka_and_bad_ones_are_named(tmp_path, cer
     refused("no PLAIN user", **{"listener.name.sasl_ssl.plain.sasl.jaas.config": ""})
 
 
+def test_plain_users_from_a_jaas_file_and_a_users_file(tmp_path):
+    jaas = tmp_path / "kafka_server_jaas.conf"
+    jaas.write_text('// Kafka\'s JAAS file\nsasl_plaintext.KafkaServer {\n'
+                    '  org.apache.kafka.common.security.plain.PlainLoginModule required\n'
+                    '    username="admin" password="admin-secret"\n    user_admin="admin-secret" user_x="a \\"quoted\\" one";\n};\n')
+    users = tmp_path / "users.properties"
+    users.write_text("# deltalog's shorthand\nalice=alice-secret\n")
+    props = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN"}
+    sec = listener_security(props, jaas_file=str(jaas), plain_users_file=str(users))
+    assert sec.plain_users == {"admin": "admin-secret", "x": 'a "quoted" one', "alice": "alice-secret"}
+    assert sec.describe() == "SASL_PLAINTEXT, SASL PLAIN"
+    jaas.write_text("KafkaServer { com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true; };")
+    with pytest.raises(InvalidConfigError, match="Krb5LoginModule is not served"):
+        listener_security(props, jaas_file=str(jaas))
+
+
 def test_ssl_client_auth_required_accepts_the_ca_s_clients_only(store, certs):
     store.create_topic("secure", 1)
     security = listener_security({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": certs["server"],
