@@ -310,6 +310,12 @@ def test_scram_credentials_are_kept_without_the_password_and_managed_like_kafka(
         creds.delete("carol", "SCRAM-SHA-512")
     creds.delete("carol", "SCRAM-SHA-256")
     assert creds.get("carol", "SCRAM-SHA-256") is None and list(creds.describe()) == ["dave"]
+    from confluent_kafka.admin import UserScramCredentialDeletion
+
+    gone = admin.alter_user_scram_credentials([UserScramCredentialDeletion("dave", ScramMechanism.SCRAM_SHA_512)])
+    assert gone["dave"].result() is None and admin.describe_user_scram_credentials().result() == {}
+    with pytest.raises(ResourceNotFoundError):
+        admin.describe_user_scram_credentials(["dave"])["dave"].result()
 
 
 # -- configuration ------------------------------------------------------------------------------------------
