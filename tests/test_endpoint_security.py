@@ -318,6 +318,36 @@ def test_scram_credentials_are_kept_without_the_password_and_managed_like_kafka(
         admin.describe_user_scram_credentials(["dave"])["dave"].result()
 
 
+def test_admin_clients_alter_and_describe_scram_credentials_through_the_endpoint(store, secure, certs):
+    """KIP-554's APIs, as kafka-configs --bootstrap-server and both admin clients send them: the new user then logs
+    in with SCRAM on a fresh connection."""
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+    from kafka import KafkaAdminClient
+
+    conf = {"bootstrap.servers": f"127.0.0.1:{secure.port}", "security.protocol": "SASL_SSL",
+            "ssl.ca.location": certs["ca"], "sasl.mechanism": "PLAIN", "sasl.username": "admin",
+            "sasl.password": "admin-secret"}
+    admin = AdminClient(conf)
+    altered = admin.alter_user_scram_credentials([
+        UserScramCredentialUpsertion("frank", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"f-secret"),
+        UserScramCredentialUpsertion("gina", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 100), b"g-secret")])
+    assert altered["frank"].result(10) is None
+    with pytest.raises(Exception, match="4096..16384"):
+        altered["gina"].result(10)
+    described = admin.describe_user_scram_credentials(["frank", "gina"])
+    assert [(i.mechanism, i.iterations) for i in described["frank"].result(10).scram_credential_infos] == [
+        (ScramMechanism.SCRAM_SHA_256, 8192)]
+    with pytest.raises(Exception, match="does not exist"):
+        described["gina"].result(10)
+    kp = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{secure.port}", security_protocol="SASL_SSL",
+                          ssl_cafile=certs["ca"], sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="frank",
+                          sasl_plain_password="f-secret")
+    everyone = kp.describe_user_scram_credentials()
+    kp.close()
+    assert sorted(everyone) == ["bob", "frank"]
+    assert scram.ScramCredentials(store.storage).get("frank", "SCRAM-SHA-256").iterations == 8192
+
+
 # -- configuration ------------------------------------------------------------------------------------------
 
 def test_plaintext_refuses_a_non_loopback_bind_and_security_allows_it(store, certs):

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteRecordsRequest,
@@ -28,6 +30,8 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
@@ -106,6 +110,9 @@ UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
 SASL_AUTHENTICATION_FAILED = 58
 UNKNOWN_PRODUCER_ID = 59
+RESOURCE_NOT_FOUND = 91
+DUPLICATE_RESOURCE = 92
+UNACCEPTABLE_CREDENTIAL = 93
 INVALID_RECORD = 87
 PRODUCER_FENCED = 90
 
@@ -155,6 +162,8 @@ SERVED: dict[int, Api] = {
         Api(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
         Api(SaslHandshakeRequest, SaslHandshakeResponse, 0, 1),  # deltalog.server.sasl: before authentication
         Api(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
+        Api(DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, 0, 0),  # scram_apis
+        Api(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0),
     )
 }
 API_VERSIONS_KEY = int(ApiVersionsRequest.API_KEY)
