@@ -298,8 +298,119 @@ class AdminClient:
         return {key: _done(lambda t=t, p=p, o=o: DeletedRecords(self._store.delete_records(t, p, o).low_watermark))
                 for key, t, p, o in items}
 
+    # -- users' SCRAM credentials (Kafka's AlterUserScramCredentials / DescribeUserScramCredentials) -------------
+
+    def alter_user_scram_credentials(self, alterations: list[Any], *args: Any, **kwargs: Any) -> dict[str, Future]:
+        """Set or delete users' SCRAM credentials (``Admin.alterUserScramCredentials``): a list of
+        :class:`UserScramCredentialUpsertion` / :class:`UserScramCredentialDeletion` (or confluent-kafka's or
+        kafka-python's own). Answers ``{user: Future}``; a user's future raises its first error
+        (``UnacceptableCredentialError``, checked for all of the user's alterations before the first is written;
+        ``ResourceNotFoundError`` for deleting a credential the user does not have)."""
+        from deltalog.scram import ScramCredentials, credential_from_salted, make_credential
+
+        credentials = ScramCredentials(self._store.storage)
+        by_user: dict[str, list[Any]] = {}
+        for alteration in _items(alterations, "alter_user_scram_credentials()"):
+            by_user.setdefault(_attr(alteration, "user"), []).append(alteration)
+
+        def apply(user: str, items: list[Any]) -> None:
+            planned: list[tuple[str, Any]] = []
+            for a in items:  # every credential is checked before the first is written
+                mechanism = scram_mechanism(_attr(a, "mechanism", default=None) or
+                                            _attr(_attr(a, "scram_credential_info"), "mechanism"))
+                if _attr(a, "password", "salted_password") is None:
+                    planned.append((mechanism, None))
+                    continue
+                info = _attr(a, "scram_credential_info")
+                iterations = _attr(a, "iterations", default=None)
+                iterations = _attr(info, "iterations", default=None) if iterations is None else iterations
+                iterations = 4096 if iterations is None else iterations
+                salt = _attr(a, "salt", default=None)
+                if _attr(a, "salted_password") is not None:  # kafka-python's: the client salted it
+                    credential = credential_from_salted(mechanism, bytes(a.salted_password), bytes(salt), iterations)
+                else:
+                    password = a.password.decode("utf-8") if isinstance(a.password, bytes) else a.password
+                    credential = make_credential(mechanism, password, iterations=iterations, salt=salt)
+                planned.append((mechanism, credential))
+            for mechanism, credential in planned:
+                if credential is None:
+                    credentials.delete(user, mechanism)
+                else:
+                    credentials.put(user, mechanism, credential)
+
+        return {user: _done(lambda u=user, i=items: apply(u, i)) for user, items in by_user.items()}
+
+    def describe_user_scram_credentials(self, users: list[str] | None = None, *args: Any,
+                                        **kwargs: Any) -> Any:
+        """Each user's SCRAM mechanisms and iteration counts (``Admin.describeUserScramCredentials``; never a
+        salt or key). As confluent-kafka: with ``users`` None, one future of ``{user: description}`` for every
+        user with a credential; else ``{user: Future}``, a user without one raising ``ResourceNotFoundError``."""
+        from deltalog.scram import ScramCredentials
+
+        credentials = ScramCredentials(self._store.storage)
+
+        def description(user: str, mechanisms: dict[str, int]) -> UserScramCredentialsDescription:
+            return UserScramCredentialsDescription(user, [ScramCredentialInfo(m, i) for m, i in mechanisms.items()])
+
+        if users is None:
+            return _done(lambda: {u: description(u, m) for u, m in credentials.describe().items()})
+        return {user: _done(lambda u=user: description(u, credentials.describe([u])[u]))
+                for user in _items(users, "describe_user_scram_credentials()")}
+
     def close(self, *args: Any, **kwargs: Any) -> None:
         """Nothing to release (kafka-python's ``close()``)."""
+
+
+@dataclass
+class ScramCredentialInfo:
+    """confluent-kafka's ``ScramCredentialInfo(mechanism, iterations)``; the mechanism as Kafka names it
+    (``"SCRAM-SHA-256"``; the clients' ``ScramMechanism`` enums are read too)."""
+
+    mechanism: str
+    iterations: int = 4096
+
+
+@dataclass
+class UserScramCredentialsDescription:
+    """confluent-kafka's ``UserScramCredentialsDescription(user, scram_credential_infos)``."""
+
+    user: str
+    scram_credential_infos: list[ScramCredentialInfo]
+
+
+@dataclass
+class UserScramCredentialUpsertion:
+    """Set ``user``'s credential for ``mechanism`` from ``password`` (kafka-python's argument order; confluent-kafka's
+    ``UserScramCredentialUpsertion(user, ScramCredentialInfo(...), password)`` is read as well)."""
+
+    user: str
+    mechanism: str
+    password: str
+    iterations: int = 4096
+    salt: bytes | None = None
+
+
+@dataclass
+class UserScramCredentialDeletion:
+    """Delete ``user``'s credential for ``mechanism``."""
+
+    user: str
+    mechanism: str
+
+
+def scram_mechanism(value: Any) -> str:
+    """Kafka's mechanism name of ``value``: ``"SCRAM-SHA-256"``, ``"scram_sha_256"``, either client's
+    ``ScramMechanism`` enum, or its number (1, 2)."""
+    from deltalog.errors import UnacceptableCredentialError
+
+    name = getattr(value, "name", value)
+    if isinstance(name, int) and not isinstance(name, bool):
+        name = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}.get(name, str(name))
+    if isinstance(name, str):
+        name = name.upper().replace("_", "-")
+    if name not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        raise UnacceptableCredentialError(f"unknown SCRAM mechanism {shown(value)}: use SCRAM-SHA-256 or SCRAM-SHA-512")
+    return name
 
 
 def default_values(keys: Iterable[str]) -> dict[str, str]:

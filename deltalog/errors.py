@@ -299,3 +299,19 @@ class MissingExtraError(DeltalogError, ImportError):
 class ProtocolError(DeltalogError):
     """A frame that is not a Kafka request deltalog can read (``deltalog serve``): the connection is closed, as
     Kafka's ``SocketServer`` closes it on an ``InvalidRequestException``, and nothing of the request is applied."""
+
+
+class SaslAuthenticationError(DeltalogError):
+    """Kafka's ``SaslAuthenticationException``: a client's SASL exchange failed (a wrong password, an unknown user, a
+    mechanism the listener does not enable). ``deltalog serve`` answers it with ``SASL_AUTHENTICATION_FAILED`` and
+    closes the connection; the message is what the client is told, and never says which of user or password was
+    wrong beyond what Kafka's own mechanisms say."""
+
+
+class UnacceptableCredentialError(InvalidArgumentError):
+    """Kafka's ``UnacceptableCredentialException``: a SCRAM credential that cannot be stored (an iteration count
+    outside 4096..16384, an empty user name or password, a mechanism other than SCRAM-SHA-256/512)."""
+
+
+class ResourceNotFoundError(DeltalogError, LookupError):
+    """Kafka's ``ResourceNotFoundException``: e.g. deleting a SCRAM credential the user does not have."""

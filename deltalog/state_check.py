@@ -3,7 +3,7 @@
 Each document under ``_deltalog/`` (and each topic's marker) is read through the same validation the code that
 uses it applies (:mod:`deltalog.log.state_docs`), so the doctor reports exactly what would fail, naming the file
 and the fix: the producer-id counter, every transactional id's document, every topic marker, every uncleanable
-mark and the cleaner's last figures. Transactions that hang (open with no coordinator state left to end them,
+mark, the cleaner's last figures and every user's SCRAM credentials. Transactions that hang (open with no coordinator state left to end them,
 see :mod:`deltalog.log.hanging`) are reported too, with the command that ends each one. No Spark is needed.
 """
 
@@ -80,6 +80,11 @@ def scan_state(storage: Storage, *, now_ms: int | None = None) -> tuple[int, lis
                                         fix=fix)
         return check
 
+    from deltalog import scram
+
+    for info in storage.list_files(storage.location(*scram.USERS_DIR)):
+        if info.location.endswith(".json"):
+            each(info.location, scram.parse_document)
     for info in storage.list_files(storage.location(STATE_DIR, UNCLEANABLE_DIR)):
         each(info.location, json_object(
             "uncleanable mark", "The partition stays uncleanable: 'deltalog cleaner reset-uncleanable' clears it"))

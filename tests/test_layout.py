@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     # (the first layer imports nothing of deltalog)
     ("deltalog.clock", "deltalog.extras", "deltalog.storage_faults"),
     ("deltalog.storage", "deltalog.schemas", "deltalog.spark"),
-    ("deltalog.config",),
+    ("deltalog.config", "deltalog.scram"),  # store-wide configs; the users' SCRAM credentials
     ("deltalog.log",),            # LogManager, UnifiedLog, producer state: Kafka's storage module
     ("deltalog.groups",),         # __consumer_offsets and the consumer, on the log
     ("deltalog.producer",),       # Kafka's producer clients, on the log (and the offsets topic, for transactions)

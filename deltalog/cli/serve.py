@@ -3,14 +3,16 @@
 It prints one health line when it listens (the address, the store, what is served) and stops cleanly on SIGTERM or
 Ctrl-C: the listening loop ends, the connections close, and every request already handed to a handler has finished
 its Delta commit (a commit is atomic: a request cut by the stop writes all of its partition's batch or none).
-TLS and SASL are not served yet, so the endpoint listens on a loopback address only, as Kafka's own advice for a
-PLAINTEXT listener is to keep it on a trusted network.
+Security is configured with Kafka's broker configs, as ``kafka-server-start.sh server.properties``:
+``deltalog serve --config server.properties`` (``listeners=SASL_SSL://0.0.0.0:9093``, ``ssl.keystore.location``,
+``sasl.enabled.mechanisms``, the listener's JAAS config, ...) and ``--override key=value`` (see
+:mod:`deltalog.server.security`). Without TLS or SASL (a PLAINTEXT listener, ``--listen``) the endpoint listens on a
+loopback address only, and says so.
 """
 
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import signal
 import sys
 import threading
@@ -29,11 +31,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Listen on a Kafka port and serve the store with Kafka's wire protocol: ApiVersions, Metadata, "
         "Produce (plain and idempotent), Fetch, ListOffsets, CreateTopics, DeleteTopics, DescribeConfigs, DeleteRecords, "
         "consumer groups and their committed offsets (one broker, node id 0); see docs/kafka-endpoint.md. Runs in the "
-        "foreground; one health line on start; SIGTERM or Ctrl-C stops it cleanly. Loopback addresses only (no "
-        "TLS or SASL yet).",
+        "foreground; one health line on start; SIGTERM or Ctrl-C stops it cleanly. TLS and SASL (PLAIN, "
+        "SCRAM-SHA-256, SCRAM-SHA-512) are configured with Kafka's broker configs in a properties file (--config "
+        "server.properties, as kafka-server-start.sh) or --override; without them, loopback addresses only.",
     )
-    p.add_argument("--listen", metavar="HOST:PORT", default=DEFAULT_LISTEN,
-                   help=f"the address to listen on (default {DEFAULT_LISTEN}; port 0: any free port)")
+    p.add_argument("--listen", metavar="HOST:PORT", default=None,
+                   help=f"a PLAINTEXT listener on a loopback address (default {DEFAULT_LISTEN}; port 0: any free "
+                   "port); the same as listeners=PLAINTEXT://HOST:PORT")
+    p.add_argument("--config", metavar="FILE", dest="server_config", default=None,
+                   help="Kafka broker configs (server.properties): listeners, advertised.listeners, ssl.*, "
+                   "sasl.enabled.mechanisms, listener.name.<listener>.plain.sasl.jaas.config, ...")
+    p.add_argument("--override", metavar="KEY=VALUE", action="append", default=[],
+                   help="a broker config that wins over --config's (repeatable), as kafka-server-start.sh --override")
+    p.add_argument("--jaas-config", metavar="FILE", default=None,
+                   help="a JAAS file whose KafkaServer section (or <listener>.KafkaServer) lists PLAIN users "
+                   "(user_alice=\"...\"), as Kafka's java.security.auth.login.config")
+    p.add_argument("--plain-users", metavar="FILE", default=None,
+                   help="PLAIN users, one user=password line each (deltalog's shorthand for the JAAS options)")
     p.add_argument("--socket-request-max-bytes", type=int, default=None, metavar="N",
                    help="Kafka's socket.request.max.bytes: a larger request closes its connection (default 104857600)")
     output.add_output_option(p, text="the health line: where it listens, the store, what is served",
@@ -43,31 +57,57 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=serve)
 
 
+def server_properties(args: argparse.Namespace) -> dict[str, str]:
+    """The broker configs: ``--config``'s file, then each ``--override``, then ``--listen`` as a PLAINTEXT listener."""
+    from deltalog.server.security import load_properties
+
+    props = load_properties(args.server_config) if args.server_config else {}
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--override {item!r} is not KEY=VALUE, e.g. --override listeners=SASL_SSL://0.0.0.0:9093")
+        props[key.strip()] = value.strip()
+    if args.listen is not None:
+        if props.get("listeners"):
+            raise UsageError(f"--listen and listeners={props['listeners']} both name the listener: give one")
+        host, port = parse_listen(args.listen)
+        props["listeners"] = f"PLAINTEXT://{'[' + host + ']' if ':' in host else host}:{port}"
+    props.setdefault("listeners", f"PLAINTEXT://{DEFAULT_LISTEN}")
+    return props
+
+
 def parse_listen(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     host = host.strip("[]")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise UsageError(f"--listen {value!r} is not HOST:PORT, e.g. {DEFAULT_LISTEN}")
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host == "localhost"
-    if not loopback:
-        raise UsageError(f"--listen {value!r} is not a loopback address: without TLS and SASL (not served yet) "
-                         "deltalog serve listens on 127.0.0.1, ::1 or localhost only")
     return host, int(port)
 
 
 def serve(args: argparse.Namespace) -> int:
+    from deltalog.errors import InvalidConfigError
     from deltalog.server import protocol
+    from deltalog.server.security import listener_security
     from deltalog.server.socket_server import SocketServer
 
-    host, port = parse_listen(args.listen)
+    try:
+        security = listener_security(server_properties(args), plain_users_file=args.plain_users,
+                                     jaas_file=args.jaas_config)
+        security.check_bind()
+    except InvalidConfigError as e:
+        raise UsageError(str(e)) from None
+    if security.unused:
+        print(f"deltalog serve: these configurations were supplied but are not used: {', '.join(security.unused)}",
+              file=sys.stderr, flush=True)
+    host, port = security.host, security.port
     store = common.open_store(args, create=True)
-    max_bytes = args.socket_request_max_bytes or protocol.DEFAULT_MAX_REQUEST_BYTES
+    max_bytes = args.socket_request_max_bytes or security.max_request_bytes or protocol.DEFAULT_MAX_REQUEST_BYTES
     if max_bytes <= 0:
         raise UsageError(f"--socket-request-max-bytes must be > 0, not {max_bytes}")
-    server = SocketServer(store, host, port, max_request_bytes=max_bytes)
+    server = SocketServer(store, host, port, max_request_bytes=max_bytes, security=security)
+    if security.advertised is not None:
+        a_host, a_port = security.advertised
+        server.apis.advertised = (a_host, a_port or server.port)
 
     def stop(signum: int, frame: Any) -> None:
         # shutdown() waits for the loop serve_forever runs in this thread: ask for it from another thread
@@ -76,11 +116,12 @@ def serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     apis = [a.request.__name__.removesuffix("Request") for a in protocol.SERVED.values()]
     if output.wants_json(args):
-        output.emit({"listening": f"{host}:{server.port}", "store": store.root,
-                     "security": "PLAINTEXT, loopback only: no TLS or SASL", "node_id": 0, "apis": apis})
+        output.emit({"listening": f"{host}:{server.port}", "store": store.root, "security": security.describe(),
+                     "listener": security.name, "security_protocol": security.protocol,
+                     "sasl_mechanisms": list(security.mechanisms), "node_id": 0, "apis": apis})
         sys.stdout.flush()
     else:
-        print(f"deltalog serve: listening on {host}:{server.port} (PLAINTEXT, loopback only: no TLS or SASL) for "
+        print(f"deltalog serve: listening on {host}:{server.port} ({security.describe()}) for "
               f"store {store.root}; node id 0; serving {', '.join(apis)}", flush=True)
     try:
         server.serve_forever()

@@ -50,7 +50,7 @@ from deltalog.log.producer_state import ProducerBatch
 from deltalog.log.record import HEADERS, KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
 from deltalog.server import protocol as p
-from deltalog.server import txn_apis
+from deltalog.server import sasl, scram_apis, txn_apis
 from deltalog.server.group_coordinator import GroupCoordinator
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
@@ -137,6 +137,10 @@ class KafkaApis:
             28: self.txn.handle_txn_offset_commit,
             16: self.handle_list_groups,
             15: self.handle_describe_groups,
+            17: sasl.after_authentication,  # before it, deltalog.server.sasl answers these on the connection
+            36: sasl.after_authentication,
+            50: lambda request: scram_apis.handle_describe(self.store, request),
+            51: lambda request: scram_apis.handle_alter(self.store, request),
         }
 
     def close(self) -> None:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteRecordsRequest,
@@ -28,6 +30,8 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
@@ -73,6 +77,12 @@ from kafka.protocol.producer import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
 )
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 from deltalog.errors import ProtocolError
 
@@ -108,7 +118,13 @@ INVALID_TRANSACTION_TIMEOUT = 50
 CONCURRENT_TRANSACTIONS = 51
 OPERATION_NOT_ATTEMPTED = 55
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+UNSUPPORTED_SASL_MECHANISM = 33
+ILLEGAL_SASL_STATE = 34
+SASL_AUTHENTICATION_FAILED = 58
 UNKNOWN_PRODUCER_ID = 59
+RESOURCE_NOT_FOUND = 91
+DUPLICATE_RESOURCE = 92
+UNACCEPTABLE_CREDENTIAL = 93
 INVALID_RECORD = 87
 UNSTABLE_OFFSET_COMMIT = 88
 PRODUCER_FENCED = 90
@@ -163,6 +179,10 @@ SERVED: dict[int, Api] = {
         Api(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
         Api(EndTxnRequest, EndTxnResponse, 0, 3),
         Api(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
+        Api(SaslHandshakeRequest, SaslHandshakeResponse, 0, 1),  # deltalog.server.sasl: before authentication
+        Api(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
+        Api(DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, 0, 0),  # scram_apis
+        Api(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0),
     )
 }
 API_VERSIONS_KEY = int(ApiVersionsRequest.API_KEY)

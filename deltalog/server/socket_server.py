@@ -9,6 +9,12 @@ other connections are served meanwhile. An API key or version that is not served
 where the answer can say so: ApiVersions (answered at v0 with the served versions, which is how clients negotiate)
 and responses with a top-level ``error_code``; for any other the connection is closed, as Kafka's broker does when
 it cannot parse a request.
+
+A listener with TLS (:mod:`deltalog.server.security`) does each connection's handshake in that connection's thread
+(Kafka's ``SslTransportLayer``); one with SASL hands every frame to the connection's
+:class:`~deltalog.server.sasl.SaslServerAuthenticator` until it has authenticated (Kafka's
+``SaslServerAuthenticator``), so nothing reaches :class:`KafkaApis` before. A PLAINTEXT listener binds a loopback
+address only.
 """
 
 from __future__ import annotations
@@ -16,15 +22,20 @@ from __future__ import annotations
 import logging
 import socket
 import socketserver
+import ssl
 import struct
 import threading
 from typing import Any
 
+from deltalog.scram import ScramCredentials
 from deltalog.server import protocol as p
 from deltalog.server.kafka_apis import KafkaApis
+from deltalog.server.security import ListenerSecurity
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
+#: How long a new connection may take to finish its TLS handshake (Kafka bounds it by ``connections.max.idle.ms``).
+TLS_HANDSHAKE_TIMEOUT_S = 30.0
 
 
 def _read_exactly(sock: socket.socket, n: int) -> bytes | None:
@@ -43,23 +54,40 @@ class _Connection(socketserver.BaseRequestHandler):
     server: _Listener
 
     def handle(self) -> None:
-        sock: socket.socket = self.request
+        sock: socket.socket | ssl.SSLSocket = self.request
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = self.client_address
+        security = self.server.security
         try:
+            if security.ssl_context is not None:  # in the connection's thread: a slow handshake holds no one else
+                tls = tls_handshake(security.ssl_context, self.request, peer)
+                if tls is None:
+                    return
+                sock = tls
+            auth = security.authenticator(self.server.scram_lookup, peer)
             while True:
                 head = _read_exactly(sock, 4)
                 if head is None:
                     return
                 (size,) = _SIZE.unpack(head)
-                if size < 0 or size > self.server.max_request_bytes:
-                    log.warning("closing %s: a request of %d bytes (socket.request.max.bytes is %d)", peer, size,
-                                self.server.max_request_bytes)
+                limit = self.server.max_request_bytes if auth is None else auth.max_receive_size
+                if size < 0 or size > limit:
+                    log.warning("closing %s: a request of %d bytes (%s is %d)", peer, size,
+                                "socket.request.max.bytes" if auth is None else "sasl.server.max.receive.size", limit)
                     return
                 frame = _read_exactly(sock, size)
                 if frame is None:
                     log.info("%s disconnected in the middle of a request; nothing of it was applied", peer)
                     return
+                if auth is not None:  # SASL first: nothing else is answered until it completes
+                    token, close = auth.receive(frame)
+                    if token is not None:
+                        sock.sendall(token)
+                    if close:
+                        return
+                    if auth.complete:
+                        auth = None
+                    continue
                 answer = self.server.answer(frame, peer)
                 if answer is False:
                     return
@@ -67,6 +95,22 @@ class _Connection(socketserver.BaseRequestHandler):
                     sock.sendall(answer)
         except (ConnectionError, OSError) as e:
             log.info("connection %s ended: %s", peer, e)
+        finally:
+            if sock is not self.request:
+                sock.close()
+
+
+def tls_handshake(context: ssl.SSLContext, sock: socket.socket, peer: Any) -> ssl.SSLSocket | None:
+    """The TLS side of a new connection, or None when the handshake fails (a plaintext client on a TLS port, a
+    client certificate the truststore does not accept): that connection is closed, the others go on."""
+    sock.settimeout(TLS_HANDSHAKE_TIMEOUT_S)
+    try:
+        tls = context.wrap_socket(sock, server_side=True)
+    except (ssl.SSLError, OSError) as e:
+        log.warning("closing %s: TLS handshake failed: %s", peer, e)
+        return None
+    tls.settimeout(None)
+    return tls
 
 
 class _Listener(socketserver.ThreadingTCPServer):
@@ -74,6 +118,8 @@ class _Listener(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
     apis: KafkaApis
     max_request_bytes: int
+    security: ListenerSecurity
+    scram_lookup: Any
 
     def answer(self, frame: bytes, peer: Any) -> bytes | None | bool:
         """The response frame to ``frame``; None when none is due (acks=0); False to close the connection."""
@@ -118,11 +164,18 @@ class SocketServer:
     """
 
     def __init__(self, store: Any, host: str = "127.0.0.1", port: int = 9092, *,
-                 advertised_host: str | None = None, max_request_bytes: int = p.DEFAULT_MAX_REQUEST_BYTES) -> None:
+                 advertised_host: str | None = None, max_request_bytes: int = p.DEFAULT_MAX_REQUEST_BYTES,
+                 security: ListenerSecurity | None = None) -> None:
+        # ``security`` (deltalog.server.security): TLS and SASL; without it PLAINTEXT, loopback addresses only
+        self.security = security or ListenerSecurity(host=host, port=port)
+        self.security.host, self.security.port = host, port
+        self.security.check_bind()
         self._listener = _Listener((host, port), _Connection)
         self.host = host
         self.port = self._listener.server_address[1]
         self._listener.max_request_bytes = max_request_bytes
+        self._listener.security = self.security
+        self._listener.scram_lookup = ScramCredentials(store.storage).get if self.security.is_sasl else None
         self.apis = KafkaApis(store, (advertised_host or host, self.port))
         self._listener.apis = self.apis
         self._thread: threading.Thread | None = None
