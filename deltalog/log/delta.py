@@ -183,16 +183,28 @@ def create_table(storage: Storage, uri: str, properties: Mapping[str, str], txns
     ) from error
 
 
-def alter_properties(dt: DeltaTable, properties: Mapping[str, str]) -> None:
+def alter_properties(dt: DeltaTable, properties: Mapping[str, str], *, operation: str = "alter_config") -> None:
     """Set table properties (one metadata commit), resolved like :func:`commit` when the call fails: setting the
     same properties is idempotent, but a landed change must not be reported as failed."""
     commit_id = new_commit_id()
     read_version = dt.version()
     try:
         dt.alter.set_table_properties(dict(properties), raise_if_not_exists=False, commit_properties=CommitProperties(
-            custom_metadata={"deltalog.operation": "alter_config", COMMIT_ID: commit_id}))
+            custom_metadata={"deltalog.operation": operation, COMMIT_ID: commit_id}))
     except Exception as e:  # noqa: BLE001 - any failure: the log says whether the change landed
-        resolve_commit(dt, read_version, commit_id, "alter_config", e)
+        resolve_commit(dt, read_version, commit_id, operation, e)
+
+
+def set_description(dt: DeltaTable, description: str, *, operation: str) -> None:
+    """Set the table description (one metadata commit: delta-rs sets it apart from the properties), resolved like
+    :func:`alter_properties`."""
+    commit_id = new_commit_id()
+    read_version = dt.version()
+    try:
+        dt.alter.set_table_description(description, commit_properties=CommitProperties(
+            custom_metadata={"deltalog.operation": operation, COMMIT_ID: commit_id}))
+    except Exception as e:  # noqa: BLE001 - any failure: the log says whether the change landed
+        resolve_commit(dt, read_version, commit_id, operation, e)
 
 
 def app_transactions(txns: Mapping[str, int]) -> list[Transaction]:

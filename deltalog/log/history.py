@@ -31,7 +31,7 @@ from deltalog.storage import join
 #: deltalog's own operations, by their ``deltalog.operation`` (``retention`` and ``delete_records`` are the two
 #: ways the log start moves: Kafka's ``deleteOldSegments`` and DeleteRecords).
 DELTALOG_KINDS = ("create", "append", "roll", "txn_marker", "producer_state", "clean", "retention",
-                  "delete_records", "alter_config", "add_producer_columns")
+                  "delete_records", "alter_config", "add_producer_columns", "upgrade_table")
 #: Every kind :func:`classify` returns: deltalog's own, then other engines' (named by
 #: :data:`deltalog.log.foreign_commits.OPERATION_KINDS`, the one table of Delta's operations), then ``"other"``.
 KINDS = tuple(dict.fromkeys([*DELTALOG_KINDS, *foreign_commits.OPERATION_KINDS.values(), "other"]))
