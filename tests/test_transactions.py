@@ -18,7 +18,7 @@ from deltalog import IllegalStateError, InvalidConfigError, ProducerFencedError,
 from deltalog.groups.offsets_topic import OFFSETS_TOPIC
 from deltalog.log.transaction_coordinator import COMPLETE_ABORT, COMPLETE_COMMIT, ONGOING, TransactionCoordinator
 from deltalog.log.transactions import AbortedTxn
-from tests.transaction_support import age_transactional_id
+from tests.transaction_support import age_transactional_id, kill_mid_transaction
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -291,25 +291,7 @@ def test_a_killed_producer_s_transaction_is_aborted_by_the_next_init_transaction
     the next producer with the id aborts the transaction, and the log's LSO moves on."""
     root = tmp_path / "store"
     Store(root).create_topic("t", 2, config={"cleanup.policy": "compact"})
-    script = textwrap.dedent(f"""
-        import os, sys, time
-        from deltalog import Record, Store
-        store = Store({str(root)!r})
-        p = store.producer(transactional_id="app")
-        p.init_transactions()
-        p.begin_transaction()
-        p.send("t", [Record(b"a", b"dead")], partition=0)
-        p.send("t", [Record(b"b", b"dead")], partition=1)
-        print("sent", flush=True)
-        time.sleep(600)
-    """)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        assert proc.stdout.readline().strip() == "sent"
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+    kill_mid_transaction(root)
     store = Store(root)
     assert [s.last_stable_offset for s in store.describe("t")] == [0, 0]
     p = store.producer(transactional_id="app")

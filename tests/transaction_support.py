@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import textwrap
 import time
+from pathlib import Path
 
 from deltalog import Store
 from deltalog.log import producer_state
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def age_transactional_id(store: Store, transactional_id: str, age_ms: int) -> None:
@@ -18,3 +25,33 @@ def age_transactional_id(store: Store, transactional_id: str, age_ms: int) -> No
     path = producer_state.transactional_location(storage, transactional_id)
     then = time.time() - age_ms / 1000
     os.utime(path, (then, then))
+
+
+def kill_mid_transaction(root: Path, *, plain_first: bool = False, transactional_id: str = "app") -> None:
+    """A real producer process SIGKILLed with a transaction of ``transactional_id`` open in t-0 and t-1 (records
+    ``a``/``b`` = ``dead``), as a crashed producer leaves one: nothing ends it but the coordinator. With
+    ``plain_first``, a record outside any transaction (``before`` = ``1``) goes to t-0 before the transaction."""
+    plain = 'store.producer().send("t", [Record(b"before", b"1")], partition=0)' if plain_first else ""
+    script = textwrap.dedent(f"""
+        import time
+        from deltalog import Record, Store
+        store = Store({str(root)!r})
+        {plain}
+        p = store.producer(transactional_id={transactional_id!r})
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("t", [Record(b"a", b"dead")], partition=0)
+        p.send("t", [Record(b"b", b"dead")], partition=1)
+        print("sent", flush=True)
+        time.sleep(600)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        line = proc.stdout.readline().strip()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        _, err = proc.communicate(timeout=60)
+    assert line == "sent", f"the producer process did not get its transaction open: {err[-2000:]}"
+    assert proc.returncode == -signal.SIGKILL, proc.returncode
