@@ -123,6 +123,17 @@ def test_other_engines_operations_show_as_theirs(store):
     assert optimize.parameters["operationMetrics"]["numFilesRemoved"] == 2
 
 
+def test_deltalogs_rewrite_of_another_engines_layout_is_a_kind_of_its_own(store, clock):
+    uri = _partition_with_some_history(store)
+    store.roll("t", 0)
+    DeltaTable(uri).optimize.compact()
+    assert store.log("t", 0).relayout(clock.now_ms()) == 1
+    entries = store.history("t", 0, limit=2)
+    assert [(e.kind, e.by_deltalog) for e in entries] == [("relayout", True), ("optimize", False)]
+    assert all(e.kind in KINDS for e in store.history("t", 0))
+    assert entries[0].parameters == {"files_rewritten": 1, "files_written": 2}
+
+
 def test_a_transaction_marker_is_its_own_kind(store):
     store.create_topic("tx", 1)
     producer = store.producer(transactional_id="history-txn")
