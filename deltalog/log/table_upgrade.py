@@ -6,7 +6,8 @@ retention properties kept in step with the topic's ``file.delete.delay.ms`` and 
 (:mod:`deltalog.log.delta_retention`), and the table description. A table created by this version has them all;
 one created earlier gets them the first time a process of this version opens it (:meth:`PartitionLog.table
 <deltalog.log.partition_log.PartitionLog.table>`), as Kafka's broker brings what an older broker left up to its own
-format when it loads a log (``LogLoader``) rather than in a migration step of its own:
+format when it loads a log (``LogLoader`` rebuilds a missing or stale index an older broker left) rather than in
+a migration step of its own:
 
 - **cheap when current**: the check compares the properties and description of the snapshot just opened (no read
   of its own); a current table costs no request and no commit;
