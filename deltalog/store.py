@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -78,11 +79,35 @@ __all__ = ["STATE_DIR", "TOPICS_DIR", "Store", "validate_topic_name"]
 SQL_ENGINES = ("spark", "embedded")
 
 
+#: Said (once per process) when the default engine falls back to Spark: DuckDB is missing, Spark is here.
+SQL_FALLBACK_NOTE = ("DuckDB, the embedded SQL engine, is not installed, so this query runs on Spark SQL (which "
+                     "starts a JVM); pip install 'deltalog[sql]' to answer without Spark")
+_fallback_noted = False
+
+
+def default_sql_engine() -> str:
+    """The engine of a query that names none on a store without a Spark session: the embedded one (no JVM to
+    start), or Spark when DuckDB is not installed and Spark is (``pip install 'deltalog[spark]'`` alone, or a
+    Databricks runtime): the query gets an answer rather than an error naming an extra. With neither, the
+    embedded engine's error names the smaller install, ``deltalog[sql]``."""
+    if extras.missing("sql") is not None and extras.missing("spark") is None:
+        return "spark"
+    return "embedded"
+
+
 def sql_engine(engine: str | None, *, spark_given: bool) -> str:
     """The engine a query runs on: the one asked for (``spark`` or ``embedded``), else Spark for a store given
-    a Spark session (its user works in Spark) and the embedded engine for any other (no JVM to start)."""
+    a Spark session (its user works in Spark) and :func:`default_sql_engine` for any other (a fall back to Spark
+    warns once per process, with :data:`SQL_FALLBACK_NOTE`)."""
     if engine is None:
-        return "spark" if spark_given else "embedded"
+        if spark_given:
+            return "spark"
+        chosen = default_sql_engine()
+        global _fallback_noted
+        if chosen == "spark" and not _fallback_noted:
+            _fallback_noted = True
+            warnings.warn(SQL_FALLBACK_NOTE, UserWarning, stacklevel=3)
+        return chosen
     e = str(engine).strip().lower()
     if e not in SQL_ENGINES:
         raise InvalidArgumentError(f"unknown SQL engine {engine!r}; expected one of {', '.join(SQL_ENGINES)}")

@@ -52,12 +52,44 @@ def test_commands_without_spark_still_run(no_pyspark, tmp_path, capsys):
     assert code == 0, out + err
 
 
-def test_sql_on_the_embedded_engine_names_the_sql_extra(monkeypatch, tmp_path, capsys):
+@pytest.mark.parametrize("engine", [[], ["--engine", "embedded"]])
+def test_sql_on_the_embedded_engine_names_the_sql_extra(monkeypatch, tmp_path, capsys, engine):
+    """Without DuckDB: asked for the embedded engine, or with no Spark to fall back to, the error names the sql
+    extra."""
     monkeypatch.setitem(sys.modules, "duckdb", None)
     monkeypatch.delenv("SPARK_REMOTE", raising=False)
-    code, out, err = run_cli(capsys, "--store", str(tmp_path / "store"), "sql", "SELECT 1")
+    if not engine:
+        monkeypatch.setitem(sys.modules, "pyspark", None)
+    code, out, err = run_cli(capsys, "--store", str(tmp_path / "store"), "sql", *engine, "SELECT 1")
     [line] = err.splitlines()
     assert code == 1 and "deltalog sql needs DuckDB" in line and "pip install 'deltalog[sql]'" in line
+
+
+def test_sql_after_installing_the_spark_extra_alone_answers_on_spark_and_says_so_once(spark, monkeypatch, tmp_path,
+                                                                                       capsys):
+    """The README's set-up installs deltalog[spark] only; its tour's `deltalog sql` then runs on Spark SQL and says
+    once, on stderr, that DuckDB (deltalog[sql]) would answer without a JVM. Store.sql warns once likewise."""
+    from conftest import json_lines
+
+    from deltalog import Record
+    from deltalog.store import SQL_FALLBACK_NOTE
+
+    monkeypatch.setitem(sys.modules, "duckdb", None)
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    store = Store(str(tmp_path / "store"))
+    store.create_topic("fruit-prices", 1, config={"cleanup.policy": "compact"})
+    store.append("fruit-prices", 0, [Record(key="grape", value="2.69"), Record(key="lime", value="0.49")])
+    store.append("fruit-prices", 0, [Record(key="grape", value="2.75")])
+    code, out, err = run_cli(capsys, "--store", store.root, "sql",
+                             "SELECT key, value FROM fruit_prices_current ORDER BY key", "--output", "json")
+    assert code == 0, err
+    assert json_lines(out) == [{"key": "grape", "value": "2.75"}, {"key": "lime", "value": "0.49"}]
+    assert err.splitlines() == [f"deltalog: note: {SQL_FALLBACK_NOTE}"]
+    monkeypatch.setattr("deltalog.store._fallback_noted", False)
+    with pytest.warns(UserWarning, match=r"deltalog\[sql\]") as warned:
+        for _ in range(2):
+            assert store.sql("SELECT count(*) AS n FROM fruit_prices").collect()[0]["n"] == 3
+    assert len(warned) == 1
 
 
 def test_check_names_the_quality_extra(no_great_expectations, tmp_path, capsys):

@@ -8,7 +8,8 @@ from deltalake import DeltaTable
 
 from deltalog import Record, Store
 from deltalog.errors import InvalidArgumentError, UnknownTopicOrPartitionError
-from deltalog.log.history import FOREIGN_KINDS, KINDS, RECORD_CHANGING_KINDS, by_deltalog, classify
+from deltalog.log import foreign_commits
+from deltalog.log.history import KINDS, by_deltalog, classify
 from tests.conftest import json_lines, run_cli
 
 # -- the classification, a pure function of one commit's info --------------------------------------------------
@@ -41,9 +42,23 @@ def test_classify_tells_deltalogs_commits_from_other_engines(info, kind):
     assert by_deltalog(info) == ("deltalog.operation" in info)
 
 
-def test_only_record_changing_operations_of_other_engines_are_named_so():
-    assert RECORD_CHANGING_KINDS <= set(FOREIGN_KINDS.values())
-    assert not {"optimize", "vacuum_start", "vacuum_end", "alter"} & RECORD_CHANGING_KINDS
+def test_history_and_the_foreign_commit_rule_read_one_table_of_operations():
+    """history names other engines' operations from foreign_commits' table, the same table whose tolerated rows
+    decide which commits block a partition: no kind history lists as tolerated is one the rule detects."""
+    for operation, kind in foreign_commits.OPERATION_KINDS.items():
+        info = {"operation": operation}
+        assert classify(info) == kind and kind in KINDS
+        verdict = foreign_commits.classify(info)
+        assert verdict == (foreign_commits.TOLERATED if kind in foreign_commits.TOLERATED_KINDS
+                           else foreign_commits.DETECTED), operation
+    assert foreign_commits.TOLERATED_KINDS == {"optimize", "vacuum_start", "vacuum_end"}
+    # REORG rewrites files and is detected, so it is not listed as an OPTIMIZE.
+    assert classify({"operation": "REORG"}) == "reorg"
+    assert foreign_commits.classify({"operation": "REORG"}) == foreign_commits.DETECTED
+    # The one tolerated alter: Delta's retention properties alone.
+    retention = {"operation": "SET TBLPROPERTIES",
+                 "operationParameters": {"properties": '{"delta.logRetentionDuration": "interval 7 days"}'}}
+    assert classify(retention) == "alter" and foreign_commits.classify(retention) == foreign_commits.TOLERATED
 
 
 # -- the history of a real partition ---------------------------------------------------------------------------
@@ -106,6 +121,17 @@ def test_other_engines_operations_show_as_theirs(store):
     assert optimize.engine.startswith("delta-rs") and optimize.foreign
     assert optimize.files["added"] == 1 and optimize.files["removed"] == 2
     assert optimize.parameters["operationMetrics"]["numFilesRemoved"] == 2
+
+
+def test_deltalogs_rewrite_of_another_engines_layout_is_a_kind_of_its_own(store, clock):
+    uri = _partition_with_some_history(store)
+    store.roll("t", 0)
+    DeltaTable(uri).optimize.compact()
+    assert store.log("t", 0).relayout(clock.now_ms()) == 1
+    entries = store.history("t", 0, limit=2)
+    assert [(e.kind, e.by_deltalog) for e in entries] == [("relayout", True), ("optimize", False)]
+    assert all(e.kind in KINDS for e in store.history("t", 0))
+    assert entries[0].parameters == {"files_rewritten": 1, "files_written": 2}
 
 
 def test_a_transaction_marker_is_its_own_kind(store):

@@ -8,10 +8,8 @@ import importlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from deltalog import CorruptLogError, CorruptStateError, InvalidArgumentError, R
 from deltalog.clock import ManualClock
 from deltalog.log import producer_ids, producer_state
 from deltalog.log.transaction_coordinator import COMPLETE_ABORT, TransactionCoordinator
+from tests.transaction_support import kill_mid_transaction
 
 REPO = Path(__file__).resolve().parents[1]
 MINUTE = 60_000
@@ -188,30 +187,6 @@ def test_a_deleted_transactional_id_document_gets_a_new_producer_id_never_an_old
 # -- hanging transactions ------------------------------------------------------------------------------------------
 
 
-def _kill_mid_transaction(root: Path) -> None:
-    """A real producer process SIGKILLed with a transaction open in t-0 and t-1."""
-    script = textwrap.dedent(f"""
-        import time
-        from deltalog import Record, Store
-        store = Store({str(root)!r})
-        store.producer().send("t", [Record(b"before", b"1")], partition=0)
-        p = store.producer(transactional_id="app")
-        p.init_transactions()
-        p.begin_transaction()
-        p.send("t", [Record(b"a", b"dead")], partition=0)
-        p.send("t", [Record(b"b", b"dead")], partition=1)
-        print("sent", flush=True)
-        time.sleep(600)
-    """)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        assert proc.stdout.readline().strip() == "sent"
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-
-
 def _console(root: Path, *argv: str) -> subprocess.CompletedProcess:
     exe = shutil.which("deltalog") or os.path.join(os.path.dirname(sys.executable), "deltalog")
     env = {**os.environ, "PYTHONPATH": str(REPO), "DELTALOG_STORE": str(root)}
@@ -222,7 +197,7 @@ def _console(root: Path, *argv: str) -> subprocess.CompletedProcess:
 def test_a_killed_producer_s_lost_document_leaves_a_hanging_transaction_that_abort_ends(tmp_path):
     root = tmp_path / "store"
     Store(root).create_topic("t", 2, config={"cleanup.policy": "compact"})
-    _kill_mid_transaction(root)
+    kill_mid_transaction(root, plain_first=True)
     txn_doc(Store(root), "app").unlink()  # its coordinator state is lost: nothing will ever end it
     later = ManualClock(Store(root).clock.now_ms() + 20 * MINUTE)
     store = Store(root, clock=later)
@@ -309,7 +284,7 @@ def test_the_cli_reports_a_damaged_document_by_name_and_lists_the_others(tmp_pat
 def test_doctor_reports_damaged_documents_and_hanging_transactions_naming_the_fix(tmp_path):
     root = tmp_path / "store"
     Store(root).create_topic("t", 2, config={"cleanup.policy": "compact"})
-    _kill_mid_transaction(root)
+    kill_mid_transaction(root, plain_first=True)
     store = Store(root)
     txn_doc(store, "app").unlink()
     store.producer(transactional_id="other").init_transactions()

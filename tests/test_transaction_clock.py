@@ -18,6 +18,7 @@ import pytest
 from deltalog import ManualClock, Record, Store
 from deltalog.log.store_clock import StoreClock
 from deltalog.log.transaction_coordinator import COMPLETE_ABORT, COMPLETE_COMMIT, ONGOING, TransactionCoordinator
+from tests.transaction_support import age_transactional_id
 
 REPO = Path(__file__).resolve().parents[1]
 DAY = 86_400_000
@@ -103,6 +104,35 @@ def test_two_processes_skewed_both_ways_agree_on_the_timeout(store_location):
     time.sleep(6.2)  # past the timeout even counted in the whole seconds of S3's Last-Modified
     assert coordinator.abort_timed_out_transactions(behind.clock.now_ms()) == ["app"]
     assert committed_values(behind) == []
+
+
+def test_an_idle_id_of_a_producer_whose_clock_is_far_behind_expires_on_the_store_s_clock(store_location):
+    """transactional.id.expiration.ms counts from the id's last use on the store's clock: a producer whose clock is
+    30 days behind writes a last_update_ms a month old, and its id must not expire at the sweep's next look (a
+    week's expiration); it expires once unused that long on the store's clock."""
+    uri, options = store_location
+    behind = Store(uri, storage_options=options, clock=ManualClock(wall_ms() - 30 * DAY))
+    behind.create_topic("t", 1)
+    p = behind.producer(transactional_id="behind")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("t", [Record("k", "1")], partition=0)
+    p.commit_transaction()
+    coordinator = TransactionCoordinator(Store(uri, storage_options=options).log_manager)  # a correct clock
+    assert coordinator.describe("behind").last_update_ms < wall_ms() - 29 * DAY  # the producer's clock wrote it
+    week = 7 * DAY
+    assert coordinator.expire_transactional_ids(wall_ms(), week) == []
+    assert coordinator.describe("behind").state == COMPLETE_COMMIT
+    p.begin_transaction()  # it still writes
+    p.send("t", [Record("k", "2")], partition=0)
+    p.commit_transaction()
+    if options is None:  # a local disk: its clock is the files' modification time, set back a week
+        age_transactional_id(behind, "behind", week)
+        assert coordinator.expire_transactional_ids(wall_ms(), week) == ["behind"]
+    else:  # S3: wait out a short expiration (Last-Modified is kept to the second, hence the margin)
+        time.sleep(3.2)
+        assert coordinator.expire_transactional_ids(wall_ms(), 2_000) == ["behind"]
+    assert coordinator.describe("behind") is None
 
 
 def test_kafka_transactions_describe_measures_the_duration_on_the_store_s_clock(tmp_path, capsys):

@@ -18,6 +18,7 @@ from deltalog import IllegalStateError, InvalidConfigError, ProducerFencedError,
 from deltalog.groups.offsets_topic import OFFSETS_TOPIC
 from deltalog.log.transaction_coordinator import COMPLETE_ABORT, COMPLETE_COMMIT, ONGOING, TransactionCoordinator
 from deltalog.log.transactions import AbortedTxn
+from tests.transaction_support import age_transactional_id, kill_mid_transaction
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -168,15 +169,17 @@ def test_an_idle_transactional_id_expires_after_transactional_id_expiration_ms(t
     idle.begin_transaction()
     idle.send("t", recs(("a", "1")))
     idle.commit_transaction()
-    clock.advance(6 * day)
     busy = store.producer(transactional_id="busy")
     busy.init_transactions()
     loose = store.producer(transactional_id="loose")  # sends outside transactions only (a deliberate difference)
     loose.init_transactions()
     cleaner = store.log_cleaner(metrics=False)
+    clock.advance(8 * day)  # the process's clock: it runs the timer, but how long an id went unused is the store's
     assert cleaner.maintenance.expire_transactional_ids() == []
-    clock.advance(day - 1)
-    assert cleaner.maintenance.expire_transactional_ids() == []  # 1 ms short of 7 days
+    age_transactional_id(store, "idle", 7 * day - 60_000)  # on the store's clock: a minute short of 7 days
+    clock.advance(3_600_000)
+    assert cleaner.maintenance.expire_transactional_ids() == []
+    age_transactional_id(store, "idle", 7 * day)
     clock.advance(1)
     assert cleaner.maintenance.expire_transactional_ids() == []  # 7 days old, but looked at 1 ms ago (the cleanup interval)
     clock.advance(3_600_000)
@@ -184,6 +187,8 @@ def test_an_idle_transactional_id_expires_after_transactional_id_expiration_ms(t
     coordinator = TransactionCoordinator(store.log_manager)
     assert coordinator.describe("idle") is None
     assert [m.transactional_id for m in coordinator.list_transactions()] == ["busy", "loose"]
+    for unused in ("busy", "loose"):
+        age_transactional_id(store, unused, 7 * day + 1)
     clock.advance(6 * day)
     assert cleaner.maintenance.expire_transactional_ids() == ["busy", "loose"]
     assert loose.send("t", recs(("b", "1"))).offsets.tolist() == [2]  # idempotent sends go on (1: a marker)
@@ -286,25 +291,7 @@ def test_a_killed_producer_s_transaction_is_aborted_by_the_next_init_transaction
     the next producer with the id aborts the transaction, and the log's LSO moves on."""
     root = tmp_path / "store"
     Store(root).create_topic("t", 2, config={"cleanup.policy": "compact"})
-    script = textwrap.dedent(f"""
-        import os, sys, time
-        from deltalog import Record, Store
-        store = Store({str(root)!r})
-        p = store.producer(transactional_id="app")
-        p.init_transactions()
-        p.begin_transaction()
-        p.send("t", [Record(b"a", b"dead")], partition=0)
-        p.send("t", [Record(b"b", b"dead")], partition=1)
-        print("sent", flush=True)
-        time.sleep(600)
-    """)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        assert proc.stdout.readline().strip() == "sent"
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+    kill_mid_transaction(root)
     store = Store(root)
     assert [s.last_stable_offset for s in store.describe("t")] == [0, 0]
     p = store.producer(transactional_id="app")

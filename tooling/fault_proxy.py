@@ -7,8 +7,9 @@ the only honest way to test that is to lose real answers to real writes. The pro
 clients (delta-rs, obstore, Spark tasks: anything given its URL as the endpoint) and the store, forwards every
 request, and fails the ones a :class:`Fault` chooses:
 
-- ``when="before"``: the request never reaches the store; the client gets a 500 (``action="500"``) or its
-  connection is closed with no answer (``action="drop"``);
+- ``when="before"``: the request never reaches the store; the client gets a 500 (``action="500"``), S3's 403
+  ``AccessDenied`` (``action="403"``: what read-only credentials get for a write) or its connection is closed with
+  no answer (``action="drop"``);
 - ``when="after"``: the request is forwarded, the store applies it (the write lands), and then the client gets a
   500 or a closed connection instead of the store's answer.
 
@@ -48,6 +49,8 @@ from urllib.parse import unquote, urlparse
 LOOPBACK = "127.0.0.1"
 BEFORE, AFTER = "before", "after"
 ANSWER_500, DROP = "500", "drop"
+#: S3's answer to a request the credentials do not allow (read-only credentials writing): not retried by clients.
+DENIED = "403"
 #: Headers that belong to one hop, not to the request or answer forwarded.
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade",
                "content-length"}
@@ -57,6 +60,8 @@ CONTROL_PATH = "/__fault_proxy__/"
 REQUEST_LOG_LIMIT = 20_000
 _ERROR_BODY = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code>'
                b"<Message>fault injected by tooling.fault_proxy</Message></Error>")
+_DENIED_BODY = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code>'
+                b"<Message>Access Denied (fault injected by tooling.fault_proxy)</Message></Error>")
 
 
 @dataclass
@@ -75,8 +80,8 @@ class Fault:
     def __post_init__(self) -> None:
         if self.when not in (BEFORE, AFTER):
             raise ValueError(f"when must be {BEFORE!r} or {AFTER!r}, not {self.when!r}")
-        if self.action not in (ANSWER_500, DROP):
-            raise ValueError(f"action must be {ANSWER_500!r} or {DROP!r}, not {self.action!r}")
+        if self.action not in (ANSWER_500, DROP, DENIED):
+            raise ValueError(f"action must be {ANSWER_500!r}, {DENIED!r} or {DROP!r}, not {self.action!r}")
         if not 0.0 <= self.probability <= 1.0:
             raise ValueError(f"probability must be in [0, 1], not {self.probability!r}")
         self._pattern = re.compile(self.key)
@@ -263,19 +268,21 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    def _answer_500(self) -> None:
-        self.send_response(500)
+    def _answer(self, status: int, body: bytes) -> None:
+        self.send_response(status)
         self.send_header("Content-Type", "application/xml")
-        self.send_header("Content-Length", str(len(_ERROR_BODY)))
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if self.command != "HEAD":
-            self.wfile.write(_ERROR_BODY)
+            self.wfile.write(body)
 
     def _fail(self, fault: Fault) -> None:
         if fault.action == DROP:
             self._drop()
+        elif fault.action == DENIED:
+            self._answer(403, _DENIED_BODY)
         else:
-            self._answer_500()
+            self._answer(500, _ERROR_BODY)
 
     def _handle(self) -> None:
         owner = self.state

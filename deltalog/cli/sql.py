@@ -13,6 +13,7 @@ import argparse
 import base64
 import json
 import os
+import sys
 from typing import Any
 
 import deltalog.cli.common as common
@@ -21,7 +22,7 @@ from deltalog.cli import output
 from deltalog.errors import QueryError
 from deltalog.log import damage
 from deltalog.sql.names import CURRENT_SUFFIX, view_name
-from deltalog.store import SQL_ENGINES
+from deltalog.store import SQL_ENGINES, SQL_FALLBACK_NOTE, default_sql_engine
 from deltalog.text import format_table
 
 DEFAULT_MAX_ROWS = 1000
@@ -43,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", choices=SQL_ENGINES, default=None,
                    help="embedded: DuckDB in this process, SQL in DuckDB's dialect (deltalog[sql]); spark: Spark "
                         "SQL on the embedded Spark session, or Spark Connect (deltalog[spark]). Default: spark when "
-                        "$SPARK_REMOTE names a Spark Connect server, else embedded")
+                        "$SPARK_REMOTE names a Spark Connect server, else embedded (spark, said on stderr, when "
+                        "DuckDB is not installed and Spark is)")
     p.add_argument("--max-rows", type=int, default=DEFAULT_MAX_ROWS, metavar="N",
                    help=f"print at most N rows (default {DEFAULT_MAX_ROWS})")
     output.add_output_option(p, text="an aligned table of at most --max-rows rows",
@@ -78,8 +80,10 @@ def _cell(value: Any) -> str:
 def sql(args: argparse.Namespace) -> int:
     if args.max_rows < 0:
         raise common.UsageError(f"--max-rows must be >= 0, not {args.max_rows}")
-    engine = args.engine or ("spark" if os.environ.get("SPARK_REMOTE", "").strip() else "embedded")
+    engine = args.engine or ("spark" if os.environ.get("SPARK_REMOTE", "").strip() else default_sql_engine())
     extras.require("sql" if engine == "embedded" else "spark", "deltalog sql")
+    if engine == "spark" and args.engine is None and not os.environ.get("SPARK_REMOTE", "").strip():
+        print(f"deltalog: note: {SQL_FALLBACK_NOTE}", file=sys.stderr)  # the fall back, said once
     store = common.open_store(args)
     version = timestamp = None
     if args.as_of is not None:

@@ -183,16 +183,29 @@ def create_table(storage: Storage, uri: str, properties: Mapping[str, str], txns
     ) from error
 
 
-def alter_properties(dt: DeltaTable, properties: Mapping[str, str]) -> None:
+def alter_properties(dt: DeltaTable, properties: Mapping[str, str], *, operation: str = "alter_config") -> None:
     """Set table properties (one metadata commit), resolved like :func:`commit` when the call fails: setting the
     same properties is idempotent, but a landed change must not be reported as failed."""
+    _metadata_commit(dt, operation, operation, lambda props: dt.alter.set_table_properties(
+        dict(properties), raise_if_not_exists=False, commit_properties=props))
+
+
+def set_description(dt: DeltaTable, description: str, *, operation: str) -> None:
+    """Set the table description (one metadata commit: delta-rs sets it apart from the properties), resolved like
+    :func:`alter_properties`."""
+    _metadata_commit(dt, operation, operation, lambda props: dt.alter.set_table_description(
+        description, commit_properties=props))
+
+
+def _metadata_commit(dt: DeltaTable, operation: str, what: str, change: Callable[[CommitProperties], None]) -> None:
+    """One metadata commit made by ``change`` (given its commit properties: deltalog's ``operation`` and a fresh
+    commit id); a failed call is resolved from the log (:func:`resolve_commit`, naming ``what``)."""
     commit_id = new_commit_id()
     read_version = dt.version()
     try:
-        dt.alter.set_table_properties(dict(properties), raise_if_not_exists=False, commit_properties=CommitProperties(
-            custom_metadata={"deltalog.operation": "alter_config", COMMIT_ID: commit_id}))
+        change(CommitProperties(custom_metadata={"deltalog.operation": operation, COMMIT_ID: commit_id}))
     except Exception as e:  # noqa: BLE001 - any failure: the log says whether the change landed
-        resolve_commit(dt, read_version, commit_id, "alter_config", e)
+        resolve_commit(dt, read_version, commit_id, what, e)
 
 
 def app_transactions(txns: Mapping[str, int]) -> list[Transaction]:
@@ -224,13 +237,8 @@ def add_producer_columns(dt: DeltaTable) -> None:
                if f.name not in names]
     if not missing:
         return
-    commit_id = new_commit_id()
-    read_version = dt.version()
-    try:
-        dt.alter.add_columns(missing, commit_properties=CommitProperties(
-            custom_metadata={"deltalog.operation": "add_producer_columns", COMMIT_ID: commit_id}))
-    except Exception as e:  # noqa: BLE001 - any failure: the log says whether the change landed
-        resolve_commit(dt, read_version, commit_id, "adding the producer columns", e)
+    _metadata_commit(dt, "add_producer_columns", "adding the producer columns",
+                     lambda props: dt.alter.add_columns(missing, commit_properties=props))
 
 
 def data_files(dt: DeltaTable) -> list[DataFile]:

@@ -33,8 +33,47 @@ from typing import Any
 
 from deltalog.errors import ForeignCommitError
 
-#: Other engines' operations that keep every record (see the module's docstring).
+#: Delta's operation names (``DeltaOperations`` in Delta, ``DeltaOperation`` in delta-rs), each with the kind of
+#: change :mod:`deltalog.log.history` lists it as: the one table of other engines' operations. A VACUUM is the
+#: same whoever runs it.
+OPERATION_KINDS: dict[str, str] = {
+    "VACUUM START": "vacuum_start",
+    "VACUUM END": "vacuum_end",
+    "OPTIMIZE": "optimize",
+    "REORG": "reorg",
+    "DELETE": "delete",
+    "TRUNCATE": "delete",
+    "UPDATE": "update",
+    "MERGE": "merge",
+    "RESTORE": "restore",
+    "WRITE": "write",
+    "STREAMING UPDATE": "write",
+    "CREATE TABLE AS SELECT": "write",
+    "REPLACE TABLE AS SELECT": "write",
+    "CREATE OR REPLACE TABLE AS SELECT": "write",
+    "CREATE TABLE": "create",
+    "CREATE OR REPLACE TABLE": "create",
+    "REPLACE TABLE": "create",
+    "SET TBLPROPERTIES": "alter",
+    "UNSET TBLPROPERTIES": "alter",
+    "ADD COLUMNS": "alter",
+    "CHANGE COLUMN": "alter",
+    "REPLACE COLUMNS": "alter",
+    "ADD CONSTRAINT": "alter",
+    "DROP CONSTRAINT": "alter",
+    "UPDATE FIELD METADATA": "alter",
+    "UPDATE TABLE METADATA": "alter",
+    "ADD FEATURE": "alter",
+    "UPGRADE PROTOCOL": "alter",
+    "DROP FEATURE": "alter",
+    "FSCK": "repair",
+    "FILESYSTEM CHECK": "repair",
+}
+#: Other engines' operations that keep every record (see the module's docstring): their kinds are
+#: :data:`TOLERATED_KINDS`; every other operation, known to :data:`OPERATION_KINDS` or not, is detected (but a
+#: ``SET TBLPROPERTIES`` of :data:`TOLERATED_PROPERTIES` alone).
 TOLERATED_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END"})
+TOLERATED_KINDS = frozenset(OPERATION_KINDS[op] for op in TOLERATED_OPERATIONS)
 #: Table properties another engine may set (``ALTER TABLE ... SET TBLPROPERTIES``): Delta's retention settings,
 #: which deltalog reads back as the partition's effective ``file.delete.delay.ms`` (see
 #: :mod:`deltalog.log.delta_retention`). Any other property change is detected.

@@ -29,49 +29,13 @@ from deltalog.log.partition_log import PartitionLog
 from deltalog.storage import join
 
 #: deltalog's own operations, by their ``deltalog.operation`` (``retention`` and ``delete_records`` are the two
-#: ways the log start moves: Kafka's ``deleteOldSegments`` and DeleteRecords).
+#: ways the log start moves: Kafka's ``deleteOldSegments`` and DeleteRecords; ``relayout`` puts files another
+#: engine's OPTIMIZE merged back into one file per segment).
 DELTALOG_KINDS = ("create", "append", "roll", "txn_marker", "producer_state", "clean", "retention",
-                  "delete_records", "alter_config", "add_producer_columns")
-#: Other engines' operations, by Delta's operation name (``DeltaOperations`` in Delta, ``DeltaOperation`` in
-#: delta-rs). A VACUUM is the same whoever runs it.
-FOREIGN_KINDS: dict[str, str] = {
-    "VACUUM START": "vacuum_start",
-    "VACUUM END": "vacuum_end",
-    "OPTIMIZE": "optimize",
-    "REORG": "optimize",
-    "DELETE": "delete",
-    "TRUNCATE": "delete",
-    "UPDATE": "update",
-    "MERGE": "merge",
-    "RESTORE": "restore",
-    "WRITE": "write",
-    "STREAMING UPDATE": "write",
-    "CREATE TABLE AS SELECT": "write",
-    "REPLACE TABLE AS SELECT": "write",
-    "CREATE OR REPLACE TABLE AS SELECT": "write",
-    "CREATE TABLE": "create",
-    "CREATE OR REPLACE TABLE": "create",
-    "REPLACE TABLE": "create",
-    "SET TBLPROPERTIES": "alter",
-    "UNSET TBLPROPERTIES": "alter",
-    "ADD COLUMNS": "alter",
-    "CHANGE COLUMN": "alter",
-    "REPLACE COLUMNS": "alter",
-    "ADD CONSTRAINT": "alter",
-    "DROP CONSTRAINT": "alter",
-    "UPDATE FIELD METADATA": "alter",
-    "UPDATE TABLE METADATA": "alter",
-    "ADD FEATURE": "alter",
-    "UPGRADE PROTOCOL": "alter",
-    "DROP FEATURE": "alter",
-    "FSCK": "repair",
-    "FILESYSTEM CHECK": "repair",
-}
-#: Every kind :func:`classify` returns.
-KINDS = tuple(dict.fromkeys([*DELTALOG_KINDS, *FOREIGN_KINDS.values(), "other"]))
-#: Kinds of other engines' commits that change records (the rest keep every record: compaction, VACUUM, an
-#: unrelated table property).
-RECORD_CHANGING_KINDS = frozenset({"delete", "update", "merge", "restore", "write"})
+                  "delete_records", "relayout", "alter_config", "add_producer_columns", "upgrade_table")
+#: Every kind :func:`classify` returns: deltalog's own, then other engines' (named by
+#: :data:`deltalog.log.foreign_commits.OPERATION_KINDS`, the one table of Delta's operations), then ``"other"``.
+KINDS = tuple(dict.fromkeys([*DELTALOG_KINDS, *foreign_commits.OPERATION_KINDS.values(), "other"]))
 
 _OPERATION = "deltalog.operation"
 _HIDDEN = {_OPERATION, delta.COMMIT_ID, delta.READ_VERSION}  # bookkeeping, not figures
@@ -80,12 +44,15 @@ _HIDDEN = {_OPERATION, delta.COMMIT_ID, delta.READ_VERSION}  # bookkeeping, not 
 def classify(info: Mapping[str, Any]) -> str:
     """What one Delta commit did, from its commit info (an entry of ``DeltaTable.history()``): one of
     :data:`KINDS`. A commit with ``deltalog.operation`` is deltalog's; any other is another engine's, named by
-    Delta's ``operation`` (``"other"`` for one deltalog does not know)."""
+    Delta's ``operation`` through :data:`deltalog.log.foreign_commits.OPERATION_KINDS` (``"other"`` for one
+    deltalog does not know). Whether such a commit is tolerated or blocks the partition is
+    :func:`deltalog.log.foreign_commits.classify`'s to say, not the kind's (a ``SET TBLPROPERTIES`` of Delta's
+    retention settings alone is tolerated, any other ``alter`` is not)."""
     ours = info.get(_OPERATION)
     if isinstance(ours, str) and ours:
         return ours
     operation = str(info.get("operation") or "").upper()
-    return FOREIGN_KINDS.get(operation, "other")
+    return foreign_commits.OPERATION_KINDS.get(operation, "other")
 
 
 def by_deltalog(info: Mapping[str, Any]) -> bool:

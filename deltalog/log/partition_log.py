@@ -34,6 +34,7 @@ from deltalog.log import (
     foreign_commits,
     layout,
     row_groups,
+    table_upgrade,
     transactions,
 )
 from deltalog.log.delta import DataFile
@@ -164,11 +165,24 @@ class PartitionLog:
         if self._dt is None:
             self._dt = delta.open_table(self.storage, self.uri)
             self._check_foreign_commits(self._dt)
+            self._upgrade(self._dt)
         elif refresh:
             with damage.reading_log(self.storage, self.uri):
                 self._dt.update_incremental()
             self._check_foreign_commits(self._dt)
         return self._dt
+
+    def _upgrade(self, dt: DeltaTable) -> None:
+        """Bring a table an earlier deltalog made up to this version's table properties and description, once, on
+        first open (:mod:`deltalog.log.table_upgrade`: free when current, never failing a read)."""
+        meta = dt.metadata()
+        props = meta.configuration
+        if not table_upgrade.is_partition(props) or table_upgrade.is_current(props, meta.description, self.topic,
+                                                                               self.partition):
+            return  # current; or not a partition at all, which head_of says
+        wanted = config_to_table_properties(config_from_table_properties(props))
+        if table_upgrade.bring_up_to_date(dt, self.uri, self.topic, self.partition, wanted):
+            self._next_head = None
 
     def foreign_commits(self) -> tuple[foreign_commits.ForeignCommit, ...]:
         """Other engines' commits that changed this partition's records and still stand (empty: none), without

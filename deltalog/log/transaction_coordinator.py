@@ -190,10 +190,22 @@ class TransactionCoordinator:
         """Kafka's ``transactional.id.expiration.ms``: every id with no transaction in progress and not used for
         that long is marked :data:`DEAD` (by compare-and-swap, so an id used meanwhile is left alone). Its
         producer can no longer write (:class:`~deltalog.errors.InvalidPidMappingError`), and its next
-        ``init_transactions()`` gets a new producer id. Returns the ids expired."""
+        ``init_transactions()`` gets a new producer id. Returns the ids expired.
+
+        How long an id went unused is measured on the coordinator's clock, the store's, as the timeouts are
+        (Kafka's ``TransactionStateManager.removeExpiredTransactionalIds`` compares ``txnLastUpdateTimestamp``, the
+        coordinator's own time, with that same clock): from the time the store stamped on the document's last
+        write to the store's time now, read once here when any id is idle. The document's ``last_update_ms`` is
+        its writer's clock, which may be days behind (its id would expire at once) or ahead (never); ``now_ms``,
+        the caller's clock, only dates what this writes."""
+        idle = [m for m in self.list_transactions() if m.state in IDLE]
+        if not idle:
+            return []
+        store_now = self.now_ms()
         done = []
-        for meta in self.list_transactions():
-            if meta.state not in IDLE or now_ms < meta.last_update_ms + expiration_ms:
+        for meta in idle:
+            last_used = meta.modified_ms if meta.modified_ms is not None else meta.last_update_ms
+            if store_now < last_used + expiration_ms:
                 continue
 
             def kill(m: TransactionMetadata | None, seen: TransactionMetadata = meta) -> TransactionMetadata | None:
