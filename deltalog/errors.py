@@ -299,3 +299,8 @@ class MissingExtraError(DeltalogError, ImportError):
 class ProtocolError(DeltalogError):
     """A frame that is not a Kafka request deltalog can read (``deltalog serve``): the connection is closed, as
     Kafka's ``SocketServer`` closes it on an ``InvalidRequestException``, and nothing of the request is applied."""
+
+
+class DuplicateBrokerRegistrationError(DeltalogError):
+    """A ``deltalog serve`` endpoint asked for a node id another live endpoint of the store holds (Kafka's
+    ``DuplicateBrokerRegistrationException``: two brokers configured with one ``node.id``)."""

@@ -28,7 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "serve", help="serve the store to Kafka clients (kcat, librdkafka, kafka-python) on a Kafka port",
         description="Listen on a Kafka port and serve the store with Kafka's wire protocol: ApiVersions, Metadata, "
         "Produce (plain and idempotent), Fetch, ListOffsets, CreateTopics, DeleteTopics, DescribeConfigs, DeleteRecords, "
-        "consumer groups and their committed offsets (one broker, node id 0); see docs/kafka-endpoint.md. Runs in the "
+        "consumer groups and their committed offsets, CreatePartitions, DeleteGroups, AlterConfigs, OffsetDelete, "
+        "DescribeCluster; several endpoints on one store are one cluster (each registers in the store; leaders and "
+        "coordinators spread among the live ones); see docs/kafka-endpoint.md. Runs in the "
         "foreground; one health line on start; SIGTERM or Ctrl-C stops it cleanly. Loopback addresses only (no "
         "TLS or SASL yet).",
     )
@@ -36,6 +38,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"the address to listen on (default {DEFAULT_LISTEN}; port 0: any free port)")
     p.add_argument("--socket-request-max-bytes", type=int, default=None, metavar="N",
                    help="Kafka's socket.request.max.bytes: a larger request closes its connection (default 104857600)")
+    p.add_argument("--node-id", "--broker-id", dest="node_id", type=int, default=None, metavar="N",
+                   help="Kafka's node.id (broker.id): this endpoint's id among the store's live endpoints (default: the "
+                   "lowest free one)")
+    p.add_argument("--broker-session-timeout-ms", type=int, default=None, metavar="MS",
+                   help="Kafka's broker.session.timeout.ms: an endpoint that stops renewing its registration for this "
+                   "long is no longer live, and the others take over its groups (default 9000)")
     output.add_output_option(p, text="the health line: where it listens, the store, what is served",
                              json_help="the health line as one object: listening, store, security, node_id, apis")
     common.add_store_option(p)
@@ -67,7 +75,14 @@ def serve(args: argparse.Namespace) -> int:
     max_bytes = args.socket_request_max_bytes or protocol.DEFAULT_MAX_REQUEST_BYTES
     if max_bytes <= 0:
         raise UsageError(f"--socket-request-max-bytes must be > 0, not {max_bytes}")
-    server = SocketServer(store, host, port, max_request_bytes=max_bytes)
+    registration = {} if args.node_id is None else {"node_id": args.node_id}
+    if args.broker_session_timeout_ms is not None:
+        from deltalog.server.registry import DEFAULT_HEARTBEAT_INTERVAL_MS
+
+        timeout = args.broker_session_timeout_ms
+        registration.update(session_timeout_ms=timeout, heartbeat_interval_ms=min(DEFAULT_HEARTBEAT_INTERVAL_MS,
+                                                                                  max(1, timeout // 3)))
+    server = SocketServer(store, host, port, max_request_bytes=max_bytes, **registration)
 
     def stop(signum: int, frame: Any) -> None:
         # shutdown() waits for the loop serve_forever runs in this thread: ask for it from another thread
@@ -77,11 +92,11 @@ def serve(args: argparse.Namespace) -> int:
     apis = [a.request.__name__.removesuffix("Request") for a in protocol.SERVED.values()]
     if output.wants_json(args):
         output.emit({"listening": f"{host}:{server.port}", "store": store.root,
-                     "security": "PLAINTEXT, loopback only: no TLS or SASL", "node_id": 0, "apis": apis})
+                     "security": "PLAINTEXT, loopback only: no TLS or SASL", "node_id": server.node_id, "apis": apis})
         sys.stdout.flush()
     else:
         print(f"deltalog serve: listening on {host}:{server.port} (PLAINTEXT, loopback only: no TLS or SASL) for "
-              f"store {store.root}; node id 0; serving {', '.join(apis)}", flush=True)
+              f"store {store.root}; node id {server.node_id}; serving {', '.join(apis)}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -12,15 +12,18 @@ The JoinGroup and SyncGroup requests wait for the round to complete (Kafka parks
 purgatories); each connection has its own thread (:mod:`deltalog.server.socket_server`), so a waiting request holds
 only its own connection, as Kafka mutes a channel until it has answered.
 
-Where deltalog differs: the membership lives in this endpoint's memory, not in ``__consumer_offsets`` (Kafka writes
-the group's metadata there too), so a group's members must use one ``deltalog serve`` process, and a restart ends
-every generation (members rejoin, as after a coordinator failover); committed offsets are durable in the store.
+Where deltalog differs: the membership lives in the coordinator endpoint's memory, not in ``__consumer_offsets``
+(Kafka writes the group's metadata there too). Of several endpoints on one store, the one
+:mod:`deltalog.server.placement` names coordinates the group (the others answer ``NOT_COORDINATOR``); when the
+coordinator changes (it stopped or died, or another endpoint joined), the group starts over on the new one and the
+members join again, as after a Kafka coordinator failover; committed offsets are durable in the store.
 Static membership (``group.instance.id``, KIP-345) is treated as dynamic; the initial rebalance delay
 (``group.initial.rebalance.delay.ms``) is 0.
 """
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 import uuid
@@ -277,6 +280,32 @@ class GroupCoordinator:
                 self._expire(g)
             return g
 
+    def unload(self, group_id: str) -> None:
+        """Forget a group this endpoint no longer coordinates (Kafka's ``onResignation``): its waiting JoinGroup and
+        SyncGroup requests end with ``UNKNOWN_MEMBER_ID``, and its members join again at the new coordinator."""
+        with self._cond:
+            g = self._groups.pop(group_id, None)
+            if g is not None:
+                g.members.clear()
+                g.state = EMPTY
+                g.generation_id += 1
+                self._cond.notify_all()
+
+    def subscribed_topics(self, group_id: str) -> set[str] | None:
+        """The topics the members of a group of the consumer protocol subscribe to (from each member's
+        ``ConsumerProtocolSubscription``), None when the group has no members or is of another protocol type (Kafka's
+        ``GroupMetadata.subscribedTopics``)."""
+        with self._cond:
+            g = self._groups.get(group_id)
+            if g is None or not g.members:
+                return None
+            if g.protocol_type != "consumer":
+                return None
+            topics: set[str] = set()
+            for m in g.members.values():
+                topics |= consumer_subscription(dict(m.protocols).get(g.protocol_name or "", b""))
+            return topics
+
     def listed(self) -> dict[str, tuple[str, str | None]]:
         """Group id -> (state, protocol type) of the groups this endpoint knows."""
         with self._cond:
@@ -291,3 +320,19 @@ class GroupCoordinator:
         if generation_id != g.generation_id:
             return ILLEGAL_GENERATION
         return NONE
+
+
+def consumer_subscription(metadata: bytes) -> set[str]:
+    """The topics of a consumer protocol member's subscription (Kafka's ``ConsumerProtocolSubscription``: an int16
+    version, then an array of topic names, each an int16 length and UTF-8 bytes); an empty set when the bytes are
+    not one."""
+    try:
+        (count,) = struct.unpack_from(">i", metadata, 2)
+        pos, topics = 6, set()
+        for _ in range(max(0, count)):
+            (size,) = struct.unpack_from(">h", metadata, pos)
+            topics.add(metadata[pos + 2:pos + 2 + size].decode("utf-8"))
+            pos += 2 + size
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return set()

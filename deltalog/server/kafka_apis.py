@@ -7,9 +7,10 @@ store's own paths, so what a Kafka client writes is what :meth:`deltalog.Store.a
 reads go through :func:`deltalog.groups.fetch.fetch` (the high watermark, the last stable offset, aborted records left
 out for ``read_committed``), as :class:`~deltalog.groups.consumer.Consumer` reads.
 
-deltalog is one broker (node id 0, the leader of every partition, its own controller): every committed Delta
-version is fully replicated, so the high watermark is the log end offset and ``acks=1`` and ``acks=-1`` both answer
-after the commit.
+Each endpoint is one broker of the store's live endpoints (:mod:`deltalog.server.registry`; alone, node id 0, the
+leader of every partition and its own controller); :mod:`deltalog.server.placement` says which one leads each
+partition and coordinates each group. Every committed Delta version is fully replicated, so the high watermark is
+the log end offset and ``acks=1`` and ``acks=-1`` both answer after the commit.
 """
 
 from __future__ import annotations
@@ -49,11 +50,14 @@ from deltalog.log import producer_ids, producer_state
 from deltalog.log.producer_state import ProducerBatch
 from deltalog.log.record import HEADERS, KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
+from deltalog.server import admin_apis
 from deltalog.server import protocol as p
 from deltalog.server.group_coordinator import GroupCoordinator
+from deltalog.server.placement import GROUP, Placement, offsets_partitions
+from deltalog.server.registry import Broker
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
-#: Node id of the one broker a ``deltalog serve`` process is (the ``node.id`` of a single-node KRaft cluster).
+#: Node id of an endpoint without a registry (the ``node.id`` of a single-node KRaft cluster).
 NODE_ID = 0
 #: Kafka's ``ListOffsetsRequest`` timestamps for the earliest and latest offsets.
 EARLIEST_TIMESTAMP = -2
@@ -104,12 +108,14 @@ class KafkaApis:
     lock around store calls; a fetch waiting for data waits outside it.
     """
 
-    def __init__(self, store: Any, advertised: tuple[str, int]) -> None:
+    def __init__(self, store: Any, advertised: tuple[str, int], placement: Placement | None = None) -> None:
         self.store = store
         self.advertised = advertised
         self.cluster_id = "deltalog-" + store.root.rsplit("/", 1)[-1][:40]
         self.lock = threading.RLock()
         self.groups = GroupCoordinator()
+        self.placement = placement or Placement(lambda: Broker(NODE_ID, *advertised), None,
+                                                lambda: offsets_partitions(store))
         self.handlers: dict[int, Callable[[p.Request], Any]] = {
             0: self.handle_produce,
             1: self.handle_fetch,
@@ -131,6 +137,7 @@ class KafkaApis:
             44: self.handle_incremental_alter_configs,
             16: self.handle_list_groups,
             15: self.handle_describe_groups,
+            **admin_apis.handlers(self, error_code),
         }
 
     def handle(self, request: p.Request) -> Any:
@@ -151,6 +158,7 @@ class KafkaApis:
     def handle_metadata(self, request: p.Request) -> Any:
         cls = p.SERVED[3].response[request.api_version]
         body = request.body
+        brokers = self.placement.brokers()  # the live endpoints; partitions' leaders spread among them
         with self.lock:
             if body.topics is None or (request.api_version == 0 and not body.topics):
                 names = [t for t in self.store.list_topics()]
@@ -163,15 +171,16 @@ class KafkaApis:
                     topics.append(cls.MetadataResponseTopic(error_code=p.UNKNOWN_TOPIC_OR_PARTITION, name=name,
                                                             is_internal=False, partitions=[]))
                     continue
+                leaders = [self.placement.leader(name, i, brokers).node_id for i in parts]
                 topics.append(cls.MetadataResponseTopic(
                     error_code=p.NONE, name=name, is_internal=name.startswith("__"),
                     partitions=[cls.MetadataResponseTopic.MetadataResponsePartition(
-                        error_code=p.NONE, partition_index=i, leader_id=NODE_ID, leader_epoch=0,
-                        replica_nodes=[NODE_ID], isr_nodes=[NODE_ID], offline_replicas=[]) for i in parts]))
-        host, port = self.advertised
-        return cls(throttle_time_ms=0, brokers=[cls.MetadataResponseBroker(node_id=NODE_ID, host=host, port=port,
-                                                                            rack=None)],
-                   cluster_id=self.cluster_id, controller_id=NODE_ID, topics=topics)
+                        error_code=p.NONE, partition_index=i, leader_id=leader, leader_epoch=0,
+                        replica_nodes=[leader], isr_nodes=[leader], offline_replicas=[])
+                        for i, leader in zip(parts, leaders, strict=True)]))
+        return cls(throttle_time_ms=0, brokers=[cls.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port,
+                                                                            rack=None) for b in brokers],
+                   cluster_id=self.cluster_id, controller_id=self.placement.controller(brokers).node_id, topics=topics)
 
     # -- Produce ---------------------------------------------------------------------------------------
 
@@ -424,14 +433,28 @@ class KafkaApis:
     # -- group offsets (the group coordinator: this broker) -------------------------------------------------
 
     def handle_find_coordinator(self, request: p.Request) -> Any:
-        """Every group's coordinator is this broker (its offsets live in the store's ``__consumer_offsets``); the
-        transaction coordinator is not served yet."""
+        """The live endpoint that coordinates a group (key type 0) or a transactional id (1): the leader of its
+        ``__consumer_offsets`` or ``__transaction_state`` partition (:meth:`Placement.coordinator`), the same answer
+        from every endpoint."""
         cls = p.SERVED[10].response[request.api_version]
-        host, port = self.advertised
-        if request.body.key_type != 0:
-            return cls(throttle_time_ms=0, error_code=p.COORDINATOR_NOT_AVAILABLE, error_message=(
-                "transactions are not served yet by deltalog serve"), node_id=-1, host="", port=-1)
-        return cls(throttle_time_ms=0, error_code=p.NONE, error_message=None, node_id=NODE_ID, host=host, port=port)
+        body = request.body
+        key_type = body.key_type if request.api_version >= 1 else GROUP
+        if key_type not in (0, 1):
+            return cls(throttle_time_ms=0, error_code=p.INVALID_REQUEST, error_message=(
+                f"coordinator key type {key_type} is not served: 0 (group) or 1 (transaction)"), node_id=-1, host="",
+                port=-1)
+        b = self.placement.coordinator(key_type, body.key)
+        return cls(throttle_time_ms=0, error_code=p.NONE, error_message=None, node_id=b.node_id, host=b.host,
+                   port=b.port)
+
+    def coordinates(self, group_id: str) -> bool:
+        """Whether this endpoint is ``group_id``'s coordinator now; a group it no longer coordinates leaves its
+        memory (Kafka's ``GroupCoordinator.onResignation`` unloads a partition's groups), and its requests get
+        ``NOT_COORDINATOR``."""
+        if self.placement.is_coordinator(GROUP, group_id):
+            return True
+        self.groups.unload(group_id)
+        return False
 
     def handle_offset_commit(self, request: p.Request) -> Any:
         """Kafka's ``GroupCoordinator.handleCommitOffsets`` for a group without members (``assign()``-ing consumers,
@@ -443,7 +466,8 @@ class KafkaApis:
         offsets = {TopicPartition(t.name, q.partition_index): OffsetAndMetadata(
             q.committed_offset, q.committed_metadata or "", q.committed_leader_epoch)
             for t in body.topics for q in t.partitions}
-        code = self.groups.check_commit(body.group_id, body.member_id or "", body.generation_id_or_member_epoch)
+        code = self.groups.check_commit(body.group_id, body.member_id or "", body.generation_id_or_member_epoch) \
+            if self.coordinates(body.group_id) else p.NOT_COORDINATOR
         if code == p.NONE:
             with self.lock:
                 try:
@@ -460,6 +484,10 @@ class KafkaApis:
         cls = p.SERVED[9].response[request.api_version]
         topic_cls = cls.OffsetFetchResponseTopic
         part_cls = topic_cls.OffsetFetchResponsePartition
+        if not self.coordinates(body.group_id):
+            return cls(throttle_time_ms=0, error_code=p.NOT_COORDINATOR, topics=[topic_cls(name=t.name, partitions=[
+                part_cls(partition_index=q, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                         error_code=p.NOT_COORDINATOR) for q in t.partition_indexes]) for t in body.topics or ()])
         with self.lock:
             try:
                 committed = self.store.offsets_topic.committed(body.group_id)
@@ -487,9 +515,11 @@ class KafkaApis:
         """Groups with members here, and those with committed offsets in the store (Kafka's coordinator knows
         the latter from ``__consumer_offsets``: Empty groups, of the consumer protocol)."""
         with self.lock:
-            committed = self.store.list_consumer_groups()
+            committed = [g for g in self.store.list_consumer_groups() if self.coordinates(g)]
         known: dict[str, tuple[str, str | None]] = {g: ("Empty", "consumer") for g in committed}
         for g, (state, ptype) in self.groups.listed().items():
+            if not self.coordinates(g):
+                continue
             if state == "Empty" and g in known:
                 continue  # no members now: its committed offsets are what is known of it
             known[g] = (state, ptype)
@@ -511,6 +541,11 @@ class KafkaApis:
         known = self._known_groups()
         out = []
         for group_id in request.body.groups:
+            if not self.coordinates(group_id):
+                out.append(cls.DescribedGroup(error_code=p.NOT_COORDINATOR, group_id=group_id, group_state="",
+                                              protocol_type="", protocol_data="", members=[],
+                                              authorized_operations=None))
+                continue
             g = self.groups.describe(group_id)
             members = []
             if g is not None and g.members:
@@ -546,6 +581,9 @@ class KafkaApis:
     def handle_join_group(self, request: p.Request) -> Any:
         body = request.body
         cls = p.SERVED[11].response[request.api_version]
+        if not self.coordinates(body.group_id):
+            return cls(throttle_time_ms=0, error_code=p.NOT_COORDINATOR, generation_id=-1, protocol_type=None,
+                       protocol_name=None, leader="", member_id=body.member_id or "", members=[])
         r = self.groups.join(body.group_id, body.member_id or "", request.client_id or "", body.session_timeout_ms,
                              body.rebalance_timeout_ms if request.api_version >= 1 else -1, body.protocol_type,
                              [(x.name, bytes(x.metadata)) for x in body.protocols])
@@ -558,6 +596,9 @@ class KafkaApis:
     def handle_sync_group(self, request: p.Request) -> Any:
         body = request.body
         cls = p.SERVED[14].response[request.api_version]
+        if not self.coordinates(body.group_id):
+            return cls(throttle_time_ms=0, error_code=p.NOT_COORDINATOR, protocol_type=None, protocol_name=None,
+                       assignment=b"")
         code, assignment, ptype, pname = self.groups.sync(
             body.group_id, body.member_id, body.generation_id,
             {a.member_id: bytes(a.assignment) for a in body.assignments})
@@ -567,12 +608,16 @@ class KafkaApis:
     def handle_heartbeat(self, request: p.Request) -> Any:
         body = request.body
         cls = p.SERVED[12].response[request.api_version]
+        if not self.coordinates(body.group_id):
+            return cls(throttle_time_ms=0, error_code=p.NOT_COORDINATOR)
         return cls(throttle_time_ms=0, error_code=self.groups.heartbeat(body.group_id, body.member_id,
                                                                          body.generation_id))
 
     def handle_leave_group(self, request: p.Request) -> Any:
         body = request.body
         cls = p.SERVED[13].response[request.api_version]
+        if not self.coordinates(body.group_id):
+            return cls(throttle_time_ms=0, error_code=p.NOT_COORDINATOR, members=[])
         if request.api_version < 3:
             code = self.groups.leave(body.group_id, [body.member_id])[0]
             return cls(throttle_time_ms=0, error_code=code)

@@ -18,14 +18,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     IncrementalAlterConfigsRequest,
@@ -44,6 +52,8 @@ from kafka.protocol.consumer import (
     LeaveGroupResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchRequest,
@@ -80,6 +90,7 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 MESSAGE_TOO_LARGE = 10
 OFFSET_METADATA_TOO_LARGE = 12
 COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
 INVALID_TOPIC_EXCEPTION = 17
 INVALID_REQUIRED_ACKS = 21
 ILLEGAL_GENERATION = 22
@@ -99,6 +110,10 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 UNKNOWN_PRODUCER_ID = 59
 INVALID_RECORD = 87
 PRODUCER_FENCED = 90
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+GROUP_SUBSCRIBED_TO_TOPIC = 86
+UNSUPPORTED_ENDPOINT_TYPE = 115
 
 
 @dataclass(frozen=True)
@@ -144,6 +159,11 @@ SERVED: dict[int, Api] = {
         Api(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
         Api(ListGroupsRequest, ListGroupsResponse, 0, 4),
         Api(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
+        Api(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+        Api(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
+        Api(AlterConfigsRequest, AlterConfigsResponse, 0, 2),
+        Api(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
+        Api(DescribeClusterRequest, DescribeClusterResponse, 0, 2),
     )
 }
 API_VERSIONS_KEY = int(ApiVersionsRequest.API_KEY)

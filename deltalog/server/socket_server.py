@@ -22,6 +22,7 @@ from typing import Any
 
 from deltalog.server import protocol as p
 from deltalog.server.kafka_apis import KafkaApis
+from deltalog.server.placement import for_endpoint
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
@@ -118,12 +119,22 @@ class SocketServer:
     """
 
     def __init__(self, store: Any, host: str = "127.0.0.1", port: int = 9092, *,
-                 advertised_host: str | None = None, max_request_bytes: int = p.DEFAULT_MAX_REQUEST_BYTES) -> None:
+                 advertised_host: str | None = None, max_request_bytes: int = p.DEFAULT_MAX_REQUEST_BYTES,
+                 **registration: Any) -> None:
+        """``registration``: ``node_id``, ``session_timeout_ms``, ``heartbeat_interval_ms`` of the endpoint's entry
+        among the store's live endpoints (:func:`deltalog.server.placement.for_endpoint`)."""
         self._listener = _Listener((host, port), _Connection)
         self.host = host
         self.port = self._listener.server_address[1]
         self._listener.max_request_bytes = max_request_bytes
-        self.apis = KafkaApis(store, (advertised_host or host, self.port))
+        advertised = (advertised_host or host, self.port)
+        try:
+            self.registry, placement = for_endpoint(store, advertised, **registration)
+        except BaseException:
+            self._listener.server_close()
+            raise
+        self.node_id = self.registry.node_id
+        self.apis = KafkaApis(store, advertised, placement)
         self._listener.apis = self.apis
         self._thread: threading.Thread | None = None
 
@@ -143,7 +154,9 @@ class SocketServer:
             self._thread.join()
 
     def close(self) -> None:
-        """Close the listening socket (after :meth:`shutdown`, or when the loop never ran)."""
+        """Close the listening socket (after :meth:`shutdown`, or when the loop never ran) and leave the store's live
+        endpoints (a clean shutdown: the others take over its groups at once, not after its session timeout)."""
+        self.registry.deregister()
         self._listener.server_close()
 
     def __enter__(self) -> SocketServer:
