@@ -11,30 +11,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from deltalog.config import TopicConfig
 from deltalog.errors import DeltalogError, GroupIdNotFoundError, InvalidArgumentError, InvalidPartitionsError
 from deltalog.server import protocol as p
 from deltalog.structs import TopicPartition
 
-if TYPE_CHECKING:
-    from deltalog.server.kafka_apis import KafkaApis
-
 #: Kafka's ``DescribeClusterRequest``'s endpoint type of brokers (2 is controllers, which are not served).
 BROKER_ENDPOINTS = 1
 RESOURCE_TOPIC = 2
 
 
-def handlers(apis: KafkaApis, error_code: Callable[[BaseException], int]) -> dict[int, Callable[[p.Request], Any]]:
-    """API key -> handler, bound to one endpoint's :class:`~deltalog.server.kafka_apis.KafkaApis`."""
+def handlers(apis: Any, error_code: Callable[[BaseException], int]) -> dict[int, Callable[[p.Request], Any]]:
+    """API key -> handler, bound to one endpoint's :class:`~deltalog.server.kafka_apis.KafkaApis` (handed in, not
+    imported: it imports this module)."""
     h = AdminApis(apis, error_code)
     return {37: h.handle_create_partitions, 42: h.handle_delete_groups, 33: h.handle_alter_configs,
             47: h.handle_offset_delete, 60: h.handle_describe_cluster}
 
 
 class AdminApis:
-    def __init__(self, apis: KafkaApis, error_code: Callable[[BaseException], int]) -> None:
+    def __init__(self, apis: Any, error_code: Callable[[BaseException], int]) -> None:
         self.apis = apis
         self.store = apis.store
         self._error_code = error_code
@@ -134,6 +132,10 @@ class AdminApis:
                         code = self.code(e)
                 if code == p.NONE:
                     self.apis.groups.unload(group_id)
+                    try:
+                        self.apis.group_metadata.delete(group_id)
+                    except DeltalogError as e:
+                        code = self.code(e)
             out.append(cls.DeletableGroupResult(group_id=group_id, error_code=code))
         return cls(throttle_time_ms=0, results=out)
 

@@ -53,6 +53,7 @@ from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
 from deltalog.server import admin_apis
 from deltalog.server import protocol as p
 from deltalog.server.group_coordinator import GroupCoordinator
+from deltalog.server.group_metadata import GroupMetadataLog
 from deltalog.server.placement import GROUP, Placement, offsets_partitions
 from deltalog.server.registry import Broker
 from deltalog.structs import OffsetAndMetadata, TopicPartition
@@ -113,9 +114,11 @@ class KafkaApis:
         self.advertised = advertised
         self.cluster_id = "deltalog-" + store.root.rsplit("/", 1)[-1][:40]
         self.lock = threading.RLock()
-        self.groups = GroupCoordinator()
+        self.group_metadata = GroupMetadataLog(store, self.lock)
+        self.groups = GroupCoordinator(persist=self.group_metadata.persist, load=self.group_metadata.load)
         self.placement = placement or Placement(lambda: Broker(NODE_ID, *advertised), None,
                                                 lambda: offsets_partitions(store))
+        self._view: list[Broker] = []
         self.handlers: dict[int, Callable[[p.Request], Any]] = {
             0: self.handle_produce,
             1: self.handle_fetch,
@@ -451,6 +454,12 @@ class KafkaApis:
         """Whether this endpoint is ``group_id``'s coordinator now; a group it no longer coordinates leaves its
         memory (Kafka's ``GroupCoordinator.onResignation`` unloads a partition's groups), and its requests get
         ``NOT_COORDINATOR``."""
+        view = self.placement.brokers()
+        if view != self._view:  # endpoints came or went: drop the groups that moved away (reloaded if they return)
+            self._view = view
+            for g in self.groups.group_ids():
+                if self.placement.coordinator(GROUP, g).node_id != self.placement.me.node_id:
+                    self.groups.unload(g)
         if self.placement.is_coordinator(GROUP, group_id):
             return True
         self.groups.unload(group_id)
@@ -515,7 +524,8 @@ class KafkaApis:
         """Groups with members here, and those with committed offsets in the store (Kafka's coordinator knows
         the latter from ``__consumer_offsets``: Empty groups, of the consumer protocol)."""
         with self.lock:
-            committed = [g for g in self.store.list_consumer_groups() if self.coordinates(g)]
+            committed = self.store.list_consumer_groups()
+        committed = [g for g in committed if self.coordinates(g)]  # outside the lock: the coordinator's comes first
         known: dict[str, tuple[str, str | None]] = {g: ("Empty", "consumer") for g in committed}
         for g, (state, ptype) in self.groups.listed().items():
             if not self.coordinates(g):
