@@ -31,12 +31,16 @@ from kafka.protocol.admin import (
     DescribeGroupsResponse,
 )
 from kafka.protocol.consumer import (
+    HeartbeatRequest,
+    HeartbeatResponse,
     JoinGroupRequest,
     JoinGroupResponse,
     LeaveGroupRequest,
     LeaveGroupResponse,
     OffsetDeleteRequest,
     OffsetDeleteResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
@@ -131,6 +135,15 @@ def test_two_endpoints_register_list_each_other_place_coordinators_alike_and_exp
         assert join(wrong.port, g, "spread").error_code == p.NOT_COORDINATOR
         joined = join(right.port, g, "spread")
         assert joined.error_code == 0 and joined.leader == joined.member_id
+        # a Stable group on b: its generation is written to __consumer_offsets
+        on_b = next(x for x in groups if placed[x] == 1)
+        member = join(b.port, on_b, "spread")
+        sync = SyncGroupRequest[3]
+        synced = call(b.port, sync(group_id=on_b, generation_id=member.generation_id, member_id=member.member_id,
+                                   group_instance_id=None, assignments=[sync.SyncGroupRequestAssignment(
+                                       member_id=member.member_id, assignment=b"\x00\x00assigned")]),
+                      SyncGroupResponse, 3)
+        assert synced.error_code == 0 and synced.assignment == b"\x00\x00assigned"
         # a node id another live endpoint holds is refused
         with pytest.raises(DuplicateBrokerRegistrationError, match="node.id 1 is held"):
             SocketServer(store, "127.0.0.1", 0, node_id=1)
@@ -141,6 +154,15 @@ def test_two_endpoints_register_list_each_other_place_coordinators_alike_and_exp
         assert [x.node_id for x in a.registry.live(fresh=True)] == [0]
         assert [x.node_id for x in metadata(a.port).brokers] == [0]
         assert {coordinator(a.port, x) for x in groups} == {0}  # a took over b's groups
+        # ... and loaded them: b's member goes on heartbeating with its generation, at a, without joining again
+        beat = call(a.port, HeartbeatRequest[3](group_id=on_b, generation_id=member.generation_id,
+                                                member_id=member.member_id, group_instance_id=None),
+                    HeartbeatResponse, 3)
+        assert beat.error_code == 0
+        b.registry.live(fresh=True)
+        assert call(b.port, HeartbeatRequest[3](group_id=on_b, generation_id=member.generation_id,
+                                                member_id=member.member_id, group_instance_id=None),
+                    HeartbeatResponse, 3).error_code == p.NOT_COORDINATOR  # b's view: expired itself too
         # its node id may now be taken by a new endpoint; b's late renewal finds it gone and b registers again
         c = SocketServer(store, "127.0.0.1", 0, node_id=1).start()
         try:

@@ -80,6 +80,8 @@ def serve(args: argparse.Namespace) -> int:
         from deltalog.server.registry import DEFAULT_HEARTBEAT_INTERVAL_MS
 
         timeout = args.broker_session_timeout_ms
+        if timeout < 2:
+            raise UsageError(f"--broker-session-timeout-ms must be at least 2 (ms), not {timeout}")
         registration.update(session_timeout_ms=timeout, heartbeat_interval_ms=min(DEFAULT_HEARTBEAT_INTERVAL_MS,
                                                                                   max(1, timeout // 3)))
     server = SocketServer(store, host, port, max_request_bytes=max_bytes, **registration)
