@@ -171,6 +171,11 @@ def test_two_endpoints_register_list_each_other_place_coordinators_alike_and_exp
             c.shutdown()
             c.close()
         assert [x.node_id for x in a.registry.live(fresh=True)] == [0, 2]
+        # a registration file that is not one (torn, foreign) holds nothing: its node id is taken by compare-and-swap
+        storage = store.log_manager.storage
+        storage.write_bytes(storage.location("_deltalog", "brokers", "7.json"), b'{"node_id": 7, "ho')
+        with SocketServer(store, "127.0.0.1", 0, node_id=7) as d:
+            assert d.node_id == 7 and 7 in [x.node_id for x in a.registry.live(fresh=True)]
     finally:
         for server in (b, a):
             server.shutdown()

@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog.errors import DeltalogError, OffsetOutOfRangeError
+from deltalog.errors import CorruptLogError, DeltalogError, OffsetOutOfRangeError
 from deltalog.groups.fetch import fetch
 from deltalog.groups.offsets_topic import OFFSETS_TOPIC, REPLAY_PAGE
 from deltalog.log.record import KEY, TIMESTAMP, VALUE
@@ -92,7 +92,7 @@ def decode_value(group_id: str, data: bytes, now: float) -> Group:
     r = _Reader(data)
     version = r.take(_I16)
     if not 0 <= version <= 3:
-        raise ValueError(f"GroupMetadataValue version {version} is not one deltalog reads (0 to 3)")
+        raise CorruptLogError(f"GroupMetadataValue version {version} is not one deltalog reads (0 to 3)")
     protocol_type = r.string()
     generation = r.take(_I32)
     protocol = r.string()
@@ -162,7 +162,7 @@ class GroupMetadataLog:
             return None
         try:
             return decode_value(group_id, latest, time.monotonic())
-        except (ValueError, struct.error, UnicodeDecodeError) as e:
+        except (CorruptLogError, struct.error, UnicodeDecodeError) as e:
             log.warning("group %s's metadata in %s does not decode (%s); the group starts empty", group_id,
                         OFFSETS_TOPIC, e)
             return None
