@@ -294,66 +294,141 @@ def two_endpoints(tmp_path):
         one.stop()
 
 
+class GroupRun:
+    """Two confluent-kafka members of one group, each bootstrapped on a different endpoint, committing each record
+    synchronously after it is consumed (a commit that fails with a retriable error, such as NOT_COORDINATOR while
+    the coordinator moves, is retried, as an application would)."""
+
+    def __init__(self, store: Store, group: str, *servers: Serve) -> None:
+        from confluent_kafka import Consumer
+
+        self.store, self.group = store, group
+        conf = {"group.id": group, "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 300, "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 1000}
+        self.members = [Consumer({**conf, "bootstrap.servers": s.bootstrap}) for s in servers]
+        for c in self.members:
+            c.subscribe(["shared"])
+        self.seen: list[tuple[int, int]] = []
+
+    def commit(self, c, msg) -> None:
+        from confluent_kafka import KafkaException
+
+        for _ in range(100):
+            try:
+                c.commit(message=msg, asynchronous=False)
+                return
+            except KafkaException as e:
+                if not e.args[0].retriable():
+                    raise
+                time.sleep(0.1)
+
+    def poll_until(self, records: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not (len(self.seen) >= records and self.assigned()):
+            for c in self.members:
+                msg = c.poll(0.1)
+                if msg is not None and msg.error() is None:
+                    self.seen.append((msg.partition(), msg.offset()))
+                    self.commit(c, msg)
+
+    def assigned(self) -> bool:
+        return all(c.assignment() for c in self.members)
+
+    def check_every_record_once(self) -> None:
+        assert self.assigned()
+        assert sorted(self.seen) == sorted((q, r.offset) for q in range(4) for r in self.store.read("shared", q))
+        committed = self.store.list_consumer_group_offsets(self.group)
+        assert {tp.partition: om.offset for tp, om in committed.items()} == {
+            q: self.store.log("shared", q).head().log_end_offset for q in range(4)}
+
+    def produce(self, n: int) -> None:
+        base = len(self.seen)
+        self.store.produce("shared", [Record(key=b"k%d" % i, value=b"v%d" % i) for i in range(base, base + n)])
+
+    def close(self) -> None:
+        for c in self.members:
+            c.close()
+
+
+def wait_for_coordinator(server: Serve, group: str, node_id: int, timeout: float) -> float:
+    """Seconds until ``server`` names ``node_id`` as the group's coordinator."""
+    start = time.monotonic()
+    while coordinator(server.port, group) != node_id and time.monotonic() < start + timeout:
+        time.sleep(0.1)
+    assert coordinator(server.port, group) == node_id
+    return time.monotonic() - start
+
+
 @pytest.mark.subprocess
 def test_a_group_spans_two_endpoints_and_survives_its_coordinator_being_killed(two_endpoints):
-    from confluent_kafka import Consumer
-
     store_path, one, two = two_endpoints
     store = Store(store_path)
-    store.produce("shared", [Record(key=b"k%d" % i, value=b"v%d" % i) for i in range(40)])
     group = "spanning"
     coord = coordinator(one.port, group)
     assert coord == coordinator(two.port, group)
     # each member bootstraps on a different endpoint; the coordinator lookup sends both to the same one
-    conf = {"group.id": group, "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 300, "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 1000}
-    members = [Consumer({**conf, "bootstrap.servers": one.bootstrap}), Consumer({**conf, "bootstrap.servers": two.bootstrap})]
-    for c in members:
-        c.subscribe(["shared"])
-    seen: list[tuple[int, int]] = []
+    run = GroupRun(store, group, one, two)
+    try:
+        run.produce(40)
+        run.poll_until(40, 60)
+        run.check_every_record_once()  # every record once, split between the two members
+        dead, alive = (one, two) if coord == one.node_id else (two, one)
+        before = describe(dead.port, group)
+        assert before.group_state == "Stable" and len(before.members) == 2
+        generation = stored_generation(store, group)
+        assert generation > 0
+        # the coordinator endpoint dies (SIGKILL: no clean deregistration); the other takes the group over (a dead
+        # process of this machine at the next listing, before its 3 s session timeout)
+        dead.stop(signal.SIGKILL)
+        wait_for_coordinator(alive, group, alive.node_id, 5)
+        run.produce(40)
+        run.poll_until(80, 90)
+        run.check_every_record_once()  # the new ones through the surviving endpoint
+        # the new coordinator loaded the group from __consumer_offsets: the same generation and members, no rejoin
+        after = describe(alive.port, group)
+        assert (after.group_state, sorted(m.member_id for m in after.members)) == (
+            "Stable", sorted(m.member_id for m in before.members))
+        assert stored_generation(store, group) == generation  # no rebalance wrote a new generation
+    finally:
+        run.close()
+    # the group is Empty now (its members left): kafka-python's admin deletes it through its coordinator
+    admin = KafkaAdminClient(bootstrap_servers=alive.bootstrap)
+    try:
+        assert admin.delete_groups([group]) == {group: "OK"}
+    finally:
+        admin.close()
+    assert group not in store.list_consumer_groups() and stored_generation(store, group) == -1
 
-    def poll_until(done, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not done():
-            for c in members:
-                msg = c.poll(0.1)
-                if msg is not None and msg.error() is None:
-                    seen.append((msg.partition(), msg.offset()))
-                    c.commit(message=msg, asynchronous=False)
 
-    def expected() -> list[tuple[int, int]]:
-        return sorted((p_, r.offset) for p_ in range(4) for r in store.read("shared", p_))
-
-    poll_until(lambda: all(c.assignment() for c in members) and len(seen) >= 40, 60)
-    assert all(c.assignment() for c in members)
-    assert sorted(seen) == expected()  # every record once, split between the two members
-    ends = {q: store.log("shared", q).head().log_end_offset for q in range(4)}
-    assert {tp.partition: om.offset for tp, om in store.list_consumer_group_offsets(group).items()} == ends
-    dead, alive = (one, two) if coord == one.node_id else (two, one)
-    before = describe(dead.port, group)
-    assert before.group_state == "Stable" and len(before.members) == 2
-    generation = stored_generation(store, group)
-    assert generation > 0
-    # the coordinator endpoint dies (SIGKILL: no clean deregistration); the other takes the group over
-    dead.stop(signal.SIGKILL)
-    deadline = time.monotonic() + 5  # a dead local process is taken over at the next listing, before its TTL (3 s)
-    while coordinator(alive.port, group) != alive.node_id and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert coordinator(alive.port, group) == alive.node_id
-    store.produce("shared", [Record(key=b"k%d" % i, value=b"after%d" % i) for i in range(40, 80)])
-    poll_until(lambda: len(seen) >= 80 and all(c.assignment() for c in members), 90)
-    assert all(c.assignment() for c in members)
-    assert sorted(seen) == expected()  # every record once, the new ones through the surviving endpoint
-    # the new coordinator loaded the group from __consumer_offsets: the same generation and members, no rejoin
-    after = describe(alive.port, group)
-    assert (after.group_state, sorted(m.member_id for m in after.members)) == (
-        "Stable", sorted(m.member_id for m in before.members))
-    assert stored_generation(store, group) == generation  # no rebalance wrote a new generation
-    committed = store.list_consumer_group_offsets(group)
-    assert {tp.partition: om.offset for tp, om in committed.items()} == {
-        q: store.log("shared", q).head().log_end_offset for q in range(4)}
-    for c in members:
-        c.close()
+@pytest.mark.subprocess
+def test_a_hung_coordinator_is_taken_over_after_its_session_timeout_and_takes_its_group_back(two_endpoints):
+    """SIGSTOP: the process lives on (its pid is there) but renews nothing; the other endpoint coordinates the group
+    once the registration expires (broker.session.timeout.ms, 3 s here). SIGCONT: its late renewal makes it live
+    again and drop what it had in memory; the group comes back to it and is loaded from __consumer_offsets."""
+    store_path, one, two = two_endpoints
+    store = Store(store_path)
+    group = next(g for g in (f"hung-{i}" for i in range(50)) if coordinator(one.port, g) == one.node_id)
+    run = GroupRun(store, group, one, two)
+    try:
+        run.produce(20)
+        run.poll_until(20, 60)
+        run.check_every_record_once()
+        os.kill(one.proc.pid, signal.SIGSTOP)
+        try:
+            took = wait_for_coordinator(two, group, two.node_id, 15)
+            assert took >= 1.5  # not at once: the hung endpoint's registration holds until it expires
+            run.produce(20)
+            run.poll_until(40, 90)
+            run.check_every_record_once()
+        finally:
+            os.kill(one.proc.pid, signal.SIGCONT)
+        wait_for_coordinator(two, group, one.node_id, 15)  # live again: the group's partition is its again
+        run.produce(20)
+        run.poll_until(60, 90)
+        run.check_every_record_once()
+        assert describe(one.port, group).group_state == "Stable"
+    finally:
+        run.close()
 
 
 def produce_request(topic: str, partition: int, value: bytes) -> ProduceRequest:
@@ -369,6 +444,15 @@ def produce_request(topic: str, partition: int, value: bytes) -> ProduceRequest:
 @pytest.mark.subprocess
 def test_produce_through_both_endpoints_into_one_partition_gives_unique_dense_offsets(two_endpoints):
     store_path, one, two = two_endpoints
+    # kafka-python's admin sends CreatePartitions to the controller (the lowest live node id); both see the result
+    admin = KafkaAdminClient(bootstrap_servers=two.bootstrap)
+    try:
+        assert admin.describe_cluster()["controller_id"] == 1
+        admin.create_partitions({"shared": 6})
+    finally:
+        admin.close()
+    for server in (one, two):
+        assert [len(t.partitions) for t in metadata(server.port).topics if t.name == "shared"] == [6]
     leader = {q.partition_index: q.leader_id for t in metadata(one.port).topics if t.name == "shared"
               for q in t.partitions}[0]
     assert leader in (1, 2)  # the non-leader accepts produce too: the store orders the appends

@@ -118,7 +118,7 @@ class KafkaApis:
         self.groups = GroupCoordinator(persist=self.group_metadata.persist, load=self.group_metadata.load)
         self.placement = placement or Placement(lambda: Broker(NODE_ID, *advertised), None,
                                                 lambda: offsets_partitions(store))
-        self._view: list[Broker] = []
+        self._view: tuple[int, list[Broker]] = (-1, [])
         self.handlers: dict[int, Callable[[p.Request], Any]] = {
             0: self.handle_produce,
             1: self.handle_fetch,
@@ -454,11 +454,13 @@ class KafkaApis:
         """Whether this endpoint is ``group_id``'s coordinator now; a group it no longer coordinates leaves its
         memory (Kafka's ``GroupCoordinator.onResignation`` unloads a partition's groups), and its requests get
         ``NOT_COORDINATOR``."""
-        view = self.placement.brokers()
-        if view != self._view:  # endpoints came or went: drop the groups that moved away (reloaded if they return)
-            self._view = view
+        epoch, view = self.placement.epoch(), self.placement.brokers()
+        if (epoch, view) != self._view:  # endpoints came or went: drop the groups that moved away (reloaded if they
+            # come back); after this endpoint was not live for a while, drop them all: they went on elsewhere
+            stale = epoch != self._view[0] and self._view[0] != -1
+            self._view = (epoch, view)
             for g in self.groups.group_ids():
-                if self.placement.coordinator(GROUP, g).node_id != self.placement.me.node_id:
+                if stale or self.placement.coordinator(GROUP, g).node_id != self.placement.me.node_id:
                     self.groups.unload(g)
         if self.placement.is_coordinator(GROUP, group_id):
             return True

@@ -63,10 +63,16 @@ class Placement:
     there is no registry)."""
 
     def __init__(self, me: Callable[[], Broker], live: Callable[[], list[Broker]] | None,
-                 offsets_partitions: Callable[[], int]) -> None:
+                 offsets_partitions: Callable[[], int], epoch: Callable[[], int] = lambda: 0) -> None:
         self._me = me
         self._live = live
         self._offsets_partitions = offsets_partitions
+        self._epoch = epoch
+
+    def epoch(self) -> int:
+        """Grows each time this endpoint was not live while it ran (its registration expired, or was taken over):
+        whatever it coordinated may have moved on elsewhere meanwhile."""
+        return self._epoch()
 
     @property
     def me(self) -> Broker:
@@ -117,7 +123,7 @@ def for_endpoint(store: Any, advertised: tuple[str, int], **registry_options: An
     def me() -> Broker:
         return Broker(registry.node_id if registry.node_id is not None else -1, *advertised)
 
-    return registry, Placement(me, registry.live, lambda: offsets_partitions(store))
+    return registry, Placement(me, registry.live, lambda: offsets_partitions(store), lambda: registry.epoch)
 
 
 __all__ = ["for_endpoint", "offsets_partitions", "GROUP", "TRANSACTION", "TRANSACTION_STATE_PARTITIONS", "TRANSACTION_STATE_TOPIC", "Placement",

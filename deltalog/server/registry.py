@@ -106,6 +106,10 @@ class BrokerRegistry:
         self.refresh_ms = refresh_ms
         self.owner = owner or default_owner()
         self.node_id: int | None = None
+        #: Counts the times this endpoint was not live while it ran (a renewal after its expiry, a new
+        #: registration): what it coordinated meanwhile may have moved on elsewhere, so its groups are reloaded.
+        self.epoch = 0
+        self._expires_ms = 0
         self._etag: str | None = None
         self._registered_ms = 0
         self._lock = threading.RLock()
@@ -163,6 +167,8 @@ class BrokerRegistry:
         if etag is None:
             return False  # another endpoint wrote it first
         self.node_id, self._etag = node_id, etag
+        self._expires_ms = now + self.session_timeout_ms
+        self.epoch += 1
         if not self._registered_ms:
             self._registered_ms = now
         self._cached = None
@@ -203,10 +209,16 @@ class BrokerRegistry:
         with self._lock:
             if self.node_id is None or self._etag is None:
                 return False
-            etag = self.storage.replace_json(self._file(self.node_id), self._payload(self.node_id,
-                                                                                    self.clock.now_ms()), self._etag)
+            now = self.clock.now_ms()
+            etag = self.storage.replace_json(self._file(self.node_id), self._payload(self.node_id, now), self._etag)
             if etag is not None:
                 self._etag = etag
+                if now >= self._expires_ms:  # renewed late (a hung process, a pause): it was not live meanwhile
+                    log.warning("node %d renewed its registration %d ms after it expired; other endpoints may have "
+                                "taken over its groups meanwhile", self.node_id, now - self._expires_ms)
+                    self.epoch += 1
+                    self._cached = None
+                self._expires_ms = now + self.session_timeout_ms
                 return True
             log.warning("node %d's registration was taken over (this endpoint missed its broker.session.timeout.ms "
                         "of %d ms); registering again", self.node_id, self.session_timeout_ms)
