@@ -29,6 +29,8 @@ from kafka.protocol.admin import (
     DeleteGroupsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
 )
 from kafka.protocol.consumer import (
     HeartbeatRequest,
@@ -144,6 +146,10 @@ def test_two_endpoints_register_list_each_other_place_coordinators_alike_and_exp
                                        member_id=member.member_id, assignment=b"\x00\x00assigned")]),
                       SyncGroupResponse, 3)
         assert synced.error_code == 0 and synced.assignment == b"\x00\x00assigned"
+        # ListGroups: each endpoint lists the groups it coordinates (admin clients ask every broker and merge)
+        listed = {s.node_id: {x.group_id for x in call(s.port, ListGroupsRequest[4](states_filter=[]),
+                                                        ListGroupsResponse, 4).groups} for s in (a, b)}
+        assert on_b in listed[1] and on_b not in listed[0]
         # a node id another live endpoint holds is refused
         with pytest.raises(DuplicateBrokerRegistrationError, match="node.id 1 is held"):
             SocketServer(store, "127.0.0.1", 0, node_id=1)

@@ -433,7 +433,7 @@ class KafkaApis:
         return cls(throttle_time_ms=0, results=out)
 
 
-    # -- group offsets (the group coordinator: this broker) -------------------------------------------------
+    # -- group offsets (the group coordinator: this endpoint, for the groups placement gives it) ------------
 
     def handle_find_coordinator(self, request: p.Request) -> Any:
         """The live endpoint that coordinates a group (key type 0) or a transactional id (1): the leader of its
