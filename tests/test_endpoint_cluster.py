@@ -491,3 +491,18 @@ def test_produce_through_both_endpoints_into_one_partition_gives_unique_dense_of
     for node, offsets in got.items():  # each endpoint's acknowledged offset holds that endpoint's record
         by_offset = {r.offset: r.value for r in rows}
         assert [by_offset[o] for o in offsets] == [b"%s-%d" % (node.encode(), i) for i in range(25)]
+
+
+def test_endpoints_on_an_s3_store_register_by_conditional_puts(s3_store_uri, s3_server):
+    """The registry on an object store: If-None-Match creates and etag compare-and-swaps (moto's S3 server)."""
+    store = Store(s3_store_uri, storage_options=s3_server.storage_options)
+    store.create_topic("on-s3", 2)
+    with SocketServer(store, "127.0.0.1", 0, node_id=3) as a, SocketServer(store, "127.0.0.1", 0) as b:
+        assert (a.node_id, b.node_id) == (3, 0)
+        assert [x.node_id for x in metadata(a.port).brokers] == [0, 3]
+        assert b.registry.renew() and a.registry.renew()  # compare-and-swap on their own etags
+        with pytest.raises(DuplicateBrokerRegistrationError):
+            SocketServer(store, "127.0.0.1", 0, node_id=3)
+        groups = [f"g{i}" for i in range(8)]
+        assert [coordinator(a.port, g) for g in groups] == [coordinator(b.port, g) for g in groups]
+    assert a.registry.live(fresh=True) == []  # both left cleanly
