@@ -116,8 +116,8 @@ class AdminApis:
         cls = p.SERVED[42].response[request.api_version]
         out = []
         for group_id in request.body.groups_names:
-            if not self.apis.coordinates(group_id):
-                code = p.NOT_COORDINATOR
+            if (code := self.apis.coordinator_error(group_id)) != p.NONE:
+                pass
             elif (g := self.apis.groups.describe(group_id)) is not None and g.members:
                 code = p.NON_EMPTY_GROUP
             elif not self._group_exists(group_id):
@@ -156,8 +156,8 @@ class AdminApis:
                                                                                                 q.partition_index)])
                     for q in t.partitions]) for t in body.topics])
 
-        if not self.apis.coordinates(body.group_id):
-            return answer(p.NOT_COORDINATOR, {})
+        if (code := self.apis.coordinator_error(body.group_id)) != p.NONE:
+            return answer(code, {})
         if not self._group_exists(body.group_id):
             return answer(p.GROUP_ID_NOT_FOUND, {})
         g = self.apis.groups.describe(body.group_id)

@@ -336,6 +336,11 @@ class GroupCoordinator:
                 topics |= consumer_subscription(dict(m.protocols).get(g.protocol_name or "", b""))
             return topics
 
+    def known(self, group_id: str) -> bool:
+        """Whether the group is in memory, or was looked up and found absent (not loaded again)."""
+        with self._cond:
+            return group_id in self._groups or group_id in self._absent
+
     def group_ids(self) -> list[str]:
         """The groups in this endpoint's memory."""
         with self._cond:

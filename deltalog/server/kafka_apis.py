@@ -119,6 +119,7 @@ class KafkaApis:
         self.placement = placement or Placement(lambda: Broker(NODE_ID, *advertised), None,
                                                 lambda: offsets_partitions(store))
         self._view: tuple[int, list[Broker]] = (-1, [])
+        self._view_since = time.monotonic()
         self.handlers: dict[int, Callable[[p.Request], Any]] = {
             0: self.handle_produce,
             1: self.handle_fetch,
@@ -458,7 +459,7 @@ class KafkaApis:
         if (epoch, view) != self._view:  # endpoints came or went: drop the groups that moved away (reloaded if they
             # come back); after this endpoint was not live for a while, drop them all: they went on elsewhere
             stale = epoch != self._view[0] and self._view[0] != -1
-            self._view = (epoch, view)
+            self._view, self._view_since = (epoch, view), time.monotonic()
             for g in self.groups.group_ids():
                 if stale or self.placement.coordinator(GROUP, g).node_id != self.placement.me.node_id:
                     self.groups.unload(g)
@@ -466,6 +467,19 @@ class KafkaApis:
             return True
         self.groups.unload(group_id)
         return False
+
+    def coordinator_error(self, group_id: str) -> int:
+        """``NOT_COORDINATOR`` when this endpoint is not ``group_id``'s coordinator; ``COORDINATOR_LOAD_IN_PROGRESS``
+        for a group it has just gained from another live endpoint (within the placement's hand-over time after its
+        live set changed, long enough for every endpoint to have seen the change: the previous coordinator has
+        stopped writing the group before this one loads it, as Kafka's new coordinator loads the partition before
+        it answers); else ``NONE``."""
+        if not self.coordinates(group_id):
+            return p.NOT_COORDINATOR
+        if (len(self._view[1]) > 1 and not self.groups.known(group_id)
+                and time.monotonic() - self._view_since < self.placement.handover_ms / 1000):
+            return p.COORDINATOR_LOAD_IN_PROGRESS
+        return p.NONE
 
     def handle_offset_commit(self, request: p.Request) -> Any:
         """Kafka's ``GroupCoordinator.handleCommitOffsets`` for a group without members (``assign()``-ing consumers,
@@ -477,8 +491,9 @@ class KafkaApis:
         offsets = {TopicPartition(t.name, q.partition_index): OffsetAndMetadata(
             q.committed_offset, q.committed_metadata or "", q.committed_leader_epoch)
             for t in body.topics for q in t.partitions}
-        code = self.groups.check_commit(body.group_id, body.member_id or "", body.generation_id_or_member_epoch) \
-            if self.coordinates(body.group_id) else p.NOT_COORDINATOR
+        code = self.coordinator_error(body.group_id)
+        if code == p.NONE:
+            code = self.groups.check_commit(body.group_id, body.member_id or "", body.generation_id_or_member_epoch)
         if code == p.NONE:
             with self.lock:
                 try:
@@ -495,10 +510,10 @@ class KafkaApis:
         cls = p.SERVED[9].response[request.api_version]
         topic_cls = cls.OffsetFetchResponseTopic
         part_cls = topic_cls.OffsetFetchResponsePartition
-        if not self.coordinates(body.group_id):
-            return cls(throttle_time_ms=0, error_code=p.NOT_COORDINATOR, topics=[topic_cls(name=t.name, partitions=[
+        if (code := self.coordinator_error(body.group_id)) != p.NONE:
+            return cls(throttle_time_ms=0, error_code=code, topics=[topic_cls(name=t.name, partitions=[
                 part_cls(partition_index=q, committed_offset=-1, committed_leader_epoch=-1, metadata="",
-                         error_code=p.NOT_COORDINATOR) for q in t.partition_indexes]) for t in body.topics or ()])
+                         error_code=code) for q in t.partition_indexes]) for t in body.topics or ()])
         with self.lock:
             try:
                 committed = self.store.offsets_topic.committed(body.group_id)
@@ -553,8 +568,8 @@ class KafkaApis:
         known = self._known_groups()
         out = []
         for group_id in request.body.groups:
-            if not self.coordinates(group_id):
-                out.append(cls.DescribedGroup(error_code=p.NOT_COORDINATOR, group_id=group_id, group_state="",
+            if (code := self.coordinator_error(group_id)) != p.NONE:
+                out.append(cls.DescribedGroup(error_code=code, group_id=group_id, group_state="",
                                               protocol_type="", protocol_data="", members=[],
                                               authorized_operations=None))
                 continue
@@ -593,8 +608,8 @@ class KafkaApis:
     def handle_join_group(self, request: p.Request) -> Any:
         body = request.body
         cls = p.SERVED[11].response[request.api_version]
-        if not self.coordinates(body.group_id):
-            return cls(throttle_time_ms=0, error_code=p.NOT_COORDINATOR, generation_id=-1, protocol_type=None,
+        if (code := self.coordinator_error(body.group_id)) != p.NONE:
+            return cls(throttle_time_ms=0, error_code=code, generation_id=-1, protocol_type=None,
                        protocol_name=None, leader="", member_id=body.member_id or "", members=[])
         r = self.groups.join(body.group_id, body.member_id or "", request.client_id or "", body.session_timeout_ms,
                              body.rebalance_timeout_ms if request.api_version >= 1 else -1, body.protocol_type,
@@ -608,8 +623,8 @@ class KafkaApis:
     def handle_sync_group(self, request: p.Request) -> Any:
         body = request.body
         cls = p.SERVED[14].response[request.api_version]
-        if not self.coordinates(body.group_id):
-            return cls(throttle_time_ms=0, error_code=p.NOT_COORDINATOR, protocol_type=None, protocol_name=None,
+        if (code := self.coordinator_error(body.group_id)) != p.NONE:
+            return cls(throttle_time_ms=0, error_code=code, protocol_type=None, protocol_name=None,
                        assignment=b"")
         code, assignment, ptype, pname = self.groups.sync(
             body.group_id, body.member_id, body.generation_id,
@@ -620,16 +635,16 @@ class KafkaApis:
     def handle_heartbeat(self, request: p.Request) -> Any:
         body = request.body
         cls = p.SERVED[12].response[request.api_version]
-        if not self.coordinates(body.group_id):
-            return cls(throttle_time_ms=0, error_code=p.NOT_COORDINATOR)
+        if (code := self.coordinator_error(body.group_id)) != p.NONE:
+            return cls(throttle_time_ms=0, error_code=code)
         return cls(throttle_time_ms=0, error_code=self.groups.heartbeat(body.group_id, body.member_id,
                                                                          body.generation_id))
 
     def handle_leave_group(self, request: p.Request) -> Any:
         body = request.body
         cls = p.SERVED[13].response[request.api_version]
-        if not self.coordinates(body.group_id):
-            return cls(throttle_time_ms=0, error_code=p.NOT_COORDINATOR, members=[])
+        if (code := self.coordinator_error(body.group_id)) != p.NONE:
+            return cls(throttle_time_ms=0, error_code=code, members=[])
         if request.api_version < 3:
             code = self.groups.leave(body.group_id, [body.member_id])[0]
             return cls(throttle_time_ms=0, error_code=code)

@@ -63,7 +63,12 @@ class Placement:
     there is no registry)."""
 
     def __init__(self, me: Callable[[], Broker], live: Callable[[], list[Broker]] | None,
-                 offsets_partitions: Callable[[], int], epoch: Callable[[], int] = lambda: 0) -> None:
+                 offsets_partitions: Callable[[], int], epoch: Callable[[], int] = lambda: 0, *,
+                 handover_ms: int = 0) -> None:
+        """``handover_ms``: how long after its live set changed an endpoint answers ``COORDINATOR_LOAD_IN_PROGRESS``
+        for a group it gained from another live endpoint (twice the registry's refresh: by then every endpoint has
+        seen the change, so the previous coordinator has stopped writing the group)."""
+        self.handover_ms = handover_ms
         self._me = me
         self._live = live
         self._offsets_partitions = offsets_partitions
@@ -123,7 +128,8 @@ def for_endpoint(store: Any, advertised: tuple[str, int], **registry_options: An
     def me() -> Broker:
         return Broker(registry.node_id if registry.node_id is not None else -1, *advertised)
 
-    return registry, Placement(me, registry.live, lambda: offsets_partitions(store), lambda: registry.epoch)
+    return registry, Placement(me, registry.live, lambda: offsets_partitions(store), lambda: registry.epoch,
+                               handover_ms=2 * registry.refresh_ms)
 
 
 __all__ = ["for_endpoint", "offsets_partitions", "GROUP", "TRANSACTION", "TRANSACTION_STATE_PARTITIONS", "TRANSACTION_STATE_TOPIC", "Placement",
