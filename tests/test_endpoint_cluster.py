@@ -334,14 +334,15 @@ class GroupRun:
         self.seen: list[tuple[int, int]] = []
 
     def commit(self, c, msg) -> None:
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaError, KafkaException
 
         for _ in range(100):
             try:
                 c.commit(message=msg, asynchronous=False)
                 return
             except KafkaException as e:
-                if not e.args[0].retriable():
+                # COORDINATOR_LOAD_IN_PROGRESS is retriable in Kafka's protocol; librdkafka hands it to a sync commit
+                if not (e.args[0].retriable() or e.args[0].code() == KafkaError.COORDINATOR_LOAD_IN_PROGRESS):
                     raise
                 time.sleep(0.1)
 

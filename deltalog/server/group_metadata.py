@@ -126,6 +126,7 @@ class GroupMetadataLog:
         """``lock``: the endpoint's lock around store calls (taken inside the group coordinator's, never around it)."""
         self.store = store
         self.lock = lock
+        self._replays: dict[int, tuple[int, dict[bytes, bytes | None]]] = {}  # partition -> (position, key -> value)
 
     def _log(self, group_id: str, *, create: bool) -> Any:
         partition = self.store.offsets_topic.partition_for(group_id, create=create)
@@ -168,24 +169,27 @@ class GroupMetadataLog:
             return None
 
     def _latest(self, group_id: str) -> bytes | None:
+        """The latest value of the group's key, from a replay of its partition's group records kept up to date
+        incrementally (only what was appended since the last look is read, as the offsets' replay does)."""
         plog = self._log(group_id, create=False)
         if plog is None:
             return None
-        key = encode_key(group_id)
-        position = plog.head().log_start_offset
-        latest: bytes | None = None
+        position, latest = self._replays.get(plog.partition, (plog.head().log_start_offset, {}))
         while True:
             try:
                 got = fetch(plog, position, REPLAY_PAGE, READ_COMMITTED)
-            except OffsetOutOfRangeError as e:  # DeleteRecords moved the start meanwhile
-                position = e.log_start_offset
+            except OffsetOutOfRangeError as e:  # DeleteRecords moved the start, or the topic was made again
+                position, latest = e.log_start_offset, {}
                 continue
-            rows = got.records.filter(pc.equal(got.records.column(KEY), pa.scalar(key, pa.binary())))
-            if rows.num_rows:
-                latest = rows.column(VALUE)[rows.num_rows - 1].as_py()
+            keys = got.records.column(KEY)
+            is_group = pc.equal(pc.binary_slice(keys, 0, 2), pa.scalar(_I16.pack(KEY_VERSION), pa.binary()))
+            rows = got.records.filter(pc.fill_null(is_group, False))
+            for k, v in zip(rows.column(KEY).to_pylist(), rows.column(VALUE).to_pylist(), strict=True):
+                latest[k] = v
             position = got.next_offset
             if got.next_offset >= got.last_stable_offset:
-                return latest
+                self._replays[plog.partition] = (position, latest)
+                return latest.get(encode_key(group_id))
 
 
 __all__ = ["GroupMetadataLog", "decode_value", "encode_key", "encode_value"]
