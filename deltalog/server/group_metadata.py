@@ -6,8 +6,9 @@ heartbeating and committing without joining again, as after a Kafka coordinator 
 A group is written when a generation becomes Stable (the leader's SyncGroup handed out the assignment) and when it
 empties; its record is one append to the group's partition of ``__consumer_offsets`` (the partition its committed
 offsets are in), which the cleaner compacts like the offsets (the latest record of the key wins, DeleteGroups writes
-a tombstone). It is read when an endpoint becomes the group's coordinator: the partition is read and the group's
-latest record taken, as Kafka's coordinator loads the partition it became leader of. The offsets' readers skip these
+a tombstone). It is read when an endpoint becomes the group's coordinator, as Kafka's coordinator loads the
+partition it became leader of: the partition's group records are replayed (incrementally: what was appended since
+the last look) and the group's latest record taken. The offsets' readers skip these
 records (:func:`deltalog.groups.offsets_topic.decode_key` answers None for them, as Kafka's loader and formatter do).
 """
 
