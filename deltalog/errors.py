@@ -315,3 +315,6 @@ class UnacceptableCredentialError(InvalidArgumentError):
 
 class ResourceNotFoundError(DeltalogError, LookupError):
     """Kafka's ``ResourceNotFoundException``: e.g. deleting a SCRAM credential the user does not have."""
+class DuplicateBrokerRegistrationError(DeltalogError):
+    """A ``deltalog serve`` endpoint asked for a node id another live endpoint of the store holds (Kafka's
+    ``DuplicateBrokerRegistrationException``: two brokers configured with one ``node.id``)."""

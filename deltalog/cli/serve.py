@@ -30,7 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "serve", help="serve the store to Kafka clients (kcat, librdkafka, kafka-python) on a Kafka port",
         description="Listen on a Kafka port and serve the store with Kafka's wire protocol: ApiVersions, Metadata, "
         "Produce (plain and idempotent), Fetch, ListOffsets, CreateTopics, DeleteTopics, DescribeConfigs, DeleteRecords, "
-        "consumer groups and their committed offsets (one broker, node id 0); see docs/kafka-endpoint.md. Runs in the "
+        "consumer groups and their committed offsets, transactions, CreatePartitions, DeleteGroups, AlterConfigs, "
+        "OffsetDelete, DescribeCluster; several endpoints on one store are one cluster (each registers in the "
+        "store; leaders and coordinators spread among the live ones); see docs/kafka-endpoint.md. Runs in the "
         "foreground; one health line on start; SIGTERM or Ctrl-C stops it cleanly. TLS and SASL (PLAIN, "
         "SCRAM-SHA-256, SCRAM-SHA-512) are configured with Kafka's broker configs in a properties file (--config "
         "server.properties, as kafka-server-start.sh) or --override; without them, loopback addresses only.",
@@ -50,6 +52,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="PLAIN users, one user=password line each (deltalog's shorthand for the JAAS options)")
     p.add_argument("--socket-request-max-bytes", type=int, default=None, metavar="N",
                    help="Kafka's socket.request.max.bytes: a larger request closes its connection (default 104857600)")
+    p.add_argument("--node-id", "--broker-id", dest="node_id", type=int, default=None, metavar="N",
+                   help="Kafka's node.id (broker.id): this endpoint's id among the store's live endpoints (default: the "
+                   "lowest free one)")
+    p.add_argument("--broker-session-timeout-ms", type=int, default=None, metavar="MS",
+                   help="Kafka's broker.session.timeout.ms: an endpoint that stops renewing its registration for this "
+                   "long is no longer live, and the others take over its groups (default 9000)")
     output.add_output_option(p, text="the health line: where it listens, the store, what is served",
                              json_help="the health line as one object: listening, store, security, node_id, apis")
     common.add_store_option(p)
@@ -104,10 +112,17 @@ def serve(args: argparse.Namespace) -> int:
     max_bytes = args.socket_request_max_bytes or security.max_request_bytes or protocol.DEFAULT_MAX_REQUEST_BYTES
     if max_bytes <= 0:
         raise UsageError(f"--socket-request-max-bytes must be > 0, not {max_bytes}")
-    server = SocketServer(store, host, port, max_request_bytes=max_bytes, security=security)
-    if security.advertised is not None:
-        a_host, a_port = security.advertised
-        server.apis.advertised = (a_host, a_port or server.port)
+    registration = {} if args.node_id is None else {"node_id": args.node_id}
+    if args.broker_session_timeout_ms is not None:
+        from deltalog.server.registry import DEFAULT_HEARTBEAT_INTERVAL_MS
+
+        timeout = args.broker_session_timeout_ms
+        if timeout < 2:
+            raise UsageError(f"--broker-session-timeout-ms must be at least 2 (ms), not {timeout}")
+        registration.update(session_timeout_ms=timeout, heartbeat_interval_ms=min(DEFAULT_HEARTBEAT_INTERVAL_MS,
+                                                                                  max(1, timeout // 3)))
+    server = SocketServer(store, host, port, max_request_bytes=max_bytes, security=security,
+                          **registration)
 
     def stop(signum: int, frame: Any) -> None:
         # shutdown() waits for the loop serve_forever runs in this thread: ask for it from another thread
@@ -118,11 +133,11 @@ def serve(args: argparse.Namespace) -> int:
     if output.wants_json(args):
         output.emit({"listening": f"{host}:{server.port}", "store": store.root, "security": security.describe(),
                      "listener": security.name, "security_protocol": security.protocol,
-                     "sasl_mechanisms": list(security.mechanisms), "node_id": 0, "apis": apis})
+                     "sasl_mechanisms": list(security.mechanisms), "node_id": server.node_id, "apis": apis})
         sys.stdout.flush()
     else:
         print(f"deltalog serve: listening on {host}:{server.port} ({security.describe()}) for "
-              f"store {store.root}; node id 0; serving {', '.join(apis)}", flush=True)
+              f"store {store.root}; node id {server.node_id}; serving {', '.join(apis)}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

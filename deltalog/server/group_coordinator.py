@@ -12,15 +12,19 @@ The JoinGroup and SyncGroup requests wait for the round to complete (Kafka parks
 purgatories); each connection has its own thread (:mod:`deltalog.server.socket_server`), so a waiting request holds
 only its own connection, as Kafka mutes a channel until it has answered.
 
-Where deltalog differs: the membership lives in this endpoint's memory, not in ``__consumer_offsets`` (Kafka writes
-the group's metadata there too), so a group's members must use one ``deltalog serve`` process, and a restart ends
-every generation (members rejoin, as after a coordinator failover); committed offsets are durable in the store.
+Of several endpoints on one store, the one :mod:`deltalog.server.placement` names coordinates the group (the others
+answer ``NOT_COORDINATOR``). The group lives in that endpoint's memory and, as Kafka writes it, in
+``__consumer_offsets`` at each Stable generation and when it empties (``persist``/``load``,
+:mod:`deltalog.server.group_metadata`): when the coordinator changes (it stopped or died, or another endpoint
+joined), the new one loads the group and its members go on with their generation, as after a Kafka coordinator
+failover.
 Static membership (``group.instance.id``, KIP-345) is treated as dynamic; the initial rebalance delay
 (``group.initial.rebalance.delay.ms``) is 0.
 """
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 import uuid
@@ -85,19 +89,44 @@ class Group:
 class GroupCoordinator:
     """The groups of one endpoint. Every method is safe to call from any connection thread."""
 
-    def __init__(self, clock: Callable[[], float] | None = None) -> None:
-        """``clock``: seconds on a monotonic scale (``time.monotonic``; tests give their own)."""
+    def __init__(self, clock: Callable[[], float] | None = None, *, persist: Callable[[Group], None] | None = None,
+                 load: Callable[[str], Group | None] | None = None) -> None:
+        """``clock``: seconds on a monotonic scale (``time.monotonic``; tests give their own). ``persist`` writes a
+        group when a generation becomes Stable or the group empties, ``load`` reads the one last written when this
+        coordinator first meets the group (Kafka's ``storeGroup`` and ``loadGroupsForPartition``:
+        :class:`deltalog.server.group_metadata.GroupMetadataLog`); without them groups live in memory only."""
         self._now: Callable[[], float] = clock or time.monotonic
         self._cond = threading.Condition()
         self._groups: dict[str, Group] = {}
+        self._persist = persist
+        self._load = load
+        self._absent: set[str] = set()  # loaded and not found: not read again until unloaded
 
     # -- helpers (the lock held) ------------------------------------------------------------------------
 
-    def _group(self, group_id: str) -> Group:
+    def _lookup(self, group_id: str) -> Group | None:
+        """The group in memory, or loaded (once) from where ``persist`` wrote it."""
         g = self._groups.get(group_id)
+        if g is None and self._load is not None and group_id not in self._absent:
+            g = self._load(group_id)
+            if g is None:
+                self._absent.add(group_id)
+            else:
+                for m in g.members.values():
+                    m.last_seen = self._now()  # a loaded member's session starts again, as in Kafka's load
+                self._groups[group_id] = g
+        return g
+
+    def _group(self, group_id: str) -> Group:
+        g = self._lookup(group_id)
         if g is None:
             g = self._groups[group_id] = Group(group_id)
+            self._absent.discard(group_id)
         return g
+
+    def _store(self, g: Group) -> None:
+        if self._persist is not None:
+            self._persist(g)
 
     def _expire(self, g: Group) -> None:
         now = self._now()
@@ -113,6 +142,7 @@ class GroupCoordinator:
         if not g.members:
             g.state, g.leader, g.protocol_name, g.protocol_type = EMPTY, None, None, None
             g.generation_id += 1  # Kafka bumps the generation when a group empties (an empty generation)
+            self._store(g)
         else:
             self._prepare(g)
         self._cond.notify_all()
@@ -133,8 +163,9 @@ class GroupCoordinator:
             for m in [m for m in g.members.values() if not m.joined]:
                 g.members.pop(m.member_id)
         if not g.members or not all(m.joined for m in g.members.values()):
-            if not g.members:
+            if not g.members and g.state != EMPTY:
                 g.state = EMPTY
+                self._store(g)
             return
         g.generation_id += 1
         if g.leader not in g.members:
@@ -220,6 +251,7 @@ class GroupCoordinator:
                 for x in g.members.values():
                     x.assignment = assignments.get(x.member_id, b"")
                 g.state = STABLE
+                self._store(g)
                 self._cond.notify_all()
             deadline = self._now() + m.session_timeout_ms / 1000
             while g.state == COMPLETING_REBALANCE and g.generation_id == generation_id and self._now() < deadline:
@@ -258,7 +290,7 @@ class GroupCoordinator:
         with generation -1 and no member id; a member's commit needs its current generation, and none lands while
         the group is completing a rebalance."""
         with self._cond:
-            g = self._groups.get(group_id)
+            g = self._lookup(group_id)
             if generation_id < 0 and not member_id:
                 return NONE if g is None or not g.members else ILLEGAL_GENERATION
             if g is None:
@@ -272,10 +304,47 @@ class GroupCoordinator:
 
     def describe(self, group_id: str) -> Group | None:
         with self._cond:
-            g = self._groups.get(group_id)
+            g = self._lookup(group_id)
             if g is not None:
                 self._expire(g)
             return g
+
+    def unload(self, group_id: str) -> None:
+        """Forget a group this endpoint no longer coordinates (Kafka's ``onResignation``): its waiting JoinGroup and
+        SyncGroup requests end with ``UNKNOWN_MEMBER_ID``, and its members join again at the new coordinator."""
+        with self._cond:
+            self._absent.discard(group_id)
+            g = self._groups.pop(group_id, None)
+            if g is not None:
+                g.members.clear()
+                g.state = EMPTY
+                g.generation_id += 1
+                self._cond.notify_all()
+
+    def subscribed_topics(self, group_id: str) -> set[str] | None:
+        """The topics the members of a group of the consumer protocol subscribe to (from each member's
+        ``ConsumerProtocolSubscription``), None when the group has no members or is of another protocol type (Kafka's
+        ``GroupMetadata.subscribedTopics``)."""
+        with self._cond:
+            g = self._lookup(group_id)
+            if g is None or not g.members:
+                return None
+            if g.protocol_type != "consumer":
+                return None
+            topics: set[str] = set()
+            for m in g.members.values():
+                topics |= consumer_subscription(dict(m.protocols).get(g.protocol_name or "", b""))
+            return topics
+
+    def known(self, group_id: str) -> bool:
+        """Whether the group is in memory, or was looked up and found absent (not loaded again)."""
+        with self._cond:
+            return group_id in self._groups or group_id in self._absent
+
+    def group_ids(self) -> list[str]:
+        """The groups in this endpoint's memory."""
+        with self._cond:
+            return list(self._groups)
 
     def listed(self) -> dict[str, tuple[str, str | None]]:
         """Group id -> (state, protocol type) of the groups this endpoint knows."""
@@ -291,3 +360,19 @@ class GroupCoordinator:
         if generation_id != g.generation_id:
             return ILLEGAL_GENERATION
         return NONE
+
+
+def consumer_subscription(metadata: bytes) -> set[str]:
+    """The topics of a consumer protocol member's subscription (Kafka's ``ConsumerProtocolSubscription``: an int16
+    version, then an array of topic names, each an int16 length and UTF-8 bytes); an empty set when the bytes are
+    not one."""
+    try:
+        (count,) = struct.unpack_from(">i", metadata, 2)
+        pos, topics = 6, set()
+        for _ in range(max(0, count)):
+            (size,) = struct.unpack_from(">h", metadata, pos)
+            topics.add(metadata[pos + 2:pos + 2 + size].decode("utf-8"))
+            pos += 2 + size
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return set()

@@ -7,9 +7,10 @@ store's own paths, so what a Kafka client writes is what :meth:`deltalog.Store.a
 reads go through :func:`deltalog.groups.fetch.fetch` (the high watermark, the last stable offset, aborted records left
 out for ``read_committed``), as :class:`~deltalog.groups.consumer.Consumer` reads.
 
-deltalog is one broker (node id 0, the leader of every partition, its own controller): every committed Delta
-version is fully replicated, so the high watermark is the log end offset and ``acks=1`` and ``acks=-1`` both answer
-after the commit.
+Each endpoint is one broker of the store's live endpoints (:mod:`deltalog.server.registry`; alone, node id 0, the
+leader of every partition and its own controller); :mod:`deltalog.server.placement` says which one leads each
+partition and coordinates each group. Every committed Delta version is fully replicated, so the high watermark is
+the log end offset and ``acks=1`` and ``acks=-1`` both answer after the commit.
 """
 
 from __future__ import annotations
@@ -49,12 +50,16 @@ from deltalog.log import producer_ids, producer_state
 from deltalog.log.producer_state import ProducerBatch
 from deltalog.log.record import HEADERS, KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
+from deltalog.server import admin_apis
 from deltalog.server import protocol as p
 from deltalog.server import sasl, scram_apis, txn_apis
 from deltalog.server.group_coordinator import GroupCoordinator
+from deltalog.server.group_metadata import GroupMetadataLog
+from deltalog.server.placement import GROUP, Placement, offsets_partitions
+from deltalog.server.registry import Broker
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
-#: Node id of the one broker a ``deltalog serve`` process is (the ``node.id`` of a single-node KRaft cluster).
+#: Node id of an endpoint without a registry (the ``node.id`` of a single-node KRaft cluster).
 NODE_ID = 0
 #: Kafka's ``ListOffsetsRequest`` timestamps for the earliest and latest offsets.
 EARLIEST_TIMESTAMP = -2
@@ -105,12 +110,17 @@ class KafkaApis:
     lock around store calls; a fetch waiting for data waits outside it.
     """
 
-    def __init__(self, store: Any, advertised: tuple[str, int]) -> None:
+    def __init__(self, store: Any, advertised: tuple[str, int], placement: Placement | None = None) -> None:
         self.store = store
         self.advertised = advertised
         self.cluster_id = "deltalog-" + store.root.rsplit("/", 1)[-1][:40]
         self.lock = threading.RLock()
-        self.groups = GroupCoordinator()
+        self.group_metadata = GroupMetadataLog(store, self.lock)
+        self.groups = GroupCoordinator(persist=self.group_metadata.persist, load=self.group_metadata.load)
+        self.placement = placement or Placement(lambda: Broker(NODE_ID, *advertised), None,
+                                                lambda: offsets_partitions(store))
+        self._view: tuple[int, list[Broker]] = (-1, [])
+        self._view_since = time.monotonic()
         self.txn = txn_apis.TxnApis(store, self.lock, self.groups, error_code)
         self.handlers: dict[int, Callable[[p.Request], Any]] = {
             0: self.handle_produce,
@@ -141,6 +151,7 @@ class KafkaApis:
             36: sasl.after_authentication,
             50: lambda request: scram_apis.handle_describe(self.store, request),
             51: lambda request: scram_apis.handle_alter(self.store, request),
+            **admin_apis.handlers(self, error_code),
         }
 
     def close(self) -> None:
@@ -165,6 +176,7 @@ class KafkaApis:
     def handle_metadata(self, request: p.Request) -> Any:
         cls = p.SERVED[3].response[request.api_version]
         body = request.body
+        brokers = self.placement.brokers()  # the live endpoints; partitions' leaders spread among them
         with self.lock:
             if body.topics is None or (request.api_version == 0 and not body.topics):
                 names = [t for t in self.store.list_topics()]
@@ -177,15 +189,16 @@ class KafkaApis:
                     topics.append(cls.MetadataResponseTopic(error_code=p.UNKNOWN_TOPIC_OR_PARTITION, name=name,
                                                             is_internal=False, partitions=[]))
                     continue
+                leaders = [self.placement.leader(name, i, brokers).node_id for i in parts]
                 topics.append(cls.MetadataResponseTopic(
                     error_code=p.NONE, name=name, is_internal=name.startswith("__"),
                     partitions=[cls.MetadataResponseTopic.MetadataResponsePartition(
-                        error_code=p.NONE, partition_index=i, leader_id=NODE_ID, leader_epoch=0,
-                        replica_nodes=[NODE_ID], isr_nodes=[NODE_ID], offline_replicas=[]) for i in parts]))
-        host, port = self.advertised
-        return cls(throttle_time_ms=0, brokers=[cls.MetadataResponseBroker(node_id=NODE_ID, host=host, port=port,
-                                                                            rack=None)],
-                   cluster_id=self.cluster_id, controller_id=NODE_ID, topics=topics)
+                        error_code=p.NONE, partition_index=i, leader_id=leader, leader_epoch=0,
+                        replica_nodes=[leader], isr_nodes=[leader], offline_replicas=[])
+                        for i, leader in zip(parts, leaders, strict=True)]))
+        return cls(throttle_time_ms=0, brokers=[cls.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port,
+                                                                            rack=None) for b in brokers],
+                   cluster_id=self.cluster_id, controller_id=self.placement.controller(brokers).node_id, topics=topics)
 
     # -- Produce ---------------------------------------------------------------------------------------
 
@@ -449,31 +462,52 @@ class KafkaApis:
         return cls(throttle_time_ms=0, results=out)
 
 
-    # -- group offsets (the group coordinator: this broker) -------------------------------------------------
+    # -- group offsets (the group coordinator: this endpoint, for the groups placement gives it) ------------
 
     def handle_find_coordinator(self, request: p.Request) -> Any:
-        """Every group's coordinator is this broker (its offsets live in the store's ``__consumer_offsets``); a
-        transactional id's (key type 1) is :meth:`transaction_coordinator`'s answer."""
+        """The live endpoint that coordinates a group (key type 0) or a transactional id (1): the leader of its
+        ``__consumer_offsets`` or ``__transaction_state`` partition (:meth:`Placement.coordinator`), the same answer
+        from every endpoint."""
         cls = p.SERVED[10].response[request.api_version]
         body = request.body
-        key_type = body.key_type if request.api_version >= 1 else 0
-        if key_type == 1:
-            node_id, host, port = self.transaction_coordinator(body.key)
-        elif key_type == 0:
-            node_id, (host, port) = NODE_ID, self.advertised
-        else:
+        key_type = body.key_type if request.api_version >= 1 else GROUP
+        if key_type not in (0, 1):
             return cls(throttle_time_ms=0, error_code=p.INVALID_REQUEST, error_message=(
                 f"coordinator key type {key_type} is not served: 0 (group) or 1 (transaction)"), node_id=-1, host="",
                 port=-1)
-        return cls(throttle_time_ms=0, error_code=p.NONE, error_message=None, node_id=node_id, host=host, port=port)
+        b = self.placement.coordinator(key_type, body.key)
+        return cls(throttle_time_ms=0, error_code=p.NONE, error_message=None, node_id=b.node_id, host=b.host,
+                   port=b.port)
 
-    def transaction_coordinator(self, transactional_id: str) -> tuple[int, str, int]:
-        """(node id, host, port) of the endpoint that coordinates ``transactional_id`` (Kafka's
-        ``TransactionStateManager.partitionFor`` and that partition's leader): this one. Any endpoint on the store
-        can serve any transactional id (the state is the store's documents, see :mod:`deltalog.server.txn_apis`),
-        so this is placement, not correctness."""
-        host, port = self.advertised
-        return NODE_ID, host, port
+    def coordinates(self, group_id: str) -> bool:
+        """Whether this endpoint is ``group_id``'s coordinator now; a group it no longer coordinates leaves its
+        memory (Kafka's ``GroupCoordinator.onResignation`` unloads a partition's groups), and its requests get
+        ``NOT_COORDINATOR``."""
+        epoch, view = self.placement.epoch(), self.placement.brokers()
+        if (epoch, view) != self._view:  # endpoints came or went: drop the groups that moved away (reloaded if they
+            # come back); after this endpoint was not live for a while, drop them all: they went on elsewhere
+            stale = epoch != self._view[0] and self._view[0] != -1
+            self._view, self._view_since = (epoch, view), time.monotonic()
+            for g in self.groups.group_ids():
+                if stale or self.placement.coordinator(GROUP, g).node_id != self.placement.me.node_id:
+                    self.groups.unload(g)
+        if self.placement.is_coordinator(GROUP, group_id):
+            return True
+        self.groups.unload(group_id)
+        return False
+
+    def coordinator_error(self, group_id: str) -> int:
+        """``NOT_COORDINATOR`` when this endpoint is not ``group_id``'s coordinator; ``COORDINATOR_LOAD_IN_PROGRESS``
+        for a group it has just gained from another live endpoint (within the placement's hand-over time after its
+        live set changed, long enough for every endpoint to have seen the change: the previous coordinator has
+        stopped writing the group before this one loads it, as Kafka's new coordinator loads the partition before
+        it answers); else ``NONE``."""
+        if not self.coordinates(group_id):
+            return p.NOT_COORDINATOR
+        if (len(self._view[1]) > 1 and not self.groups.known(group_id)
+                and time.monotonic() - self._view_since < self.placement.handover_ms / 1000):
+            return p.COORDINATOR_LOAD_IN_PROGRESS
+        return p.NONE
 
     def handle_offset_commit(self, request: p.Request) -> Any:
         """Kafka's ``GroupCoordinator.handleCommitOffsets`` for a group without members (``assign()``-ing consumers,
@@ -485,7 +519,9 @@ class KafkaApis:
         offsets = {TopicPartition(t.name, q.partition_index): OffsetAndMetadata(
             q.committed_offset, q.committed_metadata or "", q.committed_leader_epoch)
             for t in body.topics for q in t.partitions}
-        code = self.groups.check_commit(body.group_id, body.member_id or "", body.generation_id_or_member_epoch)
+        code = self.coordinator_error(body.group_id)
+        if code == p.NONE:
+            code = self.groups.check_commit(body.group_id, body.member_id or "", body.generation_id_or_member_epoch)
         if code == p.NONE:
             with self.lock:
                 try:
@@ -502,6 +538,10 @@ class KafkaApis:
         cls = p.SERVED[9].response[request.api_version]
         topic_cls = cls.OffsetFetchResponseTopic
         part_cls = topic_cls.OffsetFetchResponsePartition
+        if (code := self.coordinator_error(body.group_id)) != p.NONE:
+            return cls(throttle_time_ms=0, error_code=code, topics=[topic_cls(name=t.name, partitions=[
+                part_cls(partition_index=q, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                         error_code=code) for q in t.partition_indexes]) for t in body.topics or ()])
         with self.lock:
             try:
                 committed = self.store.offsets_topic.committed(body.group_id)
@@ -536,8 +576,11 @@ class KafkaApis:
         the latter from ``__consumer_offsets``: Empty groups, of the consumer protocol)."""
         with self.lock:
             committed = self.store.list_consumer_groups()
+        committed = [g for g in committed if self.coordinates(g)]  # outside the lock: the coordinator's comes first
         known: dict[str, tuple[str, str | None]] = {g: ("Empty", "consumer") for g in committed}
         for g, (state, ptype) in self.groups.listed().items():
+            if not self.coordinates(g):
+                continue
             if state == "Empty" and g in known:
                 continue  # no members now: its committed offsets are what is known of it
             known[g] = (state, ptype)
@@ -559,6 +602,11 @@ class KafkaApis:
         known = self._known_groups()
         out = []
         for group_id in request.body.groups:
+            if (code := self.coordinator_error(group_id)) != p.NONE:
+                out.append(cls.DescribedGroup(error_code=code, group_id=group_id, group_state="",
+                                              protocol_type="", protocol_data="", members=[],
+                                              authorized_operations=None))
+                continue
             g = self.groups.describe(group_id)
             members = []
             if g is not None and g.members:
@@ -593,6 +641,9 @@ class KafkaApis:
     def handle_join_group(self, request: p.Request) -> Any:
         body = request.body
         cls = p.SERVED[11].response[request.api_version]
+        if (code := self.coordinator_error(body.group_id)) != p.NONE:
+            return cls(throttle_time_ms=0, error_code=code, generation_id=-1, protocol_type=None,
+                       protocol_name=None, leader="", member_id=body.member_id or "", members=[])
         r = self.groups.join(body.group_id, body.member_id or "", request.client_id or "", body.session_timeout_ms,
                              body.rebalance_timeout_ms if request.api_version >= 1 else -1, body.protocol_type,
                              [(x.name, bytes(x.metadata)) for x in body.protocols])
@@ -605,6 +656,9 @@ class KafkaApis:
     def handle_sync_group(self, request: p.Request) -> Any:
         body = request.body
         cls = p.SERVED[14].response[request.api_version]
+        if (code := self.coordinator_error(body.group_id)) != p.NONE:
+            return cls(throttle_time_ms=0, error_code=code, protocol_type=None, protocol_name=None,
+                       assignment=b"")
         code, assignment, ptype, pname = self.groups.sync(
             body.group_id, body.member_id, body.generation_id,
             {a.member_id: bytes(a.assignment) for a in body.assignments})
@@ -614,12 +668,16 @@ class KafkaApis:
     def handle_heartbeat(self, request: p.Request) -> Any:
         body = request.body
         cls = p.SERVED[12].response[request.api_version]
+        if (code := self.coordinator_error(body.group_id)) != p.NONE:
+            return cls(throttle_time_ms=0, error_code=code)
         return cls(throttle_time_ms=0, error_code=self.groups.heartbeat(body.group_id, body.member_id,
                                                                          body.generation_id))
 
     def handle_leave_group(self, request: p.Request) -> Any:
         body = request.body
         cls = p.SERVED[13].response[request.api_version]
+        if (code := self.coordinator_error(body.group_id)) != p.NONE:
+            return cls(throttle_time_ms=0, error_code=code, members=[])
         if request.api_version < 3:
             code = self.groups.leave(body.group_id, [body.member_id])[0]
             return cls(throttle_time_ms=0, error_code=code)

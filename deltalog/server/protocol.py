@@ -20,12 +20,20 @@ from typing import Any
 from kafka.protocol.admin import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     DescribeGroupsRequest,
@@ -50,6 +58,8 @@ from kafka.protocol.consumer import (
     ListOffsetsResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
     SyncGroupRequest,
@@ -97,7 +107,9 @@ CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
 MESSAGE_TOO_LARGE = 10
 OFFSET_METADATA_TOO_LARGE = 12
+COORDINATOR_LOAD_IN_PROGRESS = 14
 COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
 INVALID_TOPIC_EXCEPTION = 17
 INVALID_REQUIRED_ACKS = 21
 ILLEGAL_GENERATION = 22
@@ -128,6 +140,10 @@ UNACCEPTABLE_CREDENTIAL = 93
 INVALID_RECORD = 87
 UNSTABLE_OFFSET_COMMIT = 88
 PRODUCER_FENCED = 90
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+GROUP_SUBSCRIBED_TO_TOPIC = 86
+UNSUPPORTED_ENDPOINT_TYPE = 115
 
 
 @dataclass(frozen=True)
@@ -183,6 +199,11 @@ SERVED: dict[int, Api] = {
         Api(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
         Api(DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, 0, 0),  # scram_apis
         Api(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0),
+        Api(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+        Api(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
+        Api(AlterConfigsRequest, AlterConfigsResponse, 0, 2),
+        Api(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
+        Api(DescribeClusterRequest, DescribeClusterResponse, 0, 2),
     )
 }
 API_VERSIONS_KEY = int(ApiVersionsRequest.API_KEY)

@@ -31,6 +31,7 @@ from deltalog.scram import ScramCredentials
 from deltalog.server import protocol as p
 from deltalog.server.kafka_apis import KafkaApis
 from deltalog.server.security import ListenerSecurity
+from deltalog.server.placement import for_endpoint
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
@@ -165,8 +166,10 @@ class SocketServer:
 
     def __init__(self, store: Any, host: str = "127.0.0.1", port: int = 9092, *,
                  advertised_host: str | None = None, max_request_bytes: int = p.DEFAULT_MAX_REQUEST_BYTES,
-                 security: ListenerSecurity | None = None) -> None:
-        # ``security`` (deltalog.server.security): TLS and SASL; without it PLAINTEXT, loopback addresses only
+                 security: ListenerSecurity | None = None, **registration: Any) -> None:
+        """``security`` (:mod:`deltalog.server.security`): TLS and SASL; without it PLAINTEXT, loopback addresses
+        only. ``registration``: ``node_id``, ``session_timeout_ms``, ``heartbeat_interval_ms`` of the endpoint's
+        entry among the store's live endpoints (:func:`deltalog.server.placement.for_endpoint`)."""
         self.security = security or ListenerSecurity(host=host, port=port)
         self.security.host, self.security.port = host, port
         self.security.check_bind()
@@ -176,7 +179,16 @@ class SocketServer:
         self._listener.max_request_bytes = max_request_bytes
         self._listener.security = self.security
         self._listener.scram_lookup = ScramCredentials(store.storage).get if self.security.is_sasl else None
-        self.apis = KafkaApis(store, (advertised_host or host, self.port))
+        advertised = (advertised_host or host, self.port)
+        if self.security.advertised is not None:  # advertised.listeners: what Metadata and the registry give clients
+            advertised = (self.security.advertised[0], self.security.advertised[1] or self.port)
+        try:
+            self.registry, placement = for_endpoint(store, advertised, **registration)
+        except BaseException:
+            self._listener.server_close()
+            raise
+        self.node_id = self.registry.node_id
+        self.apis = KafkaApis(store, advertised, placement)
         self._listener.apis = self.apis
         self._thread: threading.Thread | None = None
 
@@ -197,7 +209,9 @@ class SocketServer:
         self.apis.close()
 
     def close(self) -> None:
-        """Close the listening socket (after :meth:`shutdown`, or when the loop never ran)."""
+        """Close the listening socket (after :meth:`shutdown`, or when the loop never ran) and leave the store's live
+        endpoints (a clean shutdown: the others take over its groups at once, not after its session timeout)."""
+        self.registry.deregister()
         self._listener.server_close()
 
     def __enter__(self) -> SocketServer:
