@@ -14,10 +14,12 @@ it cannot parse a request.
 from __future__ import annotations
 
 import logging
+import select
 import socket
 import socketserver
 import struct
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from deltalog.server import protocol as p
@@ -25,18 +27,78 @@ from deltalog.server.kafka_apis import KafkaApis
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
+_PRODUCE = 0  # Kafka's ApiKeys.PRODUCE
 
 
-def _read_exactly(sock: socket.socket, n: int) -> bytes | None:
-    """``n`` bytes, or None when the peer closed the connection first."""
-    chunks = []
-    while n:
-        chunk = sock.recv(min(n, 1 << 20))
-        if not chunk:
+class _Frames:
+    """A connection's size-prefixed frames, read from the socket in chunks (Kafka's ``Selector`` reads what arrived):
+    complete frames that came in behind the one being read, which a client pipelined (librdkafka keeps several
+    requests in flight), are handed over together by :meth:`ready`, so their Produce requests can share a Delta
+    commit (:mod:`deltalog.server.group_commit`)."""
+
+    #: Bytes read ahead at most, beyond the frame being read.
+    READ_AHEAD = 64 << 20
+
+    def __init__(self, sock: socket.socket, max_request_bytes: int, peer: Any) -> None:
+        self.sock = sock
+        self.peer = peer
+        self.max_request_bytes = max_request_bytes
+        self.buf = bytearray()
+
+    def _fill(self, n: int) -> bool:
+        """At least ``n`` bytes buffered; False when the peer closed the connection first."""
+        while len(self.buf) < n:
+            chunk = self.sock.recv(max(n - len(self.buf), 1 << 16))
+            if not chunk:
+                return False
+            self.buf += chunk
+        return True
+
+    def _size(self) -> int:
+        (size,) = _SIZE.unpack_from(self.buf)
+        if size < 0 or size > self.max_request_bytes:
+            raise _FrameTooLarge(size)
+        return size
+
+    def next(self) -> bytes | None:
+        """The next frame (waiting for it); None when the peer closed the connection before it was whole. Raises
+        :class:`_FrameTooLarge` (before reading its body) for a frame of more than ``max_request_bytes``."""
+        if not self._fill(4):
+            if self.buf:
+                log.info("%s disconnected in the middle of a request's size; nothing of it was applied", self.peer)
             return None
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
+        size = self._size()
+        if not self._fill(4 + size):
+            log.info("%s disconnected in the middle of a request; nothing of it was applied", self.peer)
+            return None
+        frame = bytes(self.buf[4:4 + size])
+        del self.buf[:4 + size]
+        return frame
+
+    def ready(self) -> list[bytes]:
+        """The complete frames that have arrived by now, without waiting for more."""
+        while len(self.buf) < self.READ_AHEAD and select.select([self.sock], [], [], 0)[0]:
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                break
+            self.buf += chunk
+        frames = []
+        while len(self.buf) >= 4:
+            try:
+                size = self._size()
+            except _FrameTooLarge:
+                break  # next() meets it and closes the connection, after the frames before it are answered
+            if len(self.buf) < 4 + size:
+                break
+            frames.append(bytes(self.buf[4:4 + size]))
+            del self.buf[:4 + size]
+        return frames
+
+
+class _FrameTooLarge(Exception):  # noqa: N818 - never leaves this module: the connection is closed
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
 
 
 class _Connection(socketserver.BaseRequestHandler):
@@ -46,25 +108,22 @@ class _Connection(socketserver.BaseRequestHandler):
         sock: socket.socket = self.request
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = self.client_address
+        frames = _Frames(sock, self.server.max_request_bytes, peer)
         try:
             while True:
-                head = _read_exactly(sock, 4)
-                if head is None:
-                    return
-                (size,) = _SIZE.unpack(head)
-                if size < 0 or size > self.server.max_request_bytes:
-                    log.warning("closing %s: a request of %d bytes (socket.request.max.bytes is %d)", peer, size,
+                try:
+                    frame = frames.next()
+                except _FrameTooLarge as e:
+                    log.warning("closing %s: a request of %d bytes (socket.request.max.bytes is %d)", peer, e.size,
                                 self.server.max_request_bytes)
                     return
-                frame = _read_exactly(sock, size)
                 if frame is None:
-                    log.info("%s disconnected in the middle of a request; nothing of it was applied", peer)
                     return
-                answer = self.server.answer(frame, peer)
-                if answer is False:
-                    return
-                if isinstance(answer, bytes):
-                    sock.sendall(answer)
+                for answer in self.server.answers([frame, *frames.ready()], peer):
+                    if answer is False:
+                        return
+                    if isinstance(answer, bytes):
+                        sock.sendall(answer)
         except (ConnectionError, OSError) as e:
             log.info("connection %s ended: %s", peer, e)
 
@@ -77,13 +136,48 @@ class _Listener(socketserver.ThreadingTCPServer):
 
     def answer(self, frame: bytes, peer: Any) -> bytes | None | bool:
         """The response frame to ``frame``; None when none is due (acks=0); False to close the connection."""
+        return next(iter(self.answers([frame], peer)))
+
+    def answers(self, frames: list[bytes], peer: Any) -> Iterator[bytes | None | bool]:
+        """The response frames to ``frames``, in order, as :meth:`answer` gives them, up to the first False;
+        consecutive Produce requests among them are handled together (:meth:`KafkaApis.handle_produces`)."""
+        produces: list[p.Request] = []
+        for frame in frames:
+            try:
+                req = p.parse_request(frame)
+            except p.ProtocolError as e:
+                yield from self._produce_answers(produces, peer)
+                log.warning("closing %s: %s", peer, e)
+                yield False
+                return
+            if not isinstance(req, p.Unsupported) and req.api_key == _PRODUCE:
+                produces.append(req)
+                continue
+            for answer in self._produce_answers(produces, peer):
+                yield answer
+                if answer is False:
+                    return
+            produces = []
+            answer = unsupported_answer(req, peer) if isinstance(req, p.Unsupported) else self._handled(req, peer)
+            yield answer
+            if answer is False:
+                return
+        yield from self._produce_answers(produces, peer)
+
+    def _produce_answers(self, requests: list[p.Request], peer: Any) -> Iterator[bytes | None | bool]:
+        if not requests:
+            return
         try:
-            req = p.parse_request(frame)
-        except p.ProtocolError as e:
-            log.warning("closing %s: %s", peer, e)
-            return False
-        if isinstance(req, p.Unsupported):
-            return unsupported_answer(req, peer)
+            responses = self.apis.handle_produces(requests)
+        except Exception:  # a handler's bug must not take the endpoint down; Kafka closes the connection too
+            log.exception("closing %s: handling %d Produce requests failed", peer, len(requests))
+            yield False
+            return
+        for req, response in zip(requests, responses, strict=True):
+            yield None if response is None else p.encode_response(req.api_key, req.api_version, req.correlation_id,
+                                                                  response)
+
+    def _handled(self, req: p.Request, peer: Any) -> bytes | None | bool:
         try:
             response = self.apis.handle(req)
             if response is None:

@@ -1,0 +1,115 @@
+"""Group commit of pipelined Produce requests: the record sets several requests carry for one partition appended in
+one Delta commit, each request still answered as if it had been appended alone.
+
+A Kafka producer keeps several Produce requests in flight on a connection (librdkafka's
+``max.in.flight.requests.per.connection``, kafka-python's ``max_in_flight_requests_per_connection``); when the
+endpoint is slower than the producer they wait in the socket, and the connection reads them together
+(:mod:`deltalog.server.socket_server`). A Delta commit costs about as much for 8,000 records as for 40,000 (a
+Parquet file, a log entry, a table refresh), so appending a partition's waiting record sets as one batch is the
+endpoint's version of Kafka's log appending many batches per ``fsync``.
+
+What each request keeps:
+
+* **its offsets and order**: the record sets are concatenated in the order the requests came, so a request's
+  records get the offsets it would have got alone, and its answer carries its own base offset;
+* **all or nothing, alone**: if the group's append refuses a record (a keyless record on a compacted topic, one
+  larger than ``max.message.bytes``, a value that does not match the topic's schema), nothing was written
+  (:meth:`~deltalog.log.partition_log.PartitionLog.append` checks every record before writing) and the record sets
+  are appended one by one, so only the request with the bad record fails; any other error (an unknown partition,
+  storage) is each request's answer, as each would have met it;
+* **idempotence**: a record set with a producer id is appended alone, in its place in the order, through the
+  sequence checks of :mod:`deltalog.log.producer_state` (a group never holds one), so its sequence is checked
+  against the state all earlier requests left;
+* **acks**: a request's answer is its own (none for ``acks=0``), written after the commit that holds its records.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from deltalog.errors import DeltalogError, InvalidRecordError
+from deltalog.log import producer_state
+from deltalog.log.producer_state import ProducerBatch
+from deltalog.server import protocol as p
+
+#: (error code, base offset, error message, log start offset): one partition's part of a Produce answer.
+Result = tuple[int, int, str | None, int]
+
+
+@dataclass
+class Entry:
+    """One partition's decoded record set of one Produce request, and its :data:`Result` once appended."""
+
+    topic: str
+    partition: int
+    records: pa.Table
+    producer: tuple[int, int, int] | None  # (producer id, epoch, base sequence) of an idempotent batch
+    result: Result | None = None
+
+
+def append_all(store: Any, lock: threading.RLock, entries: list[Entry],
+               error_code: Callable[[BaseException], int]) -> None:
+    """Append ``entries`` (in request order) to their partitions, setting each one's ``result``: consecutive plain
+    record sets of a partition in one commit each run, an idempotent one alone."""
+    by_partition: dict[tuple[str, int], list[Entry]] = {}
+    for e in entries:
+        by_partition.setdefault((e.topic, e.partition), []).append(e)
+    for (topic, partition), mine in by_partition.items():
+        for run in _runs(mine):
+            with lock:
+                _append_run(store, topic, partition, run, error_code)
+
+
+def _runs(entries: list[Entry]) -> list[list[Entry]]:
+    """Runs of consecutive plain record sets of one column layout; an idempotent one is a run of its own."""
+    runs: list[list[Entry]] = []
+    for e in entries:
+        last = runs[-1] if runs else None
+        if (last is not None and e.producer is None and last[-1].producer is None
+                and last[-1].records.schema == e.records.schema):
+            last.append(e)
+        else:
+            runs.append([e])
+    return runs
+
+
+def _append_run(store: Any, topic: str, partition: int, run: list[Entry],
+                error_code: Callable[[BaseException], int]) -> None:
+    if len(run) > 1:
+        try:
+            offsets = store.append(topic, partition, pa.concat_tables([e.records for e in run]))
+            start = store.log(topic, partition).head().log_start_offset
+        except InvalidRecordError:
+            pass  # a bad record among them and nothing written: each alone below, so only its request fails
+        except DeltalogError as e:
+            for entry in run:
+                entry.result = (error_code(e), -1, str(e), -1)
+            return
+        else:
+            at = 0
+            for entry in run:
+                entry.result = (p.NONE, offsets[at], None, start)
+                at += entry.records.num_rows
+            return
+    for entry in run:
+        entry.result = _append_one(store, topic, partition, entry, error_code)
+
+
+def _append_one(store: Any, topic: str, partition: int, entry: Entry,
+                error_code: Callable[[BaseException], int]) -> Result:
+    try:
+        if entry.producer is None:
+            offsets = store.append(topic, partition, entry.records)  # one Delta commit, or none on an error
+        else:  # the idempotent append: a retry of the producer's last batch gets its first offsets back
+            pid, epoch, sequence = entry.producer
+            offsets = store.log(topic, partition).append(entry.records, store.clock.now_ms(), producer=ProducerBatch(
+                pid, epoch, sequence, digest=producer_state.batch_digest(entry.records)))
+        start = store.log(topic, partition).head().log_start_offset
+    except DeltalogError as e:
+        return error_code(e), -1, str(e), -1
+    return p.NONE, offsets[0], None, start
