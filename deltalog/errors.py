@@ -299,3 +299,13 @@ class MissingExtraError(DeltalogError, ImportError):
 class ProtocolError(DeltalogError):
     """A frame that is not a Kafka request deltalog can read (``deltalog serve``): the connection is closed, as
     Kafka's ``SocketServer`` closes it on an ``InvalidRequestException``, and nothing of the request is applied."""
+
+
+class RecordBatchError(DeltalogError):
+    """A record batch of a Produce request that ``deltalog serve`` refuses (the checks of Kafka's ``LogValidator``:
+    CRC, magic, complete batches, codecs, counts); ``code`` is the Kafka error code the partition's answer carries.
+    Nothing of the request's record set for that partition is appended."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code

@@ -34,6 +34,7 @@ from deltalog.errors import (
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     ProducerFencedError,
+    RecordBatchError,
     RecordTooLargeError,
     TopicExistsError,
     UnknownProducerIdError,
@@ -46,7 +47,7 @@ from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
 from deltalog.server import group_commit
 from deltalog.server import protocol as p
 from deltalog.server.group_coordinator import GroupCoordinator
-from deltalog.server.record_batches import BatchError, decode_records, encode_batch
+from deltalog.server.record_batches import decode_records, encode_batch
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
 #: Node id of the one broker a ``deltalog serve`` process is (the ``node.id`` of a single-node KRaft cluster).
@@ -205,7 +206,7 @@ class KafkaApis:
             return p.INVALID_REQUIRED_ACKS, -1, f"acks must be -1, 0 or 1, not {acks}", -1
         try:
             records, batches = decode_records(bytes(data or b""))
-        except BatchError as e:
+        except RecordBatchError as e:
             return e.code, -1, str(e), -1
         if not records.num_rows:
             return p.CORRUPT_MESSAGE, -1, "a produce request carried no record for this partition", -1

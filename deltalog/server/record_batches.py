@@ -18,11 +18,11 @@ Python object per record (kafka-python's ``DefaultRecordBatch`` iterator) cost t
 Headers, rare in high-volume topics, are read per record in Python, only for records that have some.
 
 Every check Kafka's ``LogValidator`` (and ``DefaultRecordBatch``/``DefaultRecord.readFrom``) makes before an append is
-made here, and a failed one refuses the whole record set (:class:`BatchError`, with the Kafka error code the Produce
-answer carries): complete batches, magic 2, the CRC-32C, a known codec whose library is present, a record count that
-agrees with the batch's offset range, no control batch from a client, a sequence number on a producer id's batch,
-consecutive offset deltas inside a compressed batch, and records that are exactly as long as they say, neither
-running past their batch nor leaving bytes over.
+made here, and a failed one refuses the whole record set (:class:`~deltalog.errors.RecordBatchError`, with the Kafka
+error code the Produce answer carries): complete batches, magic 2, the CRC-32C, a known codec whose library is
+present, a record count that agrees with the batch's offset range, no control batch from a client, a sequence number
+on a producer id's batch, consecutive offset deltas inside a compressed batch, and records that are exactly as long as
+they say, neither running past their batch nor leaving bytes over.
 
 :func:`encode_batch` and :func:`empty_batch` write the batches a Fetch answers with.
 """
@@ -39,7 +39,7 @@ from kafka import codec as kafka_codec
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.util import calc_crc32c
 
-from deltalog.errors import DeltalogError
+from deltalog.errors import RecordBatchError
 from deltalog.log.record import HEADERS, KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE
 from deltalog.server import protocol as p
 
@@ -62,15 +62,6 @@ _CODECS = {1: ("gzip", kafka_codec.has_gzip, kafka_codec.gzip_decode),
 _PAD = bytes(16)  # zeros after a records section: a varint read at its end stops there (and is then out of range)
 
 
-class BatchError(DeltalogError):
-    """A record batch the endpoint refuses, with the Kafka error code its answer carries (it becomes that
-    partition's error code in the Produce response)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
 @dataclass(frozen=True)
 class BatchInfo:
     """What a record batch's header says of its producer, which the Produce handler checks and records: the
@@ -89,7 +80,8 @@ class BatchInfo:
 def decode_records(data: bytes) -> tuple[pa.Table, list[BatchInfo]]:
     """The records of a Produce request's record set as Arrow columns (key, value, timestamp_ms, and headers when a
     record has any: what :mod:`deltalog.log.arrow_records` appends) and each batch's :class:`BatchInfo`, in order.
-    Raises :class:`BatchError` on the first check that fails (see the module doc); nothing is decoded half."""
+    Raises :class:`~deltalog.errors.RecordBatchError` on the first check that fails (see the module doc); nothing is
+    decoded half."""
     keys: list[pa.Array] = []
     values: list[pa.Array] = []
     timestamps: list[np.ndarray] = []
@@ -99,20 +91,23 @@ def decode_records(data: bytes) -> tuple[pa.Table, list[BatchInfo]]:
     pos, end = 0, len(data)
     while pos < end:
         if end - pos < _LOG_OVERHEAD + 5:
-            raise BatchError(p.CORRUPT_MESSAGE, f"the record set has {end - pos} bytes that are not a complete record "
-                                                "batch")
+            raise RecordBatchError(
+                p.CORRUPT_MESSAGE, f"the record set has {end - pos} bytes that are not a complete record "
+                "batch")
         base_offset, length = struct.unpack_from(">qi", data, pos)
         if length < 0 or pos + _LOG_OVERHEAD + length > end:
-            raise BatchError(p.CORRUPT_MESSAGE, f"the record set has {end - pos} bytes that are not a complete record "
-                                                f"batch (the batch at base offset {base_offset} announces "
-                                                f"{length} bytes)")
+            raise RecordBatchError(
+                p.CORRUPT_MESSAGE, f"the record set has {end - pos} bytes that are not a complete record "
+                f"batch (the batch at base offset {base_offset} announces "
+                f"{length} bytes)")
         magic = data[pos + _MAGIC_AT]
         if magic != 2:
-            raise BatchError(p.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-                             f"record batch magic {magic} is not served: only v2 (Kafka 0.11+ clients)")
+            raise RecordBatchError(p.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                                   f"record batch magic {magic} is not served: only v2 (Kafka 0.11+ clients)")
         if _LOG_OVERHEAD + length < _BATCH_HEADER.size:
-            raise BatchError(p.CORRUPT_MESSAGE, f"the record batch at base offset {base_offset} is {length} bytes, "
-                                                f"shorter than a v2 batch header ({_BATCH_HEADER.size - 12})")
+            raise RecordBatchError(
+                p.CORRUPT_MESSAGE, f"the record batch at base offset {base_offset} is {length} bytes, "
+                f"shorter than a v2 batch header ({_BATCH_HEADER.size - 12})")
         stop = pos + _LOG_OVERHEAD + length
         info, key, value, ts, hdrs = _decode_batch(data, view, pos, stop)
         infos.append(info)
@@ -139,42 +134,45 @@ def _decode_batch(data: bytes, view: memoryview, pos: int, stop: int
      producer_epoch, base_sequence, count) = _BATCH_HEADER.unpack_from(data, pos)
     where = f"record batch at base offset {base_offset}"
     if calc_crc32c(view[pos + _CRC_FROM:stop]) != crc:
-        raise BatchError(p.CORRUPT_MESSAGE, f"{where} fails its CRC")
+        raise RecordBatchError(p.CORRUPT_MESSAGE, f"{where} fails its CRC")
     # LogValidator.validateBatch's checks of a client's v2 batch
     if count <= 0:
-        raise BatchError(p.INVALID_RECORD, f"{where} reports {count} records: a batch holds at least one")
+        raise RecordBatchError(p.INVALID_RECORD, f"{where} reports {count} records: a batch holds at least one")
     if last_offset_delta + 1 != count:
-        raise BatchError(p.INVALID_RECORD, f"{where} reports {count} records but spans {last_offset_delta + 1} "
+        raise RecordBatchError(p.INVALID_RECORD, f"{where} reports {count} records but spans {last_offset_delta + 1} "
                                            "offsets: its offset range and record count disagree")
     if attributes & _CONTROL_MASK:
-        raise BatchError(p.INVALID_RECORD, "control batches come from brokers, not producers")
+        raise RecordBatchError(p.INVALID_RECORD, "control batches come from brokers, not producers")
     if producer_id >= 0 and base_sequence < 0:
-        raise BatchError(p.INVALID_RECORD, f"{where} has producer id {producer_id} and no sequence number")
+        raise RecordBatchError(p.INVALID_RECORD, f"{where} has producer id {producer_id} and no sequence number")
     codec = attributes & _CODEC_MASK
     body: bytes | memoryview = view[pos + _BATCH_HEADER.size:stop]
     if codec:
         if codec not in _CODECS:
-            raise BatchError(p.UNSUPPORTED_COMPRESSION_TYPE, f"{where} has compression type {codec}: served are 0 "
-                                                             "(none), 1 (gzip), 2 (snappy), 3 (lz4), 4 (zstd)")
+            raise RecordBatchError(
+                p.UNSUPPORTED_COMPRESSION_TYPE, f"{where} has compression type {codec}: served are 0 "
+                "(none), 1 (gzip), 2 (snappy), 3 (lz4), 4 (zstd)")
         name, present, decompress = _CODECS[codec]
         if not present():
-            raise BatchError(p.UNSUPPORTED_COMPRESSION_TYPE, f"{where} is {name}-compressed and the {name} library "
-                                                             "is not installed here")
+            raise RecordBatchError(
+                p.UNSUPPORTED_COMPRESSION_TYPE, f"{where} is {name}-compressed and the {name} library "
+                "is not installed here")
         try:
             body = decompress(bytes(body) if codec != 1 else body)
         except Exception as e:  # noqa: BLE001 - every codec library raises its own errors on bad bytes
-            raise BatchError(p.CORRUPT_MESSAGE, f"{where} does not decompress as {name}: {e}") from None
+            raise RecordBatchError(p.CORRUPT_MESSAGE, f"{where} does not decompress as {name}: {e}") from None
     body = bytes(body)
     if len(body) >= 2**31 - 16:
-        raise BatchError(p.MESSAGE_TOO_LARGE, f"{where} holds {len(body)} bytes of records: more than 2 GiB")
+        raise RecordBatchError(p.MESSAGE_TOO_LARGE, f"{where} holds {len(body)} bytes of records: more than 2 GiB")
     info = BatchInfo(base_offset, producer_id, producer_epoch, base_sequence, bool(attributes & _TRANSACTIONAL_MASK),
                      count)
     try:
         key, value, delta, offset_delta, hdrs = _decode_records(body, count)
-    except BatchError as e:
-        raise BatchError(e.code, f"{where} does not decode: {e}") from None
+    except RecordBatchError as e:
+        raise RecordBatchError(e.code, f"{where} does not decode: {e}") from None
     if codec and not np.array_equal(offset_delta, np.arange(count)):
-        raise BatchError(p.INVALID_RECORD, f"the records inside compressed {where} do not have incremental offsets")
+        raise RecordBatchError(
+            p.INVALID_RECORD, f"the records inside compressed {where} do not have incremental offsets")
     if attributes & _TIMESTAMP_TYPE_MASK:  # LogAppendTime: every record has the batch's max timestamp
         ts = np.full(count, max_timestamp, np.int64)
     else:
@@ -199,7 +197,7 @@ def _decode_records(body: bytes, count: int
     pos = _skip(pos, value_len, ends, "value")
     header_count, pos = _varints(arr, pos, ends, 5, "header count")
     if (header_count < 0).any():
-        raise BatchError(p.CORRUPT_MESSAGE, "a record has a negative number of headers")
+        raise RecordBatchError(p.CORRUPT_MESSAGE, "a record has a negative number of headers")
     hdrs = None
     if header_count.any():
         hdrs = [[] for _ in range(count)]
@@ -207,7 +205,7 @@ def _decode_records(body: bytes, count: int
             hdrs[i], pos[i] = _headers(body, int(pos[i]), int(header_count[i]), int(ends[i]))
     if (pos != ends).any():
         i = int(np.flatnonzero(pos != ends)[0])
-        raise BatchError(p.CORRUPT_MESSAGE, f"record {i} is {int(ends[i] - starts[i])} bytes but its fields take "
+        raise RecordBatchError(p.CORRUPT_MESSAGE, f"record {i} is {int(ends[i] - starts[i])} bytes but its fields take "
                                             f"{int(pos[i] - starts[i])}")
     buffer = pa.py_buffer(body)
     return (_binary(buffer, key_start, key_len), _binary(buffer, value_start, value_len), delta, offset_delta, hdrs)
@@ -235,16 +233,17 @@ def _record_bounds(body: bytes, arr: np.ndarray, count: int) -> tuple[np.ndarray
             pos += (v >> 1) ^ -(v & 1)
             starts[i] = pos  # the record's end for now: its start is this minus its length, below
     except IndexError:
-        raise BatchError(p.CORRUPT_MESSAGE, f"it declares {count} records and its bytes end in record {i}") from None
+        raise RecordBatchError(
+            p.CORRUPT_MESSAGE, f"it declares {count} records and its bytes end in record {i}") from None
     ends = np.array(starts, np.int64)
     if count and (ends[-1] > end or (np.diff(ends, prepend=0) <= 0).any()):
         bad = np.flatnonzero((ends > end) | (np.diff(ends, prepend=0) <= 0))[0]
-        raise BatchError(p.CORRUPT_MESSAGE, f"record {bad} announces a length that does not fit the batch")
+        raise RecordBatchError(p.CORRUPT_MESSAGE, f"record {bad} announces a length that does not fit the batch")
     if count and ends[-1] != end:
-        raise BatchError(p.CORRUPT_MESSAGE, f"{end - int(ends[-1])} bytes follow its {count} declared records")
+        raise RecordBatchError(p.CORRUPT_MESSAGE, f"{end - int(ends[-1])} bytes follow its {count} declared records")
     lengths, starts = _varints(arr, np.concatenate(([0], ends[:-1])), ends, 5, "record length")
     if (lengths < 1).any() or (starts + lengths != ends).any():
-        raise BatchError(p.CORRUPT_MESSAGE, f"record {int(np.flatnonzero(lengths < 1)[0])} has a length below 1")
+        raise RecordBatchError(p.CORRUPT_MESSAGE, f"record {int(np.flatnonzero(lengths < 1)[0])} has a length below 1")
     return starts, ends
 
 
@@ -273,7 +272,7 @@ def _varints(arr: np.ndarray, pos: np.ndarray, ends: np.ndarray, width: int, wha
     while more.any():
         if k == width:
             i = int(np.flatnonzero(more)[0])
-            raise BatchError(p.CORRUPT_MESSAGE, f"record {i}'s {what} is longer than a {width}-byte varint")
+            raise RecordBatchError(p.CORRUPT_MESSAGE, f"record {i}'s {what} is longer than a {width}-byte varint")
         b = arr[pos + k]
         v |= np.where(more, (b & 0x7F).astype(np.uint64) << np.uint64(7 * k), np.uint64(0))
         size += more
@@ -282,7 +281,7 @@ def _varints(arr: np.ndarray, pos: np.ndarray, ends: np.ndarray, width: int, wha
     after = pos + size
     if (after > ends).any():
         i = int(np.flatnonzero(after > ends)[0])
-        raise BatchError(p.CORRUPT_MESSAGE, f"record {i}'s {what} runs past the record")
+        raise RecordBatchError(p.CORRUPT_MESSAGE, f"record {i}'s {what} runs past the record")
     return (v >> np.uint64(1)).astype(np.int64) ^ -(v & np.uint64(1)).astype(np.int64), after
 
 
@@ -290,7 +289,8 @@ def _skip(pos: np.ndarray, lengths: np.ndarray, ends: np.ndarray, what: str) -> 
     """The positions after a key or value of ``lengths`` bytes (-1: null, no bytes)."""
     if (lengths < -1).any() or (pos + np.maximum(lengths, 0) > ends).any():
         i = int(np.flatnonzero((lengths < -1) | (pos + np.maximum(lengths, 0) > ends))[0])
-        raise BatchError(p.CORRUPT_MESSAGE, f"record {i}'s {what} length {int(lengths[i])} does not fit the record")
+        raise RecordBatchError(
+            p.CORRUPT_MESSAGE, f"record {i}'s {what} length {int(lengths[i])} does not fit the record")
     return pos + np.maximum(lengths, 0)
 
 
@@ -319,17 +319,17 @@ def _headers(body: bytes, pos: int, count: int, end: int) -> tuple[list[tuple[st
     for _ in range(count):
         key_len, pos = _varint(body, pos, end)
         if key_len < 0:
-            raise BatchError(p.CORRUPT_MESSAGE, f"a header key has length {key_len}: header keys are never null")
+            raise RecordBatchError(p.CORRUPT_MESSAGE, f"a header key has length {key_len}: header keys are never null")
         if pos + key_len > end:
-            raise BatchError(p.CORRUPT_MESSAGE, "a header key runs past its record")
+            raise RecordBatchError(p.CORRUPT_MESSAGE, "a header key runs past its record")
         try:
             key = body[pos:pos + key_len].decode("utf-8")
         except UnicodeDecodeError:
-            raise BatchError(p.CORRUPT_MESSAGE, "a header key is not UTF-8") from None
+            raise RecordBatchError(p.CORRUPT_MESSAGE, "a header key is not UTF-8") from None
         pos += key_len
         value_len, pos = _varint(body, pos, end)
         if value_len < -1 or pos + max(value_len, 0) > end:
-            raise BatchError(p.CORRUPT_MESSAGE, f"a header value of length {value_len} does not fit its record")
+            raise RecordBatchError(p.CORRUPT_MESSAGE, f"a header value of length {value_len} does not fit its record")
         value = None if value_len < 0 else body[pos:pos + value_len]
         pos += max(value_len, 0)
         out.append((key, value))
@@ -340,7 +340,7 @@ def _varint(body: bytes, pos: int, end: int) -> tuple[int, int]:
     v, shift = 0, 0
     while True:
         if pos >= end or shift > 28:
-            raise BatchError(p.CORRUPT_MESSAGE, "a header's length is not a varint inside its record")
+            raise RecordBatchError(p.CORRUPT_MESSAGE, "a header's length is not a varint inside its record")
         b = body[pos]
         pos += 1
         v |= (b & 0x7F) << shift

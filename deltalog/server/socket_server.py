@@ -22,6 +22,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from deltalog.errors import DeltalogError
 from deltalog.server import protocol as p
 from deltalog.server.kafka_apis import KafkaApis
 
@@ -95,7 +96,7 @@ class _Frames:
         return frames
 
 
-class _FrameTooLarge(Exception):  # noqa: N818 - never leaves this module: the connection is closed
+class _FrameTooLarge(DeltalogError):  # never leaves this module: the connection is closed
     def __init__(self, size: int) -> None:
         super().__init__(size)
         self.size = size
