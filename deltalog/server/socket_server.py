@@ -72,7 +72,11 @@ class _Frames:
         if not self._fill(4 + size):
             log.info("%s disconnected in the middle of a request; nothing of it was applied", self.peer)
             return None
-        frame = bytes(self.buf[4:4 + size])
+        return self._take(size)
+
+    def _take(self, size: int) -> bytes:
+        with memoryview(self.buf) as view:
+            frame = bytes(view[4:4 + size])  # one copy (a bytearray slice would make two)
         del self.buf[:4 + size]
         return frame
 
@@ -91,8 +95,7 @@ class _Frames:
                 break  # next() meets it and closes the connection, after the frames before it are answered
             if len(self.buf) < 4 + size:
                 break
-            frames.append(bytes(self.buf[4:4 + size]))
-            del self.buf[:4 + size]
+            frames.append(self._take(size))
         return frames
 
 
