@@ -171,3 +171,52 @@ def test_encode_batch_keeps_offsets_and_covers_passed_ones_and_empty_batch_spans
     empty = empty_batch(20, 29)
     [e] = list(MemoryRecords(empty))
     assert e.validate_crc() and e.base_offset == 20 and e.next_offset == 30 and list(e) == []
+
+
+def builder_encoding(rows: pa.Table, position: int, next_offset: int, budget: int, *, first: bool) -> bytes:
+    """kafka-python's DefaultRecordBatchBuilder writing the batch encode_batch writes: the reference."""
+    offsets = rows.column(OFFSET).to_pylist()
+    base = offsets[0]
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=max(budget, 1))
+    added = 0
+    for o, k, v, t, hs in zip(offsets, rows.column(KEY).to_pylist(), rows.column(VALUE).to_pylist(),
+                              rows.column(TIMESTAMP).to_pylist(), rows.column(HEADERS).to_pylist(), strict=True):
+        if builder.append(o - base, t, k, v, [(h["key"], h["value"]) for h in hs or ()]) is None:
+            break
+        added += 1
+    if not first and builder.size() > budget:
+        return b""
+    if added == rows.num_rows and next_offset - 1 > offsets[-1]:
+        builder._last_offset = next_offset - 1 - base
+    buf = builder.build()
+    buf[0:8] = base.to_bytes(8, "big", signed=True)
+    return bytes(buf)
+
+
+HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+@pytest.mark.parametrize("with_headers", [False, True])
+def test_encode_batch_writes_what_kafka_python_builds_at_every_budget(with_headers):
+    rnd = random.Random(with_headers)
+    n = 200
+    offsets = sorted(rnd.sample(range(10**6, 10**6 + 600), n))
+    records = sample(n, rnd)
+    headers = [[{"key": k, "value": v} for k, v in h] if with_headers else [] for _, _, h in records]
+    if with_headers:
+        headers[5] = None
+    rows = pa.table({OFFSET: pa.array(offsets, pa.int64()), KEY: pa.array([r[0] for r in records], pa.binary()),
+                     VALUE: pa.array([r[1] for r in records], pa.binary()),
+                     TIMESTAMP: pa.array([1_700_000_000_000 + rnd.randrange(-10**9, 10**9) for _ in range(n)],
+                                         pa.int64()),
+                     HEADERS: pa.array(headers, HEADERS_TYPE)})
+    full = builder_encoding(rows, offsets[0], offsets[-1] + 50, 1 << 30, first=True)
+    assert encode_batch(rows, offsets[0], offsets[-1] + 50, 1 << 30, first=True) == full
+    for budget in [0, 1, 61, 100, 5000, 100_000, len(full) - 1, len(full)]:
+        for first in (True, False):
+            assert encode_batch(rows, offsets[0], offsets[-1] + 50, budget, first=first) == builder_encoding(
+                rows, offsets[0], offsets[-1] + 50, budget, first=first), (budget, first)
+    sliced = rows.slice(3, 40)  # a slice of a table: offsets into shared buffers
+    assert encode_batch(sliced, offsets[3], offsets[42] + 1, 1 << 30, first=True) == builder_encoding(
+        sliced, offsets[3], offsets[42] + 1, 1 << 30, first=True)
