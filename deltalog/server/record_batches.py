@@ -380,7 +380,9 @@ def encode_batch(rows: Any, position: int, next_offset: int, budget: int, *, fir
     base, first_ts = int(offsets[0]), int(timestamps[0])
     key_len = _lengths(keys)
     value_len = _lengths(values)
-    headers = _header_blobs(rows.column(HEADERS)) if HEADERS in rows.column_names else None
+    headers = None
+    if HEADERS in rows.column_names and pc.sum(pc.list_value_length(rows.column(HEADERS))).as_py():
+        headers = _header_blobs(rows.column(HEADERS))
     header_len = np.ones(n, np.int64) if headers is None else _lengths(headers)
     parts = [(_zigzag(timestamps - first_ts), 10), (_zigzag(offsets - base), 5), (_zigzag(key_len), 5)]
     sizes = [_varint_size(v) for v, _ in parts]
