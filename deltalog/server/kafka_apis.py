@@ -3,7 +3,8 @@
 Every handler takes a decoded request (:class:`~deltalog.server.protocol.Request`) and returns kafka-python's response
 message of the same version, or None where Kafka sends none (Produce with ``acks=0``). Handlers work through the
 store's own paths, so what a Kafka client writes is what :meth:`deltalog.Store.append` writes: one
-:meth:`~deltalog.log.partition_log.PartitionLog.append` (one Delta commit) per partition of a Produce request, and
+:meth:`~deltalog.log.partition_log.PartitionLog.append` (one Delta commit) per partition of a Produce request, or of
+the requests a connection pipelined (:mod:`deltalog.server.group_commit`), and
 reads go through :func:`deltalog.groups.fetch.fetch` (the high watermark, the last stable offset, aborted records left
 out for ``read_committed``), as :class:`~deltalog.groups.consumer.Consumer` reads.
 
