@@ -123,3 +123,40 @@ def test_frames_sent_together_are_answered_in_order_on_their_connection(store):
             got.append((resp.header.correlation_id, resp.responses[0].partition_responses[0].base_offset))
     assert got == [(i, i * (i + 1) // 2) for i in range(6)]
     assert len(store.read("w", 0)) == 21
+
+
+def test_connections_producing_to_one_partition_at_once_each_get_their_own_contiguous_offsets(store):
+    import threading
+
+    store.create_topic("m", 1, config={"cleanup.policy": "compact"})
+    apis = KafkaApis(store, ("127.0.0.1", 9092))
+    threads, rounds = 6, 5
+    barrier = threading.Barrier(threads)
+    got: dict[int, list] = {}
+
+    def connection(c: int) -> None:
+        barrier.wait()
+        answered = []
+        for r in range(rounds):
+            records = [(b"k", b"%d-%d-%d" % (c, r, i)) for i in range(c + 1)]
+            if c == 2 and r == 1:
+                records.append((None, b"keyless"))  # refused: this request alone
+            answered.append((records, answers(apis.handle_produces([parsed(request({("m", 0): batch(*records)}))]))))
+        got[c] = answered
+
+    workers = [threading.Thread(target=connection, args=(c,)) for c in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    stored = {r.offset: r.value for r in store.read("m", 0)}
+    landed = 0
+    for c, answered in got.items():
+        for records, [answer] in answered:
+            code, base = answer[("m", 0)]
+            if c == 2 and records[-1][0] is None:
+                assert (code, base) == (protocol.INVALID_RECORD, -1)
+                continue
+            assert code == 0 and [stored[base + i] for i in range(len(records))] == [v for _, v in records]
+            landed += len(records)
+    assert len(got) == threads and sorted(stored) == list(range(landed))

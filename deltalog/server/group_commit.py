@@ -21,6 +21,9 @@ What each request keeps:
   sequence checks of :mod:`deltalog.log.producer_state` (a group never holds one), so its sequence is checked
   against the state all earlier requests left;
 * **acks**: a request's answer is its own (none for ``acks=0``), written after the commit that holds its records.
+
+Requests of different connections for one partition join a group too (:class:`Committer`): while one connection's
+thread commits, the others queue their record sets, and the next to commit takes them all.
 """
 
 from __future__ import annotations
@@ -52,17 +55,48 @@ class Entry:
     result: Result | None = None
 
 
-def append_all(store: Any, lock: threading.RLock, entries: list[Entry],
-               error_code: Callable[[BaseException], int]) -> None:
-    """Append ``entries`` (in request order) to their partitions, setting each one's ``result``: consecutive plain
-    record sets of a partition in one commit each run, an idempotent one alone."""
-    by_partition: dict[tuple[str, int], list[Entry]] = {}
-    for e in entries:
-        by_partition.setdefault((e.topic, e.partition), []).append(e)
-    for (topic, partition), mine in by_partition.items():
-        for run in _runs(mine):
-            with lock:
-                _append_run(store, topic, partition, run, error_code)
+class Committer:
+    """The group commit of one endpoint: :meth:`append` appends a connection's entries, and entries that other
+    connections queued for the same partition while it waited join the same commit (a leader takes the partition's
+    whole queue; the others wait for it and find their results set), so several producers writing to one partition
+    do not each pay a commit per request either."""
+
+    def __init__(self, store: Any, lock: threading.RLock, error_code: Callable[[BaseException], int]) -> None:
+        self.store = store
+        self.lock = lock
+        self.error_code = error_code
+        self._cond = threading.Condition()
+        self._queues: dict[tuple[str, int], list[Entry]] = {}
+        self._busy: set[tuple[str, int]] = set()
+
+    def append(self, entries: list[Entry]) -> None:
+        """Append ``entries`` (in request order) to their partitions, setting each one's ``result``."""
+        by_partition: dict[tuple[str, int], list[Entry]] = {}
+        for e in entries:
+            by_partition.setdefault((e.topic, e.partition), []).append(e)
+        for key, mine in by_partition.items():
+            self._append_partition(key, mine)
+
+    def _append_partition(self, key: tuple[str, int], mine: list[Entry]) -> None:
+        with self._cond:
+            self._queues.setdefault(key, []).extend(mine)
+            while key in self._busy and mine[-1].result is None:
+                self._cond.wait()
+            if mine[-1].result is not None:  # a leader took them with its group
+                return
+            self._busy.add(key)
+            taken = self._queues.pop(key)
+        try:
+            for run in _runs(taken):
+                with self.lock:
+                    _append_run(self.store, key[0], key[1], run, self.error_code)
+        finally:
+            for e in taken:  # only after a bug in the append: the waiting requests get an answer too
+                if e.result is None:
+                    e.result = (p.UNKNOWN_SERVER_ERROR, -1, "the append failed; see the endpoint's log", -1)
+            with self._cond:
+                self._busy.discard(key)
+                self._cond.notify_all()
 
 
 def _runs(entries: list[Entry]) -> list[list[Entry]]:

@@ -108,6 +108,7 @@ class KafkaApis:
         self.cluster_id = "deltalog-" + store.root.rsplit("/", 1)[-1][:40]
         self.lock = threading.RLock()
         self.groups = GroupCoordinator()
+        self.committer = group_commit.Committer(store, self.lock, error_code)
         self.handlers: dict[int, Callable[[p.Request], Any]] = {
             0: self.handle_produce,
             1: self.handle_fetch,
@@ -178,12 +179,11 @@ class KafkaApis:
 
     def handle_produces(self, requests: list[p.Request]) -> list[Any]:
         """The answers to Produce requests a connection pipelined, in order, each as Kafka answers it (None for
-        ``acks=0``); the plain record sets they carry for one partition are appended in one Delta commit
-        (:mod:`deltalog.server.group_commit`)."""
+        ``acks=0``); the plain record sets they carry for one partition, with those other connections sent
+        meanwhile, are appended in one Delta commit (:mod:`deltalog.server.group_commit`)."""
         decoded = [[[self._decode_partition(r.body.acks, t.name, pd.index, pd.records) for pd in t.partition_data]
                     for t in r.body.topic_data] for r in requests]
-        group_commit.append_all(self.store, self.lock, [e for r in decoded for t in r for e in t
-                                                        if isinstance(e, group_commit.Entry)], error_code)
+        self.committer.append([e for r in decoded for t in r for e in t if isinstance(e, group_commit.Entry)])
         answers = []
         for request, topics in zip(requests, decoded, strict=True):
             cls = p.SERVED[0].response[request.api_version]
