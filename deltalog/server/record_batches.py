@@ -139,8 +139,9 @@ def _decode_batch(data: bytes, view: memoryview, pos: int, stop: int
     if count <= 0:
         raise RecordBatchError(p.INVALID_RECORD, f"{where} reports {count} records: a batch holds at least one")
     if last_offset_delta + 1 != count:
-        raise RecordBatchError(p.INVALID_RECORD, f"{where} reports {count} records but spans {last_offset_delta + 1} "
-                                           "offsets: its offset range and record count disagree")
+        raise RecordBatchError(p.INVALID_RECORD, f"{where} reports {count} records but spans "
+                                                 f"{last_offset_delta + 1} offsets: its offset range and record count "
+                                                 "disagree")
     if attributes & _CONTROL_MASK:
         raise RecordBatchError(p.INVALID_RECORD, "control batches come from brokers, not producers")
     if producer_id >= 0 and base_sequence < 0:
@@ -205,8 +206,8 @@ def _decode_records(body: bytes, count: int
             hdrs[i], pos[i] = _headers(body, int(pos[i]), int(header_count[i]), int(ends[i]))
     if (pos != ends).any():
         i = int(np.flatnonzero(pos != ends)[0])
-        raise RecordBatchError(p.CORRUPT_MESSAGE, f"record {i} is {int(ends[i] - starts[i])} bytes but its fields take "
-                                            f"{int(pos[i] - starts[i])}")
+        raise RecordBatchError(p.CORRUPT_MESSAGE, f"record {i} is {int(ends[i] - starts[i])} bytes but its fields "
+                                                  f"take {int(pos[i] - starts[i])}")
     buffer = pa.py_buffer(body)
     return (_binary(buffer, key_start, key_len), _binary(buffer, value_start, value_len), delta, offset_delta, hdrs)
 
@@ -242,8 +243,9 @@ def _record_bounds(body: bytes, arr: np.ndarray, count: int) -> tuple[np.ndarray
     if count and ends[-1] != end:
         raise RecordBatchError(p.CORRUPT_MESSAGE, f"{end - int(ends[-1])} bytes follow its {count} declared records")
     lengths, starts = _varints(arr, np.concatenate(([0], ends[:-1])), ends, 5, "record length")
-    if (lengths < 1).any() or (starts + lengths != ends).any():
-        raise RecordBatchError(p.CORRUPT_MESSAGE, f"record {int(np.flatnonzero(lengths < 1)[0])} has a length below 1")
+    bad = (lengths < 1) | (starts + lengths != ends)
+    if bad.any():
+        raise RecordBatchError(p.CORRUPT_MESSAGE, f"record {int(np.flatnonzero(bad)[0])} has a length below 1")
     return starts, ends
 
 
@@ -387,7 +389,8 @@ def encode_batch(rows: Any, position: int, next_offset: int, budget: int, *, fir
     parts = [(_zigzag(timestamps - first_ts), 10), (_zigzag(offsets - base), 5), (_zigzag(key_len), 5)]
     sizes = [_varint_size(v) for v, _ in parts]
     value_size = _varint_size(_zigzag(value_len))
-    body = 1 + sizes[0] + sizes[1] + sizes[2] + np.maximum(key_len, 0) + value_size + np.maximum(value_len, 0) + header_len
+    body = (1 + sizes[0] + sizes[1] + sizes[2] + np.maximum(key_len, 0) + value_size + np.maximum(value_len, 0)
+            + header_len)
     length = _zigzag(body)
     total = _varint_size(length) + body
     ends = _BATCH_HEADER.size + np.cumsum(total)
