@@ -17,9 +17,9 @@ What each request keeps:
   (:meth:`~deltalog.log.partition_log.PartitionLog.append` checks every record before writing) and the record sets
   are appended one by one, so only the request with the bad record fails; any other error (an unknown partition,
   storage) is each request's answer, as each would have met it;
-* **idempotence**: a record set with a producer id is appended alone, in its place in the order, through the
-  sequence checks of :mod:`deltalog.log.producer_state` (a group never holds one), so its sequence is checked
-  against the state all earlier requests left;
+* **idempotence**: a record set with a producer id (or a transactional batch) is appended alone, in its place in
+  the order, through the sequence checks of :mod:`deltalog.log.producer_state` (a group never holds one), so its
+  sequence is checked against the state all earlier requests left;
 * **acks**: a request's answer is its own (none for ``acks=0``), written after the commit that holds its records.
 
 Requests of different connections for one partition join a group too (:class:`Committer`): while one connection's
@@ -39,6 +39,7 @@ from deltalog.errors import DeltalogError, InvalidRecordError
 from deltalog.log import producer_state
 from deltalog.log.producer_state import ProducerBatch
 from deltalog.server import protocol as p
+from deltalog.server.record_batches import BatchInfo
 
 #: (error code, base offset, error message, log start offset): one partition's part of a Produce answer.
 Result = tuple[int, int, str | None, int]
@@ -52,7 +53,13 @@ class Entry:
     partition: int
     records: pa.Table
     producer: tuple[int, int, int] | None  # (producer id, epoch, base sequence) of an idempotent batch
+    batches: tuple[BatchInfo, ...] = ()  # what each record batch's header said (producer, transactional flag)
     result: Result | None = None
+
+    @property
+    def plain(self) -> bool:
+        """Whether the record set may share a commit: no producer id, nothing transactional."""
+        return self.producer is None and not any(b.is_transactional for b in self.batches)
 
 
 class Committer:
@@ -104,8 +111,7 @@ def _runs(entries: list[Entry]) -> list[list[Entry]]:
     runs: list[list[Entry]] = []
     for e in entries:
         last = runs[-1] if runs else None
-        if (last is not None and e.producer is None and last[-1].producer is None
-                and last[-1].records.schema == e.records.schema):
+        if last is not None and e.plain and last[-1].plain and last[-1].records.schema == e.records.schema:
             last.append(e)
         else:
             runs.append([e])

@@ -219,7 +219,7 @@ class KafkaApis:
             if len(batches) > 1:
                 return p.INVALID_RECORD, -1, "an idempotent producer's record set must be one batch per partition", -1
             producer = (batches[0].producer_id, batches[0].producer_epoch, batches[0].base_sequence)
-        return group_commit.Entry(topic, partition, records, producer)
+        return group_commit.Entry(topic, partition, records, producer, tuple(batches))
 
     # -- Fetch -----------------------------------------------------------------------------------------
 
