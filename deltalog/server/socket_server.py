@@ -88,14 +88,15 @@ class _Frames:
                 break
             self.buf += chunk
         frames = []
-        while len(self.buf) >= 4:
-            try:
-                size = self._size()
-            except _FrameTooLarge:
-                break  # next() meets it and closes the connection, after the frames before it are answered
-            if len(self.buf) < 4 + size:
-                break
-            frames.append(self._take(size))
+        at = 0  # the buffer is cut once at the end: cutting it after each frame would move the rest each time
+        with memoryview(self.buf) as view:
+            while len(view) - at >= 4:
+                (size,) = _SIZE.unpack_from(view, at)
+                if size < 0 or size > self.max_request_bytes or len(view) - at < 4 + size:
+                    break  # a frame too large: next() meets it and closes the connection, after these are answered
+                frames.append(bytes(view[at + 4:at + 4 + size]))
+                at += 4 + size
+        del self.buf[:at]
         return frames
 
 
