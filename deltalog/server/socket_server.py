@@ -29,6 +29,7 @@ from deltalog.server.kafka_apis import KafkaApis
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 _PRODUCE = 0  # Kafka's ApiKeys.PRODUCE
+_CHUNK = 1 << 20
 
 
 class _Frames:
@@ -83,10 +84,10 @@ class _Frames:
     def ready(self) -> list[bytes]:
         """The complete frames that have arrived by now, without waiting for more."""
         while len(self.buf) < self.READ_AHEAD and select.select([self.sock], [], [], 0)[0]:
-            chunk = self.sock.recv(1 << 20)
-            if not chunk:
-                break
+            chunk = self.sock.recv(_CHUNK)
             self.buf += chunk
+            if len(chunk) < _CHUNK:  # the socket is drained (or closed): what arrives next waits for the next turn
+                break
         frames = []
         at = 0  # the buffer is cut once at the end: cutting it after each frame would move the rest each time
         with memoryview(self.buf) as view:
