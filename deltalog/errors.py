@@ -318,3 +318,11 @@ class ResourceNotFoundError(DeltalogError, LookupError):
 class DuplicateBrokerRegistrationError(DeltalogError):
     """A ``deltalog serve`` endpoint asked for a node id another live endpoint of the store holds (Kafka's
     ``DuplicateBrokerRegistrationException``: two brokers configured with one ``node.id``)."""
+class RecordBatchError(DeltalogError):
+    """A record batch of a Produce request that ``deltalog serve`` refuses (the checks of Kafka's ``LogValidator``:
+    CRC, magic, complete batches, codecs, counts); ``code`` is the Kafka error code the partition's answer carries.
+    Nothing of the request's record set for that partition is appended."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code

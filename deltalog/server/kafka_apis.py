@@ -3,7 +3,8 @@
 Every handler takes a decoded request (:class:`~deltalog.server.protocol.Request`) and returns kafka-python's response
 message of the same version, or None where Kafka sends none (Produce with ``acks=0``). Handlers work through the
 store's own paths, so what a Kafka client writes is what :meth:`deltalog.Store.append` writes: one
-:meth:`~deltalog.log.partition_log.PartitionLog.append` (one Delta commit) per partition of a Produce request, and
+:meth:`~deltalog.log.partition_log.PartitionLog.append` (one Delta commit) per partition of a Produce request, or of
+the requests a connection pipelined (:mod:`deltalog.server.group_commit`), and
 reads go through :func:`deltalog.groups.fetch.fetch` (the high watermark, the last stable offset, aborted records left
 out for ``read_committed``), as :class:`~deltalog.groups.consumer.Consumer` reads.
 
@@ -15,17 +16,12 @@ the log end offset and ``acks=1`` and ``acks=-1`` both answer after the commit.
 
 from __future__ import annotations
 
-import struct
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.compute as pc
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-from kafka.record.memory_records import MemoryRecords
-from kafka.record.util import calc_crc32c
 
 from deltalog.config import TopicConfig
 from deltalog.errors import (
@@ -40,22 +36,22 @@ from deltalog.errors import (
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     ProducerFencedError,
+    RecordBatchError,
     RecordTooLargeError,
     TopicExistsError,
     UnknownProducerIdError,
     UnknownTopicOrPartitionError,
 )
 from deltalog.groups import fetch as group_fetch
-from deltalog.log import producer_ids, producer_state
-from deltalog.log.producer_state import ProducerBatch
-from deltalog.log.record import HEADERS, KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE
+from deltalog.log import producer_ids
+from deltalog.log.record import OFFSET, TIMESTAMP
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
-from deltalog.server import admin_apis
+from deltalog.server import admin_apis, group_commit, sasl, scram_apis, txn_apis
 from deltalog.server import protocol as p
-from deltalog.server import sasl, scram_apis, txn_apis
 from deltalog.server.group_coordinator import GroupCoordinator
 from deltalog.server.group_metadata import GroupMetadataLog
 from deltalog.server.placement import GROUP, Placement, offsets_partitions
+from deltalog.server.record_batches import decode_records, encode_batch
 from deltalog.server.registry import Broker
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
@@ -122,6 +118,7 @@ class KafkaApis:
         self._view: tuple[int, list[Broker]] = (-1, [])
         self._view_since = time.monotonic()
         self.txn = txn_apis.TxnApis(store, self.lock, self.groups, error_code)
+        self.committer = group_commit.Committer(store, self.lock, error_code, txn=self.txn)
         self.handlers: dict[int, Callable[[p.Request], Any]] = {
             0: self.handle_produce,
             1: self.handle_fetch,
@@ -203,58 +200,54 @@ class KafkaApis:
     # -- Produce ---------------------------------------------------------------------------------------
 
     def handle_produce(self, request: p.Request) -> Any:
-        body = request.body
-        cls = p.SERVED[0].response[request.api_version]
-        out = []
-        for topic_data in body.topic_data:
-            parts = []
-            for pd in topic_data.partition_data:
-                code, base, message, start = self._produce_partition(body.acks, topic_data.name, pd.index, pd.records,
-                                                                     body.transactional_id)
-                parts.append(cls.TopicProduceResponse.PartitionProduceResponse(
-                    index=pd.index, error_code=code, base_offset=base, log_append_time_ms=-1,
-                    log_start_offset=start, record_errors=[], error_message=message))
-            out.append(cls.TopicProduceResponse(name=topic_data.name, partition_responses=parts))
-        if body.acks == 0:
-            return None
-        return cls(responses=out, throttle_time_ms=0)
+        return self.handle_produces([request])[0]
 
-    def _produce_partition(self, acks: int, topic: str, partition: int, data: bytes | None,
-                           transactional_id: str | None = None) -> tuple[int, int, str | None, int]:
-        """(error code, base offset, error message, log start offset) of one partition's records. A transactional
-        batch is appended only to a partition its transaction added (:meth:`TxnApis.verify`), with its producer id
-        and epoch on every row (an older epoch: ``INVALID_PRODUCER_EPOCH``, Kafka's answer to a Produce)."""
+    def handle_produces(self, requests: list[p.Request]) -> list[Any]:
+        """The answers to Produce requests a connection pipelined, in order, each as Kafka answers it (None for
+        ``acks=0``); the plain record sets they carry for one partition, with those other connections sent
+        meanwhile, are appended in one Delta commit (:mod:`deltalog.server.group_commit`)."""
+        decoded = [[[self._decode_partition(r.body.acks, t.name, pd.index, pd.records, r.body.transactional_id)
+                     for pd in t.partition_data]
+                    for t in r.body.topic_data] for r in requests]
+        self.committer.append([e for r in decoded for t in r for e in t if isinstance(e, group_commit.Entry)])
+        answers = []
+        for request, topics in zip(requests, decoded, strict=True):
+            cls = p.SERVED[0].response[request.api_version]
+            part = cls.TopicProduceResponse.PartitionProduceResponse
+            out = []
+            for topic_data, results in zip(request.body.topic_data, topics, strict=True):
+                parts = []
+                for pd, result in zip(topic_data.partition_data, results, strict=True):
+                    code, base, message, start = result.result if isinstance(result, group_commit.Entry) else result
+                    parts.append(part(index=pd.index, error_code=code, base_offset=base, log_append_time_ms=-1,
+                                      log_start_offset=start, record_errors=[], error_message=message))
+                out.append(cls.TopicProduceResponse(name=topic_data.name, partition_responses=parts))
+            answers.append(None if request.body.acks == 0 else cls(responses=out, throttle_time_ms=0))
+        return answers
+
+    def _decode_partition(self, acks: int, topic: str, partition: int, data: bytes | None,
+                          transactional_id: str | None = None) -> group_commit.Entry | group_commit.Result:
+        """One partition's record set, decoded and checked, to append; or the (error code, base offset, error
+        message, log start offset) that refuses it. A transactional batch is appended only to a partition its
+        transaction added (:meth:`TxnApis.verify`, in :func:`deltalog.server.group_commit.append_one`)."""
         if acks not in (-1, 0, 1):
             return p.INVALID_REQUIRED_ACKS, -1, f"acks must be -1, 0 or 1, not {acks}", -1
         try:
-            records, producer = decode_records(bytes(data or b""))
-        except _BatchError as e:
+            records, batches = decode_records(bytes(data or b""))
+        except RecordBatchError as e:
             return e.code, -1, str(e), -1
         if not records.num_rows:
             return p.CORRUPT_MESSAGE, -1, "a produce request carried no record for this partition", -1
-        transactional = producer is not None and txn_apis.is_transactional(bytes(data or b""))
-        with self.lock:
-            try:
-                if producer is None:
-                    offsets = self.store.append(topic, partition, records)  # one Delta commit, or none on an error
-                elif transactional:
-                    code, message = self.txn.verify(transactional_id, [(topic, partition)], producer[0], producer[1])
-                    if code != p.NONE:
-                        return code, -1, message, -1
-                    log = self.store.log(topic, partition)
-                    offsets = log.append(records, self.store.clock.now_ms(),
-                                         producer=self.txn.producer_batch(*producer, records))
-                else:  # the idempotent append: a retry of the producer's last batch gets its first offsets back
-                    log = self.store.log(topic, partition)
-                    offsets = log.append(records, self.store.clock.now_ms(), producer=ProducerBatch(
-                        producer[0], producer[1], producer[2], digest=producer_state.batch_digest(records)))
-                start = self.store.log(topic, partition).head().log_start_offset
-            except DeltalogError as e:
-                code = error_code(e)
-                if transactional and code == p.PRODUCER_FENCED:  # the partition knows a newer epoch
-                    code = p.INVALID_PRODUCER_EPOCH
-                return code, -1, str(e), -1
-        return p.NONE, offsets[0], None, start
+        producer = None
+        if any(b.producer_id >= 0 for b in batches):
+            if len(batches) > 1:
+                return p.INVALID_RECORD, -1, "an idempotent producer's record set must be one batch per partition", -1
+            producer = (batches[0].producer_id, batches[0].producer_epoch, batches[0].base_sequence)
+        transactional = any(b.is_transactional for b in batches)
+        if transactional and producer is None:
+            return p.INVALID_RECORD, -1, "a transactional batch must carry its producer id", -1
+        return group_commit.Entry(topic, partition, records, producer, tuple(batches),
+                                  transactional_id=transactional_id if transactional else None)
 
     # -- Fetch -----------------------------------------------------------------------------------------
 
@@ -685,109 +678,3 @@ class KafkaApis:
         return cls(throttle_time_ms=0, error_code=p.NONE, members=[
             cls.MemberResponse(member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=c)
             for m, c in zip(body.members, codes, strict=True)])
-
-
-class _BatchError(DeltalogError):
-    """A record batch the endpoint refuses, with the Kafka error code its answer carries (never leaves the
-    endpoint: it becomes that partition's error code in the Produce response)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def decode_records(data: bytes) -> tuple[pa.Table, tuple[int, int, int] | None]:
-    """The records of a Produce request's record set (record batches v2, any codec kafka-python reads), checked as
-    Kafka's ``LogValidator`` checks them before anything is appended: every batch's CRC, magic 2, complete batches;
-    and the (producer id, epoch, base sequence) of an idempotent batch (Kafka's clients send one batch per partition
-    per request; an idempotent record set of several batches is refused). Whether a transactional batch may be
-    appended is the Produce handler's question (:func:`deltalog.server.txn_apis.is_transactional`).
-
-    The records come back as the Arrow columns :mod:`deltalog.log.arrow_records` appends (key, value, timestamp_ms,
-    headers), checked there column-wise, as a producer's Arrow batch is: no Python object per record."""
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    timestamps: list[int] = []
-    headers: list[list[tuple[str, bytes | None]]] = []
-    producer: tuple[int, int, int] | None = None
-    batches = 0
-    mem = MemoryRecords(data)
-    if mem.valid_bytes() != len(data):
-        raise _BatchError(p.CORRUPT_MESSAGE, f"the record set has {len(data) - mem.valid_bytes()} bytes that are "
-                                             "not a complete record batch")
-    for batch in mem:
-        if batch.magic != 2:
-            raise _BatchError(p.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-                              f"record batch magic {batch.magic} is not served: only v2 (Kafka 0.11+ clients)")
-        assert isinstance(batch, DefaultRecordBatch)
-        if not batch.validate_crc():
-            raise _BatchError(p.CORRUPT_MESSAGE, f"record batch at base offset {batch.base_offset} fails its CRC")
-        batches += 1
-        if batch.producer_id >= 0:
-            producer = (batch.producer_id, batch.producer_epoch, batch.base_sequence)
-        if producer is not None and batches > 1:
-            raise _BatchError(p.INVALID_RECORD, "an idempotent producer's record set must be one batch per partition")
-        if batch.is_control_batch:
-            raise _BatchError(p.INVALID_RECORD, "control batches come from brokers, not producers")
-        try:
-            for r in batch:
-                keys.append(r.key)
-                values.append(r.value)
-                timestamps.append(r.timestamp)
-                headers.append(r.headers)
-        except _BatchError:
-            raise
-        except Exception as e:  # noqa: BLE001 - a codec kafka-python lacks, or bytes that do not decode
-            code = p.UNSUPPORTED_COMPRESSION_TYPE if "codec" in str(e).lower() else p.CORRUPT_MESSAGE
-            raise _BatchError(code, f"record batch at base offset {batch.base_offset} does not decode: {e}") from None
-    columns = {KEY: pa.array(keys, pa.binary()), VALUE: pa.array(values, pa.binary()),
-               TIMESTAMP: pa.array(timestamps, pa.int64())}
-    if any(headers):
-        columns[HEADERS] = pa.array([[{"key": k, "value": v} for k, v in h] for h in headers], RECORD_SCHEMA.field(
-            HEADERS).type)
-    return pa.table(columns), producer
-
-
-_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # DefaultRecordBatch.HEADER_STRUCT: Kafka's record batch v2 header
-_CRC_FROM = 21  # the CRC-32C covers the batch from its attributes on
-
-
-def empty_batch(base_offset: int, last_offset: int) -> bytes:
-    """A record batch v2 of no records spanning ``base_offset`` to ``last_offset`` (kafka-python's builder always
-    holds a record, so this one header is written by hand, with its CRC-32C)."""
-    buf = bytearray(_BATCH_HEADER.pack(base_offset, _BATCH_HEADER.size - 12, 0, 2, 0, 0, last_offset - base_offset,
-                                       -1, -1, -1, -1, -1, 0))
-    struct.pack_into(">I", buf, 17, calc_crc32c(memoryview(buf)[_CRC_FROM:]))
-    return bytes(buf)
-
-
-def encode_batch(rows: Any, position: int, next_offset: int, budget: int, *, first: bool) -> bytes:
-    """One uncompressed record batch v2 of ``rows`` (a partition table's rows, offsets ascending, gaps allowed), its
-    size at most ``budget`` bytes unless its first record alone is larger and ``first`` (KIP-74: a fetch always makes
-    progress). When every row fits, the batch's last offset is ``next_offset - 1``, so offsets the read skipped (a
-    compacted range, markers) are passed by the client as after Kafka's compacted batches; b"" when nothing is sent."""
-    n = rows.num_rows
-    if n == 0:
-        # Nothing visible, yet the read passed offsets (aborted records, markers): a batch of no records covering
-        # them moves the client on, as Kafka's consumers pass a batch the cleaner emptied (the producer state it
-        # keeps) and the control batches they never return
-        return empty_batch(position, next_offset - 1) if next_offset > position else b""
-    offsets = rows.column(OFFSET).to_pylist()
-    base = offsets[0]
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=max(budget, 1))
-    keys, values = rows.column(KEY).to_pylist(), rows.column(VALUE).to_pylist()
-    timestamps, headers = rows.column(TIMESTAMP).to_pylist(), rows.column(HEADERS).to_pylist()
-    added = 0
-    for i in range(n):
-        hdrs = [(h["key"], h["value"]) for h in (headers[i] or ())]
-        if builder.append(offsets[i] - base, timestamps[i], keys[i], values[i], hdrs) is None:
-            break
-        added += 1
-    if added == 0 or (not first and builder.size() > budget):
-        return b""
-    if added == n and next_offset - 1 > offsets[-1]:
-        builder._last_offset = next_offset - 1 - base  # noqa: SLF001 - the batch covers the offsets the read passed
-    buf = builder.build()
-    buf[0:8] = base.to_bytes(8, "big", signed=True)  # the builder writes base offset 0 (a producer's); not in the CRC
-    return bytes(buf)

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
-    AlterUserScramCredentialsRequest,
-    AlterUserScramCredentialsResponse,
     AlterConfigsRequest,
     AlterConfigsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,

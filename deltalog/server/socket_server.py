@@ -20,35 +20,103 @@ address only.
 from __future__ import annotations
 
 import logging
+import select
 import socket
 import socketserver
 import ssl
 import struct
 import threading
+from collections.abc import Iterator
 from typing import Any
 
+from deltalog.errors import DeltalogError
 from deltalog.scram import ScramCredentials
 from deltalog.server import protocol as p
 from deltalog.server.kafka_apis import KafkaApis
-from deltalog.server.security import ListenerSecurity
 from deltalog.server.placement import for_endpoint
+from deltalog.server.security import ListenerSecurity
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 #: How long a new connection may take to finish its TLS handshake (Kafka bounds it by ``connections.max.idle.ms``).
 TLS_HANDSHAKE_TIMEOUT_S = 30.0
+_PRODUCE = 0  # Kafka's ApiKeys.PRODUCE
+_CHUNK = 1 << 20
 
 
-def _read_exactly(sock: socket.socket, n: int) -> bytes | None:
-    """``n`` bytes, or None when the peer closed the connection first."""
-    chunks = []
-    while n:
-        chunk = sock.recv(min(n, 1 << 20))
-        if not chunk:
+class _Frames:
+    """A connection's size-prefixed frames, read from the socket in chunks (Kafka's ``Selector`` reads what arrived):
+    complete frames that came in behind the one being read, which a client pipelined (librdkafka keeps several
+    requests in flight), are handed over together by :meth:`ready`, so their Produce requests can share a Delta
+    commit (:mod:`deltalog.server.group_commit`)."""
+
+    #: Bytes read ahead at most, beyond the frame being read.
+    READ_AHEAD = 64 << 20
+
+    def __init__(self, sock: socket.socket, max_request_bytes: int, peer: Any) -> None:
+        self.sock = sock
+        self.peer = peer
+        self.max_request_bytes = max_request_bytes
+        self.buf = bytearray()
+
+    def _fill(self, n: int) -> bool:
+        """At least ``n`` bytes buffered; False when the peer closed the connection first."""
+        while len(self.buf) < n:
+            chunk = self.sock.recv(max(n - len(self.buf), 1 << 16))
+            if not chunk:
+                return False
+            self.buf += chunk
+        return True
+
+    def _size(self) -> int:
+        (size,) = _SIZE.unpack_from(self.buf)
+        if size < 0 or size > self.max_request_bytes:
+            raise _FrameTooLarge(size)
+        return size
+
+    def next(self) -> bytes | None:
+        """The next frame (waiting for it); None when the peer closed the connection before it was whole. Raises
+        :class:`_FrameTooLarge` (before reading its body) for a frame of more than ``max_request_bytes``."""
+        if not self._fill(4):
+            if self.buf:
+                log.info("%s disconnected in the middle of a request's size; nothing of it was applied", self.peer)
             return None
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
+        size = self._size()
+        if not self._fill(4 + size):
+            log.info("%s disconnected in the middle of a request; nothing of it was applied", self.peer)
+            return None
+        return self._take(size)
+
+    def _take(self, size: int) -> bytes:
+        with memoryview(self.buf) as view:
+            frame = bytes(view[4:4 + size])  # one copy (a bytearray slice would make two)
+        del self.buf[:4 + size]
+        return frame
+
+    def ready(self) -> list[bytes]:
+        """The complete frames that have arrived by now, without waiting for more."""
+        while len(self.buf) < self.READ_AHEAD and select.select([self.sock], [], [], 0)[0]:
+            chunk = self.sock.recv(_CHUNK)
+            self.buf += chunk
+            if len(chunk) < _CHUNK:  # the socket is drained (or closed): what arrives next waits for the next turn
+                break
+        frames = []
+        at = 0  # the buffer is cut once at the end: cutting it after each frame would move the rest each time
+        with memoryview(self.buf) as view:
+            while len(view) - at >= 4:
+                (size,) = _SIZE.unpack_from(view, at)
+                if size < 0 or size > self.max_request_bytes or len(view) - at < 4 + size:
+                    break  # a frame too large: next() meets it and closes the connection, after these are answered
+                frames.append(bytes(view[at + 4:at + 4 + size]))
+                at += 4 + size
+        del self.buf[:at]
+        return frames
+
+
+class _FrameTooLarge(DeltalogError):  # never leaves this module: the connection is closed
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
 
 
 class _Connection(socketserver.BaseRequestHandler):
@@ -65,20 +133,18 @@ class _Connection(socketserver.BaseRequestHandler):
                 if tls is None:
                     return
                 sock = tls
+            frames = _Frames(sock, self.server.max_request_bytes, peer)  # on the TLS socket when there is one
             auth = security.authenticator(self.server.scram_lookup, peer)
             while True:
-                head = _read_exactly(sock, 4)
-                if head is None:
+                frames.max_request_bytes = self.server.max_request_bytes if auth is None else auth.max_receive_size
+                try:
+                    frame = frames.next()
+                except _FrameTooLarge as e:
+                    log.warning("closing %s: a request of %d bytes (%s is %d)", peer, e.size,
+                                "socket.request.max.bytes" if auth is None else "sasl.server.max.receive.size",
+                                frames.max_request_bytes)
                     return
-                (size,) = _SIZE.unpack(head)
-                limit = self.server.max_request_bytes if auth is None else auth.max_receive_size
-                if size < 0 or size > limit:
-                    log.warning("closing %s: a request of %d bytes (%s is %d)", peer, size,
-                                "socket.request.max.bytes" if auth is None else "sasl.server.max.receive.size", limit)
-                    return
-                frame = _read_exactly(sock, size)
                 if frame is None:
-                    log.info("%s disconnected in the middle of a request; nothing of it was applied", peer)
                     return
                 if auth is not None:  # SASL first: nothing else is answered until it completes
                     token, close = auth.receive(frame)
@@ -89,11 +155,11 @@ class _Connection(socketserver.BaseRequestHandler):
                     if auth.complete:
                         auth = None
                     continue
-                answer = self.server.answer(frame, peer)
-                if answer is False:
-                    return
-                if isinstance(answer, bytes):
-                    sock.sendall(answer)
+                for answer in self.server.answers([frame, *frames.ready()], peer):
+                    if answer is False:
+                        return
+                    if isinstance(answer, bytes):
+                        sock.sendall(answer)
         except (ConnectionError, OSError) as e:
             log.info("connection %s ended: %s", peer, e)
         finally:
@@ -124,13 +190,48 @@ class _Listener(socketserver.ThreadingTCPServer):
 
     def answer(self, frame: bytes, peer: Any) -> bytes | None | bool:
         """The response frame to ``frame``; None when none is due (acks=0); False to close the connection."""
+        return next(iter(self.answers([frame], peer)))
+
+    def answers(self, frames: list[bytes], peer: Any) -> Iterator[bytes | None | bool]:
+        """The response frames to ``frames``, in order, as :meth:`answer` gives them, up to the first False;
+        consecutive Produce requests among them are handled together (:meth:`KafkaApis.handle_produces`)."""
+        produces: list[p.Request] = []
+        for frame in frames:
+            try:
+                req = p.parse_request(frame)
+            except p.ProtocolError as e:
+                yield from self._produce_answers(produces, peer)
+                log.warning("closing %s: %s", peer, e)
+                yield False
+                return
+            if not isinstance(req, p.Unsupported) and req.api_key == _PRODUCE:
+                produces.append(req)
+                continue
+            for answer in self._produce_answers(produces, peer):
+                yield answer
+                if answer is False:
+                    return
+            produces = []
+            answer = unsupported_answer(req, peer) if isinstance(req, p.Unsupported) else self._handled(req, peer)
+            yield answer
+            if answer is False:
+                return
+        yield from self._produce_answers(produces, peer)
+
+    def _produce_answers(self, requests: list[p.Request], peer: Any) -> Iterator[bytes | None | bool]:
+        if not requests:
+            return
         try:
-            req = p.parse_request(frame)
-        except p.ProtocolError as e:
-            log.warning("closing %s: %s", peer, e)
-            return False
-        if isinstance(req, p.Unsupported):
-            return unsupported_answer(req, peer)
+            responses = self.apis.handle_produces(requests)
+        except Exception:  # a handler's bug must not take the endpoint down; Kafka closes the connection too
+            log.exception("closing %s: handling %d Produce requests failed", peer, len(requests))
+            yield False
+            return
+        for req, response in zip(requests, responses, strict=True):
+            yield None if response is None else p.encode_response(req.api_key, req.api_version, req.correlation_id,
+                                                                  response)
+
+    def _handled(self, req: p.Request, peer: Any) -> bytes | None | bool:
         try:
             response = self.apis.handle(req)
             if response is None:

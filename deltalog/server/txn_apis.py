@@ -67,15 +67,6 @@ log = logging.getLogger(__name__)
 
 #: Kafka's ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` default.
 ABORT_TIMED_OUT_INTERVAL_MS = 10_000
-#: The record batch v2 attributes (int16 at byte 21 of the header) and their transactional bit.
-_ATTRIBUTES_AT = 21
-_TRANSACTIONAL = 0x10
-
-
-def is_transactional(data: bytes) -> bool:
-    """Whether a Produce request's record set (one batch v2, already checked by the decoder) is transactional."""
-    return len(data) > _ATTRIBUTES_AT + 1 and bool(int.from_bytes(data[_ATTRIBUTES_AT:_ATTRIBUTES_AT + 2], "big")
-                                                   & _TRANSACTIONAL)
 
 
 def fenced_for(code: int, version: int, first: int) -> int:
