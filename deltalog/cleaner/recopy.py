@@ -52,13 +52,13 @@ from deltalog.log.record import (
     DELETE_HORIZON,
     KEY,
     OFFSET,
-    PARQUET_WRITE_OPTIONS,
     PRODUCER_ID,
     RECORD_SCHEMA,
     SEGMENT,
     VALUE,
     conform,
     new_file_name,
+    parquet_write_options,
     row_group_rows,
 )
 from deltalog.log.transactions import AbortedTxn, aborted_mask
@@ -364,7 +364,7 @@ class _SegmentWriter:
             first = int(table.column(OFFSET)[0].as_py())
             relative = f"{self.params.out_dir}/{new_file_name(self.segment, first)}"
             path = join(self.params.table_uri, relative)
-            self.writer = self.params.storage.open_parquet_writer(path, RECORD_SCHEMA, **PARQUET_WRITE_OPTIONS)
+            self.writer = self.params.storage.open_parquet_writer(path, RECORD_SCHEMA, **parquet_write_options(table))
             self.written.append(relative)
         self.writer.write_table(table, row_group_size=row_group_rows(table))
 
