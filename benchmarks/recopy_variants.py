@@ -26,6 +26,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -136,10 +137,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--preset", choices=sorted(wl.PRESETS), default="small")
     p.add_argument("--workload", choices=wl.VALUE_KINDS, default="random")
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--keys", type=int, help="distinct keys instead of the preset's (few keys: whole row groups are "
+                   "superseded, as in a small, busy keyspace like __consumer_offsets)")
     args = p.parse_args(argv)
     work = tempfile.mkdtemp(prefix="deltalog-recopy-")
     try:
-        print(run(wl.with_values(wl.PRESETS[args.preset], args.workload), work, args.rounds))
+        w = wl.with_values(wl.PRESETS[args.preset], args.workload)
+        print(run(w if args.keys is None else replace(w, keys=args.keys), work, args.rounds))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
