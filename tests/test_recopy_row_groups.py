@@ -147,3 +147,26 @@ def test_random_rows_match_the_whole_file_decision(tmp_path):
     assert out.counts == whole
     assert kept.select(["offset", "key", "value", "delete_horizon_ms"]).equals(
         expected.select(["offset", "key", "value", "delete_horizon_ms"]))
+
+
+def test_a_row_group_bigger_than_a_batch_is_read_a_batch_at_a_time(tmp_path, monkeypatch):
+    """Another engine's file may hold one big row group: it is read in batches of every column (memory bounded),
+    decided batch by batch, with the same result."""
+    from deltalog.cleaner import recopy
+
+    monkeypatch.setattr(recopy, "BATCH_ROWS", 5)
+    rows = SUPERSEDED_FIRST
+    storage = Storage(str(tmp_path))
+    uri = os.path.join(storage.root, "t")
+    table = conform(pa.table({
+        "offset": pa.array(np.arange(len(rows)), pa.int64()),
+        "key": pa.array([k for k, _ in rows], pa.binary()),
+        "value": pa.array([v for _, v in rows], pa.binary()),
+        "timestamp_ms": pa.array(np.full(len(rows), NOW - 1000), pa.int64()),
+        "segment": pa.array(np.full(len(rows), SEGMENT), pa.int64()),
+    }))
+    path = delta.write_data_file(storage, uri, table, NOW, row_group_size=len(rows)).path
+    assert pq.read_metadata(os.path.join(uri, path)).num_row_groups == 1
+    out, kept, whole, expected = run(storage, uri, path, rows)
+    assert out.counts == whole
+    assert kept.column("offset").to_pylist() == expected.column("offset").to_pylist() == [4, 5, 6, 7, 8, 9, 10, 11]

@@ -19,8 +19,9 @@ Each task is one :class:`RecopyChunk`: consecutive files in offset order, each t
 the new segment its survivors go to, and the slice of the latest-offset bitmap that covers them; the map's
 hashes go only to tasks with clean files (with the task, or written once to the pass's directory when
 many need them or they are big).
-The task streams the files batch by batch with pyarrow (vectorized: no Python per record), filters with
-numpy, and writes the survivors of each segment group as Parquet files into the pass's directory,
+The task streams the files a row group at a time with pyarrow (vectorized: no Python per record), deciding
+each from its small columns before it reads the values (:func:`read_deciding`: a row group where nothing
+survives is never decoded), filters with numpy, and writes the survivors of each segment group as Parquet files into the pass's directory,
 flushing every :data:`ROW_GROUP_ROWS` survivors, so its memory stays bounded whatever the file sizes; the
 files' row groups are as small as an append's (:func:`~deltalog.log.record.row_group_rows`), so that a later read
 of a few records reads little. Its files hold ascending offsets and never overlap another task's (chunks are disjoint offset runs).
