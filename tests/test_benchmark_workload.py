@@ -78,7 +78,7 @@ def test_recopy_variants_run_every_way_and_keep_the_same_records(tmp_path):
     must keep the same records (it fails otherwise), and every way is reported."""
     from benchmarks.recopy_variants import run
 
-    report = run(SMALL, str(tmp_path), rounds=1)
+    report = run(wl.Workload("test", records=4_000, keys=400, segment_records=1_000), str(tmp_path), rounds=1)
     assert "the generator's value chunks: ['UNCOMPRESSED']" in report  # random values: written uncompressed
     rows = [line.split() for line in report.splitlines()[2:]]
     assert sorted((r[0], r[1], r[2]) for r in rows) == sorted(

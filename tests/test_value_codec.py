@@ -80,6 +80,7 @@ def test_duckdb_and_delta_rs_read_uncompressed_value_chunks(store):
     assert pa.table(reader.read_all()).column("value").to_pylist() == values
 
 
+@pytest.mark.slow  # a Spark clean: the whole suite runs it, the default run stays short
 @pytest.mark.spark
 def test_spark_reads_uncompressed_value_chunks_after_a_clean(spark_store, spark):
     """Appended files and the cleaner's rewrite of them (written in Spark tasks) both read back through Spark."""
