@@ -33,10 +33,10 @@ from deltalog.log.record import (
     HEADERS,
     KEY,
     OFFSET,
-    PARQUET_WRITE_OPTIONS,
     RECORD_SCHEMA,
     TIMESTAMP,
     VALUE,
+    parquet_write_options,
     row_group_rows,
     table_to_records,
 )
@@ -226,7 +226,7 @@ class Bench:
         partition read whole with pyarrow (a thread per core: Arrow's decoders release the GIL), the latest
         record of each key kept (an Arrow hash group-by), surviving tombstones given their delete horizon as a
         pass stamps them, and the survivors written as Parquet with the pass's options
-        (``PARQUET_WRITE_OPTIONS``, row groups of ``row_group_rows``), one file per core, in parallel. No map, no
+        (``parquet_write_options``, row groups of ``row_group_rows``), one file per core, in parallel. No map, no
         bitmap, no commit, no bounded memory: a pass cannot do less reading, deciding and writing than this."""
         from concurrent.futures import ThreadPoolExecutor
 
@@ -251,7 +251,7 @@ class Bench:
                 def write(i: int) -> str:
                     part = survivors.slice(i * share, share)
                     path = os.path.join(out, f"part-{i}.parquet")
-                    pq.write_table(part, path, row_group_size=row_group_rows(part), **PARQUET_WRITE_OPTIONS)
+                    pq.write_table(part, path, row_group_size=row_group_rows(part), **parquet_write_options(part))
                     return path
 
                 written[:] = pool.map(write, range(self.cores))

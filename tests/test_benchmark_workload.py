@@ -71,3 +71,16 @@ def test_profile_pass_collects_the_driver_and_both_phases_tasks(spark, tmp_path)
     assert "recopy_chunk" in copy_tasks  # and of pass 2
     assert "run_tasks" in driver
     assert offset_map.run_tasks is tasks.run_tasks and cleaner.run_tasks is tasks.run_tasks  # restored
+
+
+def test_recopy_variants_run_every_way_and_keep_the_same_records(tmp_path):
+    """benchmarks.recopy_variants: pass 2's body, the read before and now, over snappy or sampled codecs; every way
+    must keep the same records (it fails otherwise), and every way is reported."""
+    from benchmarks.recopy_variants import run
+
+    report = run(wl.Workload("test", records=4_000, keys=400, segment_records=1_000), str(tmp_path), rounds=1)
+    assert "the generator's value chunks: ['UNCOMPRESSED']" in report  # random values: written uncompressed
+    rows = [line.split() for line in report.splitlines()[2:]]
+    assert sorted((r[0], r[1], r[2]) for r in rows) == sorted(
+        (read, inputs, output) for read in ("whole", "deciding") for inputs in ("snappy", "sampled")
+        for output in ("snappy", "sampled"))

@@ -19,8 +19,9 @@ Each task is one :class:`RecopyChunk`: consecutive files in offset order, each t
 the new segment its survivors go to, and the slice of the latest-offset bitmap that covers them; the map's
 hashes go only to tasks with clean files (with the task, or written once to the pass's directory when
 many need them or they are big).
-The task streams the files batch by batch with pyarrow (vectorized: no Python per record), filters with
-numpy, and writes the survivors of each segment group as Parquet files into the pass's directory,
+The task streams the files a row group at a time with pyarrow (vectorized: no Python per record), deciding
+each from its small columns before it reads the values (:func:`read_deciding`: a row group where nothing
+survives is never decoded), filters with numpy, and writes the survivors of each segment group as Parquet files into the pass's directory,
 flushing every :data:`ROW_GROUP_ROWS` survivors, so its memory stays bounded whatever the file sizes; the
 files' row groups are as small as an append's (:func:`~deltalog.log.record.row_group_rows`), so that a later read
 of a few records reads little. Its files hold ascending offsets and never overlap another task's (chunks are disjoint offset runs).
@@ -52,13 +53,13 @@ from deltalog.log.record import (
     DELETE_HORIZON,
     KEY,
     OFFSET,
-    PARQUET_WRITE_OPTIONS,
     PRODUCER_ID,
     RECORD_SCHEMA,
     SEGMENT,
     VALUE,
     conform,
     new_file_name,
+    parquet_write_options,
     row_group_rows,
 )
 from deltalog.log.transactions import AbortedTxn, aborted_mask
@@ -70,6 +71,11 @@ BATCH_ROWS = 65_536
 TASKS_DIR = "_tasks"
 #: Survivors buffered before they are written (in row groups of :func:`~deltalog.log.record.row_group_rows`).
 ROW_GROUP_ROWS = 1_048_576
+#: The columns a row group's survivors are decided from: read first ...
+DECIDE_COLUMNS = (OFFSET, KEY, DELETE_HORIZON, PRODUCER_ID, CONTROL)
+#: ... and the rest, read only for a row group where a record survives (or whose drops cannot be counted without
+#: them): Parquet decodes a column chunk whole, so a value is skipped only with its whole row group.
+CARRIED_COLUMNS = tuple(name for name in RECORD_SCHEMA.names if name not in DECIDE_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -227,9 +233,9 @@ def recopy_chunk(params: RecopyParams, chunk: RecopyChunk) -> RecopyOutput:
     writer = _SegmentWriter(params)
     try:
         for piece, segment in chunk.files:
-            for table in read_batches(params.storage, join(params.table_uri, piece.path),
-                                      row_groups=piece.row_groups):
-                kept = _filter(table, rule, params, segment, out.counts)
+            for table, masks in read_deciding(params.storage, join(params.table_uri, piece.path), rule, out.counts,
+                                              row_groups=piece.row_groups):
+                kept = _filter(table, rule, params, segment, out.counts, masks)
                 if kept is not None:
                     writer.write(segment, kept)
         out.files = writer.close()
@@ -273,12 +279,94 @@ def read_batches(storage: Storage, path: str, columns: list[str] | None = None, 
         raise damage.data_file_error(path, e) from None
 
 
+def read_deciding(storage: Storage, path: str, rule: RetainRule, counts: RecopyCounts,
+                  row_groups: Sequence[int] | None = None) -> Iterator[tuple[pa.Table, RetainMasks | None]]:
+    """A data file's records (of ``row_groups`` only, if given) for the recopy, a row group at a time, each with
+    the masks ``rule`` decided for it (None: not decided yet), skipping the row groups where nothing survives.
+
+    Each row group's :data:`DECIDE_COLUMNS` are read first and decided; its other columns (the values and headers,
+    the bulk of the bytes) are read only if a record survives. A row group where none does is not returned: its
+    drops are counted into ``counts`` here, the tombstones among them from the value column's null count in the
+    footer, when that count is exactly theirs (every row a keyed, mapped, non-aborted data record); otherwise the
+    row group is read whole after all. Kafka's ``cleanInto`` reads each batch whole, then filters it; a Parquet row
+    group is our batch, and its columns can be read apart. A row group bigger than :data:`BATCH_ROWS` (another
+    engine's file) is read a batch of every column at a time, undecided, so memory stays bounded. A file that
+    cannot be read raises :class:`CorruptLogError` naming it."""
+    try:
+        with storage.open_input(path) as f:
+            source = pq.ParquetFile(f)
+            meta = source.metadata
+            present = set(source.schema_arrow.names)
+            decide = [c for c in DECIDE_COLUMNS if c in present]
+            carried = [c for c in CARRIED_COLUMNS if c in present]
+            value_leaf = next((j for j in range(meta.num_columns) if meta.schema.column(j).path == VALUE), None)
+            for i in range(meta.num_row_groups) if row_groups is None else row_groups:
+                if meta.row_group(i).num_rows > BATCH_ROWS:
+                    for batch in source.iter_batches(batch_size=BATCH_ROWS, row_groups=[i]):
+                        yield conform(pa.Table.from_batches([batch])), None
+                    continue
+                head = source.read_row_group(i, columns=decide)
+                decided = conform(head, _DECIDE_SCHEMA)
+                m = _decide(decided, rule)
+                if not m.retain.any() and _count_dropped(decided, m, _null_count(meta.row_group(i), value_leaf),
+                                                         counts):
+                    continue
+                rest = source.read_row_group(i, columns=carried)
+                table = pa.Table.from_arrays([*head.columns, *rest.columns], names=[*decide, *carried])
+                yield conform(table), m
+    except (OSError, pa.ArrowException) as e:
+        raise damage.data_file_error(path, e) from None
+
+
+_DECIDE_SCHEMA = pa.schema([RECORD_SCHEMA.field(c) for c in DECIDE_COLUMNS])
+
+
+def _decide(table: pa.Table, rule: RetainRule) -> RetainMasks:
+    """``rule``'s masks for a table holding (at least) :data:`DECIDE_COLUMNS`."""
+    return rule.masks(table.column(OFFSET).to_numpy(), table.column(KEY), table.column(DELETE_HORIZON),
+                      table.column(PRODUCER_ID), table.column(CONTROL))
+
+
+def _null_count(group: pq.RowGroupMetaData, leaf: int | None) -> int | None:
+    """The null count of a row group's column from its footer statistics (None: not there)."""
+    if leaf is None:
+        return None
+    stats = group.column(leaf).statistics
+    if stats is None or not stats.has_null_count:
+        return None
+    return int(stats.null_count)
+
+
+def _count_dropped(head: pa.Table, m: RetainMasks, tombstones: int | None, counts: RecopyCounts) -> bool:
+    """Count the drops of a row group where nothing survives, as :func:`_filter` does, from its
+    :data:`DECIDE_COLUMNS` (``head``) and its value column's null count (``tombstones``; None: unknown). False,
+    with nothing counted, when the values are needed: a tombstone counts as removed only where its record is a
+    keyed, mapped, non-aborted data record, so the null count is its count only if every row is one (or none is)."""
+    live, mapped, markers = m.live, m.mapped, m.markers
+    data = np.ones(len(live), dtype=bool) if markers is None else ~markers
+    aborted = np.zeros(len(live), dtype=bool) if m.aborted is None else m.aborted & live & data
+    keyless = _null_mask(head.column(KEY)) & data
+    counted = mapped & data & ~keyless & ~aborted
+    if not counted.any():
+        tombstones = 0
+    elif tombstones is None or not counted.all():
+        return False
+    counts.records_read += int(np.count_nonzero(live))
+    counts.keyless_dropped += int(np.count_nonzero(mapped & keyless & ~aborted))
+    counts.tombstones_removed += tombstones
+    counts.aborted_dropped += int(np.count_nonzero(aborted))
+    if markers is not None:
+        counts.markers_removed += int(np.count_nonzero(live & markers))
+    return True
+
+
 def _filter(table: pa.Table, rule: RetainRule, params: RecopyParams, segment: int,
-            counts: RecopyCounts) -> pa.Table | None:
-    """The survivors of one batch, stamped and renamed; ``counts`` updated."""
+            counts: RecopyCounts, masks: RetainMasks | None = None) -> pa.Table | None:
+    """The survivors of one batch (decided by ``masks`` if given, else here), stamped and renamed; ``counts``
+    updated."""
     offsets = table.column(OFFSET).to_numpy()
     horizon = table.column(DELETE_HORIZON)
-    m = rule.masks(offsets, table.column(KEY), horizon, table.column(PRODUCER_ID), table.column(CONTROL))
+    m = masks if masks is not None else _decide(table, rule)
     retain, mapped, live, markers = m.retain, m.mapped, m.live, m.markers
     data = np.ones(len(offsets), dtype=bool) if markers is None else ~markers
     keyless = _null_mask(table.column(KEY)) & data
@@ -364,7 +452,7 @@ class _SegmentWriter:
             first = int(table.column(OFFSET)[0].as_py())
             relative = f"{self.params.out_dir}/{new_file_name(self.segment, first)}"
             path = join(self.params.table_uri, relative)
-            self.writer = self.params.storage.open_parquet_writer(path, RECORD_SCHEMA, **PARQUET_WRITE_OPTIONS)
+            self.writer = self.params.storage.open_parquet_writer(path, RECORD_SCHEMA, **parquet_write_options(table))
             self.written.append(relative)
         self.writer.write_table(table, row_group_size=row_group_rows(table))
 

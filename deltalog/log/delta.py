@@ -57,12 +57,12 @@ from deltalog.log.data_file import DataFile  # noqa: F401 - re-exported: delta.D
 from deltalog.log.record import (
     NULL_COUNT_COLUMNS,
     OFFSET,
-    PARQUET_WRITE_OPTIONS,
     PRODUCER_FIELDS,
     RECORD_SCHEMA,
     SEGMENT,
     STATS_COLUMNS,
     new_file_name,
+    parquet_write_options,
     row_group_rows,
 )
 from deltalog.storage import Storage, join
@@ -303,7 +303,7 @@ def write_data_file(storage: Storage, table_uri: str, table: pa.Table, now_ms: i
     first = table.column(OFFSET)[0].as_py()
     name = new_file_name(segment, first)
     size = storage.write_parquet(join(table_uri, name), table,
-                                 row_group_size=row_group_size or row_group_rows(table), **PARQUET_WRITE_OPTIONS)
+                                 row_group_size=row_group_size or row_group_rows(table), **parquet_write_options(table))
     return AddAction(name, size, {}, now_ms, True, json.dumps(_stats_from_table(table)))
 
 
