@@ -47,15 +47,19 @@ from deltalog.cleaner.task_plan import FileSlice
 from deltalog.cleaner.tasks import load_arrays, save_arrays
 from deltalog.errors import CorruptLogError
 from deltalog.log import damage
+from deltalog.log.key_hash import hashes_of, with_key_hash
 from deltalog.log.record import (
     CONTROL,
     DELETE_HORIZON,
     KEY,
+    KEY_HASH_HI,
+    KEY_HASH_LO,
     OFFSET,
     PARQUET_WRITE_OPTIONS,
     PRODUCER_ID,
     RECORD_SCHEMA,
     SEGMENT,
+    TABLE_SCHEMA,
     VALUE,
     conform,
     new_file_name,
@@ -68,6 +72,9 @@ from deltalog.storage import ParquetSink, Storage, join
 BATCH_ROWS = 65_536
 #: Directory (inside a pass's directory) of what the driver leaves for the pass's tasks while they run.
 TASKS_DIR = "_tasks"
+#: What a recopy reads and writes: the records and their key hashes (null in a file written before they existed:
+#: computed for the survivors, so the rewritten file has them, see :func:`_filter`).
+TABLE_COLUMNS = list(TABLE_SCHEMA.names)
 #: Survivors buffered before they are written (in row groups of :func:`~deltalog.log.record.row_group_rows`).
 ROW_GROUP_ROWS = 1_048_576
 
@@ -111,9 +118,11 @@ class RetainRule:
         return m.retain, m.mapped, m.is_latest
 
     def masks(self, offsets: np.ndarray, keys: pa.ChunkedArray, horizons: pa.ChunkedArray,
-              producer_ids: pa.ChunkedArray | None = None, control: pa.ChunkedArray | None = None) -> RetainMasks:
+              producer_ids: pa.ChunkedArray | None = None, control: pa.ChunkedArray | None = None,
+              hashes: tuple[pa.ChunkedArray, pa.ChunkedArray] | None = None) -> RetainMasks:
         """What :meth:`retain` decides, with the masks it decided from (markers, aborted records, expired
-        horizons), so the recopy counts what it dropped without working them out again."""
+        horizons), so the recopy counts what it dropped without working them out again. ``hashes``: the key-hash
+        columns written with the records, used for the clean section instead of hashing its keys again."""
         live = offsets >= self.log_start
         mapped = live & (offsets < self.end)
         is_latest = mapped & self.latest.contains(offsets)
@@ -123,7 +132,11 @@ class RetainRule:
             keyed = ~_null_mask(keys_clean)
             if self.keys is None:
                 raise CorruptLogError("the map's hashes are needed to clean records of the clean section")
-            hi, lo = key_hashes(keys_clean)
+            if hashes is None:
+                hi, lo = key_hashes(keys_clean)
+            else:
+                taken = pa.array(clean)
+                hi, lo = hashes_of(keys_clean, hashes[0].take(taken), hashes[1].take(taken))
             is_latest[clean] = keyed & ~self.keys.contains(hi, lo)
         if horizons.null_count == len(horizons):
             expired = np.zeros(len(offsets), dtype=bool)
@@ -227,7 +240,7 @@ def recopy_chunk(params: RecopyParams, chunk: RecopyChunk) -> RecopyOutput:
     writer = _SegmentWriter(params)
     try:
         for piece, segment in chunk.files:
-            for table in read_batches(params.storage, join(params.table_uri, piece.path),
+            for table in read_batches(params.storage, join(params.table_uri, piece.path), TABLE_COLUMNS,
                                       row_groups=piece.row_groups):
                 kept = _filter(table, rule, params, segment, out.counts)
                 if kept is not None:
@@ -267,7 +280,7 @@ def read_batches(storage: Storage, path: str, columns: list[str] | None = None, 
                 wanted = None
             for batch in source.iter_batches(batch_size=batch_rows, columns=wanted, row_groups=row_groups):
                 table = pa.Table.from_batches([batch])
-                schema = RECORD_SCHEMA if columns is None else pa.schema([RECORD_SCHEMA.field(c) for c in columns])
+                schema = RECORD_SCHEMA if columns is None else pa.schema([TABLE_SCHEMA.field(c) for c in columns])
                 yield conform(table, schema)
     except (OSError, pa.ArrowException) as e:
         raise damage.data_file_error(path, e) from None
@@ -278,7 +291,8 @@ def _filter(table: pa.Table, rule: RetainRule, params: RecopyParams, segment: in
     """The survivors of one batch, stamped and renamed; ``counts`` updated."""
     offsets = table.column(OFFSET).to_numpy()
     horizon = table.column(DELETE_HORIZON)
-    m = rule.masks(offsets, table.column(KEY), horizon, table.column(PRODUCER_ID), table.column(CONTROL))
+    hashes = (table.column(KEY_HASH_HI), table.column(KEY_HASH_LO)) if KEY_HASH_HI in table.column_names else None
+    m = rule.masks(offsets, table.column(KEY), horizon, table.column(PRODUCER_ID), table.column(CONTROL), hashes)
     retain, mapped, live, markers = m.retain, m.mapped, m.live, m.markers
     data = np.ones(len(offsets), dtype=bool) if markers is None else ~markers
     keyless = _null_mask(table.column(KEY)) & data
@@ -314,8 +328,10 @@ def _filter(table: pa.Table, rule: RetainRule, params: RecopyParams, segment: in
                                  horizon)
     if n < table.num_rows:
         table = table.filter(pa.array(retain))
-    return table.set_column(table.schema.get_field_index(SEGMENT), RECORD_SCHEMA.field(SEGMENT),
-                            pa.array(np.full(n, segment, dtype=np.int64)))
+    table = table.set_column(table.schema.get_field_index(SEGMENT), RECORD_SCHEMA.field(SEGMENT),
+                             pa.array(np.full(n, segment, dtype=np.int64)))
+    # Survivors of a file without key hashes get them here, so the next pass maps them without hashing.
+    return with_key_hash(table)
 
 
 def _null_mask(column: pa.ChunkedArray) -> np.ndarray:
@@ -364,7 +380,7 @@ class _SegmentWriter:
             first = int(table.column(OFFSET)[0].as_py())
             relative = f"{self.params.out_dir}/{new_file_name(self.segment, first)}"
             path = join(self.params.table_uri, relative)
-            self.writer = self.params.storage.open_parquet_writer(path, RECORD_SCHEMA, **PARQUET_WRITE_OPTIONS)
+            self.writer = self.params.storage.open_parquet_writer(path, TABLE_SCHEMA, **PARQUET_WRITE_OPTIONS)
             self.written.append(relative)
         self.writer.write_table(table, row_group_size=row_group_rows(table))
 

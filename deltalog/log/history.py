@@ -31,7 +31,7 @@ from deltalog.storage import join
 #: deltalog's own operations, by their ``deltalog.operation`` (``retention`` and ``delete_records`` are the two
 #: ways the log start moves: Kafka's ``deleteOldSegments`` and DeleteRecords).
 DELTALOG_KINDS = ("create", "append", "roll", "txn_marker", "producer_state", "clean", "retention",
-                  "delete_records", "alter_config", "add_producer_columns")
+                  "delete_records", "alter_config", "add_producer_columns", "add_key_hash_columns")
 #: Other engines' operations, by Delta's operation name (``DeltaOperations`` in Delta, ``DeltaOperation`` in
 #: delta-rs). A VACUUM is the same whoever runs it.
 FOREIGN_KINDS: dict[str, str] = {
