@@ -307,12 +307,15 @@ def stats_from_parquet_footer(storage: Storage, path: str) -> dict[str, Any]:
 
 
 def write_data_file(storage: Storage, table_uri: str, table: pa.Table, now_ms: int,
-                    row_group_size: int | None = None) -> AddAction:
+                    row_group_size: int | None = None, *, key_hash: bool = True) -> AddAction:
     """Write ``table`` (rows in offset order, one segment) as a new file and describe it as an add action
     (in row groups of ``row_group_size`` rows if given, else of :func:`~deltalog.log.record.row_group_rows`: small
     enough that a read of a few records reads little, see :mod:`deltalog.log.row_groups`). The file gets each
-    record's key hash (:func:`~deltalog.log.key_hash.with_key_hash`) unless ``table`` already carries it whole."""
-    table = with_key_hash(table)
+    record's key hash (:func:`~deltalog.log.key_hash.with_key_hash`) unless ``table`` already carries it whole;
+    ``key_hash=False`` writes the file as deltalog did before those columns existed (the benchmarks' and tests'
+    files of an older store)."""
+    table = with_key_hash(table) if key_hash else table.drop_columns(
+        [f.name for f in KEY_HASH_FIELDS if f.name in table.column_names])
     segment = table.column(SEGMENT)[0].as_py()
     first = table.column(OFFSET)[0].as_py()
     name = new_file_name(segment, first)
