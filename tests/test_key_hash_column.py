@@ -228,11 +228,6 @@ def test_older_and_mixed_files_clean_right_and_gain_the_columns(spark_store, mon
     assert _state(store) == _expected_state(appended)
     for t in files_of(store):
         assert_hashed(t)
-    batch(40)
-    store.clean(TOPIC)
-    assert _state(store) == _expected_state(appended)
-    for t in files_of(store):
-        assert_hashed(t)
 
 
 def test_spark_reads_never_show_the_columns(spark_store):
