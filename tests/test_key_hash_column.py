@@ -243,3 +243,26 @@ def test_spark_reads_never_show_the_columns(spark_store):
     df = store.spark.read.format("deltalog").option("store", store.root).option("subscribe", TOPIC).load()
     assert not [c for c in df.columns if "key_hash" in c], df.columns
     assert df.count() == 2
+
+
+def test_another_engines_optimize_keeps_the_hashes_and_relayout_carries_them(store, clock):
+    """delta-rs's OPTIMIZE rewrites files in the table's schema, which declares the columns: the merged file keeps
+    every hash (pass 1 maps it from them), and deltalog's relayout back into one file per segment carries them."""
+    from deltalake import DeltaTable
+
+    store.create_topic(TOPIC, 1, config={"cleanup.policy": "compact"})
+    for i in range(3):
+        store.append(TOPIC, 0, [Record(key=b"k%d" % (i * 10 + j), value=b"v") for j in range(5)])
+        store.roll(TOPIC, 0)
+    log = store.log(TOPIC, 0)
+    DeltaTable(log.uri, storage_options=store.storage.delta_options).optimize.compact()
+    merged = log.snapshot().files
+    assert len(merged) == 1
+    with store.storage.open_input(join(log.uri, merged[0].path)) as f:
+        assert log_key_hash.footer_has_key_hash(pq.ParquetFile(f).metadata)
+    assert _map_of(store, merged[0].path) == 15
+    assert log.relayout(clock.now_ms()) == 1
+    tables = files_of(store)
+    assert len(tables) == 3
+    for t in tables:
+        assert_hashed(t)
