@@ -9,9 +9,10 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import replace
 
 from benchmarks.check import BenchmarkFailure
-from benchmarks.workload import PRESETS, VALUE_KINDS, with_values
+from benchmarks.workload import KEY_HASH_KINDS, PRESETS, VALUE_KINDS, with_values
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -22,6 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workload", choices=VALUE_KINDS, default="random",
                    help="the values: random bytes (incompressible) or JSON changelog documents keyed by customer id "
                         "(compress about 5x); every row runs on either")
+    p.add_argument("--key-hash", choices=KEY_HASH_KINDS, default="all",
+                   help="which generated files carry the key-hash columns appends write: all, none (an older "
+                        "store: pass 1 hashes every key) or half (every other file)")
     p.add_argument("--repeats", type=int, default=3, help="rounds; each measured thing runs once a round")
     p.add_argument("--cores", type=int, default=None, help="Spark local[N] and DuckDB threads (default: all)")
     p.add_argument("--driver-memory", default=None, help="spark.driver.memory (default: the embedded session's)")
@@ -54,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = local_session(master=f"local[{cores}]", conf=conf, app_name="deltalog-benchmarks")
     work = args.work_dir or tempfile.mkdtemp(prefix="deltalog-bench-")
     os.makedirs(work, exist_ok=True)
-    w = with_values(PRESETS[args.preset], args.workload)
+    w = replace(with_values(PRESETS[args.preset], args.workload), key_hash=args.key_hash)
     started = time.monotonic()
     server = None
     s3 = None

@@ -26,6 +26,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -111,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.profile_pass", description=__doc__)
     p.add_argument("--preset", choices=sorted(wl.PRESETS), default="small")
     p.add_argument("--workload", choices=wl.VALUE_KINDS, default="random")
+    p.add_argument("--key-hash", choices=wl.KEY_HASH_KINDS, default="all",
+                   help="which generated files carry the key-hash columns (see benchmarks/__main__.py)")
     p.add_argument("--top", type=int, default=25, help="lines of each profile")
     args = p.parse_args(argv)
 
@@ -119,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     spark = local_session(app_name="deltalog-profile")
     work = tempfile.mkdtemp(prefix="deltalog-profile-")
     try:
-        print(profile_pass(spark, wl.with_values(wl.PRESETS[args.preset], args.workload), work, args.top))
+        w = replace(wl.with_values(wl.PRESETS[args.preset], args.workload), key_hash=args.key_hash)
+        print(profile_pass(spark, w, work, args.top))
     finally:
         shutil.rmtree(work, ignore_errors=True)
         spark.stop()

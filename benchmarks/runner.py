@@ -237,7 +237,8 @@ class Bench:
 
         def run() -> None:
             with ThreadPoolExecutor(self.cores) as pool:
-                table = pa.concat_tables(pool.map(lambda p: pq.read_table(p, use_threads=False), self.paths))
+                table = pa.concat_tables(pool.map(lambda p: pq.read_table(p, use_threads=False), self.paths),
+                                         promote_options="default")  # files with and without the key-hash columns
                 latest = table.select([KEY, OFFSET]).group_by(KEY).aggregate([(OFFSET, "max")])
                 keep = np.zeros(self.gen.log_end_offset, dtype=bool)
                 keep[latest.column(f"{OFFSET}_max").to_numpy()] = True

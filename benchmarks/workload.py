@@ -59,6 +59,10 @@ class Workload:
     #: What the values are: ``random`` bytes (``value_bytes`` each, incompressible: the worst case for a codec)
     #: or ``json`` documents like a changelog's (see :func:`json_values`; ``value_bytes`` is then unused).
     values: str = "random"
+    #: Which generated files carry the key-hash columns deltalog writes at append: ``all`` (as today's appends and
+    #: passes write them), ``none`` (a store written before they existed: every pass hashes the keys) or ``half``
+    #: (every other file: a store part rewritten since).
+    key_hash: str = "all"
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -81,6 +85,8 @@ PRESETS: dict[str, Workload] = {
 
 #: The kinds of values a workload can hold (``--workload``).
 VALUE_KINDS = ("random", "json")
+#: What :attr:`Workload.key_hash` may be.
+KEY_HASH_KINDS = ("all", "none", "half")
 
 
 def with_values(w: Workload, values: str) -> Workload:
@@ -269,7 +275,8 @@ def generate(store: Store, w: Workload) -> Generated:
         table = record_table(offsets[keep], keys.take(pa.array(keep)), _take_sorted(values, keep), np.zeros(len(keep), np.int64),
                              horizon)
         for lo in range(0, table.num_rows, w.segment_records):
-            adds.append(delta.write_data_file(log.storage, log.uri, table.slice(lo, w.segment_records), NOW_MS))
+            adds.append(delta.write_data_file(log.storage, log.uri, table.slice(lo, w.segment_records), NOW_MS,
+                                              key_hash=_hashed(w, len(adds))))
         clean_records = table.num_rows
     else:
         clean_records = 0
@@ -278,7 +285,7 @@ def generate(store: Store, w: Workload) -> Generated:
         hi = min(lo + w.segment_records, n)
         seg = np.full(hi - lo, lo, np.int64)
         table = record_table(offsets[lo:hi], keys.slice(lo, hi - lo), values.slice(lo, hi - lo), seg)
-        adds.append(delta.write_data_file(log.storage, log.uri, table, NOW_MS))
+        adds.append(delta.write_data_file(log.storage, log.uri, table, NOW_MS, key_hash=_hashed(w, len(adds))))
     txns = {
         delta.TXN_LOG_END_OFFSET: n,
         delta.TXN_ACTIVE_SEGMENT: n,
@@ -296,6 +303,11 @@ def generate(store: Store, w: Workload) -> Generated:
         bytes=sum(a.size for a in adds),
         files=len(adds),
     )
+
+
+def _hashed(w: Workload, index: int) -> bool:
+    """Whether the ``index``-th generated file carries the key-hash columns (see :attr:`Workload.key_hash`)."""
+    return w.key_hash == "all" or (w.key_hash == "half" and index % 2 == 1)
 
 
 def append_batches(w: Workload) -> list[pa.Table]:

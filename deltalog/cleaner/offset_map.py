@@ -8,9 +8,10 @@ entry has a fixed size).
 
 deltalog's map is the same 24 bytes an entry: three numpy arrays (the two 64-bit halves of the 128-bit
 key hash, :mod:`deltalog.cleaner.key_hash`, and the latest offset), sorted by hash. It is built by a Spark job
-over the dirty section: each task reads the ``key`` and ``offset`` columns of a run of files with
-pyarrow, hashes the keys and keeps the latest and first offset of each hash (an Arrow group-by), and the
-driver merges the tasks' partial maps. Pass 2 (:mod:`deltalog.cleaner.recopy`) then needs two things from it:
+over the dirty section: each task reads the ``offset`` and key-hash columns of a run of files with pyarrow
+(the hashes the log wrote at append, :data:`~deltalog.log.record.KEY_HASH_FIELDS`; a file without them has its
+``key`` column read and hashed instead) and keeps the latest and first offset of each hash (an Arrow
+group-by), and the driver merges the tasks' partial maps. Pass 2 (:mod:`deltalog.cleaner.recopy`) then needs two things from it:
 
 * for the dirty section, the set of latest offsets, as a bitmap (:mod:`deltalog.cleaner.offset_bitmap`): a dirty
   record survives when it is its key's latest, i.e. when its own offset is in the set, so no dirty key is
@@ -42,7 +43,8 @@ from deltalog.cleaner.offset_bitmap import OffsetBitmap
 from deltalog.cleaner.task_plan import FileSlice, plan_runs
 from deltalog.cleaner.tasks import load_arrays, run_tasks, save_arrays
 from deltalog.log import damage
-from deltalog.log.record import KEY, OFFSET, PRODUCER_ID
+from deltalog.log.key_hash import footer_has_key_hash
+from deltalog.log.record import KEY, KEY_HASH_HI, KEY_HASH_LO, OFFSET, PRODUCER_ID
 from deltalog.log.transactions import AbortedTxn, aborted_mask, only_markers, wholly_aborted
 from deltalog.spark import default_parallelism
 from deltalog.storage import Storage, join
@@ -202,14 +204,20 @@ def _load(storage: Storage, path: str) -> Partial:
 
 
 def _map_run(task: _MapTask, run: tuple[FileSlice, ...]) -> str:
-    """A Spark task of pass 1: the partial map of one run of file slices, left in the spill directory."""
+    """A Spark task of pass 1: the partial map of one run of file slices, left in the spill directory.
+
+    A file whose footer shows every keyed row's hash written at append (:func:`footer_has_key_hash`) is read for
+    its offsets and key-hash columns only: no key is read or hashed. Any other file (written before those columns
+    existed, or merged by another engine from such files) has its keys read and hashed, as Kafka's
+    ``buildOffsetMapForSegment`` hashes every key it reads."""
     his, los, offsets = [], [], []
     for piece in run:
         full_path = join(task.table_uri, piece.path)
         try:
             with task.storage.open_input(full_path) as f:
                 source = pq.ParquetFile(f)
-                columns = [KEY, OFFSET]
+                stored = footer_has_key_hash(source.metadata, piece.row_groups)
+                columns = [OFFSET, KEY_HASH_HI, KEY_HASH_LO] if stored else [KEY, OFFSET]
                 if task.aborted and PRODUCER_ID in source.schema_arrow.names:
                     columns.append(PRODUCER_ID)
                 table = (source.read(columns=columns) if piece.row_groups is None
@@ -218,14 +226,17 @@ def _map_run(task: _MapTask, run: tuple[FileSlice, ...]) -> str:
             raise damage.data_file_error(full_path, e) from None
         column = table.column(OFFSET)
         keep = pc.and_(pc.and_(pc.greater_equal(column, task.start), pc.less(column, task.stop)),
-                       pc.is_valid(table.column(KEY)))
+                       pc.is_valid(table.column(KEY_HASH_HI if stored else KEY)))
         if PRODUCER_ID in table.column_names:
             hit = aborted_mask(column, table.column(PRODUCER_ID), task.aborted)
             if hit is not None:
                 keep = pc.and_(keep, pa.array(~hit))
         if pc.all(keep).as_py() is not True:
             table = table.filter(keep)
-        hi, lo = key_hashes(table.column(KEY))
+        if stored:
+            hi, lo = (_uint64(table.column(c)) for c in (KEY_HASH_HI, KEY_HASH_LO))
+        else:
+            hi, lo = key_hashes(table.column(KEY))
         his.append(hi)
         los.append(lo)
         offsets.append(table.column(OFFSET).to_numpy())
@@ -234,6 +245,11 @@ def _map_run(task: _MapTask, run: tuple[FileSlice, ...]) -> str:
     path = join(task.spill_dir, f"map-{os.urandom(8).hex()}.npz")
     save_arrays(task.storage, path, hi=hi, lo=lo, latest=latest, **({} if first is None else {"first": first}))
     return path
+
+
+def _uint64(column: pa.ChunkedArray) -> np.ndarray:
+    """A key-hash column without nulls as the ``uint64`` bits it stores."""
+    return column.to_numpy().view(np.uint64)
 
 
 def _reduce(hi: np.ndarray, lo: np.ndarray, offsets: np.ndarray, with_first: bool,

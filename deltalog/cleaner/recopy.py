@@ -48,14 +48,18 @@ from deltalog.cleaner.task_plan import FileSlice
 from deltalog.cleaner.tasks import load_arrays, save_arrays
 from deltalog.errors import CorruptLogError
 from deltalog.log import damage
+from deltalog.log.key_hash import hashes_of, with_key_hash
 from deltalog.log.record import (
     CONTROL,
     DELETE_HORIZON,
     KEY,
+    KEY_HASH_HI,
+    KEY_HASH_LO,
     OFFSET,
     PRODUCER_ID,
     RECORD_SCHEMA,
     SEGMENT,
+    TABLE_SCHEMA,
     VALUE,
     conform,
     new_file_name,
@@ -69,13 +73,16 @@ from deltalog.storage import ParquetSink, Storage, join
 BATCH_ROWS = 65_536
 #: Directory (inside a pass's directory) of what the driver leaves for the pass's tasks while they run.
 TASKS_DIR = "_tasks"
+#: What a recopy reads and writes: the records and their key hashes (null in a file written before they existed:
+#: computed for the survivors, so the rewritten file has them, see :func:`_filter`).
+TABLE_COLUMNS = list(TABLE_SCHEMA.names)
 #: Survivors buffered before they are written (in row groups of :func:`~deltalog.log.record.row_group_rows`).
 ROW_GROUP_ROWS = 1_048_576
 #: The columns a row group's survivors are decided from: read first ...
-DECIDE_COLUMNS = (OFFSET, KEY, DELETE_HORIZON, PRODUCER_ID, CONTROL)
+DECIDE_COLUMNS = (OFFSET, KEY, KEY_HASH_HI, KEY_HASH_LO, DELETE_HORIZON, PRODUCER_ID, CONTROL)
 #: ... and the rest, read only for a row group where a record survives (or whose drops cannot be counted without
 #: them): Parquet decodes a column chunk whole, so a value is skipped only with its whole row group.
-CARRIED_COLUMNS = tuple(name for name in RECORD_SCHEMA.names if name not in DECIDE_COLUMNS)
+CARRIED_COLUMNS = tuple(name for name in TABLE_SCHEMA.names if name not in DECIDE_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -117,9 +124,11 @@ class RetainRule:
         return m.retain, m.mapped, m.is_latest
 
     def masks(self, offsets: np.ndarray, keys: pa.ChunkedArray, horizons: pa.ChunkedArray,
-              producer_ids: pa.ChunkedArray | None = None, control: pa.ChunkedArray | None = None) -> RetainMasks:
+              producer_ids: pa.ChunkedArray | None = None, control: pa.ChunkedArray | None = None,
+              hashes: tuple[pa.ChunkedArray, pa.ChunkedArray] | None = None) -> RetainMasks:
         """What :meth:`retain` decides, with the masks it decided from (markers, aborted records, expired
-        horizons), so the recopy counts what it dropped without working them out again."""
+        horizons), so the recopy counts what it dropped without working them out again. ``hashes``: the key-hash
+        columns written with the records, used for the clean section instead of hashing its keys again."""
         live = offsets >= self.log_start
         mapped = live & (offsets < self.end)
         is_latest = mapped & self.latest.contains(offsets)
@@ -129,7 +138,11 @@ class RetainRule:
             keyed = ~_null_mask(keys_clean)
             if self.keys is None:
                 raise CorruptLogError("the map's hashes are needed to clean records of the clean section")
-            hi, lo = key_hashes(keys_clean)
+            if hashes is None:
+                hi, lo = key_hashes(keys_clean)
+            else:
+                taken = pa.array(clean)
+                hi, lo = hashes_of(keys_clean, hashes[0].take(taken), hashes[1].take(taken))
             is_latest[clean] = keyed & ~self.keys.contains(hi, lo)
         if horizons.null_count == len(horizons):
             expired = np.zeros(len(offsets), dtype=bool)
@@ -273,7 +286,7 @@ def read_batches(storage: Storage, path: str, columns: list[str] | None = None, 
                 wanted = None
             for batch in source.iter_batches(batch_size=batch_rows, columns=wanted, row_groups=row_groups):
                 table = pa.Table.from_batches([batch])
-                schema = RECORD_SCHEMA if columns is None else pa.schema([RECORD_SCHEMA.field(c) for c in columns])
+                schema = RECORD_SCHEMA if columns is None else pa.schema([TABLE_SCHEMA.field(c) for c in columns])
                 yield conform(table, schema)
     except (OSError, pa.ArrowException) as e:
         raise damage.data_file_error(path, e) from None
@@ -303,7 +316,7 @@ def read_deciding(storage: Storage, path: str, rule: RetainRule, counts: RecopyC
             for i in range(meta.num_row_groups) if row_groups is None else row_groups:
                 if meta.row_group(i).num_rows > BATCH_ROWS:
                     for batch in source.iter_batches(batch_size=BATCH_ROWS, row_groups=[i]):
-                        yield conform(pa.Table.from_batches([batch])), None
+                        yield conform(pa.Table.from_batches([batch]), TABLE_SCHEMA), None
                     continue
                 head = source.read_row_group(i, columns=decide)
                 decided = conform(head, _DECIDE_SCHEMA)
@@ -313,18 +326,20 @@ def read_deciding(storage: Storage, path: str, rule: RetainRule, counts: RecopyC
                     continue
                 rest = source.read_row_group(i, columns=carried)
                 table = pa.Table.from_arrays([*head.columns, *rest.columns], names=[*decide, *carried])
-                yield conform(table), m
+                yield conform(table, TABLE_SCHEMA), m
     except (OSError, pa.ArrowException) as e:
         raise damage.data_file_error(path, e) from None
 
 
-_DECIDE_SCHEMA = pa.schema([RECORD_SCHEMA.field(c) for c in DECIDE_COLUMNS])
+_DECIDE_SCHEMA = pa.schema([TABLE_SCHEMA.field(c) for c in DECIDE_COLUMNS])
 
 
 def _decide(table: pa.Table, rule: RetainRule) -> RetainMasks:
-    """``rule``'s masks for a table holding (at least) :data:`DECIDE_COLUMNS`."""
+    """``rule``'s masks for a table holding (at least) :data:`DECIDE_COLUMNS` (the key hashes null where the file
+    has none: computed from the keys, :func:`~deltalog.log.key_hash.hashes_of`)."""
     return rule.masks(table.column(OFFSET).to_numpy(), table.column(KEY), table.column(DELETE_HORIZON),
-                      table.column(PRODUCER_ID), table.column(CONTROL))
+                      table.column(PRODUCER_ID), table.column(CONTROL),
+                      (table.column(KEY_HASH_HI), table.column(KEY_HASH_LO)))
 
 
 def _null_count(group: pq.RowGroupMetaData, leaf: int | None) -> int | None:
@@ -402,8 +417,10 @@ def _filter(table: pa.Table, rule: RetainRule, params: RecopyParams, segment: in
                                  horizon)
     if n < table.num_rows:
         table = table.filter(pa.array(retain))
-    return table.set_column(table.schema.get_field_index(SEGMENT), RECORD_SCHEMA.field(SEGMENT),
-                            pa.array(np.full(n, segment, dtype=np.int64)))
+    table = table.set_column(table.schema.get_field_index(SEGMENT), RECORD_SCHEMA.field(SEGMENT),
+                             pa.array(np.full(n, segment, dtype=np.int64)))
+    # Survivors of a file without key hashes get them here, so the next pass maps them without hashing.
+    return with_key_hash(table)
 
 
 def _null_mask(column: pa.ChunkedArray) -> np.ndarray:
@@ -452,7 +469,7 @@ class _SegmentWriter:
             first = int(table.column(OFFSET)[0].as_py())
             relative = f"{self.params.out_dir}/{new_file_name(self.segment, first)}"
             path = join(self.params.table_uri, relative)
-            self.writer = self.params.storage.open_parquet_writer(path, RECORD_SCHEMA, **parquet_write_options(table))
+            self.writer = self.params.storage.open_parquet_writer(path, TABLE_SCHEMA, **parquet_write_options(table))
             self.written.append(relative)
         self.writer.write_table(table, row_group_size=row_group_rows(table))
 

@@ -54,13 +54,15 @@ from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Tra
 from deltalog.errors import CommitConflictError, CommitOutcomeUnknownError, CorruptLogError, StorageError, plain
 from deltalog.log import damage, faults
 from deltalog.log.data_file import DataFile  # noqa: F401 - re-exported: delta.DataFile, as before
+from deltalog.log.key_hash import with_key_hash
 from deltalog.log.record import (
+    KEY_HASH_FIELDS,
     NULL_COUNT_COLUMNS,
     OFFSET,
     PRODUCER_FIELDS,
-    RECORD_SCHEMA,
     SEGMENT,
     STATS_COLUMNS,
+    TABLE_SCHEMA,
     new_file_name,
     parquet_write_options,
     row_group_rows,
@@ -148,7 +150,7 @@ def create_table(storage: Storage, uri: str, properties: Mapping[str, str], txns
     try:
         return DeltaTable.create(
             uri,
-            RECORD_SCHEMA,
+            TABLE_SCHEMA,
             mode="error",
             configuration=dict(properties),
             description=description,
@@ -229,16 +231,33 @@ def add_producer_columns(dt: DeltaTable) -> None:
     """Upgrade a table made before transactions existed: add the producer columns to its schema (one metadata
     commit; its files keep their columns and read the new ones as null). A concurrent upgrade, or any commit that
     races it, makes this raise :class:`CommitConflictError`; the caller looks again."""
+    _add_columns(dt, PRODUCER_FIELDS, "add_producer_columns", "adding the producer columns")
+
+
+def has_key_hash_columns(dt: DeltaTable) -> bool:
+    """Whether the table's schema has the key-hash columns (tables created before they existed do not)."""
+    names = {f.name for f in dt.schema().fields}
+    return all(f.name in names for f in KEY_HASH_FIELDS)
+
+
+def add_key_hash_columns(dt: DeltaTable) -> None:
+    """Upgrade a table made before the key-hash columns existed: add them to its schema, one metadata commit of
+    deltalog's own (its commit id tells :mod:`deltalog.log.foreign_commits` it is not another engine's schema
+    change). Its older files keep their columns and are hashed by the cleaner as before until a pass rewrites
+    them. A lost race raises :class:`CommitConflictError`; the caller looks again."""
+    _add_columns(dt, KEY_HASH_FIELDS, "add_key_hash_columns", "adding the key-hash columns")
+
+
+def _add_columns(dt: DeltaTable, fields: Sequence[pa.Field], operation: str, what: str) -> None:
     from deltalake.schema import Field, PrimitiveType
 
     types = {"int64": "long", "int32": "integer", "bool": "boolean", "string": "string"}
     names = {f.name for f in dt.schema().fields}
-    missing = [Field(f.name, PrimitiveType(types[str(f.type)]), nullable=True) for f in PRODUCER_FIELDS
+    missing = [Field(f.name, PrimitiveType(types[str(f.type)]), nullable=True) for f in fields
                if f.name not in names]
     if not missing:
         return
-    _metadata_commit(dt, "add_producer_columns", "adding the producer columns",
-                     lambda props: dt.alter.add_columns(missing, commit_properties=props))
+    _metadata_commit(dt, operation, what, lambda props: dt.alter.add_columns(missing, commit_properties=props))
 
 
 def data_files(dt: DeltaTable) -> list[DataFile]:
@@ -295,10 +314,15 @@ def stats_from_parquet_footer(storage: Storage, path: str) -> dict[str, Any]:
 
 
 def write_data_file(storage: Storage, table_uri: str, table: pa.Table, now_ms: int,
-                    row_group_size: int | None = None) -> AddAction:
+                    row_group_size: int | None = None, *, key_hash: bool = True) -> AddAction:
     """Write ``table`` (rows in offset order, one segment) as a new file and describe it as an add action
     (in row groups of ``row_group_size`` rows if given, else of :func:`~deltalog.log.record.row_group_rows`: small
-    enough that a read of a few records reads little, see :mod:`deltalog.log.row_groups`)."""
+    enough that a read of a few records reads little, see :mod:`deltalog.log.row_groups`). The file gets each
+    record's key hash (:func:`~deltalog.log.key_hash.with_key_hash`) unless ``table`` already carries it whole;
+    ``key_hash=False`` writes the file as deltalog did before those columns existed (the benchmarks' and tests'
+    files of an older store)."""
+    table = with_key_hash(table) if key_hash else table.drop_columns(
+        [f.name for f in KEY_HASH_FIELDS if f.name in table.column_names])
     segment = table.column(SEGMENT)[0].as_py()
     first = table.column(OFFSET)[0].as_py()
     name = new_file_name(segment, first)
@@ -366,7 +390,7 @@ def commit(
     )
     faults.point(f"{operation}:before-commit")  # inert unless the reliability harness asks (see faults)
     try:
-        dt.create_write_transaction(list(actions), mode="append", schema=RECORD_SCHEMA, commit_properties=props)
+        dt.create_write_transaction(list(actions), mode="append", schema=TABLE_SCHEMA, commit_properties=props)
     except Exception as e:  # noqa: BLE001 - any failure: the log says whether the commit landed
         resolve_commit(dt, read_version, commit_id, operation, e)
     faults.point(f"{operation}:after-commit")

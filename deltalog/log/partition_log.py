@@ -39,7 +39,7 @@ from deltalog.log import (
 )
 from deltalog.log.delta import DataFile
 from deltalog.log.producer_state import ProducerBatch, ProducerStateEntry, check_batch
-from deltalog.log.record import OFFSET, RECORD_SCHEMA, SEGMENT, Record, conform, table_to_records
+from deltalog.log.record import OFFSET, RECORD_SCHEMA, SEGMENT, TABLE_SCHEMA, Record, conform, table_to_records
 from deltalog.log.segment import Segment, build_segments
 from deltalog.storage import Storage, join
 
@@ -135,6 +135,7 @@ class PartitionLog:
         self._latest: LogSnapshot | None = None  # the last latest snapshot built, reused while the version holds
         self._next_head: tuple[int, LogHead] | None = None  # (version, head) this process's last append left
         self._watch = foreign_commits.ForeignCommitWatch()  # other engines' commits, checked up to a version
+        self._key_hash_columns = False  # whether the table's schema is known to have the key-hash columns
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.topic}-{self.partition}, {self.uri})"
@@ -288,6 +289,7 @@ class PartitionLog:
             leo = head.log_end_offset
             offsets = range(leo, leo + n)
             rows = arrow_records.with_log_columns(validated[0], offsets, base)
+            self._ensure_key_hash_columns()
             if producer is not None and producer.in_transaction:
                 self._ensure_producer_columns()
                 rows = transactions.with_producer(rows, producer.producer_id, producer.producer_epoch)
@@ -323,6 +325,18 @@ class PartitionLog:
             delta.add_producer_columns(dt)  # a lost race raises CommitConflictError: the append plans again
             self._next_head = None
 
+    def _ensure_key_hash_columns(self) -> None:
+        """Give a table made before the key-hash columns existed those columns (one metadata commit of deltalog's
+        own, once), so that its schema declares what every file written from now on holds (the records' key
+        hashes, :mod:`deltalog.log.key_hash`) and other engines' OPTIMIZE keeps them. Asked once per process."""
+        if self._key_hash_columns:
+            return
+        dt = self.table(refresh=False)
+        if not delta.has_key_hash_columns(dt):
+            delta.add_key_hash_columns(dt)  # a lost race raises CommitConflictError: the append plans again
+            self._next_head = None
+        self._key_hash_columns = True
+
     def txn_index(self, snap: LogSnapshot | None = None) -> transactions.TxnIndex:
         """The partition's ongoing and aborted transactions and its last stable offset (see
         :mod:`deltalog.log.transactions`), from the snapshot's file stats."""
@@ -346,6 +360,7 @@ class PartitionLog:
             if first is None:
                 return None
             self._ensure_producer_columns()
+            self._ensure_key_hash_columns()
             dt = self.table(refresh=False)
             base, opened, rolled = head.segment_for_append(now_ms)
             leo = head.log_end_offset
@@ -419,7 +434,8 @@ class PartitionLog:
             adds = []
             try:
                 for f in foreign:
-                    rows = conform(self.storage.parquet_file(join(self.uri, f.path)).read()).sort_by(OFFSET)
+                    rows = conform(self.storage.parquet_file(join(self.uri, f.path)).read(),
+                                   TABLE_SCHEMA).sort_by(OFFSET)  # the key hashes it has are kept
                     for seg in sorted(set(rows.column(SEGMENT).to_pylist())):
                         part = rows.filter(pc.equal(rows.column(SEGMENT), seg))
                         add = delta.write_data_file(self.storage, self.uri, part, now_ms)

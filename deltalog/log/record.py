@@ -15,8 +15,16 @@ transaction index beside each segment). Markers are never returned to applicatio
 (:mod:`deltalog.log.transactions`).
 
 Plain appends write only :data:`BASE_SCHEMA`'s columns (their files are what they were before transactions
-existed); the table's schema, and every reader, has all of :data:`RECORD_SCHEMA`, whose extra columns read as
-null from a file that lacks them (:func:`conform`).
+existed); every reader has all of :data:`RECORD_SCHEMA`, whose extra columns read as null from a file that lacks
+them (:func:`conform`).
+
+Every file deltalog writes also holds, after those, the two halves of each record's **key hash**
+(:data:`KEY_HASH_FIELDS`: the 128-bit hash of the cleaner's offset map, :mod:`deltalog.log.key_hash`; null for a
+keyless row), computed once at append and carried by the cleaner, so a cleaning pass maps the dirty section
+from the offsets and hashes alone, without reading or hashing a key again (Kafka's ``SkimpyOffsetMap`` hashes
+each key on every pass). They are the log's bookkeeping, not part of a record: the table's schema
+(:data:`TABLE_SCHEMA`) has them, but no read returns them (readers ask for :data:`RECORD_SCHEMA`'s columns), and
+a file without them (written before they existed, or rewritten by another engine) is hashed as before.
 """
 
 from __future__ import annotations
@@ -71,9 +79,19 @@ PRODUCER_FIELDS = (
     pa.field(CONTROL, pa.string()),
     pa.field(TXN_FIRST_OFFSET, pa.int64()),
 )
-#: The partition table's schema: every column a reader gets.
+#: Every column a reader gets (the table's schema, :data:`TABLE_SCHEMA`, also has the key hash).
 RECORD_SCHEMA = pa.schema([*BASE_SCHEMA, *PRODUCER_FIELDS])
 PRODUCER_COLUMNS = tuple(f.name for f in PRODUCER_FIELDS)
+
+#: The key hash's two 64-bit halves (``uint64`` bits stored as Delta ``long``; null on a keyless row). The
+#: ``_deltalog_`` prefix keeps them apart from anything a user names: records have no columns of their own, and
+#: the views and the data source's extra columns (``partition``, ``_file``, ``_row_index``) use other names.
+KEY_HASH_HI = "_deltalog_key_hash_hi"
+KEY_HASH_LO = "_deltalog_key_hash_lo"
+KEY_HASH_FIELDS = (pa.field(KEY_HASH_HI, pa.int64()), pa.field(KEY_HASH_LO, pa.int64()))
+KEY_HASH_COLUMNS = (KEY_HASH_HI, KEY_HASH_LO)
+#: The partition table's Delta schema and the columns deltalog writes: the records' and the key hash's.
+TABLE_SCHEMA = pa.schema([*RECORD_SCHEMA, *KEY_HASH_FIELDS])
 
 #: How every data file is written (appends and the cleaner alike): snappy like Spark's default, statistics on,
 #: and no dictionary encoding: keys and values are mostly distinct within a file, where pyarrow's dictionary
@@ -107,7 +125,8 @@ def parquet_write_options(table: pa.Table) -> dict[str, Any]:
 
 
 #: The Parquet leaf columns of :data:`RECORD_SCHEMA` (a per-column codec is keyed by leaf path, and a leaf left out
-#: would be written uncompressed).
+#: would be written uncompressed: the key-hash columns are left out on purpose, random 64-bit values that no codec
+#: shrinks).
 _LEAF_PATHS = (OFFSET, KEY, VALUE, f"{HEADERS}.list.element.key", f"{HEADERS}.list.element.value", TIMESTAMP, SEGMENT,
                DELETE_HORIZON, PRODUCER_ID, PRODUCER_EPOCH, CONTROL, TXN_FIRST_OFFSET)
 
