@@ -335,11 +335,11 @@ _DECIDE_SCHEMA = pa.schema([TABLE_SCHEMA.field(c) for c in DECIDE_COLUMNS])
 
 
 def _decide(table: pa.Table, rule: RetainRule) -> RetainMasks:
-    """``rule``'s masks for a table holding (at least) :data:`DECIDE_COLUMNS` (the key hashes null where the file
-    has none: computed from the keys, :func:`~deltalog.log.key_hash.hashes_of`)."""
+    """``rule``'s masks for a table holding (at least) :data:`DECIDE_COLUMNS` (key hashes absent or null where the
+    file has none: computed from the keys, :func:`~deltalog.log.key_hash.hashes_of`)."""
+    hashes = (table.column(KEY_HASH_HI), table.column(KEY_HASH_LO)) if KEY_HASH_HI in table.column_names else None
     return rule.masks(table.column(OFFSET).to_numpy(), table.column(KEY), table.column(DELETE_HORIZON),
-                      table.column(PRODUCER_ID), table.column(CONTROL),
-                      (table.column(KEY_HASH_HI), table.column(KEY_HASH_LO)))
+                      table.column(PRODUCER_ID), table.column(CONTROL), hashes)
 
 
 def _null_count(group: pq.RowGroupMetaData, leaf: int | None) -> int | None:
