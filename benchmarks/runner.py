@@ -307,11 +307,11 @@ class Bench:
 
     def _floor_memory(self) -> int:
         """What the floor holds at its peak, estimated: the log decoded (the files' uncompressed sizes, from their
-        footers) and half as much again for the group-by's key column and the survivors."""
+        footers) and a third as much again for the group-by, the offsets and the survivors."""
         if not hasattr(self, "_decoded_bytes"):
             self._decoded_bytes = sum(pq.read_metadata(p).row_group(i).total_byte_size
                                       for p in self.paths for i in range(pq.read_metadata(p).num_row_groups))
-        return int(self._decoded_bytes * 1.5)
+        return int(self._decoded_bytes * 1.3)
 
     def delta_merge(self, rnd: int) -> None:
         if self.merge_pristine is None:
