@@ -150,9 +150,9 @@ class Bench:
         self.log(f"generated {self.t.figures['generated']}")
 
     def _skip(self, name: str, reason: str) -> None:
-        """``name`` cannot run on this workload here (e.g. needs more memory than the machine has): say so in the
-        log and the figures, and time nothing."""
-        self.t.figures.setdefault("skipped", {})[name] = reason
+        """``name`` cannot run on this workload here this round (e.g. needs more memory than the machine has free):
+        say so in the log and the figures (a reason per round skipped), and time nothing."""
+        self.t.figures.setdefault("skipped", {}).setdefault(name, []).append(reason)
         self.log(f"  {name}: skipped, {reason}")
 
     def _merge_target(self) -> None:

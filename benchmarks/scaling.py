@@ -69,7 +69,13 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append(f"| {r['preset']} ({r['workload']}) | {r['records']:,} | {r['mb']:,.0f} | {r['pass']:.2f} | "
                      f"{r['pass'] / r['records'] * 1e6:.3f} | {cell('duckdb')} | {cell('floor')} | {ratio('duckdb')} | "
                      f"{ratio('floor')} | {r['load_before'][0]:.0f} / {r['load_after'][0]:.0f} |")
-    skipped = [f"{r['preset']} ({r['workload']}) {name}: {why}" for r in rows for name, why in r["skipped"].items()]
+    skipped = []
+    for r in rows:
+        for name, why in r["skipped"].items():
+            why = [why] if isinstance(why, str) else why
+            ran = sum(len(v) for k, v in r.get("rounds", {}).items() if k == name)
+            skipped.append(f"{r['preset']} ({r['workload']}) {name}: skipped in {len(why)} round(s)"
+                           f"{f' (the median is of the {ran} it ran)' if ran else ''}: {why[-1]}")
     return "\n".join(lines + ([""] + [f"- skipped: {s}" for s in skipped] if skipped else []))
 
 
