@@ -17,9 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
-
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
@@ -123,7 +121,7 @@ def check_survivors(log: PartitionLog, expected: Expected) -> None:
     got_rows = sum(s[2] for s in spans)
     if got_rows != expected.num_rows:
         raise BenchmarkFailure(f"the cleaned partition holds {got_rows} records, expected {expected.num_rows}")
-    for (_, last, _, p), (first, _, _, q) in zip(spans, spans[1:]):
+    for (_, last, _, p), (first, _, _, q) in zip(spans, spans[1:], strict=False):
         if first <= last:
             raise BenchmarkFailure(f"{p} and {q} of the cleaned partition overlap in offsets")
     mismatch = _first_difference(_batches(log, [s[3] for s in spans]), expected.batches())

@@ -78,8 +78,8 @@ def available_memory() -> int:
     return 8 << 30
 
 
-def con_limit(error: Exception) -> str:
-    """The memory limit a DuckDB out-of-memory error names (its first line)."""
+def first_line(error: Exception) -> str:
+    """An error's first line (DuckDB's out-of-memory errors name the limit there), at most 200 characters."""
     return str(error).splitlines()[0][:200]
 
 
@@ -254,7 +254,7 @@ class Bench:
             self._time("duckdb dedupe", run, check)
         except duckdb.OutOfMemoryException as e:
             con.close()
-            self._skip("duckdb dedupe", f"DuckDB ran out of memory: {con_limit(e)}")
+            self._skip("duckdb dedupe", f"DuckDB ran out of memory: {first_line(e)}")
         finally:
             shutil.rmtree(out, ignore_errors=True)
 
@@ -309,8 +309,8 @@ class Bench:
         """What the floor holds at its peak, estimated: the log decoded (the files' uncompressed sizes, from their
         footers) and a third as much again for the group-by, the offsets and the survivors."""
         if not hasattr(self, "_decoded_bytes"):
-            self._decoded_bytes = sum(pq.read_metadata(p).row_group(i).total_byte_size
-                                      for p in self.paths for i in range(pq.read_metadata(p).num_row_groups))
+            footers = [pq.read_metadata(p) for p in self.paths]
+            self._decoded_bytes = sum(m.row_group(i).total_byte_size for m in footers for i in range(m.num_row_groups))
         return int(self._decoded_bytes * 1.3)
 
     def delta_merge(self, rnd: int) -> None:

@@ -60,10 +60,10 @@ def table(rows: list[dict[str, Any]]) -> str:
              "floor (s) | pass / DuckDB | pass / floor | load before / after |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
-        def cell(key: str) -> str:
+        def cell(key: str, r: dict[str, Any] = r) -> str:
             return "skipped" if r[key] is None else f"{r[key]:.2f}"
 
-        def ratio(key: str) -> str:
+        def ratio(key: str, r: dict[str, Any] = r) -> str:
             return "" if r[key] is None else f"{r['pass'] / r[key]:.2f}x"
 
         lines.append(f"| {r['preset']} ({r['workload']}) | {r['records']:,} | {r['mb']:,.0f} | {r['pass']:.2f} | "
