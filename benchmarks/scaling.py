@@ -48,6 +48,8 @@ def measure(spark: Any, preset: str, values: str, cores: int, repeats: int, work
         "load_before": [round(x, 1) for x in load_before], "load_after": [round(x, 1) for x in os.getloadavg()],
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "minutes": round((time.monotonic() - started) / 60, 1),
         "generate_s": gen["seconds"], "rounds": t.seconds, "skipped": t.figures.get("skipped", {}),
+        # Each pass's own figures (map_ms, copy_ms, records and bytes read and written): where its time went.
+        "passes": t.figures.get("clean", []),
     }
     for key, name in (("pass", PASS), ("duckdb", DUCKDB), ("floor", FLOOR)):
         row[key] = t.median(name) if name in t.seconds else None
