@@ -79,7 +79,7 @@ def profile_pass(spark: Any, w: wl.Workload, work: str, top: int = 25) -> str:
     from deltalog.store import Store
 
     pristine = os.path.join(work, "pristine")
-    gen = wl.generate(Store(pristine, spark=spark, clock=ManualClock(wl.NOW_MS)), w)
+    gen = wl.generate(Store(pristine, spark=spark, clock=ManualClock(wl.NOW_MS), config=w.store_config()), w)
     out = [f"generated {gen}"]
     prof_dir = os.path.join(work, "task-profiles")
     os.makedirs(prof_dir)
@@ -87,7 +87,7 @@ def profile_pass(spark: Any, w: wl.Workload, work: str, top: int = 25) -> str:
     for rnd, profile_it in ((0, False), (1, True)):
         root = os.path.join(work, f"clean-{rnd}")
         shutil.copytree(pristine, root)
-        store = Store(root, spark=spark, clock=ManualClock(wl.NOW_MS + 1 + rnd))
+        store = Store(root, spark=spark, clock=ManualClock(wl.NOW_MS + 1 + rnd), config=w.store_config())
         warm_python_workers(spark).join()
         started = time.perf_counter()
         if profile_it:

@@ -163,8 +163,12 @@ def write_markdown(path: str, w: Workload, t: Timings, machine: dict[str, Any], 
         "| measured | rounds | median |",
         "|---|---|---:|",
     ]
-    for name, values in t.seconds.items():
-        lines.append(f"| {name} | {_fmt_s(values)} | {t.median(name):.2f} |")
+    for name, rounds in t.seconds.items():
+        lines.append(f"| {name} | {_fmt_s(rounds)} | {t.median(name):.2f} |")
+    for name, why in t.figures.get("skipped", {}).items():
+        lines.append(f"| {name} | skipped in {len(why)} round(s): {why[-1]} | |")
+    values = (f"{w.value_bytes}-byte random values" if w.values == "random"
+              else "JSON changelog documents (`--workload json`)")
     lines += [
         "",
         f"The last pass: {clean['records_read']:,} records read, {clean['records_written']:,} written, "

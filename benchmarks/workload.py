@@ -10,7 +10,9 @@ segment, and the cleaner checkpoint sits at its end. The rest is dirty: closed s
 The data is built with numpy and pyarrow and written as Parquet files through deltalog's own file writer
 (:func:`deltalog.log.delta.write_data_file`, the one appends use), then committed to the partition's Delta
 table in one commit with the log positions an append path would have left: a few seconds for millions
-of records, instead of minutes through ``store.append``.
+of records, instead of minutes through ``store.append``. A ``streamed`` workload (the ``large`` preset) is
+built a segment at a time (:func:`generate_streamed`), so its memory is that of one segment and the key map,
+not of the whole log.
 """
 
 from __future__ import annotations
@@ -63,6 +65,17 @@ class Workload:
     #: passes write them), ``none`` (a store written before they existed: every pass hashes the keys) or ``half``
     #: (every other file: a store part rewritten since).
     key_hash: str = "all"
+    #: Built a segment at a time (:func:`generate_streamed`): memory bounded by ``segment_records`` and ``keys``
+    #: rather than ``records``. Other bytes than the in-memory generator's for the same seed (one random stream
+    #: per segment), so the presets measured before keep theirs.
+    streamed: bool = False
+    #: ``log.cleaner.dedupe.buffer.size`` of the benchmark's stores, when Kafka's default (128 MiB: 5,033,164 keys
+    #: a pass) cannot map the dirty section's keys in one pass, as a broker with such partitions is configured.
+    dedupe_buffer_size: int | None = None
+
+    def store_config(self) -> dict[str, int]:
+        """The store config the benchmark's stores open with (empty: deltalog's defaults, Kafka's)."""
+        return {} if self.dedupe_buffer_size is None else {"log.cleaner.dedupe.buffer.size": self.dedupe_buffer_size}
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -74,9 +87,12 @@ PRESETS: dict[str, Workload] = {
     # 8+ cores, 16+ GiB.
     "medium": Workload("medium", records=20_000_000, keys=2_000_000, segment_records=1_000_000,
                        append_records=1_000_000, append_batch=50_000),
-    # A real machine: 32+ cores, 64+ GiB; the map no longer fits one pass at Kafka's default buffer.
-    "large": Workload("large", records=200_000_000, keys=20_000_000, segment_records=5_000_000,
-                      append_records=5_000_000, append_batch=100_000),
+    # 50 M records in the log (84 M appends, 8.4 M keys: the medium preset's shape, 4.2x), 5.9 GB of files with
+    # random values; generated a segment at a time, so it builds on a 24 GiB machine. Its 8.4 M dirty keys need a
+    # 256 MiB dedupe buffer for one pass (Kafka's default 128 MiB maps 5,033,164).
+    "large": Workload("large", records=84_000_000, keys=8_400_000, segment_records=1_000_000,
+                      append_records=1_000_000, append_batch=50_000, streamed=True,
+                      dedupe_buffer_size=268_435_456),
     # Seconds; for trying the harness itself.
     "tiny": Workload("tiny", records=100_000, keys=10_000, segment_records=20_000,
                      append_records=20_000, append_batch=5_000),
@@ -252,6 +268,8 @@ class Generated:
 
 def generate(store: Store, w: Workload) -> Generated:
     """Create topic ``bench`` (1 partition, compact, segment.bytes 1 GiB) in ``store`` holding ``w``."""
+    if w.streamed:
+        return generate_streamed(store, w)
     rng = np.random.default_rng(w.seed)
     n = w.records
     key_ids = rng.integers(0, w.keys, n, dtype=np.int64)
@@ -320,3 +338,82 @@ def append_batches(w: Workload) -> list[pa.Table]:
     values = workload_values(w, rng, key_ids, tombstone)
     table = record_table(np.arange(n, dtype=np.int64), workload_keys(w, key_ids), values, np.zeros(n, np.int64))
     return [table.slice(lo, w.append_batch) for lo in range(0, n, w.append_batch)]
+
+
+def _segment_draws(w: Workload, index: int, n: int) -> tuple[np.random.Generator, np.ndarray, np.ndarray]:
+    """The ``index``-th segment's own random stream (seeded by the workload's seed and the index, so any segment can
+    be drawn again alone) and its first draws: the key ids and the tombstone flags of its ``n`` appends."""
+    rng = np.random.default_rng([w.seed, index])
+    return rng, rng.integers(0, w.keys, n, dtype=np.int64), rng.random(n) < w.tombstone_fraction
+
+
+def generate_streamed(store: Store, w: Workload) -> Generated:
+    """:func:`generate`'s log (the same shape: a cleaned prefix holding the latest record of each key among the
+    first appends, then closed dirty segments of ``segment_records``), built one segment of appends at a time.
+
+    Memory: one segment's records and a latest-append index per key (8 bytes a key), whatever ``records`` is. The
+    prefix is drawn twice: first only its key ids, to find each key's latest append among them; then again (the
+    same streams), keeping those appends and drawing values for them alone. Each file is written as soon as it is
+    full. The prefix must be whole segments (``records * (1 - dirty_fraction)`` a multiple of ``segment_records``).
+    """
+    n, size = w.records, w.segment_records
+    prefix = int(round(n * (1.0 - w.dirty_fraction)))
+    if prefix % size:
+        raise ValueError(f"a streamed workload's clean prefix ({prefix:,} appends) must be whole segments of "
+                         f"{size:,} records")
+    store.create_topic(TOPIC, 1, config={"cleanup.policy": "compact", "segment.bytes": 1 << 30})
+    log = store.log(TOPIC, 0)
+    adds = []
+    starts = range(0, n, size)
+    latest = np.full(w.keys, -1, dtype=np.int64)
+    for index, lo in enumerate(starts[:prefix // size]):
+        _, key_ids, _ = _segment_draws(w, index, size)
+        keys, last_in_rev = np.unique(key_ids[::-1], return_index=True)
+        latest[keys] = lo + size - 1 - last_in_rev  # segments in order: a later append of a key overwrites
+    pending: list[pa.Table] = []
+    pending_rows = clean_records = 0
+    horizon_ms = NOW_MS + DELETE_RETENTION_MS // 2
+
+    def flush(final: bool) -> None:
+        nonlocal pending, pending_rows
+        if not pending:
+            return
+        table = pa.concat_tables(pending)
+        full = table.num_rows if final else table.num_rows - table.num_rows % size
+        for lo in range(0, full, size):
+            adds.append(delta.write_data_file(log.storage, log.uri, table.slice(lo, min(size, full - lo)), NOW_MS))
+        pending = [table.slice(full)] if full < table.num_rows else []
+        pending_rows = table.num_rows - full
+
+    for index, lo in enumerate(starts[:prefix // size]):
+        rng, key_ids, tombstone = _segment_draws(w, index, size)
+        offsets = np.arange(lo, lo + size, dtype=np.int64)
+        keep = latest[key_ids] == offsets
+        kept_ids, kept_tomb = key_ids[keep], tombstone[keep]
+        horizon = pa.array(np.full(len(kept_ids), horizon_ms), pa.int64(), mask=~kept_tomb)
+        pending.append(record_table(offsets[keep], workload_keys(w, kept_ids),
+                                    workload_values(w, rng, kept_ids, kept_tomb), np.zeros(len(kept_ids), np.int64),
+                                    horizon))
+        pending_rows += len(kept_ids)
+        clean_records += len(kept_ids)
+        if pending_rows >= size:
+            flush(final=False)
+    flush(final=True)
+    del latest
+    for index, lo in enumerate(starts[prefix // size:], start=prefix // size):
+        hi = min(lo + size, n)
+        rng, key_ids, tombstone = _segment_draws(w, index, hi - lo)
+        table = record_table(np.arange(lo, hi, dtype=np.int64), workload_keys(w, key_ids),
+                             workload_values(w, rng, key_ids, tombstone), np.full(hi - lo, lo, np.int64))
+        adds.append(delta.write_data_file(log.storage, log.uri, table, NOW_MS))
+    txns = {
+        delta.TXN_LOG_END_OFFSET: n,
+        delta.TXN_ACTIVE_SEGMENT: n,
+        delta.TXN_ACTIVE_SEGMENT_BYTES: 0,
+        delta.TXN_ACTIVE_SEGMENT_OPENED: NOW_MS,
+    }
+    if prefix:
+        txns[delta.TXN_CLEANER_CHECKPOINT] = prefix
+    delta.commit(log.table(), adds, txns=txns, operation="append", metadata={"records": n, "benchmark": w.name})
+    return Generated(log_end_offset=n, first_dirty_offset=prefix, clean_records=clean_records,
+                     dirty_records=n - prefix, bytes=sum(a.size for a in adds), files=len(adds))
