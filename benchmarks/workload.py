@@ -18,6 +18,7 @@ not of the whole log.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -304,6 +305,12 @@ def generate(store: Store, w: Workload) -> Generated:
         seg = np.full(hi - lo, lo, np.int64)
         table = record_table(offsets[lo:hi], keys.slice(lo, hi - lo), values.slice(lo, hi - lo), seg)
         adds.append(delta.write_data_file(log.storage, log.uri, table, NOW_MS, key_hash=_hashed(w, len(adds))))
+    return _commit_generated(log, w, adds, n, prefix, clean_records)
+
+
+def _commit_generated(log: Any, w: Workload, adds: list[Any], n: int, prefix: int, clean_records: int) -> Generated:
+    """Commit the generated files in one Delta commit with the log positions the append path would have left
+    (log end, the active segment empty at the end, the cleaner checkpoint after the clean prefix)."""
     txns = {
         delta.TXN_LOG_END_OFFSET: n,
         delta.TXN_ACTIVE_SEGMENT: n,
@@ -313,14 +320,8 @@ def generate(store: Store, w: Workload) -> Generated:
     if prefix:
         txns[delta.TXN_CLEANER_CHECKPOINT] = prefix
     delta.commit(log.table(), adds, txns=txns, operation="append", metadata={"records": n, "benchmark": w.name})
-    return Generated(
-        log_end_offset=n,
-        first_dirty_offset=prefix,
-        clean_records=clean_records,
-        dirty_records=n - prefix,
-        bytes=sum(a.size for a in adds),
-        files=len(adds),
-    )
+    return Generated(log_end_offset=n, first_dirty_offset=prefix, clean_records=clean_records,
+                     dirty_records=n - prefix, bytes=sum(a.size for a in adds), files=len(adds))
 
 
 def _hashed(w: Workload, index: int) -> bool:
@@ -381,7 +382,8 @@ def generate_streamed(store: Store, w: Workload) -> Generated:
         table = pa.concat_tables(pending)
         full = table.num_rows if final else table.num_rows - table.num_rows % size
         for lo in range(0, full, size):
-            adds.append(delta.write_data_file(log.storage, log.uri, table.slice(lo, min(size, full - lo)), NOW_MS))
+            adds.append(delta.write_data_file(log.storage, log.uri, table.slice(lo, min(size, full - lo)), NOW_MS,
+                                              key_hash=_hashed(w, len(adds))))
         pending = [table.slice(full)] if full < table.num_rows else []
         pending_rows = table.num_rows - full
 
@@ -405,15 +407,5 @@ def generate_streamed(store: Store, w: Workload) -> Generated:
         rng, key_ids, tombstone = _segment_draws(w, index, hi - lo)
         table = record_table(np.arange(lo, hi, dtype=np.int64), workload_keys(w, key_ids),
                              workload_values(w, rng, key_ids, tombstone), np.full(hi - lo, lo, np.int64))
-        adds.append(delta.write_data_file(log.storage, log.uri, table, NOW_MS))
-    txns = {
-        delta.TXN_LOG_END_OFFSET: n,
-        delta.TXN_ACTIVE_SEGMENT: n,
-        delta.TXN_ACTIVE_SEGMENT_BYTES: 0,
-        delta.TXN_ACTIVE_SEGMENT_OPENED: NOW_MS,
-    }
-    if prefix:
-        txns[delta.TXN_CLEANER_CHECKPOINT] = prefix
-    delta.commit(log.table(), adds, txns=txns, operation="append", metadata={"records": n, "benchmark": w.name})
-    return Generated(log_end_offset=n, first_dirty_offset=prefix, clean_records=clean_records,
-                     dirty_records=n - prefix, bytes=sum(a.size for a in adds), files=len(adds))
+        adds.append(delta.write_data_file(log.storage, log.uri, table, NOW_MS, key_hash=_hashed(w, len(adds))))
+    return _commit_generated(log, w, adds, n, prefix, clean_records)
