@@ -85,6 +85,8 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
         "cleaner reset-uncleanable": ["cleaner", "reset-uncleanable", "extra"],
         "cleaner run": ["cleaner", "run", "--once", "--no-vacuum"],
         "doctor": ["doctor", "--no-spark"],
+        "configs": ["configs", "--alter", "--entity-type", "users", "--entity-name", "alice", "--add-config",
+                    "SCRAM-SHA-256=[iterations=4096,password=alice-secret]"],
         "demo": ["demo", "--store", str(tmp_path / "demo")],
     }
     # `serve` runs until SIGTERM: its JSON health line is tested with the process (tests/test_endpoint.py)
@@ -126,6 +128,7 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
     assert shapes["clean"][0]["topic"] == "t" and shapes["topics delete"] == [{"topic": "extra2", "deleted": True}]
     assert shapes["check"][0]["success"] is True and "ok" in shapes["doctor"][0]
     assert shapes["demo"][0]["offsets"] == list(range(9))
+    assert shapes["configs"] and all(isinstance(o, dict) for o in shapes["configs"])
     assert [(o["topic"], o["partition"], o["error_type"]) for o in shapes["cleaner reset-uncleanable"]] == [
         ("extra", 1, "RuntimeError")]
     code, out, _ = run(capsys, "--store", root, "cleaner", "run", "--once", "--no-vacuum", "--output", "text")
