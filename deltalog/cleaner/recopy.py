@@ -73,9 +73,6 @@ from deltalog.storage import ParquetSink, Storage, join
 BATCH_ROWS = 65_536
 #: Directory (inside a pass's directory) of what the driver leaves for the pass's tasks while they run.
 TASKS_DIR = "_tasks"
-#: What a recopy reads and writes: the records and their key hashes (null in a file written before they existed:
-#: computed for the survivors, so the rewritten file has them, see :func:`_filter`).
-TABLE_COLUMNS = list(TABLE_SCHEMA.names)
 #: Survivors buffered before they are written (in row groups of :func:`~deltalog.log.record.row_group_rows`).
 ROW_GROUP_ROWS = 1_048_576
 #: The columns a row group's survivors are decided from: read first ...
