@@ -15,8 +15,9 @@ there by the caller, and the tasks that need it read it (:func:`save_arrays`, :f
 
 from __future__ import annotations
 
-import io
+import json
 import pickle
+import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -24,6 +25,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
+from deltalog.errors import CorruptLogError
 from deltalog.storage import Storage, join
 
 P = TypeVar("P")
@@ -81,14 +83,47 @@ def _run_indexes(fn: Callable[[Any], Any], source: tuple[Storage | None, tuple[A
                                              schema=_RESULT_SCHEMA)
 
 
+#: The layout of :func:`save_arrays`' files: this line, a 4-byte little-endian header length, the JSON header
+#: (each array's name, dtype, shape and byte offset), then the arrays' raw bytes, each at a 64-byte boundary.
+_ARRAYS_MAGIC = b"deltalog-arrays-1\n"
+_ALIGN = 64
+
+
 def save_arrays(storage: Storage, location: str, **arrays: np.ndarray) -> None:
-    """Write numpy arrays the tasks share to ``location`` (an uncompressed ``.npz``), once, from the driver."""
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    storage.write_bytes(location, buffer.getvalue())
+    """Write numpy arrays to ``location`` as their raw bytes behind a small header, once.
+
+    Not ``np.savez``: its zip container checksums and copies every array on both sides (for pass 1's five partial
+    maps of ~30 MB each, ~0.24 s in the tasks and ~0.25 s on the driver at the medium preset); these files live for
+    one pass, are read by the same version that wrote them, and :func:`load_arrays` maps them without a copy."""
+    entries, chunks, at = [], [], 0
+    for name, array in arrays.items():
+        array = np.ascontiguousarray(array)
+        entries.append([name, array.dtype.str, list(array.shape), at])
+        chunks.append(array)
+        at += -(-array.nbytes // _ALIGN) * _ALIGN
+    header = json.dumps(entries).encode()
+    start = -(-(len(_ARRAYS_MAGIC) + 4 + len(header)) // _ALIGN) * _ALIGN
+    buffer = bytearray(start + at)
+    buffer[:len(_ARRAYS_MAGIC)] = _ARRAYS_MAGIC
+    buffer[len(_ARRAYS_MAGIC):len(_ARRAYS_MAGIC) + 4] = struct.pack("<I", len(header))
+    buffer[len(_ARRAYS_MAGIC) + 4:len(_ARRAYS_MAGIC) + 4 + len(header)] = header
+    for (_, _, _, offset), array in zip(entries, chunks, strict=True):
+        buffer[start + offset:start + offset + array.nbytes] = array.reshape(-1).view(np.uint8).data
+    storage.write_bytes(location, bytes(buffer))
 
 
 def load_arrays(storage: Storage, location: str) -> dict[str, np.ndarray]:
-    """The arrays :func:`save_arrays` wrote, read in a task (or on the driver)."""
-    with np.load(io.BytesIO(storage.read_bytes(location))) as f:
-        return {name: f[name] for name in f.files}
+    """The arrays :func:`save_arrays` wrote, read in a task (or on the driver): views of the bytes read, read-only."""
+    data = storage.read_bytes(location)
+    if not data.startswith(_ARRAYS_MAGIC):
+        raise CorruptLogError(f"{location} is not a file of arrays this version of deltalog wrote (a pass's own "
+                              "working file, changed or replaced while the pass ran)")
+    size = struct.unpack_from("<I", data, len(_ARRAYS_MAGIC))[0]
+    body = len(_ARRAYS_MAGIC) + 4
+    start = -(-(body + size) // _ALIGN) * _ALIGN
+    out = {}
+    for name, dtype, shape, offset in json.loads(data[body:body + size]):
+        dt = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        out[name] = np.frombuffer(data, dtype=dt, count=count, offset=start + offset).reshape(shape)
+    return out
