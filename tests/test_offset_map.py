@@ -94,6 +94,28 @@ def test_partial_maps_merge_to_the_latest_and_first_offset_of_every_hash(keys, d
     assert merged[0].tolist() == sorted(merged[0].tolist())  # by high half, as MapKeys looks them up
 
 
+@pytest.mark.parametrize("order", ["ascending", "shuffled"])
+def test_reduce_keeps_the_latest_and_first_offset_when_hashes_share_their_top_bits(order):
+    """The packed sort groups by the high half's top bits: keys that share them (forced here, by high halves that
+    differ only in their low bits, and by equal high halves with different low halves) are still told apart, and
+    offsets in any order (another engine's file) give the same answer as offsets in order."""
+    rng = np.random.default_rng(11)
+    n = 20_000
+    hi = (rng.integers(0, 4, n).astype(np.uint64) << np.uint64(62)) | rng.integers(0, 64, n).astype(np.uint64)
+    lo = rng.integers(0, 3, n).astype(np.uint64)
+    offsets = np.arange(n, dtype=np.int64) * 2 + 5
+    if order == "shuffled":
+        rng.shuffle(offsets)
+    got_hi, got_lo, latest, first = _reduce(hi, lo, offsets, True)
+    expected: dict[tuple[int, int], tuple[int, int]] = {}
+    for h, lw, o in zip(hi.tolist(), lo.tolist(), offsets.tolist(), strict=True):
+        e = expected.get((h, lw))
+        expected[(h, lw)] = (o, o) if e is None else (max(e[0], o), min(e[1], o))
+    got = {(int(a), int(b)): (int(x), int(y)) for a, b, x, y in zip(got_hi, got_lo, latest, first, strict=True)}
+    assert got == expected
+    assert np.all(got_hi[1:] >= got_hi[:-1])
+
+
 def _slice(i: int, size: int) -> FileSlice:
     return FileSlice(f"f{i}.parquet", size, 10 * i, 10 * i + 9)
 

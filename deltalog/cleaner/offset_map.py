@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 
 from deltalog.cleaner.key_hash import key_hashes
 from deltalog.cleaner.offset_bitmap import OffsetBitmap
-from deltalog.cleaner.task_plan import FileSlice, plan_runs
+from deltalog.cleaner.task_plan import MIN_TASK_BYTES, FileSlice, plan_runs
 from deltalog.cleaner.tasks import load_arrays, run_tasks, save_arrays
 from deltalog.log import damage
 from deltalog.log.key_hash import footer_has_key_hash
@@ -57,6 +57,10 @@ if TYPE_CHECKING:
 
 #: Bytes of one entry: two 64-bit hash halves and a 64-bit offset, as Kafka's 16-byte MD5 and 8-byte offset.
 ENTRY_BYTES = 24
+#: Records of a pass-1 task at most: it holds ~100 bytes a record at its peak (the three columns read, their
+#: concatenation, the sort's packed words and gathers), so ~600 MB. The medium benchmark preset's 10 M dirty records
+#: are then two tasks on two cores, one wave (five tasks by bytes took three waves, one of them on one core).
+MAP_TASK_RECORDS = 6_000_000
 
 
 @dataclass(frozen=True)
@@ -190,7 +194,11 @@ def _run(spark: SparkSession, task: _MapTask, files: Sequence[DataFile]) -> list
     wanted = [f for f in files if f.max_offset >= task.start and f.min_offset < task.stop]
     if not wanted:
         return []
-    runs = [tuple(run) for run in plan_runs(task.storage, task.table_uri, wanted, default_parallelism(spark))]
+    # A task holds its run's offsets and hashes (24 bytes a record) and the sort's working arrays: bound its records.
+    records, size = sum(f.num_records for f in wanted), sum(f.size_bytes for f in wanted)
+    max_bytes = max(MIN_TASK_BYTES, int(MAP_TASK_RECORDS * size / max(records, 1)))
+    runs = [tuple(run) for run in plan_runs(task.storage, task.table_uri, wanted, default_parallelism(spark),
+                                            max_bytes=max_bytes)]
     try:
         spilled = run_tasks(spark, partial(_map_run, task), runs, storage=task.storage, work_dir=task.spill_dir)
         return [_load(task.storage, path) for path in spilled]
@@ -256,30 +264,58 @@ def _reduce(hi: np.ndarray, lo: np.ndarray, offsets: np.ndarray, with_first: boo
             first: np.ndarray | None = None) -> Partial:
     """One entry per key hash, sorted by the high half: its latest offset (and first, if asked).
 
-    An Arrow hash group-by over both halves (C++: 21 ms for 375k entries against 30 ms for a sort of
-    them), then a sort of the (fewer) groups, done here in the task so the driver only merges sorted
-    runs. ``first``, when given, holds each input entry's own first offset (merging partial maps); else it
-    is ``offsets``.
+    A sort, not a hash group-by: each row's index is packed into the low bits of its high half and the packed
+    words sorted as plain ``uint64`` (numpy's SIMD sort: ~10 ms for 2 M words, where Arrow's hash group-by over
+    both halves took ~210 ms and an ``argsort`` ~55 ms), so rows of one key end up adjacent and the result comes out
+    sorted by the high half, as the driver's merge and :class:`MapKeys` need. The index bits replace the high
+    half's low bits only in the sort: each row's own halves are gathered back and compared, and the rare run of
+    equal truncated halves that holds two keys is ordered by both halves (:func:`_split_shared_runs`). ``first``,
+    when given, holds each input entry's own first offset (merging partial maps); else it is ``offsets``.
+    The same function merges the tasks' partial maps on the driver (:func:`_merge`).
     """
-    columns = {"hi": hi, "lo": lo, "latest": offsets}
-    aggregates = [("latest", "max")]
-    if with_first:
-        columns["first"] = offsets if first is None else first
-        aggregates.append(("first", "min"))
-    grouped = pa.table(columns).group_by(["hi", "lo"], use_threads=False).aggregate(aggregates)
-    g_hi = grouped.column("hi").to_numpy()
-    order = np.argsort(g_hi)
-    firsts = grouped.column("first_min").to_numpy()[order] if with_first else None
-    return g_hi[order], grouped.column("lo").to_numpy()[order], grouped.column("latest_max").to_numpy()[order], firsts
+    n = len(hi)
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return hi.astype(np.uint64), lo.astype(np.uint64), empty, (empty if with_first else None)
+    bits = max(1, (n - 1).bit_length())
+    mask = np.uint64((1 << bits) - 1)
+    packed = (hi.astype(np.uint64, copy=False) & ~mask) | np.arange(n, dtype=np.uint64)
+    packed.sort()
+    index = (packed & mask).astype(np.intp)
+    hs, ls = hi[index], lo[index]
+    change = (hs[1:] != hs[:-1]) | (ls[1:] != ls[:-1])
+    runs = np.diff(packed >> np.uint64(bits)) != 0
+    if np.any(change & ~runs):
+        index, hs, ls = _split_shared_runs(index, hs, ls, runs)
+        change = (hs[1:] != hs[:-1]) | (ls[1:] != ls[:-1])
+    starts = np.flatnonzero(np.concatenate(([True], change)))
+    if first is None and bool(np.all(offsets[1:] > offsets[:-1])):
+        # A task's rows in offset order (deltalog's own files): each key's rows are in index order, so its latest
+        # offset is its last row's and its first its first row's; no gather of every row's offset.
+        ends = np.append(starts[1:], n) - 1
+        return hs[starts], ls[starts], offsets[index[ends]], (offsets[index[starts]] if with_first else None)
+    latest = np.maximum.reduceat(offsets[index], starts)
+    firsts = np.minimum.reduceat((offsets if first is None else first)[index], starts) if with_first else None
+    return hs[starts], ls[starts], latest, firsts
+
+
+def _split_shared_runs(index: np.ndarray, hs: np.ndarray, ls: np.ndarray,
+                       runs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Order by (high half, low half, index) the runs of equal truncated high halves that hold more than one key
+    (a few a sort at most: two of a million keys share their top ~40 bits about once), leaving the rest."""
+    starts = np.flatnonzero(np.concatenate(([True], runs)))
+    ends = np.append(starts[1:], len(index))
+    mixed = (hs[1:] != hs[:-1]) | (ls[1:] != ls[:-1])
+    for run in np.unique(np.searchsorted(starts, np.flatnonzero(mixed & ~runs) + 1, side="right") - 1):
+        a, b = starts[run], ends[run]
+        order = np.lexsort((index[a:b], ls[a:b], hs[a:b]))
+        index[a:b], hs[a:b], ls[a:b] = index[a:b][order], hs[a:b][order], ls[a:b][order]
+    return index, hs, ls
 
 
 def _merge(partials: list[Partial]) -> Partial:
-    """The tasks' partial maps (each sorted by the high half) merged into one, sorted by the high half.
-
-    A stable sort of the concatenation merges the sorted runs (30 ms for 2.4 M entries, against 260 ms
-    for unsorted ones), and equal high halves are then adjacent. Two different keys sharing a high half
-    (about once in 10^6 maps of 5 M keys) take a group-by over both halves instead.
-    """
+    """The tasks' partial maps merged into one, sorted by the high half: the latest (and first) offset of each
+    hash over all of them, by the same packed sort as each task's :func:`_reduce`."""
     if not partials:
         empty_u, empty_i = np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
         return empty_u, empty_u, empty_i, empty_i
@@ -288,12 +324,4 @@ def _merge(partials: list[Partial]) -> Partial:
     with_first = all(p[3] is not None for p in partials)
     hi, lo, latest = (np.concatenate([p[i] for p in partials]) for i in range(3))
     first = np.concatenate([p[3] for p in partials]) if with_first else None
-    if len(hi) == 0:
-        return hi, lo, latest, first
-    order = np.argsort(hi, kind="stable")
-    hi_s, lo_s = hi[order], lo[order]
-    starts = np.flatnonzero(np.concatenate(([True], hi_s[1:] != hi_s[:-1])))
-    if np.any(np.minimum.reduceat(lo_s, starts) != np.maximum.reduceat(lo_s, starts)):
-        return _reduce(hi, lo, latest, with_first, first)
-    firsts = np.minimum.reduceat(first[order], starts) if first is not None else None
-    return hi_s[starts], lo_s[starts], np.maximum.reduceat(latest[order], starts), firsts
+    return _reduce(hi, lo, latest, with_first, first)
