@@ -49,7 +49,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -68,7 +68,7 @@ from deltalog.cleaner.recopy import (
     recopy_chunk,
     save_keys,
 )
-from deltalog.cleaner.task_plan import plan_runs
+from deltalog.cleaner.task_plan import FileSlice, plan_runs
 from deltalog.cleaner.tasks import INLINE_PAYLOAD_BYTES, run_tasks
 from deltalog.cleaner.txn_plan import TxnCleaning, plan_txn_cleaning
 from deltalog.config import StoreConfig
@@ -391,7 +391,8 @@ class Cleaner:
                 files.append(f)
         if not files:
             return [], counts
-        runs = plan_runs(params.storage, params.table_uri, files, default_parallelism(self.spark))
+        runs = plan_runs(params.storage, params.table_uri, files, default_parallelism(self.spark),
+                         max_bytes=COPY_TASK_BYTES, cost=_copy_cost(offset_map, params.first_dirty))
         chunks = [
             RecopyChunk(tuple((piece, name_of[piece.path]) for piece in run),
                         offset_map.latest.slice(run[0].min_offset, run[-1].max_offset + 1),
@@ -429,6 +430,28 @@ class Cleaner:
         elapsed = time.monotonic() - started
         if wanted > elapsed:
             time.sleep(wanted - elapsed)
+
+
+#: Input bytes of a pass-2 task at most. A task streams its slices a row group at a time (its memory does not grow
+#: with its share), so this only keeps a retried task short; pass 2 is one wave of one task a core below it.
+COPY_TASK_BYTES = 4 << 30
+
+
+def _copy_cost(offset_map: OffsetMap, first_dirty: int) -> Callable[[FileSlice], float]:
+    """What a pass-2 task spends on a slice, for balancing the runs: its bytes, read, and again for the share of them
+    it writes (measured at the medium benchmark preset: writing a record costs about what reading one does, on random
+    and JSON values alike). Dirty records survive where the map holds their offset, and the latest records cluster at
+    the log's end, so the runs of the last files write most. A clean record survives unless its key is mapped, which
+    the driver cannot count without the lookups: its slices are weighed as read, with their lookups (a fifth more)."""
+    latest = np.sort(offset_map.offsets)
+
+    def cost(s: FileSlice) -> float:
+        if s.min_offset < first_dirty:
+            return s.size_bytes * 1.2
+        a, b = np.searchsorted(latest, [s.min_offset, s.max_offset + 1])
+        return s.size_bytes * (1.0 + (b - a) / max(s.max_offset - s.min_offset + 1, 1))
+
+    return cost
 
 
 def _first_survivor(storage: Storage, table_uri: str, group: Sequence[Segment], rule: RetainRule) -> int | None:

@@ -10,7 +10,7 @@ offset statistics, stays whole.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 #: Bounds of a task's share of the input: at least this much (fewer, bigger tasks on small inputs) ...
 MIN_TASK_BYTES = 8 << 20
-#: ... and at most this much (more tasks than cores on big inputs, so a task's memory stays bounded).
+#: ... and at most this much (more tasks than cores on big inputs, so a task's memory stays bounded). Callers whose
+#: tasks hold less than their input (pass 2 streams a row group at a time) give their own bound.
 MAX_TASK_BYTES = 256 << 20
 
 
@@ -41,37 +42,44 @@ class FileSlice:
 
 
 def plan_runs(storage: Storage, table_uri: str, files: Sequence[DataFile], cores: int,
-              min_bytes: int = MIN_TASK_BYTES, max_bytes: int = MAX_TASK_BYTES) -> list[list[FileSlice]]:
-    """``files`` (in offset order) as runs of slices, one Spark task each."""
+              min_bytes: int = MIN_TASK_BYTES, max_bytes: int = MAX_TASK_BYTES,
+              cost: Callable[[FileSlice], float] | None = None) -> list[list[FileSlice]]:
+    """``files`` (in offset order) as runs of slices, one Spark task each (see :func:`runs_of`)."""
     if not files:
         return []
     total = sum(f.size_bytes for f in files)
-    share = min(max_bytes, max(min_bytes, total // max(cores, 1)))
+    # Slices small enough that a full wave of runs can be balanced (a few per run), and no bigger than a task.
+    share = min(max_bytes, max(min_bytes, total // max(8 * cores, 1)))
     slices: list[FileSlice] = []
     for f in files:
         slices.extend(_split(storage, table_uri, f, share) if f.size_bytes > share else [_whole(f)])
-    return runs_of(slices, cores, min_bytes, max_bytes)
+    return runs_of(slices, cores, min_bytes, max_bytes, cost)
 
 
 def runs_of(slices: Sequence[FileSlice], cores: int, min_bytes: int = MIN_TASK_BYTES,
-            max_bytes: int = MAX_TASK_BYTES) -> list[list[FileSlice]]:
+            max_bytes: int = MAX_TASK_BYTES, cost: Callable[[FileSlice], float] | None = None) -> list[list[FileSlice]]:
     """``slices`` (in offset order) cut into runs of consecutive slices.
 
-    As many runs as the session has cores (one wave of tasks: a third task on two cores doubled the
-    time of a pass 1 on the small benchmark preset), more when a run would exceed ``max_bytes``, fewer
-    when one would stay under ``min_bytes``; runs are balanced by bytes (a slice goes to the run its
-    middle byte falls in).
+    As many runs as the session has cores (one wave of tasks: a third task on two cores doubled the time of a pass 1
+    on the small benchmark preset), more when a run would exceed ``max_bytes`` (then a whole number of waves: 5 runs
+    on 2 cores left one core idle for the last run's time, 6 do not), fewer when one would stay under ``min_bytes``.
+    Runs are balanced by ``cost`` (default: bytes; a slice goes to the run its middle falls in): pass 2 weighs a
+    slice by the records it will write too, which are not spread evenly over the log.
     """
     if not slices:
         return []
-    total = max(sum(s.size_bytes for s in slices), 1)
-    n = max(max(cores, 1), -(-total // max_bytes))
-    n = max(1, min(n, -(-total // min_bytes), len(slices)))
+    cores = max(cores, 1)
+    total_bytes = max(sum(s.size_bytes for s in slices), 1)
+    n = max(cores, -(-total_bytes // max_bytes))
+    n = -(-n // cores) * cores
+    n = max(1, min(n, -(-total_bytes // min_bytes), len(slices)))
+    weights = [float(cost(s)) if cost is not None else float(s.size_bytes) for s in slices]
+    total = max(sum(weights), 1e-9)
     runs: list[list[FileSlice]] = [[] for _ in range(n)]
-    done = 0
-    for s in slices:
-        runs[min(n - 1, int((done + s.size_bytes / 2) * n / total))].append(s)
-        done += s.size_bytes
+    done = 0.0
+    for s, w in zip(slices, weights, strict=True):
+        runs[min(n - 1, int((done + w / 2) * n / total))].append(s)
+        done += w
     return [run for run in runs if run]
 
 
