@@ -110,7 +110,7 @@ def test_hashes_and_payloads_through_storage_give_the_same_log(tmp_path, spark, 
     monkeypatch.setattr(tasks.Storage, "write_bytes", recording_write)
     connect = _store(str(tmp_path / "connect"), None, connect_spark)
     connect_passes = _history(connect)
-    assert [w for w in written if w.endswith("/_tasks/keys.npz")]
+    assert [w for w in written if w.endswith("/_tasks/keys.arrays")]
     assert [w for w in written if "/_tasks/task-" in w] and [w for w in written if "/_map/task-" in w]
     assert _figures(connect_passes) == _figures(classic_passes)
     assert _log(connect) == _log(classic)

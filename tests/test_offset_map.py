@@ -94,6 +94,47 @@ def test_partial_maps_merge_to_the_latest_and_first_offset_of_every_hash(keys, d
     assert merged[0].tolist() == sorted(merged[0].tolist())  # by high half, as MapKeys looks them up
 
 
+def test_partial_maps_merge_by_ranges_of_high_halves_on_threads(monkeypatch):
+    """The driver's merge cut into many ranges (here a few entries each, on threads): the same latest and first offset
+    of every hash as one reduction of everything, sorted by the high half; crowded high halves fall in one range."""
+    from deltalog.cleaner import offset_map
+
+    rng = np.random.default_rng(5)
+    n = 3_000
+    hi = (rng.integers(0, 8, n).astype(np.uint64) << np.uint64(61)) | rng.integers(0, 50, n).astype(np.uint64)
+    lo = rng.integers(0, 3, n).astype(np.uint64)
+    offsets = np.arange(n, dtype=np.int64)
+    partials = [_reduce(hi[a:a + 500], lo[a:a + 500], offsets[a:a + 500], True) for a in range(0, n, 500)]
+    whole = _merge(partials)
+    monkeypatch.setattr(offset_map, "MERGE_RANGE_ENTRIES", 8)
+    ranged = _merge(partials)
+    for a, b in zip(whole, ranged, strict=True):
+        assert np.array_equal(a, b)
+    assert ranged[0].tolist() == sorted(ranged[0].tolist())
+
+
+@pytest.mark.parametrize("n", [1, 7, 5_000])
+def test_map_keys_contains_what_a_set_contains(n):
+    """The bucket walk against a Python set: crowded buckets (high halves that share their top bits), equal high
+    halves with several low halves, queries below, inside and past every bucket; and the keys pickle without their
+    directory and answer the same after."""
+    import pickle
+
+    rng = np.random.default_rng(n)
+    hi = np.sort((rng.integers(0, 3, n).astype(np.uint64) << np.uint64(62)) | rng.integers(0, 40, n).astype(np.uint64))
+    lo = rng.integers(0, 4, n).astype(np.uint64)
+    keys = MapKeys.of(hi, lo)
+    q_hi = np.concatenate([hi, (rng.integers(0, 4, 3000).astype(np.uint64) << np.uint64(62))
+                           | rng.integers(0, 45, 3000).astype(np.uint64)])
+    q_lo = np.concatenate([lo, rng.integers(0, 5, 3000).astype(np.uint64)])
+    entries = set(zip(hi.tolist(), lo.tolist(), strict=True))
+    expected = [(h, lw) in entries for h, lw in zip(q_hi.tolist(), q_lo.tolist(), strict=True)]
+    assert keys.contains(q_hi, q_lo).tolist() == expected
+    again = pickle.loads(pickle.dumps(keys))
+    assert "_directory" not in again.__dict__
+    assert again.contains(q_hi, q_lo).tolist() == expected
+
+
 @pytest.mark.parametrize("order", ["ascending", "shuffled"])
 def test_reduce_keeps_the_latest_and_first_offset_when_hashes_share_their_top_bits(order):
     """The packed sort groups by the high half's top bits: keys that share them (forced here, by high halves that

@@ -406,7 +406,7 @@ class Cleaner:
         work_dir = join(params.table_uri, params.out_dir, TASKS_DIR)
         needing = sum(c.needs_keys for c in chunks)
         if needing > 2 or needing * offset_map.keys.nbytes > INLINE_PAYLOAD_BYTES:
-            params = dataclasses.replace(params, keys_location=join(work_dir, "keys.npz"))
+            params = dataclasses.replace(params, keys_location=join(work_dir, "keys.arrays"))
             save_keys(params.storage, params.keys_location, offset_map.keys)
         else:
             chunks = [dataclasses.replace(c, keys=offset_map.keys) if c.needs_keys else c for c in chunks]

@@ -10,8 +10,8 @@ deltalog's map is the same 24 bytes an entry: three numpy arrays (the two 64-bit
 key hash, :mod:`deltalog.cleaner.key_hash`, and the latest offset), sorted by hash. It is built by a Spark job
 over the dirty section: each task reads the ``offset`` and key-hash columns of a run of files with pyarrow
 (the hashes the log wrote at append, :data:`~deltalog.log.record.KEY_HASH_FIELDS`; a file without them has its
-``key`` column read and hashed instead) and keeps the latest and first offset of each hash (an Arrow
-group-by), and the driver merges the tasks' partial maps. Pass 2 (:mod:`deltalog.cleaner.recopy`) then needs two things from it:
+``key`` column read and hashed instead) and keeps the latest and first offset of each hash (a sort of the
+hashes, :func:`_reduce`), and the driver merges the tasks' partial maps the same way. Pass 2 (:mod:`deltalog.cleaner.recopy`) then needs two things from it:
 
 * for the dirty section, the set of latest offsets, as a bitmap (:mod:`deltalog.cleaner.offset_bitmap`): a dirty
   record survives when it is its key's latest, i.e. when its own offset is in the set, so no dirty key is
@@ -27,8 +27,10 @@ already mapped; both make progress on every pass, and a map of one entry still c
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -78,23 +80,46 @@ class MapKeys:
         return cls(hi, lo, bool(len(hi) > 1 and np.any(hi[1:] == hi[:-1])))
 
     def contains(self, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
-        """A bool mask: which of the hashes ``(hi, lo)`` are in the map."""
-        n = len(self.hi)
-        if n == 0 or len(hi) == 0:
-            return np.zeros(len(hi), dtype=bool)
-        # The queries searched in ascending order: numpy's binary search then starts from the previous answer and
-        # walks the map in one direction (3x faster on 65 Ki random hashes into 142 Ki, the sort included).
-        order = np.argsort(hi)
-        left = np.empty(len(hi), dtype=np.intp)
-        left[order] = np.searchsorted(self.hi, hi[order], side="left")
-        at = np.minimum(left, n - 1)
-        found = (self.hi[at] == hi) & (self.lo[at] == lo)
-        if self.shared_hi:
-            # Entries sharing a high half: compare the low halves of the whole run, one query at a time.
-            right = np.searchsorted(self.hi, hi, side="right")
-            for i in np.flatnonzero(right - left > 1):
-                found[i] = bool(np.any(self.lo[left[i]:right[i]] == lo[i]))
+        """A bool mask: which of the hashes ``(hi, lo)`` are in the map.
+
+        The hashes are uniform, so the map's entries are cut into buckets by the top bits of the high half, about
+        four entries a bucket (:meth:`_directory`), and each query walks only its own bucket, all queries a step at a
+        time: a few neighbouring reads each, where a binary search over the whole map missed the cache at every
+        level (65 Ki queries into 8.4 M entries: 1.9 ms against 12.1 ms for a sorted ``searchsorted``)."""
+        found = np.zeros(len(hi), dtype=bool)
+        if len(self.hi) == 0 or len(hi) == 0:
+            return found
+        shift, directory = self._directory
+        bucket = (np.asarray(hi, dtype=np.uint64) >> shift).astype(np.intp)
+        pos = directory[bucket].astype(np.intp)
+        end = directory[bucket + 1]
+        active = np.flatnonzero(pos < end)
+        while len(active):
+            at, want = pos[active], hi[active]
+            entry = self.hi[at]
+            hit = (entry == want) & (self.lo[at] == lo[active])
+            found[active[hit]] = True
+            # Entries ascend by high half within a bucket: walk on while the entry is not past the query (equal high
+            # halves with another low half, about one map in 10^6, are walked over too).
+            pos[active] = at + 1
+            active = active[~hit & (entry <= want) & (at + 1 < end[active])]
         return found
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled without the directory: a task builds its own, as cheaply as it would unpickle it."""
+        return {k: v for k, v in self.__dict__.items() if k != "_directory"}
+
+    @functools.cached_property
+    def _directory(self) -> tuple[np.uint64, np.ndarray]:
+        """Where each bucket of entries starts: ``directory[b]`` up to ``directory[b + 1]`` hold the entries whose high
+        half's top ``bits`` bits are ``b``. Built once per process that looks keys up (33 ms for 8.4 M entries), 4 bytes
+        a bucket, so about one byte an entry beside the map's 16."""
+        bits = max(1, len(self.hi).bit_length() - 2)
+        shift = np.uint64(64 - bits)
+        counts = np.bincount((self.hi >> shift).astype(np.intp), minlength=1 << bits)
+        directory = np.zeros((1 << bits) + 1, dtype=np.uint32 if len(self.hi) < 1 << 32 else np.int64)
+        np.cumsum(counts, out=directory[1:])
+        return shift, directory
 
     @property
     def nbytes(self) -> int:
@@ -158,7 +183,7 @@ def build_offset_map(spark: SparkSession, storage: Storage, table_uri: str, file
     """Map the keyed records of ``[start_offset, end_offset)`` in ``files`` to the latest offset of each key
     hash, with at most ``capacity`` entries (a full map ends the mapped range early).
 
-    The tasks leave their partial maps as ``.npz`` files in ``spill_dir`` (a location of the store, which the
+    The tasks leave their partial maps as files of arrays (:func:`~deltalog.cleaner.tasks.save_arrays`) in ``spill_dir`` (a location of the store, which the
     driver reads through ``storage`` too: inside the partition table, in the pass's own directory) and return
     only the locations: a few MB a task through
     Spark's result path (Python worker, JVM, driver) took ~1 s while the JVM was cold, and ~45 ms warm; the
@@ -250,7 +275,7 @@ def _map_run(task: _MapTask, run: tuple[FileSlice, ...]) -> str:
         offsets.append(table.column(OFFSET).to_numpy())
     hi, lo, latest, first = _reduce(np.concatenate(his), np.concatenate(los), np.concatenate(offsets),
                                     task.with_first)
-    path = join(task.spill_dir, f"map-{os.urandom(8).hex()}.npz")
+    path = join(task.spill_dir, f"map-{os.urandom(8).hex()}.arrays")
     save_arrays(task.storage, path, hi=hi, lo=lo, latest=latest, **({} if first is None else {"first": first}))
     return path
 
@@ -313,15 +338,41 @@ def _split_shared_runs(index: np.ndarray, hs: np.ndarray, ls: np.ndarray,
     return index, hs, ls
 
 
+#: The driver merges the partial maps a range of high halves at a time, about this many entries a range ...
+MERGE_RANGE_ENTRIES = 1 << 20
+#: ... on this many threads at most (numpy's sorts and gathers release the GIL).
+MERGE_THREADS = 4
+
+
 def _merge(partials: list[Partial]) -> Partial:
     """The tasks' partial maps merged into one, sorted by the high half: the latest (and first) offset of each
-    hash over all of them, by the same packed sort as each task's :func:`_reduce`."""
+    hash over all of them, by the same packed sort as each task's :func:`_reduce`.
+
+    Each partial is sorted by the high half, so it is cut at the same high halves into ranges of about
+    :data:`MERGE_RANGE_ENTRIES` entries in all, and the ranges are reduced on threads and put end to end: every entry
+    of a hash falls in one range. At the large benchmark preset (31 M partial entries) one reduction of everything took
+    0.9-5 s on the driver while the cores idled; 16 ranges on 2 threads take 0.35 s (smaller arrays stay in cache)."""
     if not partials:
         empty_u, empty_i = np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
         return empty_u, empty_u, empty_i, empty_i
     if len(partials) == 1:
         return partials[0]
     with_first = all(p[3] is not None for p in partials)
-    hi, lo, latest = (np.concatenate([p[i] for p in partials]) for i in range(3))
-    first = np.concatenate([p[3] for p in partials]) if with_first else None
-    return _reduce(hi, lo, latest, with_first, first)
+    ways = max(1, min(256, sum(len(p[0]) for p in partials) // MERGE_RANGE_ENTRIES))
+    bounds = np.array([(i << 64) // ways for i in range(1, ways)], dtype=np.uint64)
+    cuts = [np.concatenate(([0], np.searchsorted(p[0], bounds), [len(p[0])])) for p in partials]
+
+    def reduce_range(i: int) -> Partial:
+        hi, lo, latest = (np.concatenate([p[j][c[i]:c[i + 1]] for p, c in zip(partials, cuts, strict=True)])
+                          for j in range(3))
+        first = (np.concatenate([p[3][c[i]:c[i + 1]] for p, c in zip(partials, cuts, strict=True)])  # type: ignore[index]
+                 if with_first else None)
+        return _reduce(hi, lo, latest, with_first, first)
+
+    if ways == 1:
+        return reduce_range(0)
+    with ThreadPoolExecutor(min(MERGE_THREADS, ways, os.cpu_count() or 1)) as pool:
+        ranges = list(pool.map(reduce_range, range(ways)))
+    firsts = np.concatenate([r[3] for r in ranges]) if with_first else None  # type: ignore[misc]
+    return (np.concatenate([r[0] for r in ranges]), np.concatenate([r[1] for r in ranges]),
+            np.concatenate([r[2] for r in ranges]), firsts)
