@@ -66,12 +66,10 @@ def test_map_keys_find_keys_whose_high_halves_collide():
     hi = np.array([1, 5, 5, 5, 9], dtype=np.uint64)
     lo = np.array([7, 1, 2, 3, 0], dtype=np.uint64)
     keys = MapKeys.of(hi, lo)
-    assert keys.shared_hi
     q_hi = np.array([5, 5, 5, 5, 1, 1, 9, 4, 10], dtype=np.uint64)
     q_lo = np.array([1, 2, 3, 4, 7, 8, 0, 0, 0], dtype=np.uint64)
     assert keys.contains(q_hi, q_lo).tolist() == [True, True, True, False, True, False, True, False, False]
     distinct = MapKeys.of(np.array([1, 5, 9], dtype=np.uint64), np.array([7, 2, 0], dtype=np.uint64))
-    assert not distinct.shared_hi
     assert distinct.contains(q_hi, q_lo).tolist() == [False, True, False, False, True, False, True, False, False]
     assert MapKeys.of(np.zeros(0, np.uint64), np.zeros(0, np.uint64)).contains(q_hi, q_lo).tolist() == [False] * 9
 

@@ -69,15 +69,13 @@ MAP_TASK_RECORDS = 6_000_000
 class MapKeys:
     """The map's key hashes, sorted: what pass 2 tests the clean section's keys against (16 bytes an entry)."""
 
-    hi: np.ndarray  # uint64, ascending
+    hi: np.ndarray  # uint64, ascending (two entries may share a high half: about one map in 10^6 at 5 M keys)
     lo: np.ndarray  # uint64
-    #: Whether two entries share a high half (about one map in 10^6 at 5 M keys); decided once, on the driver.
-    shared_hi: bool = False
 
     @classmethod
     def of(cls, hi: np.ndarray, lo: np.ndarray) -> MapKeys:
         """Keys from hashes already sorted by the high half."""
-        return cls(hi, lo, bool(len(hi) > 1 and np.any(hi[1:] == hi[:-1])))
+        return cls(hi, lo)
 
     def contains(self, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
         """A bool mask: which of the hashes ``(hi, lo)`` are in the map.

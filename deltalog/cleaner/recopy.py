@@ -258,14 +258,14 @@ def recopy_chunk(params: RecopyParams, chunk: RecopyChunk) -> RecopyOutput:
 
 def save_keys(storage: Storage, location: str, keys: MapKeys) -> None:
     """Leave the map's hashes in the pass's directory, once, for the tasks that test clean records."""
-    save_arrays(storage, location, hi=keys.hi, lo=keys.lo, shared_hi=np.array(keys.shared_hi))
+    save_arrays(storage, location, hi=keys.hi, lo=keys.lo)
 
 
 def load_keys(storage: Storage, location: str | None) -> MapKeys:
     if location is None:
         raise CorruptLogError("the map's hashes are needed to clean records of the clean section")
     arrays = load_arrays(storage, location)
-    return MapKeys(arrays["hi"], arrays["lo"], bool(arrays["shared_hi"]))
+    return MapKeys(arrays["hi"], arrays["lo"])
 
 
 def read_batches(storage: Storage, path: str, columns: list[str] | None = None, batch_rows: int = BATCH_ROWS,
