@@ -84,7 +84,7 @@ def run(w: wl.Workload, work: str, rounds: int) -> str:
     dirty = latest.filter(pa.compute.greater_equal(latest.column(f"{OFFSET}_max"), gen.first_dirty_offset))
     hi, lo = key_hashes(dirty.column(KEY))
     order = np.lexsort((lo, hi))
-    keys = MapKeys.of(hi[order], lo[order])
+    keys = MapKeys(hi[order], lo[order])
     bitmap = OffsetBitmap.from_offsets(dirty.column(f"{OFFSET}_max").to_numpy(), gen.first_dirty_offset,
                                        gen.log_end_offset)
     storage = Storage(root)

@@ -440,16 +440,16 @@ COPY_TASK_BYTES = 4 << 30
 def _copy_cost(offset_map: OffsetMap, first_dirty: int) -> Callable[[FileSlice], float]:
     """What a pass-2 task spends on a slice, for balancing the runs: its bytes, read, and again for the share of them
     it writes (measured at the medium benchmark preset: writing a record costs about what reading one does, on random
-    and JSON values alike). Dirty records survive where the map holds their offset, and the latest records cluster at
-    the log's end, so the runs of the last files write most. A clean record survives unless its key is mapped, which
-    the driver cannot count without the lookups: its slices are weighed as read, with their lookups (a fifth more)."""
-    latest = np.sort(offset_map.offsets)
+    and JSON values alike). Dirty records survive where the map holds their offset (counted from the latest-offset
+    bitmap), and the latest records cluster at the log's end, so the runs of the last files write most. A clean record
+    survives unless its key is mapped, which the driver cannot count without the lookups: its slices are weighed as
+    read, with their lookups (a fifth more)."""
 
     def cost(s: FileSlice) -> float:
         if s.min_offset < first_dirty:
             return s.size_bytes * 1.2
-        a, b = np.searchsorted(latest, [s.min_offset, s.max_offset + 1])
-        return s.size_bytes * (1.0 + (b - a) / max(s.max_offset - s.min_offset + 1, 1))
+        kept = len(offset_map.latest.slice(s.min_offset, s.max_offset + 1))
+        return s.size_bytes * (1.0 + kept / max(s.max_offset - s.min_offset + 1, 1))
 
     return cost
 

@@ -71,7 +71,12 @@ class OffsetBitmap:
         base = lo - lo % 8
         first = (base - self.base) // 8
         last = (hi - self.base + 7) // 8
-        return OffsetBitmap(lo, hi, base, self.bits[first:last].copy())
+        bits = self.bits[first:last].copy()
+        # Offsets of the edge bytes outside [lo, hi) are not in the slice: cleared, so len() counts the slice's set.
+        bits[0] &= np.uint8((0xFF << (lo - base)) & 0xFF)
+        if (hi - base) % 8:
+            bits[-1] &= np.uint8((1 << ((hi - base) % 8)) - 1)
+        return OffsetBitmap(lo, hi, base, bits)
 
     def first_at_or_after(self, lo: int, hi: int) -> int | None:
         """The smallest offset of the set in ``[lo, hi)``, or None."""

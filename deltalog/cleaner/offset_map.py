@@ -72,11 +72,6 @@ class MapKeys:
     hi: np.ndarray  # uint64, ascending (two entries may share a high half: about one map in 10^6 at 5 M keys)
     lo: np.ndarray  # uint64
 
-    @classmethod
-    def of(cls, hi: np.ndarray, lo: np.ndarray) -> MapKeys:
-        """Keys from hashes already sorted by the high half."""
-        return cls(hi, lo)
-
     def contains(self, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
         """A bool mask: which of the hashes ``(hi, lo)`` are in the map.
 
@@ -209,7 +204,7 @@ def build_offset_map(spark: SparkSession, storage: Storage, table_uri: str, file
         hi, lo, latest, _ = _merge(_run(spark, _MapTask(storage, table_uri, start_offset, end_offset, False,
                                                         spill_dir, aborted), section))
     return OffsetMap(start_offset, end_offset, capacity, slots if slots is not None else capacity, full,
-                     MapKeys.of(hi, lo), latest,
+                     MapKeys(hi, lo), latest,
                      OffsetBitmap.from_offsets(latest, start_offset, end_offset))
 
 

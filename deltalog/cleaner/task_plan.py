@@ -48,8 +48,9 @@ def plan_runs(storage: Storage, table_uri: str, files: Sequence[DataFile], cores
     if not files:
         return []
     total = sum(f.size_bytes for f in files)
-    # Slices small enough that a full wave of runs can be balanced (a few per run), and no bigger than a task.
-    share = min(max_bytes, max(min_bytes, total // max(8 * cores, 1)))
+    # No slice bigger than a task's share; with a cost to balance, an eighth of it, so the cut can fall inside a big file
+    # (by bytes alone, runs of whole files balance, and no footer is read to split one).
+    share = min(max_bytes, max(min_bytes, total // max((1 if cost is None else 8) * cores, 1)))
     slices: list[FileSlice] = []
     for f in files:
         slices.extend(_split(storage, table_uri, f, share) if f.size_bytes > share else [_whole(f)])
