@@ -345,6 +345,7 @@ class Store:
             limit = None
         logs = [self.log(topic, partition)] if partition is not None else self.log_manager.logs(topic)
         entries = [e for log in logs for e in history_.history(log, limit)]
+        # newest first on the monotonic times, which follow each partition's version order under any clock skew
         entries.sort(key=lambda e: (-(e.timestamp_ms or 0), e.partition, -e.version))
         return entries
 
