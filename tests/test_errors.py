@@ -31,7 +31,7 @@ BUILTIN_RAISES = {
     "deltalog/log/transactions.py": "marker_row's control type: the callers pass the module's own constants",
     "deltalog/cleaner/tasks.py": "Spark answering for tasks it was not given: a broken invariant, not input",
     "deltalog/log/faults.py": "DELTALOG_FAULT_KILL, the crash harness's variable, never a user's",
-    "deltalog/storage.py": "read_parquet's documented FileNotFoundError, which the log's readers turn into "
+    "deltalog/storage/local.py": "read_parquet's documented FileNotFoundError, which the log's readers turn into "
                            "CorruptLogError",
 }
 #: Exceptions that are Python's protocol, not errors: a module's ``__getattr__``, an iterator's end, an exit code.
