@@ -32,7 +32,7 @@ from deltalog.cleaner.log_cleaner import LogCleaner, raise_failures
 from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, ProgressListener
 from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.clock import Clock, WallClock
-from deltalog.config import StoreConfig, TopicConfig
+from deltalog.config import StoreConfig, TopicConfig, validate_config_mapping
 from deltalog.coordinator.group.offsets_topic import OffsetsTopic
 from deltalog.coordinator.transaction import hanging
 from deltalog.describe import PartitionState, TopicDescription
@@ -54,7 +54,6 @@ from deltalog.log.log_manager import (
     TOPICS_DIR,
     LogManager,
     is_internal_topic,
-    validate_config_mapping,
     validate_topic_name,
 )
 from deltalog.log.partition_log import PartitionLog
