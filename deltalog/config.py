@@ -4,8 +4,7 @@
 ``min.cleanable.dirty.ratio``, ...). :class:`StoreConfig` is the store-wide part of Kafka's broker config
 (``KafkaConfig``), with the broker's names: the ``log.cleaner.*`` resources every cleaning pass shares (what
 Kafka derives its ``CleanerConfig`` from), the group coordinator's ``offsets.*`` keys and the transaction
-coordinator's ``transactional.id.*`` keys. ``CleanerConfig`` is its deprecated earlier name: it still works, and
-warns.
+coordinator's ``transactional.id.*`` keys.
 
 Both are frozen dataclasses built from dotted keys. Every key is declared once in a table of
 :class:`ConfigKey` (name, attribute, parser, default, doc: :class:`~deltalog.option_spec.OptionSpec`); a bad
@@ -365,25 +364,3 @@ class StoreConfig(_KafkaConfig):
         A section with more distinct keys than this is cleaned in several passes.
         """
         return self.offset_map_capacity_for()
-
-
-#: Deprecated names -> what replaced them (module ``__getattr__``, PEP 562: each use warns, then works as before).
-DEPRECATED_NAMES = {"CleanerConfig": "StoreConfig"}
-
-
-def deprecated_name(module: str, name: str, namespace: Mapping[str, Any]) -> Any:
-    """The object a deprecated name stands for, after a ``DeprecationWarning`` naming the new name; an
-    ``AttributeError`` (as Python's own) for any other missing name."""
-    if name in DEPRECATED_NAMES:
-        import warnings
-
-        new = DEPRECATED_NAMES[name]
-        warnings.warn(f"{module}.{name} is deprecated: it holds every store-wide config (the cleaner's, the offsets "
-                      f"topic's, the transaction coordinator's), so it is called {module}.{new} now",
-                      DeprecationWarning, stacklevel=3)
-        return namespace[new]
-    raise AttributeError(f"module {module!r} has no attribute {name!r}")
-
-
-def __getattr__(name: str) -> Any:
-    return deprecated_name(__name__, name, globals())
