@@ -44,7 +44,7 @@ from deltalog.log.record import Record
 from deltalog.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
-    from deltalog.producer.producer import ProduceResult, RecordMetadata
+    from deltalog.producer.router import ProduceResult, RecordMetadata
     from deltalog.store import Store
 
 from deltalog.version import __version__  # noqa: E402 - after the public names, as before
@@ -67,9 +67,9 @@ def __getattr__(name: str) -> object:
 
         return register
     if name in ("ProduceResult", "RecordMetadata"):
-        from deltalog.producer import producer  # lazy, as Store (above)
+        from deltalog.producer import router  # lazy, as Store (above)
 
-        return getattr(producer, name)
+        return getattr(router, name)
     raise AttributeError(f"module 'deltalog' has no attribute {name!r}")
 
 

@@ -131,7 +131,7 @@ class OutOfOrderSequenceError(DeltalogError):
 class UnknownProducerIdError(OutOfOrderSequenceError):
     """A partition has no state for the producer of a batch that does not start at sequence 0 (Kafka's
     ``UnknownProducerIdException``): the producer never wrote there, or its state expired after
-    ``producer.id.expiration.ms``. :class:`~deltalog.producer.idempotent_producer.KafkaProducer` handles it by starting
+    ``producer.id.expiration.ms``. :class:`~deltalog.producer.kafka_producer.KafkaProducer` handles it by starting
     the partition's sequence again at 0, as Kafka's producer does (KIP-360)."""
 
     def __init__(self, message: str, topic: str | None = None, partition: int | None = None) -> None:

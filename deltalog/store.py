@@ -60,8 +60,8 @@ from deltalog.log.partition_log import PartitionLog
 from deltalog.log.record import Record
 from deltalog.log.retention import DeleteRecordsResult, RetentionResult, apply_retention, delete_records
 from deltalog.log.vacuum import VacuumResult, vacuum_staged, vacuum_store, vacuum_temp_files
-from deltalog.producer.idempotent_producer import KafkaProducer
-from deltalog.producer.producer import Producer, ProduceResult
+from deltalog.producer.kafka_producer import KafkaProducer
+from deltalog.producer.router import PartitionRouter, ProduceResult
 from deltalog.storage import Storage
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
@@ -154,7 +154,7 @@ class Store:
             self.log_manager = LogManager(self.storage, self.clock, create=create)
         except OSError as e:  # a file where the store should be, no permission, ...
             raise InvalidArgumentError(f"cannot use {self.root} as a store: {e.strerror or e}") from None
-        self._producer: Producer | None = None
+        self._producer: PartitionRouter | None = None
         self._offsets: OffsetsTopic | None = None
 
     def __repr__(self) -> str:
@@ -250,22 +250,22 @@ class Store:
     def produce(self, topic: str, records: Sequence[Record] | Record | pa.Table | pa.RecordBatch, *,
                 partition: int | None = None) -> ProduceResult:
         """Send records to ``topic``, each to the partition Kafka's producer would pick; returns each record's
-        :class:`~deltalog.producer.producer.RecordMetadata` (topic, partition, offset, timestamp), in input order.
+        :class:`~deltalog.producer.router.RecordMetadata` (topic, partition, offset, timestamp), in input order.
 
         A keyed record goes to murmur2(key) & 0x7fffffff % partitions (Kafka's default partitioner), a keyless one
         to the sticky partitioner's current partition (KIP-480), unless ``partition`` (for every record) or a
         ``partition`` column of an Arrow batch (per record, null: the partitioner chooses) says otherwise. One
-        append, one Delta commit, per partition the call touches. See :mod:`deltalog.producer.producer`.
+        append, one Delta commit, per partition the call touches. See :mod:`deltalog.producer.router`.
         """
         if self._producer is None:
-            self._producer = Producer(self.log_manager)
+            self._producer = PartitionRouter(self.log_manager)
         return self._producer.send(topic, records, self.clock.now_ms(), partition=partition)
 
     def producer(self, config: Mapping[str, Any] | None = None, /, **configs: Any) -> KafkaProducer:
         """Kafka's producer with its configs (``enable_idempotence`` (default True), ``transactional_id``, ``acks``,
         ``retries``, ...; also by Kafka's dotted names, and as one dict, as confluent-kafka's ``Producer(conf)``
         takes them): ``init_transactions``, ``send``/``produce``, ``poll``, ``flush``, ``close``. An idempotent
-        producer's retried batch lands once; see :mod:`deltalog.producer.idempotent_producer`."""
+        producer's retried batch lands once; see :mod:`deltalog.producer.kafka_producer`."""
         return KafkaProducer(self.log_manager, **{**dict(config or {}), **configs})
 
     def find_hanging_transactions(self, topic: str | None = None, partition: int | None = None, *,

@@ -93,9 +93,9 @@ def _topic_metadata(opts: Options) -> dict[str, tuple[int, Any]]:
     the tasks, as they come."""
     if not opts.topic:
         return {}
-    from deltalog.producer.producer import Producer
+    from deltalog.producer.router import PartitionRouter
 
-    return {opts.topic: Producer(TopicLogs(opts).logs).topic_metadata(opts.topic)}
+    return {opts.topic: PartitionRouter(TopicLogs(opts).logs).topic_metadata(opts.topic)}
 
 
 def _stage(opts: Options, batches: Iterable[pa.RecordBatch],
@@ -104,9 +104,9 @@ def _stage(opts: Options, batches: Iterable[pa.RecordBatch],
     stage each partition's records as one Arrow IPC file; nothing is appended before the commit. ``topics``:
     partition counts and configs already known (:func:`_topic_metadata`)."""
     from deltalog.clock import WallClock
-    from deltalog.producer.producer import PARTITION, Producer
+    from deltalog.producer.router import PARTITION, PartitionRouter
 
-    producer = Producer(_LazyLogs(opts), topics=topics)  # type: ignore[arg-type]
+    producer = PartitionRouter(_LazyLogs(opts), topics=topics)  # type: ignore[arg-type]
     now_ms = WallClock().now_ms()
     parts: dict[tuple[str, int], list[pa.Table]] = {}
     for batch in batches:
