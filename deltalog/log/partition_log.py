@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
-from deltalake.transaction import AddAction, RemoveAction
+from deltalake.transaction import AddAction
 
 from deltalog.config import TopicConfig
 from deltalog.errors import (
@@ -421,11 +421,15 @@ class PartitionLog:
         file, rows in any order) back into deltalog's layout, one file per segment in offset order, and return how
         many files were rewritten (0: none to do, and nothing is committed).
 
-        One Delta commit removes those files and adds the new ones with ``dataChange`` false, as OPTIMIZE's own
-        commit does: no record changes, so streaming readers of the table skip it. The cleaner and retention run
-        it first, under the partition's lease, because they replace or drop whole segments' files: a merged file
-        also holding records of a segment they keep must not go with them. A concurrent append is rebased over;
-        another engine's OPTIMIZE of the same files wins the race and the rewrite plans again."""
+        One Delta commit removes those files and adds the new ones. The adds carry ``dataChange`` false, as
+        OPTIMIZE's own do (no record changes); the removes carry it true, as a cleaning pass's do, because delta-rs
+        refuses a concurrent commit that removes the same file only when this commit's remove has ``dataChange``
+        true: another engine's OPTIMIZE planned on the files this rewrite replaces must fail, not land beside it
+        with every record of them a second time. The cleaner and retention run it first, under the partition's
+        lease, because they replace or drop whole segments' files: a merged file also holding records of a segment
+        they keep must not go with them. A concurrent append is rebased over; another engine's OPTIMIZE of the same
+        files that commits first makes the rewrite plan again (:func:`deltalog.log.delta.commit` checks the removes).
+        """
         def attempt(i: int) -> int:
             snap = self.snapshot()
             foreign = layout.foreign_layout(snap.files)
@@ -441,7 +445,7 @@ class PartitionLog:
                         add = delta.write_data_file(self.storage, self.uri, part, now_ms)
                         adds.append(AddAction(add.path, add.size, add.partition_values, add.modification_time,
                                               False, add.stats))
-                removes = [RemoveAction(f.path, False, now_ms, f.size_bytes, {}) for f in foreign]
+                removes = [delta.remove_action(f, now_ms) for f in foreign]
                 delta.commit(self.table_at(snap.version), [*removes, *adds], txns={}, operation="relayout",
                              metadata={"files_rewritten": len(foreign), "files_written": len(adds)})
             except (CommitConflictError, StorageFullError):  # proven not landed: the files are nobody's
