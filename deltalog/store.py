@@ -426,7 +426,8 @@ class Store:
         """Per partition: log start/end offsets, segments with sizes, clean/dirty bytes, dirty ratio.
 
         A damaged partition (its Delta log, or a data file missing or of another size than its commit says)
-        raises :class:`~deltalog.errors.CorruptLogError` naming the partition and the file."""
+        raises :class:`~deltalog.errors.CorruptLogError` naming the partition and the file; one that holds an
+        offset twice says so in ``duplicated_offsets`` and ``duplicates`` (and is eligible for cleaning)."""
         now = self.clock.now_ms()
         marks = UncleanablePartitions(self.storage)
         states: list[PartitionState] = []
@@ -435,7 +436,8 @@ class Store:
             damage.raise_data_damage(log.storage, log.uri, snap.files)  # one listing: missing or resized files
             mark = marks.get(snap.topic, snap.partition, snap.topic_id)
             reason = None if mark is None else f"{mark.error_type}: {mark.message}"
-            states.append(PartitionState.of(snap, now, uncleanable_reason=reason, txns=log.txn_index(snap)))
+            states.append(PartitionState.of(snap, now, uncleanable_reason=reason, txns=log.txn_index(snap),
+                                            duplicated=log.duplicated_offsets(snap)))
         return TopicDescription(topic, self.topic_config(topic), tuple(states))
 
     # -- SQL and data-quality checks ----------------------------------------------------------------------
