@@ -37,6 +37,7 @@ from deltalog.coordinator.group.offsets_topic import OffsetsTopic
 from deltalog.coordinator.transaction import hanging
 from deltalog.describe import PartitionState, TopicDescription
 from deltalog.errors import (
+    CorruptStateError,
     InvalidArgumentError,
     InvalidConfigError,
     InvalidRecordError,
@@ -191,7 +192,15 @@ class Store:
         return self.log_manager.create_topic(topic, partitions, config)
 
     def list_topics(self) -> list[str]:
-        return self.log_manager.list_topics()
+        """Every topic, a topic whose marker is damaged included (never silently left out): every operation on
+        such a topic raises :class:`~deltalog.errors.CorruptStateError` naming the file, and
+        :meth:`damaged_topics` says which they are and why."""
+        return self.log_manager.list_topics(include_damaged=True)
+
+    def damaged_topics(self) -> dict[str, CorruptStateError]:
+        """The topics whose marker (``topics/<topic>/_topic.json``) is damaged, each with the error that names the
+        file and how to recover."""
+        return self.log_manager.damaged_topics()
 
     def topic_exists(self, topic: str) -> bool:
         return self.log_manager.topic_exists(topic)
@@ -345,6 +354,7 @@ class Store:
             limit = None
         logs = [self.log(topic, partition)] if partition is not None else self.log_manager.logs(topic)
         entries = [e for log in logs for e in history_.history(log, limit)]
+        # newest first on the monotonic times, which follow each partition's version order under any clock skew
         entries.sort(key=lambda e: (-(e.timestamp_ms or 0), e.partition, -e.version))
         return entries
 
@@ -426,7 +436,8 @@ class Store:
         """Per partition: log start/end offsets, segments with sizes, clean/dirty bytes, dirty ratio.
 
         A damaged partition (its Delta log, or a data file missing or of another size than its commit says)
-        raises :class:`~deltalog.errors.CorruptLogError` naming the partition and the file."""
+        raises :class:`~deltalog.errors.CorruptLogError` naming the partition and the file; one that holds an
+        offset twice says so in ``duplicated_offsets`` and ``duplicates`` (and is eligible for cleaning)."""
         now = self.clock.now_ms()
         marks = UncleanablePartitions(self.storage)
         states: list[PartitionState] = []
@@ -435,7 +446,8 @@ class Store:
             damage.raise_data_damage(log.storage, log.uri, snap.files)  # one listing: missing or resized files
             mark = marks.get(snap.topic, snap.partition, snap.topic_id)
             reason = None if mark is None else f"{mark.error_type}: {mark.message}"
-            states.append(PartitionState.of(snap, now, uncleanable_reason=reason, txns=log.txn_index(snap)))
+            states.append(PartitionState.of(snap, now, uncleanable_reason=reason, txns=log.txn_index(snap),
+                                            duplicated=log.duplicated_offsets(snap)))
         return TopicDescription(topic, self.topic_config(topic), tuple(states))
 
     # -- SQL and data-quality checks ----------------------------------------------------------------------

@@ -16,6 +16,7 @@ the log end offset and ``acks=1`` and ``acks=-1`` both answer after the commit.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from deltalog.coordinator.group.group_coordinator import GroupCoordinator
 from deltalog.coordinator.group.group_metadata import GroupMetadataLog
 from deltalog.coordinator.transaction import producer_ids
 from deltalog.errors import (
+    CorruptStateError,
     DeltalogError,
     InvalidArgumentError,
     InvalidConfigError,
@@ -54,6 +56,8 @@ from deltalog.server.placement import GROUP, Placement, offsets_partitions
 from deltalog.server.record_batches import decode_records, encode_batch
 from deltalog.server.registry import Broker
 from deltalog.structs import OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger(__name__)
 
 #: Node id of an endpoint without a registry (the ``node.id`` of a single-node KRaft cluster).
 NODE_ID = 0
@@ -164,11 +168,16 @@ class KafkaApis:
     def handle_api_versions(self, request: p.Request) -> Any:
         return p.api_versions_response(request.api_version)
 
-    def _partitions(self, topic: str) -> list[int] | None:
+    def _partitions(self, topic: str) -> list[int] | int:
+        """The topic's partitions, or the error code Metadata answers for it: UNKNOWN_TOPIC_OR_PARTITION, or
+        KAFKA_STORAGE_ERROR for a topic whose marker is damaged (Kafka's answer for a log it cannot read)."""
         try:
             return self.store.partitions(topic)
         except UnknownTopicOrPartitionError:
-            return None
+            return p.UNKNOWN_TOPIC_OR_PARTITION
+        except CorruptStateError as e:
+            log.error("Metadata: %s", e)
+            return p.KAFKA_STORAGE_ERROR
 
     def handle_metadata(self, request: p.Request) -> Any:
         cls = p.SERVED[3].response[request.api_version]
@@ -182,8 +191,8 @@ class KafkaApis:
             topics = []
             for name in names:
                 parts = self._partitions(name)
-                if parts is None:
-                    topics.append(cls.MetadataResponseTopic(error_code=p.UNKNOWN_TOPIC_OR_PARTITION, name=name,
+                if isinstance(parts, int):
+                    topics.append(cls.MetadataResponseTopic(error_code=parts, name=name,
                                                             is_internal=False, partitions=[]))
                     continue
                 leaders = [self.placement.leader(name, i, brokers).node_id for i in parts]
