@@ -53,7 +53,7 @@ from deltalog.version import __version__  # noqa: E402 - after the public names,
 def __getattr__(name: str) -> object:
     """``deltalog.Store`` on first use: the cleaner's Spark tasks import ``deltalog.cleaner.recopy`` and
     ``deltalog.cleaner.offset_map`` in every Python worker, and importing the store (delta-rs, Spark glue) there
-    cost ~0.5 s a worker for nothing."""
+    would cost every worker's start-up for nothing."""
     if name == "Store":
         from deltalog.store import Store  # lazy, for the workers' start-up time (above)
 

@@ -167,7 +167,7 @@ class Store:
     def spark(self) -> SparkSession:
         """The session Spark jobs run on: the one given, or the embedded one (created on first use)."""
         if self._spark is None:
-            # Imported here, not at the top: pyspark costs ~0.3 s to import, and producers never need it.
+            # Imported here, not at the top: pyspark is slow to import, and producers never need it.
             from deltalog.sql.session import local_session
 
             self._spark = local_session()
@@ -451,7 +451,7 @@ class Store:
         return TopicDescription(topic, self.topic_config(topic), tuple(states))
 
     # -- SQL and data-quality checks ----------------------------------------------------------------------
-    # deltalog.sql imports pyspark (~0.3 s) and deltalog.quality great-expectations (~3 s): imported on first
+    # deltalog.sql imports pyspark and deltalog.quality great-expectations, both slow to import: imported on first
     # use, so producers and the cleaner's Spark workers never pay for them.
 
     def sql(self, query: str, *, engine: str | None = None, version_as_of: time_travel.Versions | None = None,

@@ -439,8 +439,8 @@ COPY_TASK_BYTES = 4 << 30
 
 def _copy_cost(offset_map: OffsetMap, first_dirty: int) -> Callable[[FileSlice], float]:
     """What a pass-2 task spends on a slice, for balancing the runs: its bytes, read, and again for the share of them
-    it writes (measured at the medium benchmark preset: writing a record costs about what reading one does, on random
-    and JSON values alike). Dirty records survive where the map holds their offset (counted from the latest-offset
+    it writes (writing a record costs about what reading one does, on random and JSON values alike: the benchmarks'
+    profile, docs/performance.md). Dirty records survive where the map holds their offset (counted from the latest-offset
     bitmap), and the latest records cluster at the log's end, so the runs of the last files write most. A clean record
     survives unless its key is mapped, which the driver cannot count without the lookups: its slices are weighed as
     read, with their lookups (a fifth more)."""

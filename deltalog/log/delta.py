@@ -266,7 +266,7 @@ def _add_columns(dt: DeltaTable, fields: Sequence[pa.Field], operation: str, wha
 def data_files(dt: DeltaTable) -> list[DataFile]:
     """The live files of the snapshot, in offset order."""
     # Through the Arrow stream interface: pa.table() first asks whether its argument is a pandas DataFrame, which
-    # imports pandas (~0.3 s of every command's start, deltalog sql's included).
+    # imports pandas (a cost on every command's start, deltalog sql's included).
     actions = pa.RecordBatchReader.from_stream(dt.get_add_actions(flatten=True)).read_all()
     files = [DataFile.from_add_row(row) for row in actions.to_pylist()]
     files.sort(key=lambda f: f.min_offset)
