@@ -189,7 +189,7 @@ def _worker_probe(batches: object) -> object:
     import pyarrow as pa
 
     import deltalog
-    from deltalog.cleaner.key_hash import key_hashes
+    from deltalog.log.key_hash import key_hashes
 
     for _ in batches:  # type: ignore[attr-defined]
         pass

@@ -515,15 +515,38 @@ def resolve_commit(dt: DeltaTable, read_version: int, commit_id: str, operation:
         refused = isinstance(error, (SchemaMismatchError, DeltaProtocolError))
         if refused or not isinstance(error, (OSError, DeltaError)):
             raise error  # refused for what it is, not for the store: not landed, and not a storage failure
-        raise StorageError(
-            f"the {operation} commit to {dt.table_uri} failed and did not land (the Delta log has no version with "
-            f"its commit id after version {read_version}): {plain(str(error))}. Nothing of it is in the log; try again"
-        ) from error
+        if _local(dt.table_uri):  # a local write's call returned: it cannot land later
+            raise StorageError(
+                f"the {operation} commit to {dt.table_uri} failed and did not land (the Delta log has no version "
+                f"with its commit id after version {read_version}): {plain(str(error))}. Nothing of it is in the log "
+                "(on a local file system a failed write does not land later); sending it again writes it once"
+            ) from error
+        raise CommitOutcomeUnknownError(write_may_still_land(operation, dt.table_uri, read_version, error)) from error
     raise CommitOutcomeUnknownError(
         f"the {operation} commit to {dt.table_uri} failed ({error}) and the Delta log could not be read to tell "
         f"whether it landed ({last}). The files written for it are kept (VACUUM removes them if no version "
         "references them); read the partition once the store answers to see whether it is there"
     ) from error
+
+
+def _local(uri: str) -> bool:
+    return uri.startswith("file:") or "://" not in uri
+
+
+def write_may_still_land(operation: str, uri: str, read_version: int, error: BaseException) -> str:
+    """The message of a commit to an object store that got no answer and is not in the log yet: a request the
+    store has not answered may still be applied, so "it did not land" cannot be said, and a plain resend can
+    write the records twice. Kafka's answer to the same uncertainty is the idempotent producer (enabled by default
+    since Kafka 3.0): its retry carries the batch's sequence, and a batch that landed is answered with its
+    original offsets (``ProducerStateManager``'s duplicate check), never written again."""
+    return (
+        f"the {operation} commit to {uri} got no answer from the store ({plain(str(error))}), and the Delta log "
+        f"shows no version with its commit id after version {read_version} yet. The store may still apply the "
+        "write: it can land later. Do not send the same records again with a plain append (store.append, "
+        "produce), which writes them twice if it does; send them with the idempotent producer (store.producer(), "
+        "enable.idempotence=true, the default as in Kafka since 3.0), whose retry returns the original offsets "
+        "if the first write landed, or read the partition after a while to see whether they are there. The files "
+        "written for it are kept (VACUUM removes them if no version references them)")
 
 
 def retry_on_conflict(what: str, attempts: int, step: Callable[[int], T], *, backoff: bool = True) -> T:
