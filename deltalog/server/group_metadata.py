@@ -28,6 +28,7 @@ from deltalog.groups.offsets_topic import OFFSETS_TOPIC, REPLAY_PAGE
 from deltalog.log.record import KEY, TIMESTAMP, VALUE
 from deltalog.log.transactions import READ_COMMITTED
 from deltalog.server.group_coordinator import EMPTY, STABLE, Group, Member
+from deltalog.server.served_store import ServedStore
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ class GroupMetadataLog:
     """Writes and loads groups in a store's ``__consumer_offsets`` (what :class:`GroupCoordinator` is handed as its
     ``persist`` and ``load``)."""
 
-    def __init__(self, store: Any, lock: Any) -> None:
+    def __init__(self, store: ServedStore, lock: Any) -> None:
         """``lock``: the endpoint's lock around store calls (taken inside the group coordinator's, never around it)."""
         self.store = store
         self.lock = lock

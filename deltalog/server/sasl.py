@@ -38,8 +38,8 @@ log = logging.getLogger(__name__)
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 #: Kafka's ``sasl.server.max.receive.size`` default: the largest frame read before authentication.
 DEFAULT_MAX_RECEIVE_SIZE = 524_288
-SASL_HANDSHAKE_KEY = 17
-SASL_AUTHENTICATE_KEY = 36
+SASL_HANDSHAKE_KEY = int(p.SaslHandshakeRequest.API_KEY)
+SASL_AUTHENTICATE_KEY = int(p.SaslAuthenticateRequest.API_KEY)
 
 #: A SCRAM credential lookup: (user, mechanism) -> the credential, or None.
 ScramLookup = Callable[[str, str], "scram.ScramCredential | None"]
@@ -242,7 +242,7 @@ class SaslServerAuthenticator:
 
     def _handshake(self, req: p.Request) -> tuple[bytes | None, bool]:
         mechanism = req.body.mechanism
-        cls = p.SERVED[SASL_HANDSHAKE_KEY].response[req.api_version]
+        cls = req.response_class
         if mechanism not in self.mechanisms:
             log.warning("closing %s: SASL mechanism %r is not enabled (sasl.enabled.mechanisms=%s)", self.peer,
                         mechanism, ",".join(self.mechanisms))
@@ -265,7 +265,7 @@ class SaslServerAuthenticator:
         return out
 
     def _authenticate(self, req: p.Request) -> tuple[bytes | None, bool]:
-        cls = p.SERVED[SASL_AUTHENTICATE_KEY].response[req.api_version]
+        cls = req.response_class
         try:
             token = self._evaluate(bytes(req.body.auth_bytes or b""))
         except SaslAuthenticationError as e:
@@ -287,7 +287,7 @@ class SaslServerAuthenticator:
 def after_authentication(request: p.Request) -> Any:
     """KafkaApis' answer to SaslHandshake / SaslAuthenticate on an authenticated (or a PLAINTEXT/SSL) connection:
     ``ILLEGAL_SASL_STATE``, as Kafka's ``handleSaslHandshakeRequest`` / ``handleSaslAuthenticateRequest``."""
-    cls = p.SERVED[request.api_key].response[request.api_version]
+    cls = request.response_class
     if request.api_key == SASL_HANDSHAKE_KEY:
         return cls(error_code=p.ILLEGAL_SASL_STATE, mechanisms=[])
     return cls(error_code=p.ILLEGAL_SASL_STATE, error_message="SaslAuthenticate request received after successful "

@@ -35,12 +35,13 @@ from deltalog.server import protocol as p
 from deltalog.server.kafka_apis import KafkaApis
 from deltalog.server.placement import for_endpoint
 from deltalog.server.security import ListenerSecurity
+from deltalog.server.served_store import ServedStore
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 #: How long a new connection may take to finish its TLS handshake (Kafka bounds it by ``connections.max.idle.ms``).
 TLS_HANDSHAKE_TIMEOUT_S = 30.0
-_PRODUCE = 0  # Kafka's ApiKeys.PRODUCE
+_PRODUCE = int(p.ProduceRequest.API_KEY)
 _CHUNK = 1 << 20
 
 
@@ -265,7 +266,7 @@ class SocketServer:
     daemons: a request in a handler finishes its commit or, cut by the process's end, lands whole or not at all).
     """
 
-    def __init__(self, store: Any, host: str = "127.0.0.1", port: int = 9092, *,
+    def __init__(self, store: ServedStore, host: str = "127.0.0.1", port: int = 9092, *,
                  advertised_host: str | None = None, max_request_bytes: int = p.DEFAULT_MAX_REQUEST_BYTES,
                  security: ListenerSecurity | None = None, **registration: Any) -> None:
         """``security`` (:mod:`deltalog.server.security`): TLS and SASL; without it PLAINTEXT, loopback addresses
