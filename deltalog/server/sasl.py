@@ -91,6 +91,23 @@ _CLIENT_FINAL = re.compile(r"(?P<without_proof>c=(?P<cb>[A-Za-z0-9+/=]*),r=(?P<n
 
 
 _NONCE_CHARS = string.ascii_letters + string.digits
+#: Keys the made-up salts of unknown users for this process: a user's salt is the same on every attempt (a changing
+#: one would tell), and unpredictable to a client.
+_UNKNOWN_USER_KEY = secrets.token_bytes(32)
+
+
+def invalid_credentials(mechanism: str) -> str:
+    """The one message a failed SASL login gets, whatever failed (Kafka's ``SaslServerAuthenticator`` answers every
+    ``SaslException`` of a mechanism with it)."""
+    return f"Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}"
+
+
+def _unknown_user_credential(user: str) -> scram.ScramCredential:
+    """A credential no password matches, with a salt derived from the user name: the exchange of an unknown user
+    looks like a known user's up to the refused proof."""
+    salt = hmac.new(_UNKNOWN_USER_KEY, user.encode("utf-8"), "sha256").digest()  # 32 bytes, as make_credential's
+    return scram.ScramCredential(salt=salt, server_key=secrets.token_bytes(32), stored_key=secrets.token_bytes(32),
+                                 iterations=scram.MIN_ITERATIONS)
 
 
 def _saslname(name: str) -> str:
@@ -143,8 +160,9 @@ class ScramServer:
         except DeltalogError as e:  # a damaged document: the user cannot log in, the endpoint goes on
             log.error("SCRAM credential of %r cannot be read: %s", user, e)
             credential = None
-        if credential is None:
-            raise SaslAuthenticationError("Authentication failed: Invalid user credentials")
+        if credential is None:  # RFC 5802 section 5.1: go on with a made-up salt, fail at the proof like a wrong
+            log.info("SCRAM login for unknown user %r", user)  # password does, so no answer says who exists
+            credential = _unknown_user_credential(user)
         self.user, self.credential, self.gs2 = user, credential, m["gs2"]
         self.nonce = m["nonce"] + self.server_nonce
         self.server_first = (f"r={self.nonce},s={base64.b64encode(credential.salt).decode()},"
@@ -175,8 +193,7 @@ class ScramServer:
         client_key = bytes(a ^ b for a, b in zip(proof, client_signature, strict=False))
         if len(proof) != len(client_signature) or not hmac.compare_digest(scram.hash_digest(mech, client_key),
                                                                           cred.stored_key):
-            raise SaslAuthenticationError("Authentication failed during authentication due to invalid credentials "
-                                          f"with SASL mechanism {mech}")
+            raise SaslAuthenticationError(invalid_credentials(mech))
         server_signature = scram.hmac_digest(mech, cred.server_key, auth_message)
         self.principal = self.user
         self.state = 2
