@@ -514,9 +514,11 @@ def test_a_damaged_credential_document_fails_that_user_only_and_the_doctor_names
     creds = scram.ScramCredentials(store.storage)
     creds.upsert("carol", "SCRAM-SHA-256", "c-secret")
     Path(creds._location("carol")).write_text('{"user": "carol", "scram": {"SCRAM-SHA-256": {"salt": "%%"}}}')
-    with tls_connect(secure, certs) as sock:
+    with tls_connect(secure, certs) as sock:  # refused at the proof, as an unknown user is
+        client = ScramClient("carol", "c-secret", "SCRAM-SHA-256")
         assert handshake(sock, "SCRAM-SHA-256").error_code == 0
-        answer = authenticate(sock, ScramClient("carol", "c-secret", "SCRAM-SHA-256").first_message())
+        client.process_server_first_message(authenticate(sock, client.first_message()).auth_bytes)
+        answer = authenticate(sock, client.final_message(), correlation_id=3)
         assert answer.error_code == 58 and closed(sock)
     with tls_connect(secure, certs) as sock:  # bob still logs in
         client = ScramClient("bob", "bob-secret", "SCRAM-SHA-256")

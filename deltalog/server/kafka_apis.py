@@ -55,6 +55,11 @@ FETCH_MAX_RECORDS = 10_000
 FETCH_POLL_S = 0.05
 
 
+def fetch_deadline(request: p.Request) -> float:
+    """When a Fetch must be answered, on the monotonic clock: its ``max_wait_ms`` from now."""
+    return time.monotonic() + max(0, request.body.max_wait_ms) / 1000
+
+
 class KafkaApis:
     """The handlers of one endpoint on one store. ``advertised`` is the (host, port) clients are told to connect to.
 
@@ -209,26 +214,36 @@ class KafkaApis:
     # -- Fetch -----------------------------------------------------------------------------------------
 
     def handle_fetch(self, request: p.Request) -> Any:
+        """A Fetch answered in the calling thread, waiting up to its ``max_wait_ms`` for ``min_bytes``. The socket
+        server does not wait in a thread: it parks the request and asks :meth:`fetch_once` again."""
+        deadline = fetch_deadline(request)
+        while (answer := self.fetch_once(request, last=time.monotonic() >= deadline)) is None:
+            time.sleep(min(FETCH_POLL_S, max(0.0, deadline - time.monotonic())))
+        return answer
+
+    def fetch_once(self, request: p.Request, *, last: bool) -> Any | None:
+        """The Fetch answer when it can be given now (Kafka's ``DelayedFetch.tryComplete``): ``min_bytes`` of records
+        are there, a partition has an error to report, or ``last`` (its ``max_wait_ms`` is up); else None."""
         body = request.body
         cls = request.response_class
         level = READ_COMMITTED if body.isolation_level == 1 else READ_UNCOMMITTED
-        deadline = time.monotonic() + max(0, body.max_wait_ms) / 1000
-        while True:
-            budget = body.max_bytes if body.max_bytes > 0 else 2**31 - 1
-            size = 0
-            topics = []
-            with self.lock:
-                for t in body.topics:
-                    parts = []
-                    for fp in t.partitions:
-                        part = self._fetch_partition(cls, t.topic, fp, level, min(budget - size, fp.partition_max_bytes),
-                                                     first=size == 0)
-                        size += len(part.records or b"")
-                        parts.append(part)
-                    topics.append(cls.FetchableTopicResponse(topic=t.topic, partitions=parts))
-            if size >= max(1, body.min_bytes) or time.monotonic() >= deadline:
-                return cls(throttle_time_ms=0, error_code=p.NONE, session_id=0, responses=topics)
-            time.sleep(min(FETCH_POLL_S, max(0.0, deadline - time.monotonic())))
+        budget = body.max_bytes if body.max_bytes > 0 else 2**31 - 1
+        size = 0
+        errors = False
+        topics = []
+        with self.lock:
+            for t in body.topics:
+                parts = []
+                for fp in t.partitions:
+                    part = self._fetch_partition(cls, t.topic, fp, level, min(budget - size, fp.partition_max_bytes),
+                                                 first=size == 0)
+                    size += len(part.records or b"")
+                    errors = errors or part.error_code != p.NONE
+                    parts.append(part)
+                topics.append(cls.FetchableTopicResponse(topic=t.topic, partitions=parts))
+        if size >= max(1, body.min_bytes) or errors or last:
+            return cls(throttle_time_ms=0, error_code=p.NONE, session_id=0, responses=topics)
+        return None
 
     def _fetch_partition(self, cls: Any, topic: str, fp: Any, level: str, budget: int, *, first: bool) -> Any:
         resp = cls.FetchableTopicResponse.PartitionData
