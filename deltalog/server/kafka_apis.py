@@ -222,8 +222,13 @@ class KafkaApis:
         return answer
 
     def fetch_once(self, request: p.Request, *, last: bool) -> Any | None:
-        """The Fetch answer when it can be given now (Kafka's ``DelayedFetch.tryComplete``): ``min_bytes`` of records
-        are there, a partition has an error to report, or ``last`` (its ``max_wait_ms`` is up); else None."""
+        """The Fetch answer when it can be given now, or ``last`` (its ``max_wait_ms`` is up); else None."""
+        response, ready = self.try_fetch(request)
+        return response if ready or last else None
+
+    def try_fetch(self, request: p.Request) -> tuple[Any, bool]:
+        """The Fetch answer as it stands, and whether it may be sent now (Kafka's ``DelayedFetch.tryComplete``):
+        ``min_bytes`` of records are there, or a partition has an error to report."""
         body = request.body
         cls = request.response_class
         level = READ_COMMITTED if body.isolation_level == 1 else READ_UNCOMMITTED
@@ -241,9 +246,23 @@ class KafkaApis:
                     errors = errors or part.error_code != p.NONE
                     parts.append(part)
                 topics.append(cls.FetchableTopicResponse(topic=t.topic, partitions=parts))
-        if size >= max(1, body.min_bytes) or errors or last:
-            return cls(throttle_time_ms=0, error_code=p.NONE, session_id=0, responses=topics)
-        return None
+        response = cls(throttle_time_ms=0, error_code=p.NONE, session_id=0, responses=topics)
+        return response, size >= max(1, body.min_bytes) or errors
+
+    def fetch_versions(self, request: p.Request) -> list[tuple[Any, int]]:
+        """(partition log, table version) of each partition a Fetch reads, as :meth:`try_fetch` just read them: a
+        waiting Fetch needs reading again only once one has a commit after (:meth:`PartitionLog.has_commit_after`,
+        one look for a file), as Kafka's purgatory is woken by an append."""
+        out = []
+        with self.lock:
+            for t in request.body.topics:
+                for fp in t.partitions:
+                    try:
+                        log = self.store.log(t.topic, fp.partition)
+                        out.append((log, log.table(refresh=False).version()))
+                    except DeltalogError:
+                        return []  # unknown now: read it again each time
+        return out
 
     def _fetch_partition(self, cls: Any, topic: str, fp: Any, level: str, budget: int, *, first: bool) -> Any:
         resp = cls.FetchableTopicResponse.PartitionData

@@ -66,11 +66,14 @@ _SWEEP_S = 1.0
 
 @dataclass
 class _Parked:
-    """A Fetch waiting for records (Kafka's ``DelayedFetch``), and the frames its connection sent after it."""
+    """A Fetch waiting for records (Kafka's ``DelayedFetch``): its answer as it stood when last read, the table
+    versions it was read at, and the frames its connection sent after it."""
 
     request: p.Request
     deadline: float
-    rest: list[bytes]
+    response: Any
+    versions: list[tuple[Any, int]]
+    rest: list[bytes] = field(default_factory=list)
 
 
 @dataclass
@@ -185,12 +188,12 @@ class _Handlers:
             if isinstance(req, p.Unsupported):
                 answer = unsupported_answer(req, peer)
             elif req.api_key == _FETCH:
-                deadline = fetch_deadline(req)
-                answer = self._call(lambda r=req, d=deadline: self.apis.fetch_once(r, last=time.monotonic() >= d),
-                                    req, peer)
-                if answer is None:
-                    done.parked = _Parked(req, deadline, frames[i + 1:])
+                parked = self._try_fetch(req, fetch_deadline(req), peer)
+                if isinstance(parked, _Parked):
+                    parked.rest = frames[i + 1:]
+                    done.parked = parked
                     return done
+                answer = parked
             else:
                 answer = self._call(lambda r=req: self.apis.handle(r), req, peer)
                 done.wrote = done.wrote or req.api_key in _WRITES
@@ -202,14 +205,35 @@ class _Handlers:
         self._flush(produces, peer, done)
         return done
 
+    def _try_fetch(self, req: p.Request, deadline: float, peer: Any) -> bytes | bool | _Parked:
+        """A Fetch's response frame (False: close), or the Fetch parked to wait for records."""
+        try:
+            response, ready = self.apis.try_fetch(req)
+            if not ready and time.monotonic() < deadline:
+                return _Parked(req, deadline, response, self.apis.fetch_versions(req))
+        except Exception:  # a handler's bug must not take the endpoint down; Kafka closes the connection too
+            log.exception("closing %s: handling API key %d v%d failed", peer, req.api_key, req.api_version)
+            return False
+        return p.encode_response(req.api_key, req.api_version, req.correlation_id, response)
+
     def retry_fetch(self, parked: _Parked, peer: Any) -> _Done:
-        answer = self._call(lambda: self.apis.fetch_once(parked.request, last=time.monotonic() >= parked.deadline),
-                            parked.request, peer)
-        if answer is None:
-            return _Done(parked=parked)
-        if answer is False:
-            return _Done(close=True)
-        return _Done(out=[answer])
+        """A parked Fetch looked at again: read again only if a partition has a commit since; at its deadline it is
+        answered with what there is."""
+        req = parked.request
+        last = time.monotonic() >= parked.deadline
+        try:
+            changed = not parked.versions or any(log.has_commit_after(v) for log, v in parked.versions)
+        except Exception:  # noqa: BLE001 - a storage error: read the partitions, which reports it per partition
+            changed = True
+        if not changed:
+            if not last:
+                return _Done(parked=parked)
+            return _Done(out=[p.encode_response(req.api_key, req.api_version, req.correlation_id, parked.response)])
+        answer = self._try_fetch(req, parked.deadline, peer)
+        if isinstance(answer, _Parked):
+            answer.rest = parked.rest
+            return _Done(parked=answer)
+        return _Done(close=True) if answer is False else _Done(out=[answer])
 
     def _flush(self, requests: list[p.Request], peer: Any, done: _Done) -> bool:
         """Handle the Produce requests gathered; False when the connection is to be closed."""
