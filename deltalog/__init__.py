@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from deltalog.clock import Clock, ManualClock, WallClock
 from deltalog.config import StoreConfig, TopicConfig
-from deltalog.config import deprecated_name as _deprecated_name
 from deltalog.errors import (
     CheckFailedError,
     CleaningFailedError,
@@ -71,7 +70,8 @@ def __getattr__(name: str) -> object:
         from deltalog.producer import producer  # lazy, as Store (above)
 
         return getattr(producer, name)
-    return _deprecated_name("deltalog", name, globals())  # CleanerConfig: warns, then StoreConfig
+    raise AttributeError(f"module 'deltalog' has no attribute {name!r}")
+
 
 __all__ = [
     "CheckFailedError",

@@ -311,9 +311,11 @@ class StorageFullError(StorageError):
 
 class CommitOutcomeUnknownError(StorageError):
     """A write to the store failed in a way that leaves unknown whether it landed (its answer was lost: a timeout,
-    a dropped connection, a 5xx after the store applied it), and the store could not be read back to tell. Nothing
-    written for it was removed (VACUUM removes files no version references); read the partition to see whether
-    the records are there, or retry an idempotent send (its sequence makes the retry safe)."""
+    a dropped connection, a 5xx after the store applied it), and the store could not be read back to tell, or the
+    log does not show it yet while a request the store did not answer may still be applied: the write may land
+    later. Nothing written for it was removed (VACUUM removes files no version references); read the partition to
+    see whether the records are there, or retry an idempotent send (its sequence makes the retry safe). A plain
+    append sent again can write the records twice."""
 
 
 class CorruptStateError(StorageError):

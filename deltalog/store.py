@@ -32,9 +32,12 @@ from deltalog.cleaner.log_cleaner import LogCleaner, raise_failures
 from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, ProgressListener
 from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.clock import Clock, WallClock
-from deltalog.config import StoreConfig, TopicConfig
+from deltalog.config import StoreConfig, TopicConfig, validate_config_mapping
+from deltalog.coordinator.group.offsets_topic import OffsetsTopic
+from deltalog.coordinator.transaction import hanging
 from deltalog.describe import PartitionState, TopicDescription
 from deltalog.errors import (
+    CorruptStateError,
     InvalidArgumentError,
     InvalidConfigError,
     InvalidRecordError,
@@ -44,8 +47,7 @@ from deltalog.errors import (
 )
 from deltalog.groups import admin as group_admin
 from deltalog.groups.consumer import Consumer
-from deltalog.groups.offsets_topic import OffsetsTopic
-from deltalog.log import arrow_records, damage, hanging, time_travel
+from deltalog.log import arrow_records, damage, time_travel
 from deltalog.log import history as history_
 from deltalog.log.lease import LeaseManager
 from deltalog.log.log_manager import (
@@ -53,7 +55,6 @@ from deltalog.log.log_manager import (
     TOPICS_DIR,
     LogManager,
     is_internal_topic,
-    validate_config_mapping,
     validate_topic_name,
 )
 from deltalog.log.partition_log import PartitionLog
@@ -191,7 +192,15 @@ class Store:
         return self.log_manager.create_topic(topic, partitions, config)
 
     def list_topics(self) -> list[str]:
-        return self.log_manager.list_topics()
+        """Every topic, a topic whose marker is damaged included (never silently left out): every operation on
+        such a topic raises :class:`~deltalog.errors.CorruptStateError` naming the file, and
+        :meth:`damaged_topics` says which they are and why."""
+        return self.log_manager.list_topics(include_damaged=True)
+
+    def damaged_topics(self) -> dict[str, CorruptStateError]:
+        """The topics whose marker (``topics/<topic>/_topic.json``) is damaged, each with the error that names the
+        file and how to recover."""
+        return self.log_manager.damaged_topics()
 
     def topic_exists(self, topic: str) -> bool:
         return self.log_manager.topic_exists(topic)
@@ -274,7 +283,7 @@ class Store:
         """Transactions open in the store's partitions (one topic's, or one partition's) for longer than
         ``max_transaction_timeout_ms`` that no transactional id's state will ever end: they hold their partition's
         last stable offset back for ever (Kafka's ``kafka-transactions.sh find-hanging``). End one with
-        :meth:`abort_transaction`. See :mod:`deltalog.log.hanging`."""
+        :meth:`abort_transaction`. See :mod:`deltalog.coordinator.transaction.hanging`."""
         return hanging.find_hanging(self.log_manager, topic=topic, partition=partition,
                                     max_transaction_timeout_ms=max_transaction_timeout_ms)
 
@@ -345,6 +354,7 @@ class Store:
             limit = None
         logs = [self.log(topic, partition)] if partition is not None else self.log_manager.logs(topic)
         entries = [e for log in logs for e in history_.history(log, limit)]
+        # newest first on the monotonic times, which follow each partition's version order under any clock skew
         entries.sort(key=lambda e: (-(e.timestamp_ms or 0), e.partition, -e.version))
         return entries
 
@@ -353,7 +363,7 @@ class Store:
     @property
     def offsets_topic(self) -> OffsetsTopic:
         """The store's committed offsets (``__consumer_offsets``, created on the first commit); one per store
-        object, which keeps each partition's replay (see :mod:`deltalog.groups.offsets_topic`)."""
+        object, which keeps each partition's replay (see :mod:`deltalog.coordinator.group.offsets_topic`)."""
         if self._offsets is None:
             self._offsets = OffsetsTopic(self.log_manager, self.config)
         return self._offsets
@@ -426,7 +436,8 @@ class Store:
         """Per partition: log start/end offsets, segments with sizes, clean/dirty bytes, dirty ratio.
 
         A damaged partition (its Delta log, or a data file missing or of another size than its commit says)
-        raises :class:`~deltalog.errors.CorruptLogError` naming the partition and the file."""
+        raises :class:`~deltalog.errors.CorruptLogError` naming the partition and the file; one that holds an
+        offset twice says so in ``duplicated_offsets`` and ``duplicates`` (and is eligible for cleaning)."""
         now = self.clock.now_ms()
         marks = UncleanablePartitions(self.storage)
         states: list[PartitionState] = []
@@ -435,7 +446,8 @@ class Store:
             damage.raise_data_damage(log.storage, log.uri, snap.files)  # one listing: missing or resized files
             mark = marks.get(snap.topic, snap.partition, snap.topic_id)
             reason = None if mark is None else f"{mark.error_type}: {mark.message}"
-            states.append(PartitionState.of(snap, now, uncleanable_reason=reason, txns=log.txn_index(snap)))
+            states.append(PartitionState.of(snap, now, uncleanable_reason=reason, txns=log.txn_index(snap),
+                                            duplicated=log.duplicated_offsets(snap)))
         return TopicDescription(topic, self.topic_config(topic), tuple(states))
 
     # -- SQL and data-quality checks ----------------------------------------------------------------------

@@ -257,7 +257,7 @@ class Cleaner:
         self.spark = spark
         self.config = config
         self.map_slots = map_slots if map_slots is not None else config.offset_map_slots(threads)
-        self.map_capacity = int(self.map_slots * config.io_buffer_load_factor)
+        self.map_capacity = config.offset_map_capacity_for(slots=self.map_slots)
         if not self.map_slots * config.io_buffer_load_factor > 1:  # Kafka: require(slots * loadFactor > 1)
             raise CleaningFailedError(
                 f"the offset map ({self.map_slots} slots x load factor {config.io_buffer_load_factor}) is too small "

@@ -7,7 +7,7 @@ continues from there (Kafka's ``Cleaner.buildOffsetMap`` and ``buildOffsetMapFor
 entry has a fixed size).
 
 deltalog's map is the same 24 bytes an entry: three numpy arrays (the two 64-bit halves of the 128-bit
-key hash, :mod:`deltalog.cleaner.key_hash`, and the latest offset), sorted by hash. It is built by a Spark job
+key hash, :mod:`deltalog.log.key_hash`, and the latest offset), sorted by hash. It is built by a Spark job
 over the dirty section: each task reads the ``offset`` and key-hash columns of a run of files with pyarrow
 (the hashes the log wrote at append, :data:`~deltalog.log.record.KEY_HASH_FIELDS`; a file without them has its
 ``key`` column read and hashed instead) and keeps the latest and first offset of each hash (a sort of the
@@ -40,12 +40,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltalog.cleaner.key_hash import key_hashes
 from deltalog.cleaner.offset_bitmap import OffsetBitmap
 from deltalog.cleaner.task_plan import MIN_TASK_BYTES, FileSlice, plan_runs
 from deltalog.cleaner.tasks import load_arrays, run_tasks, save_arrays
 from deltalog.log import damage
-from deltalog.log.key_hash import footer_has_key_hash
+from deltalog.log.key_hash import footer_has_key_hash, key_hashes
 from deltalog.log.record import KEY, KEY_HASH_HI, KEY_HASH_LO, OFFSET, PRODUCER_ID
 from deltalog.log.transactions import AbortedTxn, aborted_mask, only_markers, wholly_aborted
 from deltalog.spark import default_parallelism

@@ -5,7 +5,7 @@ message of the same version, or None where Kafka sends none (Produce with ``acks
 store's own paths, so what a Kafka client writes is what :meth:`deltalog.Store.append` writes: one
 :meth:`~deltalog.log.partition_log.PartitionLog.append` (one Delta commit) per partition of a Produce request, or of
 the requests a connection pipelined (:mod:`deltalog.server.group_commit`), and
-reads go through :func:`deltalog.groups.fetch.fetch` (the high watermark, the last stable offset, aborted records left
+reads go through :func:`deltalog.log.fetch.fetch` (the high watermark, the last stable offset, aborted records left
 out for ``read_committed``), as :class:`~deltalog.groups.consumer.Consumer` reads.
 
 Each endpoint is one broker of the store's live endpoints (:mod:`deltalog.server.registry`; alone, node id 0, the
@@ -16,6 +16,7 @@ the log end offset and ``acks=1`` and ``acks=-1`` both answer after the commit.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -24,25 +25,28 @@ from typing import Any
 import pyarrow.compute as pc
 
 from deltalog.config import TopicConfig
+from deltalog.coordinator.group.group_coordinator import GroupCoordinator
+from deltalog.coordinator.group.group_metadata import GroupMetadataLog
+from deltalog.coordinator.transaction import producer_ids
 from deltalog.errors import (
+    CorruptStateError,
     DeltalogError,
     InvalidConfigError,
     RecordBatchError,
     UnknownTopicOrPartitionError,
 )
-from deltalog.groups import fetch as group_fetch
-from deltalog.log import producer_ids
+from deltalog.log import fetch as group_fetch
 from deltalog.log.record import OFFSET, TIMESTAMP
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
 from deltalog.server import admin_apis, group_commit, sasl, scram_apis, txn_apis
 from deltalog.server import protocol as p
-from deltalog.server.group_coordinator import GroupCoordinator
-from deltalog.server.group_metadata import GroupMetadataLog
 from deltalog.server.placement import GROUP, Placement, offsets_partitions
 from deltalog.server.record_batches import decode_records, encode_batch
 from deltalog.server.registry import Broker
 from deltalog.server.served_store import ServedStore
 from deltalog.structs import OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger(__name__)
 
 #: Node id of an endpoint without a registry (the ``node.id`` of a single-node KRaft cluster).
 NODE_ID = 0
@@ -126,11 +130,16 @@ class KafkaApis:
     def handle_api_versions(self, request: p.Request) -> Any:
         return p.api_versions_response(request.api_version)
 
-    def _partitions(self, topic: str) -> list[int] | None:
+    def _partitions(self, topic: str) -> list[int] | int:
+        """The topic's partitions, or the error code Metadata answers for it: UNKNOWN_TOPIC_OR_PARTITION, or
+        KAFKA_STORAGE_ERROR for a topic whose marker is damaged (Kafka's answer for a log it cannot read)."""
         try:
             return self.store.partitions(topic)
         except UnknownTopicOrPartitionError:
-            return None
+            return p.UNKNOWN_TOPIC_OR_PARTITION
+        except CorruptStateError as e:
+            log.error("Metadata: %s", e)
+            return p.KAFKA_STORAGE_ERROR
 
     def handle_metadata(self, request: p.Request) -> Any:
         cls = request.response_class
@@ -144,8 +153,8 @@ class KafkaApis:
             topics = []
             for name in names:
                 parts = self._partitions(name)
-                if parts is None:
-                    topics.append(cls.MetadataResponseTopic(error_code=p.UNKNOWN_TOPIC_OR_PARTITION, name=name,
+                if isinstance(parts, int):
+                    topics.append(cls.MetadataResponseTopic(error_code=parts, name=name,
                                                             is_internal=False, partitions=[]))
                     continue
                 leaders = [self.placement.leader(name, i, brokers).node_id for i in parts]
@@ -496,7 +505,7 @@ class KafkaApis:
     def handle_offset_commit(self, request: p.Request) -> Any:
         """Kafka's ``GroupCoordinator.handleCommitOffsets`` for a group without members (``assign()``-ing consumers,
         admin tools): generation -1 and no member id, one append of the whole commit to the group's partition of
-        ``__consumer_offsets`` (:meth:`deltalog.groups.offsets_topic.OffsetsTopic.commit`), all or nothing; or for
+        ``__consumer_offsets`` (:meth:`deltalog.coordinator.group.offsets_topic.OffsetsTopic.commit`), all or nothing; or for
         a member of the group's current generation (:meth:`GroupCoordinator.check_commit`)."""
         body = request.body
         cls = request.response_class
@@ -609,7 +618,7 @@ class KafkaApis:
 
     def handle_init_producer_id(self, request: p.Request) -> Any:
         """Kafka's ``InitProducerId`` for an idempotent producer (no transactional id): a producer id no producer of
-        the store ever had (:func:`deltalog.log.producer_ids.allocate`, the counter the Python
+        the store ever had (:func:`deltalog.coordinator.transaction.producer_ids.allocate`, the counter the Python
         producers take theirs from), epoch 0. A producer that asks again (KIP-360, after an unknown producer id)
         gets a new id. With a transactional id: :meth:`TxnApis.handle_init_producer_id`."""
         body = request.body
@@ -620,7 +629,7 @@ class KafkaApis:
             pid = producer_ids.allocate(self.store.log_manager.storage, self.store.log_manager)
         return cls(throttle_time_ms=0, error_code=p.NONE, producer_id=pid, producer_epoch=0)
 
-    # -- group membership (see deltalog.server.group_coordinator) ------------------------------------------
+    # -- group membership (see deltalog.coordinator.group.group_coordinator) ------------------------------------------
 
     def handle_join_group(self, request: p.Request) -> Any:
         body = request.body

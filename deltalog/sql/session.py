@@ -216,7 +216,7 @@ def _warm_worker(batches: Iterator[Any]) -> Iterator[Any]:
     import pyarrow as pa  # this function runs in a Spark worker: everything it imports is for the worker
 
     from deltalog.cleaner import offset_map, recopy  # noqa: F401 - imported for the worker's module cache
-    from deltalog.cleaner.key_hash import key_hashes
+    from deltalog.log.key_hash import key_hashes
 
     for _ in batches:
         pass
