@@ -175,6 +175,12 @@ class PartitionLog:
             self._check_foreign_commits(self._dt)
         return self._dt
 
+    def has_commit_after(self, version: int) -> bool:
+        """Whether the table has a commit after ``version``: one look for the next commit's file (every Delta commit
+        writes ``_delta_log/<version + 1>.json``), far cheaper than bringing the table up to date. A Fetch waiting
+        for records asks it (:mod:`deltalog.server.socket_server`)."""
+        return self.storage.exists(join(self.uri, damage.DELTA_LOG_DIR, f"{version + 1:020d}.json"))
+
     def _upgrade(self, dt: DeltaTable) -> None:
         """Bring a table an earlier deltalog made up to this version's table properties and description, once, on
         first open (:mod:`deltalog.log.table_upgrade`: free when current, never failing a read)."""
