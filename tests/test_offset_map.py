@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deltalog import Record, Store
-from deltalog.cleaner.key_hash import SEED_HI, key_hashes, xxh64
 from deltalog.cleaner.offset_bitmap import OffsetBitmap
 from deltalog.cleaner.offset_map import MapKeys, _merge, _reduce
 from deltalog.cleaner.task_plan import MIN_TASK_BYTES, FileSlice, plan_runs, runs_of
 from deltalog.log import delta
 from deltalog.log.arrow_records import records_to_table
+from deltalog.log.key_hash import SEED_HI, key_hashes, xxh64
 
 TOPIC = "map"
 

@@ -12,7 +12,7 @@ from kafka.protocol.metadata import MetadataRequest
 from deltalog import Record, Store
 from deltalog.errors import UnknownTopicIdError
 from deltalog.server import protocol
-from deltalog.server.kafka_apis import KafkaApis, error_code
+from deltalog.server.kafka_apis import KafkaApis
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 from tests.conftest import json_lines, run_cli
 
@@ -39,7 +39,7 @@ def test_a_consumer_of_a_deleted_topic_cannot_move_the_recreated_topics_group_po
         old.close()  # the auto-commit of position 10: refused, as Kafka refuses an unknown topic id
     assert refused.value.topic == "orders" and refused.value.current_topic_id == store.log_manager.topic_id("orders")
     assert refused.value.topic_id != refused.value.current_topic_id
-    assert error_code(refused.value) == protocol.UNKNOWN_TOPIC_ID
+    assert refused.value.errno == protocol.UNKNOWN_TOPIC_ID
     assert store.offsets_topic.committed("g") == {}
     # the group starts the new topic at its beginning: none of its records skipped
     fresh = store.consumer("orders", group_id="g", auto_offset_reset="earliest")

@@ -32,7 +32,7 @@ from deltalog.storage import join
 #: ways the log start moves: Kafka's ``deleteOldSegments`` and DeleteRecords; ``relayout`` puts files another
 #: engine's OPTIMIZE merged back into one file per segment).
 DELTALOG_KINDS = ("create", "append", "roll", "txn_marker", "producer_state", "clean", "retention",
-                  "delete_records", "relayout", "alter_config", "add_producer_columns", "add_key_hash_columns",
+                  "delete_records", "relayout", "repair_duplicates", "alter_config", "add_producer_columns", "add_key_hash_columns",
                   "upgrade_table")
 #: Every kind :func:`classify` returns: deltalog's own, then other engines' (named by
 #: :data:`deltalog.log.foreign_commits.OPERATION_KINDS`, the one table of Delta's operations), then ``"other"``.

@@ -46,7 +46,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from deltalog.clock import Clock
-from deltalog.config import TopicConfig
+from deltalog.config import TopicConfig, validate_config_mapping
 from deltalog.errors import (
     CorruptLogError,
     CorruptStateError,
@@ -120,21 +120,6 @@ def validate_partition_count(topic: str, partitions: object) -> int:
             f"Invalid number of partitions {shown(partitions)} for topic {topic!r}: must be an integer in [1, {MAX_PARTITIONS}]"
         )
     return partitions
-
-
-def validate_config_mapping(config: object, what: str = "config") -> dict[str, Any]:
-    """A config argument must be a mapping of dotted keys (``{"cleanup.policy": "compact"}``) or None."""
-    if config is None:
-        return {}
-    if not isinstance(config, Mapping):
-        raise InvalidConfigError(
-            f"{what} must be a mapping of config keys to values, e.g. {{'cleanup.policy': 'compact'}}, "
-            f"not {type(config).__name__} {config!r:.80}"
-        )
-    bad = [k for k in config if not isinstance(k, str)]
-    if bad:
-        raise InvalidConfigError(f"{what} keys must be strings such as 'cleanup.policy', not {shown(bad[0])}")
-    return dict(config)
 
 
 @dataclass(frozen=True)

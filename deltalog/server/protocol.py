@@ -222,6 +222,11 @@ class Request:
     client_id: str | None
     body: Any
 
+    @property
+    def response_class(self) -> Any:
+        """kafka-python's response class of this request's API, at the request's version."""
+        return SERVED[self.api_key].response[self.api_version]
+
 
 @dataclass
 class Unsupported:

@@ -23,7 +23,7 @@ partitions (a store config); deltalog's own cleaner keeps it to about one record
 the job Kafka built compaction for.
 
 Committed offsets are read by replaying a partition (:class:`OffsetsTopic` keeps the replayed state and reads
-only what was appended since), always ``read_committed`` through :func:`deltalog.groups.fetch.fetch`: an offset
+only what was appended since), always ``read_committed`` through :func:`deltalog.log.fetch.fetch`: an offset
 committed inside a transaction counts once the transaction commits, never if it aborts.
 
 :func:`offset_commit_records` is the seam for ``send_offsets_to_transaction``: the transactional producer gets the
@@ -47,12 +47,13 @@ from deltalog.config import StoreConfig
 from deltalog.errors import (
     CorruptLogError,
     InvalidArgumentError,
+    InvalidGroupIdError,
     OffsetMetadataTooLargeError,
     OffsetOutOfRangeError,
     TopicExistsError,
     UnknownTopicIdError,
 )
-from deltalog.groups.fetch import READ_COMMITTED, fetch
+from deltalog.log.fetch import READ_COMMITTED, fetch
 from deltalog.log.log_manager import GROUP_METADATA_TOPIC_NAME, LogManager
 from deltalog.log.record import HEADER_TYPE, HEADERS, KEY, OFFSET, TIMESTAMP, VALUE
 from deltalog.structs import OffsetAndMetadata, TopicPartition
@@ -216,7 +217,7 @@ class OffsetCommitBatch:
 
 def validate_group_id(group_id: object) -> str:
     if not isinstance(group_id, str) or not group_id:
-        raise InvalidArgumentError(
+        raise InvalidGroupIdError(
             f"a consumer group id must be a non-empty string, not {group_id!r}: to use the group management or "
             "offset commit APIs, you must provide a valid group id")
     return group_id
