@@ -103,9 +103,16 @@ def _delete_then_restore(harness: Any, store: Any, outcome: AttackOutcome, uri: 
 
     from deltalog.errors import ForeignCommitError
 
+    first = store.read(COMPACTED, 0, "earliest", max_records=1)
+    if not first:
+        outcome.problems.append(f"{COMPACTED}-0 holds no record for the DELETE to remove")
+        return
     dt = DeltaTable(uri)
     before = dt.version()
-    dt.delete("offset < 3")
+    dt.delete(f"offset = {first[0].offset}")
+    if DeltaTable(uri).version() == before:
+        outcome.problems.append("the other engine's DELETE committed nothing")
+        return
     outcome.injected += 1
     try:
         harness.store().read(COMPACTED, 0, "earliest")
