@@ -42,9 +42,10 @@ CASES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-def engine_run(harness: Any, case: str, *, clean: Callable[[], Any] | None = None, batches: int = 20
-               ) -> AttackOutcome:
-    """One run of ``case`` on ``harness``'s (fresh) store."""
+def engine_run(harness: Any, case: str, *, clean: Callable[[], Any] | None = None, batches: int = 20,
+               sabotage: Callable[[Any], None] | None = None) -> AttackOutcome:
+    """One run of ``case`` on ``harness``'s (fresh) store; ``sabotage(store)``, for the tests, does something the
+    verdict must catch before it is given."""
     what, ops = CASES[case]
     side = harness.workdir / "side"
     side.mkdir(parents=True, exist_ok=True)
@@ -79,6 +80,8 @@ def engine_run(harness: Any, case: str, *, clean: Callable[[], Any] | None = Non
     outcome.injected = sum(v for k, v in counts.items() if k != "failed")
     if case == "delete":
         _delete_then_restore(harness, store, outcome, uris[0])
+    if sabotage is not None:
+        sabotage(store)
     judge(outcome, harness.store(), side, clean=clean, extra_errors=errors)
     for t, n in WORKLOAD.topics.items():
         for p in range(n):
