@@ -356,6 +356,40 @@ def empty_batch(base_offset: int, last_offset: int) -> bytes:
     return bytes(buf)
 
 
+def batch_last_offset(data: bytes) -> int:
+    """The last offset of the first record batch in ``data`` (its base offset plus its last offset delta)."""
+    base, delta = struct.unpack_from(">q", data, 0)[0], struct.unpack_from(">i", data, 23)[0]
+    return base + delta
+
+
+#: A control batch's attributes: transactional (0x10) and control (0x20), as Kafka writes a transaction marker.
+_CONTROL_ATTRIBUTES = 0x30
+
+
+def control_batch(offset: int, producer_id: int, producer_epoch: int, commit: bool) -> bytes:
+    """A transaction marker as Kafka writes it (``MemoryRecords.withEndTransactionMarker``): a control batch of one
+    control record at ``offset``, its key the control type (version 0, type 1 COMMIT or 0 ABORT), its value the
+    ``EndTransactionMarker`` (version 0, coordinator epoch 0). Consumers never return it; they step past it, and
+    some only over a control batch (KafkaJS stays at a trailing marker's offset when given an empty batch)."""
+    key = struct.pack(">hh", 0, 1 if commit else 0)
+    value = struct.pack(">hi", 0, 0)
+    body = bytearray([0])  # record attributes
+    for v in (0, 0, len(key)):  # timestamp delta, offset delta, key length
+        _put_varint(body, v)
+    body += key
+    _put_varint(body, len(value))
+    body += value
+    _put_varint(body, 0)  # no headers
+    record = bytearray()
+    _put_varint(record, len(body))
+    record += body
+    size = _BATCH_HEADER.size + len(record)
+    buf = bytearray(_BATCH_HEADER.pack(offset, size - _LOG_OVERHEAD, 0, 2, 0, _CONTROL_ATTRIBUTES, 0, -1, -1,
+                                       producer_id, producer_epoch, -1, 1)) + record
+    struct.pack_into(">I", buf, 17, calc_crc32c(memoryview(buf)[_CRC_FROM:]))
+    return bytes(buf)
+
+
 def encode_batch(rows: Any, position: int, next_offset: int, budget: int, *, first: bool) -> bytes:
     """One uncompressed record batch v2 of ``rows`` (a partition table's rows, offsets ascending, gaps allowed), its
     size at most ``budget`` bytes unless its first record alone is larger and ``first`` (KIP-74: a fetch always makes
