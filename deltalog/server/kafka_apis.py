@@ -32,7 +32,6 @@ from deltalog.errors import (
     CorruptStateError,
     DeltalogError,
     InvalidConfigError,
-    RecordBatchError,
     UnknownTopicOrPartitionError,
 )
 from deltalog.log import fetch as group_fetch
@@ -204,8 +203,10 @@ class KafkaApis:
         if acks not in (-1, 0, 1):
             return p.INVALID_REQUIRED_ACKS, -1, f"acks must be -1, 0 or 1, not {acks}", -1
         try:
-            records, batches = decode_records(bytes(data or b""))
-        except RecordBatchError as e:
+            with self.lock:  # Kafka's LogValidator: each batch whole against max.message.bytes
+                limit = self.store.log(topic, partition).head().config.max_message_bytes
+            records, batches = decode_records(bytes(data or b""), limit)
+        except DeltalogError as e:  # a record batch refused, or an unknown topic or partition
             return e.errno, -1, str(e), -1
         if not records.num_rows:
             return p.CORRUPT_MESSAGE, -1, "a produce request carried no record for this partition", -1

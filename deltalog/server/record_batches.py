@@ -82,7 +82,7 @@ class BatchInfo:
     count: int
 
 
-def decode_records(data: bytes) -> tuple[pa.Table, list[BatchInfo]]:
+def decode_records(data: bytes, max_batch_bytes: int | None = None) -> tuple[pa.Table, list[BatchInfo]]:
     """The records of a Produce request's record set as Arrow columns (key, value, timestamp_ms, and headers when a
     record has any: what :mod:`deltalog.log.arrow_records` appends) and each batch's :class:`BatchInfo`, in order.
     Raises :class:`~deltalog.errors.RecordBatchError` on the first check that fails (see the module doc); nothing is
@@ -110,6 +110,10 @@ def decode_records(data: bytes) -> tuple[pa.Table, list[BatchInfo]]:
             raise RecordBatchError(f"the record batch at base offset {base_offset} is {length} bytes, "
                 f"shorter than a v2 batch header ({_BATCH_HEADER.size - 12})")
         stop = pos + _LOG_OVERHEAD + length
+        if max_batch_bytes is not None and _LOG_OVERHEAD + length > max_batch_bytes:  # LogValidator, before decoding
+            raise RecordBatchTooLargeError(
+                f"the record batch at base offset {base_offset} is {_LOG_OVERHEAD + length} bytes, larger than the "
+                f"topic's max.message.bytes={max_batch_bytes}")
         info, key, value, ts, hdrs = _decode_batch(data, view, pos, stop)
         infos.append(info)
         keys.append(key)
