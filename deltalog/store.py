@@ -506,6 +506,7 @@ class Store:
         if format == "pandas":
             return rows.to_pandas()
         if format == "polars":
+            extras.require("polars", "store.state(..., format='polars')")
             import polars as pl  # only when asked for
 
             return pl.from_arrow(rows)
