@@ -69,7 +69,7 @@ def test_one_row_per_live_key_latest_wins_tombstones_remove(store):
     assert result.committed and result.offsets == {0: 4, 1: 1} and result.records_read == 5
     rows = sorted((r["partition"], r["key"], r["value"], r["offset"]) for r in store.state("t").to_pylist())
     assert rows == [(0, b"a", b"3", 2), (0, b"b", b"2", 1), (1, b"a", b"p1", 0)]
-    store.append("t", 0, [Record("b", None), Record("c", "4")])
+    store.append("t", 0, [Record("b", None), Record("c", "4"), Record("never", None)])  # a tombstone of no row
     store.refresh_state("t")
     rows = sorted((r["partition"], r["key"], r["value"]) for r in store.state("t").to_pylist())
     assert rows == [(0, b"a", b"3"), (0, b"c", b"4"), (1, b"a", b"p1")]

@@ -49,10 +49,10 @@ def merge_keys(config: TopicConfig) -> tuple[str, str]:
 def state_schema(config: TopicConfig) -> pa.Schema:
     """The state table's schema: the current-state view's columns (``partition, offset, key, value, headers,
     timestamp_ms``), plus ``key_bytes`` for a json key."""
-    fields = [pa.field(PARTITION, pa.int32(), nullable=False), pa.field(OFFSET, pa.int64(), nullable=False),
+    fields = [pa.field(PARTITION, pa.int32()), pa.field(OFFSET, pa.int64()),
               pa.field(KEY, decoded_type(config.key_encoding, config.key_schema)),
               pa.field(VALUE, decoded_type(config.value_encoding, config.value_schema)),
-              RECORD_SCHEMA.field(HEADERS), pa.field(TIMESTAMP, pa.int64(), nullable=False)]
+              RECORD_SCHEMA.field(HEADERS), pa.field(TIMESTAMP, pa.int64())]
     if config.key_encoding == "json":
         fields.insert(3, pa.field(KEY_BYTES, pa.binary()))
     return pa.schema(fields)
