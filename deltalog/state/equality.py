@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 #: Keys shown per kind of difference.
 EXAMPLES = 5
+#: The outcome of one key: the two that mean the table is right, then the four that mean it is not.
+OUTCOMES = ("equal", "pending", "missing", "extra", "different", "ahead")
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,9 @@ class StateComparison:
     #: rows of pending keys whose offset is not below the recorded offsets
     ahead: int = 0
     examples: tuple[str, ...] = field(default_factory=tuple)
+    #: One row per key compared: ``partition``, ``key`` (its text), ``table_offset``, ``log_offset`` and
+    #: ``outcome`` (:data:`OUTCOMES`): what the quality suite validates.
+    details: pa.Table | None = field(default=None, compare=False, repr=False)
 
     @property
     def equal(self) -> bool:
@@ -99,8 +104,19 @@ def compare(logs: LogManager, topic: str, dt: DeltaTable) -> StateComparison:
     exp_rows = expected.take(pa.array([want[k] for k in both], pa.int64())).to_pylist() if both else []
     act_rows = actual.take(pa.array([have[k] for k in both], pa.int64())).to_pylist() if both else []
     different = [k for k, e, a in zip(both, exp_rows, act_rows, strict=True) if e != a]
-    examples = tuple(f"{kind} partition {p} key {k!r}" for kind, keys in
-                     (("missing", missing), ("extra", extra), ("different", different), ("ahead", ahead))
-                     for p, k in keys[:EXAMPLES])
+    kinds = (("missing", missing), ("extra", extra), ("different", different), ("ahead", ahead))
+    examples = tuple(f"{kind} partition {p} key {k!r}" for kind, keys in kinds for p, k in keys[:EXAMPLES])
+    outcome = {k: "equal" for k in both}
+    outcome.update({k: "pending" for k in have if k in pending})
+    for kind, keys in kinds:
+        outcome.update(dict.fromkeys(keys, kind))
+    t_off, e_off = actual.column(OFFSET).to_pylist(), expected.column(OFFSET).to_pylist()
+    details = pa.table({
+        PARTITION: pa.array([k[0] for k in outcome], pa.int32()),
+        KEY: pa.array([repr(k[1]) for k in outcome], pa.string()),
+        "table_offset": pa.array([t_off[have[k]] if k in have else None for k in outcome], pa.int64()),
+        "log_offset": pa.array([e_off[want[k]] if k in want else None for k in outcome], pa.int64()),
+        "outcome": pa.array(list(outcome.values()), pa.string()),
+    })
     return StateComparison(topic, dt.version(), offsets, actual.num_rows, len(want) + len(pending & set(have)),
-                           len(pending), len(missing), len(extra), len(different), len(ahead), examples)
+                           len(pending), len(missing), len(extra), len(different), len(ahead), examples, details)
