@@ -40,3 +40,25 @@ def test_state_table_stays_equal_through_cleans_and_the_quality_suite_proves_it(
     assert state_suite.expectations[0].unexpected_count == len([k for k in comparison.details.to_pylist()
                                                                 if k["partition"] == 0])
     assert "state table, state suite" in result.summary()
+
+
+def test_each_job_cycle_refreshes_the_state_tables_even_of_topics_never_cleaned(tmp_path, spark, clock):
+    import io
+    import json
+
+    from deltalog import Store
+    from deltalog.jobs.cleaner_job import JobConfig
+    from deltalog.jobs.cleaner_job import run as run_job
+
+    store = Store(tmp_path / "s", clock=clock, spark=spark)
+    store.create_topic("plain", 1, config={"state.table.enable": "true"})  # cleanup.policy=delete: never cleaned
+    store.create_topic("off", 1)
+    store.append("plain", 0, [Record("a", "1"), Record("a", "2")])
+    out = io.StringIO()
+    config = JobConfig.from_mapping({"store": {"root": str(tmp_path / "s")}, "job": {"once": True}})
+    assert run_job(config, spark=spark, clock=clock, out=out) == 1
+    [line] = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert line["passes"] == 0
+    assert line["state_tables"]["refreshed"]["plain"]["records_read"] == 2
+    assert list(line["state_tables"]["refreshed"]) == ["plain"] and line["state_tables"]["failed"] == {}
+    assert store.state("plain").to_pylist()[0]["value"] == b"2"
