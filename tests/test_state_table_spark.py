@@ -62,3 +62,25 @@ def test_each_job_cycle_refreshes_the_state_tables_even_of_topics_never_cleaned(
     assert line["state_tables"]["refreshed"]["plain"]["records_read"] == 2
     assert list(line["state_tables"]["refreshed"]) == ["plain"] and line["state_tables"]["failed"] == {}
     assert store.state("plain").to_pylist()[0]["value"] == b"2"
+
+
+def test_printed_spark_statement_reads_the_state_table_snapshot(spark_store):
+    """The printed Spark SQL, with ``delta.`<location>``` (delta-spark's JARs, not installable here) replaced by a
+    view of the same snapshot's Parquet files."""
+    store = spark_store
+    store.create_topic("t", 1, config={"cleanup.policy": "compact", "state.table.enable": "true",
+                                       "key.encoding": "string", "value.encoding": "json",
+                                       "value.schema": "price DOUBLE"})
+    store.produce("t", [Record(f"k{i % 7}", f'{{"price": {i}}}') for i in range(30)] + [Record("k1", None)])
+    store.refresh_state("t")
+    location = store.state_table_location("t")
+    from deltalog.sql import ddl
+
+    [state] = [s for s in ddl.view_statements(store.log_manager, "spark", topics=["t"]) if s.kind == "state"]
+    spark = store.spark
+    spark.read.parquet(*DeltaTable(location).file_uris()).createOrReplaceTempView("__t_state_snapshot")
+    spark.sql(state.sql.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMPORARY VIEW")
+              .replace(f"delta.`{location}`", "__t_state_snapshot"))
+    got = sorted((r["key"], r["price"]) for r in spark.sql("SELECT key, value.price AS price FROM t_state").collect())
+    want = sorted((r["key"], r["value"]["price"]) for r in store.state("t").to_pylist())
+    assert got == want and len(got) == 6
