@@ -446,7 +446,10 @@ class Store:
             mark = marks.get(snap.topic, snap.partition, snap.topic_id)
             reason = None if mark is None else f"{mark.error_type}: {mark.message}"
             states.append(PartitionState.of(snap, now, uncleanable_reason=reason, txns=log.txn_index(snap)))
-        return TopicDescription(topic, self.topic_config(topic), tuple(states))
+        config = self.topic_config(topic)
+        lag = self.state_lag(topic) if config.state_table(self.config) or StateTable(self.storage, topic).exists() \
+            else None
+        return TopicDescription(topic, config, tuple(states), lag)
 
     # -- state tables (deltalog.state, docs/state-table.md) ------------------------------------------------
 

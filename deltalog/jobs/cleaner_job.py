@@ -227,8 +227,10 @@ def refresh_state_tables(store: Store) -> dict[str, Any]:
             log.warning("refresh of the state table of %s failed: %s", topic, e)
             failed[topic] = f"{type(e).__name__}: {str(e)[:200]}"
             continue
+        lag = store.state_lag(topic)
         refreshed[topic] = {"version": result.table_version, "records_read": result.records_read,
-                            "rows_merged": result.rows_merged}
+                            "rows_merged": result.rows_merged, "offsets_behind": lag.offsets_behind,
+                            "time_behind_ms": lag.time_behind_ms}
     return {"refreshed": refreshed, "failed": failed}
 
 
