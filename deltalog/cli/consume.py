@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import deltalog.cli.common as common
 from deltalog.cli import console, offsets_formatter, output
-from deltalog.cli.jsonlines import record_to_json
+from deltalog.cli.jsonlines import json_fields_of, record_to_json
 from deltalog.cli.kafka_text import FORMATTER_DEFAULTS, MessageFormatter
 from deltalog.errors import OffsetOutOfRangeError
 from deltalog.groups.fetch import ISOLATION_LEVELS, end_offset, fetch
@@ -176,7 +176,8 @@ def consume(args: argparse.Namespace) -> int:
             "partitions: add -p N, or use --offset earliest|latest)")
     snaps = _as_of_snapshots(store, topic, partitions, args)
     positions = start_positions(store, topic, partitions, args.offset, args.group, args.isolation_level, snaps)
-    write = _offsets_writer() if offsets_format else _writer(topic, formatter)
+    write = (_offsets_writer() if offsets_format
+             else _writer(topic, formatter, json_fields_of(store.topic_config(topic))))
     committer = None if args.group is None else _GroupCommitter(store, args.group, topic, partitions)
     consumer = _Consumer(store, topic, positions, follow=args.follow, page_size=max(args.page_size, 1),
                          committer=committer, isolation_level=args.isolation_level, snaps=snaps)
@@ -242,11 +243,14 @@ def _offsets_writer() -> Callable[[int, list[Record]], None]:
     return write_offsets
 
 
-def _writer(topic: str, formatter: MessageFormatter | None) -> Callable[[int, list[Record]], None]:
+def _writer(topic: str, formatter: MessageFormatter | None, json_fields: frozenset[str] = frozenset()
+            ) -> Callable[[int, list[Record]], None]:
+    """Prints records: Kafka's text format with ``formatter``, else JSON lines, where a key or value the topic
+    encodes as JSON (``json_fields``) is printed as the JSON it holds."""
     if formatter is None:
         def write_json(partition: int, records: list[Record]) -> None:
             for r in records:
-                output.emit(record_to_json(r, topic, partition))
+                output.emit(record_to_json(r, topic, partition, json_fields))
         return write_json
     sys.stdout.flush()
     raw = sys.stdout.buffer
