@@ -55,6 +55,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "views": ("views", "print the SQL views of the topics' log and current state for Spark, Databricks, DuckDB, "
               "Trino"),
     "serve": ("serve", "serve the store to Kafka clients (kcat, librdkafka, kafka-python) on a Kafka port"),
+    "ping": ("serve", "wait until a Kafka endpoint (deltalog serve, or a broker) answers; for scripts"),
     "configs": ("configs", "users' SCRAM credentials for deltalog serve (kafka-configs --entity-type users)"),
     "check": ("check", "check that compaction kept its guarantees (Great Expectations suites)"),
     "clean": ("clean", "run cleaning passes now and print their figures"),
