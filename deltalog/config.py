@@ -195,7 +195,7 @@ STORE_KEYS: tuple[ConfigKey, ...] = (
               "Kafka's offsets of standalone consumers do."),
     ConfigKey("offsets.retention.check.interval.ms", "offsets_retention_check_interval_ms", _long(1), 600_000,
               "How often the cleaner's cycle looks for expired committed offsets."),
-    # Transactions (deltalog.log.transaction_coordinator).
+    # Transactions (deltalog.coordinator.transaction.transaction_coordinator).
     ConfigKey("transactional.id.expiration.ms", "transactional_id_expiration_ms", _long(1, INT_MAX), 604_800_000,
               "A transactional id with no transaction in progress and not used for this long expires (the "
               "cleaner's cycle): its producer can no longer write, and its next init_transactions() gets a new "

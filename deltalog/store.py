@@ -30,6 +30,8 @@ from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, ProgressListe
 from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.clock import Clock, WallClock
 from deltalog.config import StoreConfig, TopicConfig
+from deltalog.coordinator.group.offsets_topic import OffsetsTopic
+from deltalog.coordinator.transaction import hanging
 from deltalog.describe import PartitionState, TopicDescription
 from deltalog.errors import (
     InvalidArgumentError,
@@ -41,8 +43,7 @@ from deltalog.errors import (
 )
 from deltalog.groups import admin as group_admin
 from deltalog.groups.consumer import Consumer
-from deltalog.groups.offsets_topic import OffsetsTopic
-from deltalog.log import arrow_records, damage, hanging, time_travel
+from deltalog.log import arrow_records, damage, time_travel
 from deltalog.log import history as history_
 from deltalog.log.lease import LeaseManager
 from deltalog.log.log_manager import (
@@ -275,7 +276,7 @@ class Store:
         """Transactions open in the store's partitions (one topic's, or one partition's) for longer than
         ``max_transaction_timeout_ms`` that no transactional id's state will ever end: they hold their partition's
         last stable offset back for ever (Kafka's ``kafka-transactions.sh find-hanging``). End one with
-        :meth:`abort_transaction`. See :mod:`deltalog.log.hanging`."""
+        :meth:`abort_transaction`. See :mod:`deltalog.coordinator.transaction.hanging`."""
         return hanging.find_hanging(self.log_manager, topic=topic, partition=partition,
                                     max_transaction_timeout_ms=max_transaction_timeout_ms)
 
@@ -354,7 +355,7 @@ class Store:
     @property
     def offsets_topic(self) -> OffsetsTopic:
         """The store's committed offsets (``__consumer_offsets``, created on the first commit); one per store
-        object, which keeps each partition's replay (see :mod:`deltalog.groups.offsets_topic`)."""
+        object, which keeps each partition's replay (see :mod:`deltalog.coordinator.group.offsets_topic`)."""
         if self._offsets is None:
             self._offsets = OffsetsTopic(self.log_manager, self.config)
         return self._offsets

@@ -232,7 +232,7 @@ def test_kafka_python_group_member_commits_and_the_next_member_resumes(store, en
 
 
 def test_group_coordinator_rebalances_joins_and_expires_members():
-    from deltalog.server import group_coordinator as gc
+    from deltalog.coordinator.group import group_coordinator as gc
 
     now = [0.0]
     groups = gc.GroupCoordinator(clock=lambda: now[0])

@@ -26,12 +26,12 @@ BUILTIN_RAISES = {
     "deltalog/schemas.py": "the DDL parser's ValueError; parse_schema_config turns it into InvalidConfigError",
     "deltalog/log/encoding.py": "json.loads' parse_constant hook; check_bytes turns it into the refusal's reason",
     "deltalog/config.py": "a number that Java's Double.parseDouble refuses; caught beside it as InvalidConfigError",
-    "deltalog/groups/offsets_topic.py": "OffsetCommitValue decoding; the replay turns it into CorruptLogError",
+    "deltalog/coordinator/group/offsets_topic.py": "OffsetCommitValue decoding; the replay turns it into CorruptLogError",
     "deltalog/sql/kafka/options.py": "startingOffsets / ...ByTimestamp JSON; caught beside it as InvalidArgumentError",
     "deltalog/log/transactions.py": "marker_row's control type: the callers pass the module's own constants",
     "deltalog/cleaner/tasks.py": "Spark answering for tasks it was not given: a broken invariant, not input",
     "deltalog/log/faults.py": "DELTALOG_FAULT_KILL, the crash harness's variable, never a user's",
-    "deltalog/storage.py": "read_parquet's documented FileNotFoundError, which the log's readers turn into "
+    "deltalog/storage/local.py": "read_parquet's documented FileNotFoundError, which the log's readers turn into "
                            "CorruptLogError",
 }
 #: Exceptions that are Python's protocol, not errors: a module's ``__getattr__``, an iterator's end, an exit code.

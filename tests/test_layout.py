@@ -25,8 +25,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("deltalog.clock", "deltalog.extras", "deltalog.storage_faults"),
     ("deltalog.storage", "deltalog.schemas", "deltalog.spark"),
     ("deltalog.config", "deltalog.scram"),  # store-wide configs; the users' SCRAM credentials
-    ("deltalog.log",),            # LogManager, UnifiedLog, producer state: Kafka's storage module
-    ("deltalog.groups",),         # __consumer_offsets and the consumer, on the log
+    ("deltalog.log",),            # LogManager, UnifiedLog, per-partition producer state: Kafka's storage module
+    # Kafka's coordinators, apart from its storage; the two never import each other
+    ("deltalog.coordinator", "deltalog.coordinator.transaction", "deltalog.coordinator.group"),
+    ("deltalog.groups",),         # the consumer clients, on the log and __consumer_offsets
     ("deltalog.producer",),       # Kafka's producer clients, on the log (and the offsets topic, for transactions)
     ("deltalog.cleaner",),        # LogCleaner, on the log (and the offsets topic: a compacted topic like any other)
     ("deltalog.sql",),            # Spark's reads and Spark's Kafka source, on the log, the producer and the cleaner
@@ -154,7 +156,8 @@ def test_the_graph_sees_function_level_and_type_checking_imports():
     """The import graph is read from every statement, not only the module level that runs at import."""
     sites = import_sites()
     assert ("deltalog.store", "deltalog.quality") in sites  # inside Store.check: Great Expectations on first use
-    assert ("deltalog.log.hanging", "deltalog.log.partition_log") in sites  # under TYPE_CHECKING and in a function
+    # under TYPE_CHECKING and in a function
+    assert ("deltalog.coordinator.transaction.hanging", "deltalog.log.partition_log") in sites
 
 
 def excused(importer: str, imported: str) -> bool:
@@ -192,8 +195,12 @@ def test_each_upward_exception_is_still_needed():
 
 
 @pytest.mark.parametrize("package, forbidden", [
-    ("deltalog.log", ("deltalog.producer", "deltalog.groups", "deltalog.cleaner", "deltalog.sql", "deltalog.quality",
-                      "deltalog.cli", "deltalog.store")),
+    ("deltalog.log", ("deltalog.coordinator", "deltalog.producer", "deltalog.groups", "deltalog.cleaner",
+                      "deltalog.sql", "deltalog.quality", "deltalog.cli", "deltalog.store")),
+    ("deltalog.coordinator", ("deltalog.producer", "deltalog.groups", "deltalog.cleaner", "deltalog.sql",
+                              "deltalog.quality", "deltalog.server", "deltalog.cli", "deltalog.store")),
+    ("deltalog.coordinator.transaction", ("deltalog.coordinator.group",)),
+    ("deltalog.coordinator.group", ("deltalog.coordinator.transaction",)),
     ("deltalog.producer", ("deltalog.cleaner", "deltalog.sql", "deltalog.quality", "deltalog.cli", "deltalog.store")),
     ("deltalog.groups", ("deltalog.producer", "deltalog.cleaner", "deltalog.sql", "deltalog.cli", "deltalog.store")),
     ("deltalog.cleaner", ("deltalog.sql", "deltalog.quality", "deltalog.cli", "deltalog.store")),

@@ -20,8 +20,9 @@ from deltalake import DeltaTable
 
 from deltalog import ManualClock, Record, Store
 from deltalog.cleaner.metrics import append_metrics, collect, metrics_table_uri
+from deltalog.coordinator.transaction import producer_ids
 from deltalog.errors import DeltalogError, StorageError
-from deltalog.log import damage, producer_ids
+from deltalog.log import damage
 from deltalog.storage import Storage
 
 #: The PUT of a partition's Delta commit file (not a checkpoint, not the data files).

@@ -17,8 +17,9 @@ import pytest
 
 from deltalog import CorruptLogError, CorruptStateError, InvalidArgumentError, Record, Store
 from deltalog.clock import ManualClock
-from deltalog.log import producer_ids, producer_state
-from deltalog.log.transaction_coordinator import COMPLETE_ABORT, TransactionCoordinator
+from deltalog.coordinator.transaction import producer_ids
+from deltalog.coordinator.transaction.transaction_coordinator import COMPLETE_ABORT, TransactionCoordinator
+from deltalog.log import producer_state
 from tests.transaction_support import kill_mid_transaction
 
 REPO = Path(__file__).resolve().parents[1]

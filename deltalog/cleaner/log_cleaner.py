@@ -53,6 +53,7 @@ from deltalog.cleaner.maintenance import StoreMaintenance
 from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, PassProgress, ProgressListener
 from deltalog.cleaner.uncleanable import PartitionId
 from deltalog.config import StoreConfig
+from deltalog.coordinator.group.offsets_topic import OffsetsTopic
 from deltalog.errors import (
     CheckFailedError,
     CleaningFailedError,
@@ -66,7 +67,6 @@ from deltalog.errors import (
     error_chain,
     plain,
 )
-from deltalog.groups.offsets_topic import OffsetsTopic
 from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import PartitionLog
 from deltalog.log.retention import RetentionResult, delete_old_segments

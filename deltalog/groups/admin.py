@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from deltalog.coordinator.group.offsets_topic import OffsetsTopic, as_topic_partition, validate_group_id
 from deltalog.errors import GroupIdNotFoundError, InvalidArgumentError, shown
-from deltalog.groups.offsets_topic import OffsetsTopic, as_topic_partition, validate_group_id
 from deltalog.log.log_manager import LogManager
 from deltalog.log.offsets_by_time import offset_for_time, validate_timestamp
 from deltalog.structs import OffsetAndMetadata, TopicPartition

@@ -12,7 +12,7 @@ Made by :meth:`Store.consumer <deltalog.store.Store.consumer>`::
 What deltalog keeps of Kafka's model, and what it leaves out:
 
 * **Committed offsets** are Kafka's: per group, topic and partition, the next offset to consume, with a metadata
-  string, kept in the compacted internal topic ``__consumer_offsets`` (:mod:`deltalog.groups.offsets_topic`). A
+  string, kept in the compacted internal topic ``__consumer_offsets`` (:mod:`deltalog.coordinator.group.offsets_topic`). A
   consumer's start position is its group's committed offset; with none (or one no longer in the log, after
   retention or DeleteRecords) ``auto_offset_reset`` decides: ``"latest"`` (Kafka's default: the log end, or at
   ``read_committed`` the last stable offset),
@@ -28,7 +28,7 @@ What deltalog keeps of Kafka's model, and what it leaves out:
   change any offset is skipped (each commit is a Delta commit). With ``enable_auto_commit=False`` only
   ``commit()`` commits.
 * ``isolation_level`` (``read_uncommitted`` by default, as Kafka's) is passed to
-  :func:`~deltalog.groups.fetch.fetch`, and sets where a partition ends for ``end_offsets()``, ``seek_to_end()``
+  :func:`~deltalog.log.fetch.fetch`, and sets where a partition ends for ``end_offsets()``, ``seek_to_end()``
   and ``auto_offset_reset="latest"``: at ``read_committed`` the last stable offset, as in Kafka, so a consumer
   placed at the end while a transaction is open still reads that transaction's records once it commits.
 """
@@ -45,6 +45,7 @@ from typing import Any
 import pyarrow as pa
 
 from deltalog.clock import Clock
+from deltalog.coordinator.group.offsets_topic import OffsetsTopic, as_topic_partition, validate_group_id
 from deltalog.errors import (
     IllegalStateError,
     InvalidArgumentError,
@@ -54,9 +55,8 @@ from deltalog.errors import (
     OffsetOutOfRangeError,
     shown,
 )
-from deltalog.groups.fetch import READ_UNCOMMITTED, end_offset, fetch, validate_isolation_level
-from deltalog.groups.offsets_topic import OffsetsTopic, as_topic_partition, validate_group_id
 from deltalog.ignored_configs import CONSUMER_IGNORED, config_key, unknown_config_message
+from deltalog.log.fetch import READ_UNCOMMITTED, end_offset, fetch, validate_isolation_level
 from deltalog.log.log_manager import LogManager, is_internal_topic
 from deltalog.log.offsets_by_time import offset_and_timestamp_for_time, validate_timestamp
 from deltalog.log.record import HEADERS, KEY, OFFSET, TIMESTAMP, VALUE

@@ -20,7 +20,7 @@ number of times to any topics and partitions, and ``commit_transaction()`` or ``
 ``send_offsets_to_transaction(offsets, group_id)`` commits a consumer group's offsets inside the transaction.
 A send inside a transaction appends its records at once (``read_uncommitted`` readers see them), each carrying
 the producer's id and epoch; the commit or abort is Kafka's two-phase protocol
-(:mod:`deltalog.log.transaction_coordinator`): ``read_committed`` readers see all of the transaction's records
+(:mod:`deltalog.coordinator.transaction.transaction_coordinator`): ``read_committed`` readers see all of the transaction's records
 or none. A transaction left open by a dead process is aborted by the next ``init_transactions()`` of its id
 or, after ``transaction_timeout_ms``, by the cleaner's cycle. Deliberate difference: a producer with a
 ``transactional_id`` may still ``send`` outside a transaction (Kafka refuses); such sends are idempotent, not
@@ -40,6 +40,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from deltalog.coordinator.group.offsets_topic import OffsetsTopic
+from deltalog.coordinator.transaction import producer_ids
+from deltalog.coordinator.transaction.transaction_coordinator import DEAD, TransactionCoordinator, TransactionMetadata
 from deltalog.errors import (
     IllegalStateError,
     InvalidConfigError,
@@ -50,12 +53,10 @@ from deltalog.errors import (
     UnknownProducerIdError,
     shown,
 )
-from deltalog.groups.offsets_topic import OffsetsTopic
 from deltalog.ignored_configs import PRODUCER_IGNORED, config_key, unknown_config_message
-from deltalog.log import producer_ids, producer_state
+from deltalog.log import producer_state
 from deltalog.log.producer_state import ProducerBatch, batch_digest
 from deltalog.log.record import Record
-from deltalog.log.transaction_coordinator import DEAD, TransactionCoordinator, TransactionMetadata
 from deltalog.producer.client_shapes import SentFuture, deliver, is_batch, one_record
 from deltalog.producer.producer import Producer, ProduceResult
 from deltalog.structs import TopicPartition

@@ -5,7 +5,7 @@ message of the same version, or None where Kafka sends none (Produce with ``acks
 store's own paths, so what a Kafka client writes is what :meth:`deltalog.Store.append` writes: one
 :meth:`~deltalog.log.partition_log.PartitionLog.append` (one Delta commit) per partition of a Produce request, or of
 the requests a connection pipelined (:mod:`deltalog.server.group_commit`), and
-reads go through :func:`deltalog.groups.fetch.fetch` (the high watermark, the last stable offset, aborted records left
+reads go through :func:`deltalog.log.fetch.fetch` (the high watermark, the last stable offset, aborted records left
 out for ``read_committed``), as :class:`~deltalog.groups.consumer.Consumer` reads.
 
 Each endpoint is one broker of the store's live endpoints (:mod:`deltalog.server.registry`; alone, node id 0, the
@@ -24,6 +24,9 @@ from typing import Any
 import pyarrow.compute as pc
 
 from deltalog.config import TopicConfig
+from deltalog.coordinator.group.group_coordinator import GroupCoordinator
+from deltalog.coordinator.group.group_metadata import GroupMetadataLog
+from deltalog.coordinator.transaction import producer_ids
 from deltalog.errors import (
     DeltalogError,
     InvalidArgumentError,
@@ -42,14 +45,11 @@ from deltalog.errors import (
     UnknownProducerIdError,
     UnknownTopicOrPartitionError,
 )
-from deltalog.groups import fetch as group_fetch
-from deltalog.log import producer_ids
+from deltalog.log import fetch as group_fetch
 from deltalog.log.record import OFFSET, TIMESTAMP
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
 from deltalog.server import admin_apis, group_commit, sasl, scram_apis, txn_apis
 from deltalog.server import protocol as p
-from deltalog.server.group_coordinator import GroupCoordinator
-from deltalog.server.group_metadata import GroupMetadataLog
 from deltalog.server.placement import GROUP, Placement, offsets_partitions
 from deltalog.server.record_batches import decode_records, encode_batch
 from deltalog.server.registry import Broker
@@ -505,7 +505,7 @@ class KafkaApis:
     def handle_offset_commit(self, request: p.Request) -> Any:
         """Kafka's ``GroupCoordinator.handleCommitOffsets`` for a group without members (``assign()``-ing consumers,
         admin tools): generation -1 and no member id, one append of the whole commit to the group's partition of
-        ``__consumer_offsets`` (:meth:`deltalog.groups.offsets_topic.OffsetsTopic.commit`), all or nothing; or for
+        ``__consumer_offsets`` (:meth:`deltalog.coordinator.group.offsets_topic.OffsetsTopic.commit`), all or nothing; or for
         a member of the group's current generation (:meth:`GroupCoordinator.check_commit`)."""
         body = request.body
         cls = p.SERVED[8].response[request.api_version]
@@ -618,7 +618,7 @@ class KafkaApis:
 
     def handle_init_producer_id(self, request: p.Request) -> Any:
         """Kafka's ``InitProducerId`` for an idempotent producer (no transactional id): a producer id no producer of
-        the store ever had (:func:`deltalog.log.producer_ids.allocate`, the counter the Python
+        the store ever had (:func:`deltalog.coordinator.transaction.producer_ids.allocate`, the counter the Python
         producers take theirs from), epoch 0. A producer that asks again (KIP-360, after an unknown producer id)
         gets a new id. With a transactional id: :meth:`TxnApis.handle_init_producer_id`."""
         body = request.body
@@ -629,7 +629,7 @@ class KafkaApis:
             pid = producer_ids.allocate(self.store.log_manager.storage, self.store.log_manager)
         return cls(throttle_time_ms=0, error_code=p.NONE, producer_id=pid, producer_epoch=0)
 
-    # -- group membership (see deltalog.server.group_coordinator) ------------------------------------------
+    # -- group membership (see deltalog.coordinator.group.group_coordinator) ------------------------------------------
 
     def handle_join_group(self, request: p.Request) -> Any:
         body = request.body

@@ -26,8 +26,8 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+from deltalog.coordinator.group.offsets_topic import OFFSETS_TOPIC, java_string_hash
 from deltalog.errors import InvalidArgumentError
-from deltalog.groups.offsets_topic import OFFSETS_TOPIC, java_string_hash
 from deltalog.server.registry import Broker, BrokerRegistry
 
 #: FindCoordinator's key types (Kafka's ``CoordinatorType``).
@@ -36,7 +36,7 @@ TRANSACTION = 1
 #: The internal topic whose partition leader coordinates a transactional id.
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 #: Kafka's ``transaction.state.log.num.partitions`` default. deltalog keeps a transactional id's state in its own
-#: document (deltalog.log.transaction_coordinator), not in a topic, so the count only spreads coordinators.
+#: document (deltalog.coordinator.transaction.transaction_coordinator), not in a topic, so the count only spreads coordinators.
 TRANSACTION_STATE_PARTITIONS = 50
 
 

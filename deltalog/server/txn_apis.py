@@ -3,7 +3,7 @@ transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit) 
 record batch passes before a Produce appends it.
 
 The endpoint keeps no transaction state of its own: every request reads and changes the transactional id's document
-through the store's :class:`~deltalog.log.transaction_coordinator.TransactionCoordinator` (compare-and-swap on the
+through the store's :class:`~deltalog.coordinator.transaction.transaction_coordinator.TransactionCoordinator` (compare-and-swap on the
 document), the records go through :meth:`~deltalog.log.partition_log.PartitionLog.append` with the producer's
 :class:`~deltalog.log.producer_state.ProducerBatch` (``in_transaction``: the rows carry the producer id and epoch),
 and EndTxn writes the markers with the coordinator's two-phase commit. So a transaction a Kafka client runs over
@@ -36,19 +36,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from deltalog.errors import (
-    CommitConflictError,
-    DeltalogError,
-    IllegalStateError,
-    InvalidConfigError,
-    InvalidPidMappingError,
-    ProducerFencedError,
-    UnknownTopicOrPartitionError,
-)
-from deltalog.groups.offsets_topic import OFFSETS_TOPIC, decode_key, partition_for, validate_group_id
-from deltalog.log.producer_state import ProducerBatch, ProducerStateEntry, batch_digest
-from deltalog.log.record import KEY, OFFSET, PRODUCER_ID
-from deltalog.log.transaction_coordinator import (
+from deltalog.coordinator.group.offsets_topic import OFFSETS_TOPIC, decode_key, partition_for, validate_group_id
+from deltalog.coordinator.transaction.transaction_coordinator import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
     MAX_TIMEOUT_MS,
@@ -58,6 +47,17 @@ from deltalog.log.transaction_coordinator import (
     TransactionCoordinator,
     TransactionMetadata,
 )
+from deltalog.errors import (
+    CommitConflictError,
+    DeltalogError,
+    IllegalStateError,
+    InvalidConfigError,
+    InvalidPidMappingError,
+    ProducerFencedError,
+    UnknownTopicOrPartitionError,
+)
+from deltalog.log.producer_state import ProducerBatch, ProducerStateEntry, batch_digest
+from deltalog.log.record import KEY, OFFSET, PRODUCER_ID
 from deltalog.log.transactions import READ_UNCOMMITTED
 from deltalog.producer.producer import Producer
 from deltalog.server import protocol as p

@@ -16,7 +16,7 @@ partitions (a store config); deltalog's own cleaner keeps it to about one record
 the job Kafka built compaction for.
 
 Committed offsets are read by replaying a partition (:class:`OffsetsTopic` keeps the replayed state and reads
-only what was appended since), always ``read_committed`` through :func:`deltalog.groups.fetch.fetch`: an offset
+only what was appended since), always ``read_committed`` through :func:`deltalog.log.fetch.fetch`: an offset
 committed inside a transaction counts once the transaction commits, never if it aborts.
 
 :func:`offset_commit_records` is the seam for ``send_offsets_to_transaction``: the transactional producer gets the
@@ -44,7 +44,7 @@ from deltalog.errors import (
     OffsetOutOfRangeError,
     TopicExistsError,
 )
-from deltalog.groups.fetch import READ_COMMITTED, fetch
+from deltalog.log.fetch import READ_COMMITTED, fetch
 from deltalog.log.log_manager import GROUP_METADATA_TOPIC_NAME, LogManager
 from deltalog.log.record import KEY, OFFSET, TIMESTAMP, VALUE
 from deltalog.structs import OffsetAndMetadata, TopicPartition
