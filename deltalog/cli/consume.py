@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 
 import deltalog.cli.common as common
-from deltalog.cli import console, offsets_formatter, output
+from deltalog.cli import console, offsets_formatter, output, progress
 from deltalog.cli.jsonlines import json_fields_of, record_to_json
 from deltalog.cli.kafka_text import FORMATTER_DEFAULTS, MessageFormatter
 from deltalog.coordinator.group.offsets_topic import validate_group_id
@@ -185,8 +185,15 @@ def consume(args: argparse.Namespace) -> int:
     count = 0
     code = 0
     stop_signal = _on_sigterm() if args.follow else None
+    # a counter of the records printed, on a terminal's stderr while the records themselves go to a file or a pipe
+    bar = progress.counter(f"consuming {topic}", unit=" records", show=False if sys.stdout.isatty() else None)
+
+    def write_counted(partition: int, records: list[Record]) -> None:
+        write(partition, records)
+        bar.update(len(records))
+
     try:
-        count = consumer.run(write, max_messages=args.max_messages, timeout_ms=args.timeout_ms,
+        count = consumer.run(write_counted, max_messages=args.max_messages, timeout_ms=args.timeout_ms,
                              poll_interval_s=args.poll_interval_ms / 1000)
     except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) ends --follow: the records so far were printed
         count = consumer.count
@@ -199,6 +206,7 @@ def consume(args: argparse.Namespace) -> int:
             sys.stdout.flush()  # what is committed must have reached the reader
             committer.commit(consumer.printed)
     finally:
+        bar.close()
         if stop_signal is not None:
             stop_signal.restore()
         try:

@@ -17,14 +17,16 @@ is what one commit holds.)
 from __future__ import annotations
 
 import argparse
+import io
 import itertools
+import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import pyarrow as pa
 
 import deltalog.cli.common as common
-from deltalog.cli import console, output
+from deltalog.cli import console, output, progress
 from deltalog.cli.jsonlines import entries_from_lines, json_fields_of
 from deltalog.cli.kafka_text import READER_DEFAULTS, LineMessageReader
 from deltalog.errors import InvalidRecordError, UnknownTopicOrPartitionError
@@ -87,10 +89,18 @@ def produce(args: argparse.Namespace) -> int:
     report = _Report(args, topic)
     try:
         if args.file is not None:
-            with open(args.file, encoding="utf-8") as f:
-                _stream(store, topic, _entries(f, source, text, args, count, json_fields), source, text, args, report)
+            # a bar over the file's bytes, advanced batch by batch from the binary file's position
+            with open(args.file, "rb") as raw, progress.counter(
+                    f"producing to {topic}", unit="B", total=_size(raw)) as bar:
+                f = io.TextIOWrapper(raw, encoding="utf-8")
+                _stream(store, topic, _entries(f, source, text, args, count, json_fields), source, text, args, report,
+                        tick=lambda _n: bar.update(max(0, raw.tell() - bar.n)))
         else:
-            _stream(store, topic, _entries(sys.stdin, source, text, args, count, json_fields), source, text, args, report)
+            # a counter of records, when the input is piped in (not while someone types it)
+            with progress.counter(f"producing to {topic}", unit=" records",
+                                  show=False if sys.stdin.isatty() else None) as bar:
+                _stream(store, topic, _entries(sys.stdin, source, text, args, count, json_fields), source, text,
+                        args, report, tick=bar.update)
     except UnicodeDecodeError as e:
         raise report.partial(InvalidRecordError(
             f"{source} is not UTF-8 text ({e.reason} at byte {e.start} of a read); records are JSON lines (binary "
@@ -102,8 +112,8 @@ def produce(args: argparse.Namespace) -> int:
 
 
 def _stream(store: Store, topic: str, entries: Iterator[tuple[int, Record, int | None]], source: str, text: bool,
-            args: argparse.Namespace, report: _Report) -> None:
-    """Validate and produce the input ``--batch-size`` records at a time."""
+            args: argparse.Namespace, report: _Report, tick: Callable[[int], object] = lambda _n: None) -> None:
+    """Validate and produce the input ``--batch-size`` records at a time; ``tick(n)`` after each batch of ``n``."""
     config = store.topic_config(topic)
     while True:
         batch = list(itertools.islice(entries, args.batch_size))
@@ -126,6 +136,7 @@ def _stream(store: Store, topic: str, entries: Iterator[tuple[int, Record, int |
         else:
             result = store.produce(topic, records, partition=args.partition)
         report.add(result, lines)
+        tick(len(records))
 
 
 class _Report:
@@ -174,6 +185,12 @@ class _Report:
             each = ", ".join(f"{sum(b - a + 1 for a, b in r)} to partition {p} at offsets {_ranges_text(r)}"
                              for p, r in sorted(self.ranges.items()))
             print(f"Produced {self.count} record(s) to {self.topic}: {each}")
+
+
+def _size(f: io.BufferedReader) -> int | None:
+    """The size of a regular file (a bar's total); None for a pipe or a device (``--file /dev/stdin``)."""
+    st = os.fstat(f.fileno())
+    return st.st_size if os.path.isfile(f.name) and st.st_size > 0 else None
 
 
 def _ranges_text(ranges: list[list[int]]) -> str:
