@@ -381,6 +381,8 @@ class Consumer:
         if self.config["group_id"] is not None:
             found = self._offsets.committed(self.config["group_id"], [tp])
             committed = found[tp].offset if tp in found else None
+            if committed is not None and committed < 0:  # -1/-2 a Kafka client committed: none (Kafka's consumer)
+                committed = None
         head = self._logs.log(tp.topic, tp.partition).head()
         if committed is not None:
             self._last_committed[tp] = committed  # auto commit skips it until the position moves

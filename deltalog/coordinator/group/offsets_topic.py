@@ -223,10 +223,13 @@ def validate_group_id(group_id: object) -> str:
     return group_id
 
 
-def normalize_offsets(offsets: Mapping[Any, Any], max_metadata_bytes: int) -> dict[TopicPartition, OffsetAndMetadata]:
+def normalize_offsets(offsets: Mapping[Any, Any], max_metadata_bytes: int, *, allow_negative: bool = False
+                      ) -> dict[TopicPartition, OffsetAndMetadata]:
     """``offsets`` as ``{TopicPartition: OffsetAndMetadata}``, checked: a key is a TopicPartition (or a
     ``(topic, partition)`` pair, such as kafka-python's), a value an OffsetAndMetadata (or a ``(offset, metadata[,
-    leader_epoch])`` tuple, or a bare offset); offsets are whole numbers >= 0 and metadata at most
+    leader_epoch])`` tuple, or a bare offset); offsets are whole numbers >= 0 (any whole number with
+    ``allow_negative``: Kafka's coordinator stores what a client commits, and KafkaJS commits -1 and -2 after an
+    out-of-range reset; readers take a negative one for no committed offset) and metadata at most
     ``max_metadata_bytes`` of UTF-8 (Kafka's ``offset.metadata.max.bytes``)."""
     if not isinstance(offsets, Mapping):
         raise InvalidArgumentError(
@@ -242,7 +245,7 @@ def normalize_offsets(offsets: Mapping[Any, Any], max_metadata_bytes: int) -> di
         else:
             raise InvalidArgumentError(f"the offset to commit for {tp} must be an OffsetAndMetadata or an int, not {om!r}")
         offset, metadata, epoch = om
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        if isinstance(offset, bool) or not isinstance(offset, int) or (offset < 0 and not allow_negative):
             raise InvalidArgumentError(f"the offset to commit for {tp} must be a whole number >= 0 (the next offset "
                                        f"to consume), not {offset!r}")
         if metadata is None:
@@ -354,14 +357,15 @@ class OffsetsTopic:
     # -- writes ------------------------------------------------------------------------------------------------
 
     def commit_batch(self, group_id: str, offsets: Mapping[Any, Any], now_ms: int,
-                     topic_ids: Mapping[str, str | None] | None = None) -> OffsetCommitBatch:
+                     topic_ids: Mapping[str, str | None] | None = None, *, allow_negative: bool = False
+                     ) -> OffsetCommitBatch:
         """The validated records of an offset commit, and their partition: what ``send_offsets_to_transaction``
         writes inside a transaction. Creates ``__consumer_offsets`` on first use; raises for an empty group id, a
         topic or partition that does not exist, a negative offset or metadata over ``offset.metadata.max.bytes``,
         and :class:`UnknownTopicIdError` when a topic of ``topic_ids`` (the ids the committer read the topics
         under) has another id now. Each record carries the id its topic has now."""
         group_id = validate_group_id(group_id)
-        checked = normalize_offsets(offsets, self.config.offset_metadata_max_bytes)
+        checked = normalize_offsets(offsets, self.config.offset_metadata_max_bytes, allow_negative=allow_negative)
         for tp in checked:
             self.logs.log(tp.topic, tp.partition)  # raises for a topic or partition that does not exist
         current = {t: self.logs.topic_id(t) for t in sorted({tp.topic for tp in checked})}
@@ -380,10 +384,11 @@ class OffsetsTopic:
         return offset_commit_records(group_id, checked, now_ms, n, current)
 
     def commit(self, group_id: str, offsets: Mapping[Any, Any], now_ms: int,
-               topic_ids: Mapping[str, str | None] | None = None) -> OffsetCommitBatch:
+               topic_ids: Mapping[str, str | None] | None = None, *, allow_negative: bool = False
+               ) -> OffsetCommitBatch:
         """Commit ``offsets`` for ``group_id`` now: one append to the group's partition (all or nothing);
         ``topic_ids`` as :meth:`commit_batch` checks them."""
-        batch = self.commit_batch(group_id, offsets, now_ms, topic_ids)
+        batch = self.commit_batch(group_id, offsets, now_ms, topic_ids, allow_negative=allow_negative)
         if batch.records.num_rows:
             self._append(batch, now_ms)
         return batch
