@@ -32,12 +32,13 @@ from deltalog.cleaner.log_cleaner import LogCleaner, raise_failures
 from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, ProgressListener
 from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.clock import Clock, WallClock
-from deltalog.config import StoreConfig, TopicConfig
+from deltalog.config import StoreConfig, TopicConfig, validate_config_mapping
 from deltalog.coordinator.group.offsets_topic import OffsetsTopic
 from deltalog.coordinator.transaction import hanging
 from deltalog.describe import PartitionState, TopicDescription
 from deltalog.errors import (
     CheckFailedError,
+    CorruptStateError,
     InvalidArgumentError,
     InvalidConfigError,
     InvalidRecordError,
@@ -56,15 +57,14 @@ from deltalog.log.log_manager import (
     TOPICS_DIR,
     LogManager,
     is_internal_topic,
-    validate_config_mapping,
     validate_topic_name,
 )
 from deltalog.log.partition_log import PartitionLog
 from deltalog.log.record import Record
 from deltalog.log.retention import DeleteRecordsResult, RetentionResult, apply_retention, delete_records
 from deltalog.log.vacuum import VacuumResult, vacuum_staged, vacuum_store, vacuum_temp_files
-from deltalog.producer.idempotent_producer import KafkaProducer
-from deltalog.producer.producer import Producer, ProduceResult
+from deltalog.producer.kafka_producer import KafkaProducer
+from deltalog.producer.router import PartitionRouter, ProduceResult
 from deltalog.state import equality as state_equality
 from deltalog.state import refresh as state_refresh
 from deltalog.state import table as state_table
@@ -163,7 +163,7 @@ class Store:
             self.log_manager = LogManager(self.storage, self.clock, create=create)
         except OSError as e:  # a file where the store should be, no permission, ...
             raise InvalidArgumentError(f"cannot use {self.root} as a store: {e.strerror or e}") from None
-        self._producer: Producer | None = None
+        self._producer: PartitionRouter | None = None
         self._offsets: OffsetsTopic | None = None
 
     def __repr__(self) -> str:
@@ -175,7 +175,7 @@ class Store:
     def spark(self) -> SparkSession:
         """The session Spark jobs run on: the one given, or the embedded one (created on first use)."""
         if self._spark is None:
-            # Imported here, not at the top: pyspark costs ~0.3 s to import, and producers never need it.
+            # Imported here, not at the top: pyspark is slow to import, and producers never need it.
             from deltalog.sql.session import local_session
 
             self._spark = local_session()
@@ -200,7 +200,15 @@ class Store:
         return self.log_manager.create_topic(topic, partitions, config)
 
     def list_topics(self) -> list[str]:
-        return self.log_manager.list_topics()
+        """Every topic, a topic whose marker is damaged included (never silently left out): every operation on
+        such a topic raises :class:`~deltalog.errors.CorruptStateError` naming the file, and
+        :meth:`damaged_topics` says which they are and why."""
+        return self.log_manager.list_topics(include_damaged=True)
+
+    def damaged_topics(self) -> dict[str, CorruptStateError]:
+        """The topics whose marker (``topics/<topic>/_topic.json``) is damaged, each with the error that names the
+        file and how to recover."""
+        return self.log_manager.damaged_topics()
 
     def topic_exists(self, topic: str) -> bool:
         return self.log_manager.topic_exists(topic)
@@ -260,22 +268,22 @@ class Store:
     def produce(self, topic: str, records: Sequence[Record] | Record | pa.Table | pa.RecordBatch, *,
                 partition: int | None = None) -> ProduceResult:
         """Send records to ``topic``, each to the partition Kafka's producer would pick; returns each record's
-        :class:`~deltalog.producer.producer.RecordMetadata` (topic, partition, offset, timestamp), in input order.
+        :class:`~deltalog.producer.router.RecordMetadata` (topic, partition, offset, timestamp), in input order.
 
         A keyed record goes to murmur2(key) & 0x7fffffff % partitions (Kafka's default partitioner), a keyless one
         to the sticky partitioner's current partition (KIP-480), unless ``partition`` (for every record) or a
         ``partition`` column of an Arrow batch (per record, null: the partitioner chooses) says otherwise. One
-        append, one Delta commit, per partition the call touches. See :mod:`deltalog.producer.producer`.
+        append, one Delta commit, per partition the call touches. See :mod:`deltalog.producer.router`.
         """
         if self._producer is None:
-            self._producer = Producer(self.log_manager)
+            self._producer = PartitionRouter(self.log_manager)
         return self._producer.send(topic, records, self.clock.now_ms(), partition=partition)
 
     def producer(self, config: Mapping[str, Any] | None = None, /, **configs: Any) -> KafkaProducer:
         """Kafka's producer with its configs (``enable_idempotence`` (default True), ``transactional_id``, ``acks``,
         ``retries``, ...; also by Kafka's dotted names, and as one dict, as confluent-kafka's ``Producer(conf)``
         takes them): ``init_transactions``, ``send``/``produce``, ``poll``, ``flush``, ``close``. An idempotent
-        producer's retried batch lands once; see :mod:`deltalog.producer.idempotent_producer`."""
+        producer's retried batch lands once; see :mod:`deltalog.producer.kafka_producer`."""
         return KafkaProducer(self.log_manager, **{**dict(config or {}), **configs})
 
     def find_hanging_transactions(self, topic: str | None = None, partition: int | None = None, *,
@@ -355,6 +363,7 @@ class Store:
             limit = None
         logs = [self.log(topic, partition)] if partition is not None else self.log_manager.logs(topic)
         entries = [e for log in logs for e in history_.history(log, limit)]
+        # newest first on the monotonic times, which follow each partition's version order under any clock skew
         entries.sort(key=lambda e: (-(e.timestamp_ms or 0), e.partition, -e.version))
         return entries
 
@@ -436,7 +445,8 @@ class Store:
         """Per partition: log start/end offsets, segments with sizes, clean/dirty bytes, dirty ratio.
 
         A damaged partition (its Delta log, or a data file missing or of another size than its commit says)
-        raises :class:`~deltalog.errors.CorruptLogError` naming the partition and the file."""
+        raises :class:`~deltalog.errors.CorruptLogError` naming the partition and the file; one that holds an
+        offset twice says so in ``duplicated_offsets`` and ``duplicates`` (and is eligible for cleaning)."""
         now = self.clock.now_ms()
         marks = UncleanablePartitions(self.storage)
         states: list[PartitionState] = []
@@ -445,7 +455,8 @@ class Store:
             damage.raise_data_damage(log.storage, log.uri, snap.files)  # one listing: missing or resized files
             mark = marks.get(snap.topic, snap.partition, snap.topic_id)
             reason = None if mark is None else f"{mark.error_type}: {mark.message}"
-            states.append(PartitionState.of(snap, now, uncleanable_reason=reason, txns=log.txn_index(snap)))
+            states.append(PartitionState.of(snap, now, uncleanable_reason=reason, txns=log.txn_index(snap),
+                                            duplicated=log.duplicated_offsets(snap)))
         config = self.topic_config(topic)
         lag = self.state_lag(topic) if config.state_table(self.config) or StateTable(self.storage, topic).exists() \
             else None
@@ -538,7 +549,7 @@ class Store:
         return compute_state_lag(self.log_manager, topic, int(time.time() * 1000))
 
     # -- SQL and data-quality checks ----------------------------------------------------------------------
-    # deltalog.sql imports pyspark (~0.3 s) and deltalog.quality great-expectations (~3 s): imported on first
+    # deltalog.sql imports pyspark and deltalog.quality great-expectations, both slow to import: imported on first
     # use, so producers and the cleaner's Spark workers never pay for them.
 
     def sql(self, query: str, *, engine: str | None = None, version_as_of: time_travel.Versions | None = None,

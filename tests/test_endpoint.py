@@ -464,7 +464,7 @@ def test_api_versions_negotiates_and_unsupported_versions_get_unsupported_versio
         assert resp.error_code == 0
         served = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
         assert served == {a.key: (a.min_version, a.max_version) for a in protocol.SERVED.values()}
-        assert set(served) == set(endpoint.apis.handlers)  # every advertised API has its handler, and only those
+        assert set(served) == {int(c.API_KEY) for c in endpoint.apis.handlers}  # every advertised API has its handler, and only those
         send(sock, ApiVersionsRequest[4](client_software_name="raw", client_software_version="1"), 2)
         resp = receive(sock, ApiVersionsResponse, 0)  # answered at v0, as Kafka's broker does
         assert resp.error_code == protocol.UNSUPPORTED_VERSION and resp.api_keys
@@ -581,3 +581,20 @@ def test_deltalog_serve_refuses_a_non_loopback_address(tmp_path):
                            "--listen", "0.0.0.0:9092"], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 2 and "loopback" in done.stderr
+
+
+def test_a_store_is_what_the_endpoint_needs_of_one(store):
+    """deltalog.server.served_store.ServedStore lists what the server uses of the Store facade: every member is
+    there, a method with the parameters the protocol names."""
+    import inspect
+
+    from deltalog.server.served_store import ServedStore
+    attributes = set(inspect.get_annotations(ServedStore))
+    methods = {n for n, v in vars(ServedStore).items() if callable(v) and not n.startswith("_")}
+    assert {"storage", "clock", "log_manager", "root"} <= attributes and {"log", "create_topic"} <= methods
+    for name in attributes | {"offsets_topic"}:
+        assert getattr(store, name) is not None, name
+    for name in methods:
+        wanted = list(inspect.signature(getattr(ServedStore, name)).parameters)[1:]
+        have = inspect.signature(getattr(store, name)).parameters
+        assert all(p in have for p in wanted), (name, wanted, list(have))

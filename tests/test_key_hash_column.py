@@ -12,11 +12,11 @@ import pytest
 
 from deltalog import Record, Store
 from deltalog.cleaner import offset_map
-from deltalog.cleaner.key_hash import key_hashes
 from deltalog.cleaner.task_plan import FileSlice
 from deltalog.log import delta, foreign_commits
 from deltalog.log import key_hash as log_key_hash
 from deltalog.log.arrow_records import records_to_table
+from deltalog.log.key_hash import key_hashes
 from deltalog.log.partition_log import PartitionLog
 from deltalog.log.record import (
     KEY,

@@ -41,14 +41,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltalog.cleaner.key_hash import key_hashes
 from deltalog.cleaner.offset_bitmap import OffsetBitmap
 from deltalog.cleaner.offset_map import MapKeys
 from deltalog.cleaner.task_plan import FileSlice
 from deltalog.cleaner.tasks import load_arrays, save_arrays
 from deltalog.errors import CorruptLogError
 from deltalog.log import damage
-from deltalog.log.key_hash import hashes_of, with_key_hash
+from deltalog.log.key_hash import hashes_of, key_hashes, with_key_hash
 from deltalog.log.record import (
     CONTROL,
     DELETE_HORIZON,

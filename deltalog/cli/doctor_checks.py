@@ -25,7 +25,7 @@ from importlib import metadata
 
 from deltalog.clock import WallClock
 from deltalog.errors import CorruptLogError, DeltalogError, StorageError
-from deltalog.log import damage, foreign_commits
+from deltalog.log import damage, duplicates, foreign_commits
 from deltalog.log.damage import Damage
 from deltalog.log.log_manager import STATE_DIR, LogManager, is_store
 from deltalog.log.partition_log import PartitionLog
@@ -189,7 +189,7 @@ def _worker_probe(batches: object) -> object:
     import pyarrow as pa
 
     import deltalog
-    from deltalog.cleaner.key_hash import key_hashes
+    from deltalog.log.key_hash import key_hashes
 
     for _ in batches:  # type: ignore[attr-defined]
         pass
@@ -321,6 +321,10 @@ def scan_partition(plog: PartitionLog) -> tuple[list[Damage], list[str]]:
         return [Damage(plog.topic, plog.partition, storage_join(plog.uri, damage.DELTA_LOG_DIR),
                        f"cannot be read: {e}", damage.RESTORE)], []
     found = damage.data_damage(plog.storage, plog.uri, snap.files, footers=True)
+    if not found:  # an offset held twice (file stats first, then the offsets of overlapping files only)
+        twice = plog.duplicated_offsets(snap)
+        if twice is not None:
+            found = [Damage(plog.topic, plog.partition, plog.uri, twice.problem(), duplicates.FIX)]
     removed = removal_times(plog.storage, plog.uri)
     return found, damage.orphans(plog.storage, plog.uri, [f.path for f in snap.files], list(removed))
 
@@ -367,7 +371,7 @@ def check_store_damage(path: str, storage_options: Mapping[str, str] | None = No
                             "them once a day old; sooner, delete them by hand while no deltalog process runs"))
     if not scan.damages:
         checks.insert(0, Check("partitions", OK, f"{scan.partitions} partition(s): every Delta log and data file "
-                               "reads, every data file has the size its commit records"))
+                               "reads, every data file has the size its commit records, no offset is held twice"))
     return checks
 
 

@@ -35,6 +35,8 @@ def partition_lines(state: PartitionState) -> str:
         f"  clean {format_bytes(state.clean_bytes)}, dirty {format_bytes(state.dirty_bytes)}, "
         f"dirty ratio {state.dirty_ratio:.2f}, eligible for cleaning: {'yes' if state.eligible_for_cleaning else 'no'}",
     ]
+    if state.duplicates is not None:
+        head.append(f"  OFFSETS SERVED TWICE: {state.duplicates}")
     if state.uncleanable_reason is not None:
         head.append(f"  UNCLEANABLE (a pass failed: {state.uncleanable_reason[:200]}); "
                     f"'deltalog cleaner reset-uncleanable {state.topic} {state.partition}' clears it")

@@ -95,7 +95,7 @@ TABLE_SCHEMA = pa.schema([*RECORD_SCHEMA, *KEY_HASH_FIELDS])
 
 #: How every data file is written (appends and the cleaner alike): snappy like Spark's default, statistics on,
 #: and no dictionary encoding: keys and values are mostly distinct within a file, where pyarrow's dictionary
-#: attempt made writes 4x slower and files larger (measured by benchmarks/, appends).
+#: attempt made writes slower and files larger (benchmarks/, appends; docs/performance.md).
 PARQUET_WRITE_OPTIONS: dict[str, Any] = {"compression": "snappy", "write_statistics": True, "use_dictionary": False}
 
 #: The codec of a column chunk whose data compresses (see :func:`parquet_write_options`).

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltalog.errors import InvalidConfigError
-from deltalog.server import sasl
+from deltalog.server import limits, sasl
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = {name: name for name in PROTOCOLS}
@@ -48,7 +48,7 @@ SSL_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password
             "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
             "ssl.protocol")
 KNOWN_KEYS = ("listeners", "advertised.listeners", "listener.security.protocol.map", "sasl.enabled.mechanisms",
-              "sasl.server.max.receive.size", "socket.request.max.bytes", *SSL_KEYS)
+              "sasl.server.max.receive.size", "socket.request.max.bytes", *SSL_KEYS, *limits.KEYS.values())
 _LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:\[\]]*):(?P<port>\d+)")
 
 

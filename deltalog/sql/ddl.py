@@ -399,8 +399,8 @@ def topic_views(d: Dialect, topic: str, config: TopicConfig | None, tables: Sequ
     out.append(ViewStatement(log, topic, "log", (
         f"{d.create_view(log)}\n{rows}\nSELECT {_decoded(d, config, LOG_COLUMNS)} FROM {q('_visible')}")))
     P, OFF = q(PARTITION), q(OFFSET)
-    # The latest offset of each key, joined back: a hash aggregate, where ROW_NUMBER() sorted every row (measured
-    # 2-3x slower in DuckDB on the benchmark's small preset).
+    # The latest offset of each key, joined back: a hash aggregate, where ROW_NUMBER() sorts every row (slower in
+    # DuckDB; docs/performance.md).
     out.append(ViewStatement(current, topic, "current", (
         f"{d.create_view(current)}\n{rows},\n{q('_latest')} AS (\n"
         f"  SELECT {P}, MAX({OFF}) AS {q('_latest_offset')} FROM {q('_visible')} WHERE {q(KEY)} IS NOT NULL "

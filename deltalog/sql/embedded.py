@@ -1,6 +1,6 @@
 """SQL over a store without starting Spark: the same views as :mod:`deltalog.sql.views`, answered by DuckDB.
 
-``deltalog sql`` used to start a JVM for every query (12-15 s, nearly all of it Spark's start). Here the
+``deltalog sql`` used to start a JVM for every query, and Spark's start was nearly all of its time. Here the
 views are the plain-SQL DuckDB views of :mod:`deltalog.sql.ddl`, made for each query over the latest snapshot
 of each partition the query names, with ``read_parquet`` of the snapshot's data files (the files delta-rs lists
 for that version, as Delta's ``delta_scan`` would read) in place of ``delta_scan``: DuckDB's delta extension

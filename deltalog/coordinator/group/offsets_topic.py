@@ -40,6 +40,7 @@ from deltalog.config import StoreConfig
 from deltalog.errors import (
     CorruptLogError,
     InvalidArgumentError,
+    InvalidGroupIdError,
     OffsetMetadataTooLargeError,
     OffsetOutOfRangeError,
     TopicExistsError,
@@ -205,7 +206,7 @@ class OffsetCommitBatch:
 
 def validate_group_id(group_id: object) -> str:
     if not isinstance(group_id, str) or not group_id:
-        raise InvalidArgumentError(
+        raise InvalidGroupIdError(
             f"a consumer group id must be a non-empty string, not {group_id!r}: to use the group management or "
             "offset commit APIs, you must provide a valid group id")
     return group_id
