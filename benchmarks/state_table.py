@@ -4,10 +4,11 @@ current-state view, and its incremental refresh against a plain delta-rs MERGE a
 One partition of ``--records`` records over ``--keys`` keys (100-byte random values, 5% tombstones), appended in
 batches. Measured in one warm process, each query the median of ``--repeat`` runs, all through ``store.sql`` on the
 embedded engine (DuckDB): ``count(*)`` and a point lookup by key on ``<topic>_state`` (the table's files) and on
-``<topic>_current`` (the view over the log). Then ``--new`` percent new records are appended and three ways of
-applying them are timed on copies of the same table version: ``store.refresh_state`` (read the new records, latest
-per key, one MERGE with the offsets), a bare delta-rs MERGE of the same rows (prepared beforehand, not timed), and
-``refresh_state(full=True)`` (rebuild from the log). Prints one JSON object.
+``<topic>_current`` (the view over the log). Then, ``--rounds`` times, ``--new`` percent new records are
+appended and applied two ways from the same table version: a bare delta-rs MERGE of the rows (their latest per key,
+decoded, prepared beforehand and not timed) into a copy of the table, and ``store.refresh_state`` (which also reads
+the new records and reduces them); the medians of the rounds are kept. Last, ``refresh_state(full=True)`` (rebuild
+from the log). Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def main() -> None:
     p.add_argument("--new", type=float, default=1.0, help="percent of --records appended before the refresh")
     p.add_argument("--batch", type=int, default=100_000)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3, help="rounds of new records, each applied both ways")
     p.add_argument("--dir", default=None)
     args = p.parse_args()
     root = Path(args.dir or tempfile.mkdtemp(prefix="state-bench-"))
@@ -62,7 +64,7 @@ def main() -> None:
     for i in range(0, args.records, args.batch):
         store.append("t", 0, _batch(rng, min(args.batch, args.records - i), args.keys))
     out["append_s"] = time.perf_counter() - t
-    out["first_refresh_s"], first = _median(lambda: store.refresh_state("t"), 1)
+    out["first_refresh_s"], _ = _median(lambda: store.refresh_state("t"), 1)
     out["state_rows"] = store.state("t", columns=["offset"]).num_rows
     key = key_bytes(np.array([7]))[0].as_py().decode()
     for rel in ("t_state", "t_current"):  # warm up: DuckDB's first query, the OS cache of the files
@@ -80,27 +82,36 @@ def main() -> None:
     out["lookup_speedup"] = out["view_lookup_s"] / out["state_lookup_s"]
 
     location = store.state_table_location("t")
-    copy = str(root / "merge-copy")
-    shutil.copytree(location, copy)
-    new = int(args.records * args.new / 100)
-    store.append("t", 0, _batch(rng, new, args.keys))
-    log = store.log("t", 0)
     config = store.topic_config("t")
-    read = state_refresh.read_partition(log, first.offsets[0])
-    rows = state_rows(latest_per_key(read.records.combine_chunks()), 0, config)
-    columns = [c for c in rows.column_names if c != DELETED]
     pk, kk = merge_keys(config)
-    upd = {f'"{c}"': f's."{c}"' for c in columns}
+    merges, refreshes = [], []
+    for r in range(args.rounds):  # each round: 1% new records, applied by a bare MERGE (on a copy) and by a refresh
+        copy = str(root / f"merge-copy-{r}")
+        shutil.copytree(location, copy)
+        applied = store.state_history("t", limit=1)[0].offsets[0]
+        new = int(args.records * args.new / 100)
+        store.append("t", 0, _batch(rng, new, args.keys))
+        read = state_refresh.read_partition(store.log("t", 0), applied)
+        rows = state_rows(latest_per_key(read.records.combine_chunks()), 0, config)
+        upd = {f'"{c}"': f's."{c}"' for c in rows.column_names if c != DELETED}
 
-    def bare_merge() -> dict:
-        dt = DeltaTable(copy)
-        return (dt.merge(rows, f't."{pk}" = s."{pk}" AND t."{kk}" = s."{kk}"', source_alias="s", target_alias="t")
-                .when_matched_update(upd, predicate='NOT s."_deleted"').when_matched_delete(predicate='s."_deleted"')
-                .when_not_matched_insert(upd, predicate='NOT s."_deleted"').execute())
+        def bare_merge(copy: str = copy, rows: pa.Table = rows, upd: dict = upd) -> dict:
+            dt = DeltaTable(copy)
+            return (dt.merge(rows, f't."{pk}" = s."{pk}" AND t."{kk}" = s."{kk}"', source_alias="s",
+                             target_alias="t")
+                    .when_matched_update(upd, predicate='NOT s."_deleted"')
+                    .when_matched_delete(predicate='s."_deleted"')
+                    .when_not_matched_insert(upd, predicate='NOT s."_deleted"').execute())
 
+        merge_s, merged = _median(bare_merge, 1)
+        refresh_s, result = _median(lambda: store.refresh_state("t"), 1)
+        merges.append(merge_s)
+        refreshes.append(refresh_s)
+        shutil.rmtree(copy)
     out["new_records"] = new
-    out["merge_s"], merged = _median(bare_merge, 1)
-    out["refresh_s"], result = _median(lambda: store.refresh_state("t"), 1)
+    out["rounds"] = args.rounds
+    out["merge_s"], out["refresh_s"] = statistics.median(merges), statistics.median(refreshes)
+    out["merge_s_each"], out["refresh_s_each"] = merges, refreshes
     out["refresh_records_read"] = result.records_read
     out["refresh_rows_merged"] = result.rows_merged
     out["refresh_files"] = {k: v for k, v in result.merge_metrics.items() if "files" in k}
