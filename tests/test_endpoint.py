@@ -417,6 +417,17 @@ def test_keyless_record_on_a_compacted_topic_is_invalid_record_and_nothing_is_wr
     assert produce_raw(endpoint, "nowhere", batch((b"k", b"v")))[0] == protocol.UNKNOWN_TOPIC_OR_PARTITION
 
 
+def test_max_message_bytes_is_checked_per_batch_as_kafkas_log_validator(store, endpoint):
+    """Each record fits max.message.bytes, the batch does not: MESSAGE_TOO_LARGE, nothing written (Kafka checks a
+    batch's size against the topic's max.message.bytes)."""
+    store.create_topic("small", 1, config={"max.message.bytes": "2000"})
+    records = [(b"k%d" % i, b"v" * 100) for i in range(40)]  # ~4.7 KB in one batch, each record ~110 bytes
+    code, message = produce_raw(endpoint, "small", batch(*records))
+    assert code == protocol.MESSAGE_TOO_LARGE and "max.message.bytes=2000" in message
+    assert store.log("small", 0).head().log_end_offset == 0
+    assert produce_raw(endpoint, "small", batch(*records[:10]))[0] == protocol.NONE
+
+
 def test_idempotent_producers_get_ids_and_a_retried_batch_lands_once(store, endpoint):
     from confluent_kafka import Producer
     from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse

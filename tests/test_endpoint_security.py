@@ -373,6 +373,19 @@ def test_plaintext_refuses_a_non_loopback_bind_and_security_allows_it(store, cer
             "SASL_SSL, TLS, ssl.client.auth=none, SASL PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
 
 
+def test_plaintext_accepts_a_host_name_that_resolves_to_loopback_only(store):
+    from deltalog.server.security import is_loopback
+
+    assert is_loopback("127.0.0.2") and not is_loopback("example.invalid") and not is_loopback("192.0.2.1")
+    name = socket.gethostname()  # on these machines /etc/hosts maps it to 127.0.0.1
+    addresses = {a[4][0] for a in socket.getaddrinfo(name, None)}
+    if not all(a.startswith("127.") or a == "::1" for a in addresses):
+        pytest.skip(f"{name} resolves to {addresses}: not loopback here")
+    assert is_loopback(name)
+    with SocketServer(store, name, 0) as server:
+        assert server.port > 0
+
+
 def test_broker_configs_are_read_like_kafka_and_bad_ones_are_named(tmp_path, certs):
     path = tmp_path / "server.properties"
     path.write_text("# Kafka's file\nlisteners = SASL_SSL://127.0.0.1:9093\nlog.dirs=/tmp/kafka-logs\n"

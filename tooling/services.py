@@ -44,6 +44,7 @@ __all__ = [
     "ServiceError",
     "StandaloneCluster",
     "ensure_azurite",
+    "ensure_kafkajs",
     "free_port",
     "spark_home",
 ]
@@ -134,6 +135,61 @@ def _descendants(root: int) -> dict[int, int]:
                 found[child] = starts[child]
                 todo.append(child)
     return found
+
+
+def _session_members(session: int) -> list[int]:
+    """Every live process of session ``session`` (whatever process group job control moved it to)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] not in (b"Z", b"X") and int(fields[3]) == session:
+                found.append(int(entry))
+    return found
+
+
+def end_session(session: int, grace_s: float = 10.0) -> None:
+    """End every process of ``session``: SIGTERM, ``grace_s`` to stop, then SIGKILL."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        members = _session_members(session)
+        if not members:
+            return
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait_s
+        while _session_members(session) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def run_in_session(argv: Sequence[str], *, timeout_s: float, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(argv, capture_output=True, text=True)`` in a session of its own; once ``argv`` exits (or
+    ``timeout_s`` passes) every process left in that session is ended, so a script's background job (``deltalog
+    serve &``, even under ``set -m``) never outlives the test that started it, and does not keep the test waiting on
+    an output pipe it inherited (the output goes to files). A timeout raises ``subprocess.TimeoutExpired`` after the
+    session is ended, with the output so far."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        popen = subprocess.Popen(list(argv), stdout=out, stderr=err, text=True, start_new_session=True, **kwargs)
+        timed_out = False
+        try:
+            popen.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            end_session(popen.pid)
+            if popen.poll() is None:
+                popen.kill()
+            popen.wait(timeout=30)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if timed_out:
+        raise subprocess.TimeoutExpired(list(argv), timeout_s, output=stdout, stderr=stderr)
+    return subprocess.CompletedProcess(list(argv), popen.returncode, stdout, stderr)
 
 
 class _Process:
@@ -420,6 +476,41 @@ def ensure_azurite(cache_dir: str | os.PathLike[str] | None = None,
                 raise ServiceError(f"npm install azurite@{version} in {root} failed ({done.returncode}):\n"
                                    f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
     return binary
+
+
+#: KafkaJS, an independent Kafka client in pure JavaScript (its own protocol code), for the endpoint's tests.
+KAFKAJS_VERSION = "2.2.4"
+
+
+def ensure_kafkajs(cache_dir: str | os.PathLike[str] | None = None, version: str = KAFKAJS_VERSION) -> Path:
+    """The ``node_modules`` directory holding npm's ``kafkajs`` (``NODE_PATH`` for ``node``), installed into a cache
+    once per machine as Azurite is (a file lock keeps concurrent test runs apart). Raises :class:`ServiceError`
+    when node or npm is missing or the install fails, so a test fails rather than skips."""
+    root = Path(cache_dir) if cache_dir is not None else _cache_dir() / "kafkajs"
+    modules = root / "node_modules"
+    package = modules / "kafkajs" / "package.json"
+
+    def installed() -> bool:
+        try:
+            return json.loads(package.read_text())["version"] == version
+        except (OSError, ValueError, KeyError):
+            return False
+
+    if installed():
+        return modules
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        raise ServiceError("KafkaJS needs Node.js 14+ and npm; neither is on PATH")
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not installed():
+            done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error", f"kafkajs@{version}"],
+                                  cwd=root, capture_output=True, text=True, timeout=600)
+            if done.returncode != 0 or not installed():
+                raise ServiceError(f"npm install kafkajs@{version} in {root} failed ({done.returncode}):\n"
+                                   f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+    return modules
 
 
 class AzuriteServer(_Service):

@@ -45,7 +45,7 @@ from deltalog.cleaner.task_plan import MIN_TASK_BYTES, FileSlice, plan_runs
 from deltalog.cleaner.tasks import load_arrays, run_tasks, save_arrays
 from deltalog.log import damage
 from deltalog.log.key_hash import footer_has_key_hash, key_hashes
-from deltalog.log.record import KEY, KEY_HASH_HI, KEY_HASH_LO, OFFSET, PRODUCER_ID
+from deltalog.log.record import KEY, KEY_HASH_HI, KEY_HASH_LO, OFFSET, PRODUCER_ID, written_by_deltalog
 from deltalog.log.transactions import AbortedTxn, aborted_mask, only_markers, wholly_aborted
 from deltalog.spark import default_parallelism
 from deltalog.storage import Storage, join
@@ -232,7 +232,8 @@ def _map_run(task: _MapTask, run: tuple[FileSlice, ...]) -> str:
 
     A file whose footer shows every keyed row's hash written at append (:func:`footer_has_key_hash`) is read for
     its offsets and key-hash columns only: no key is read or hashed. Any other file (written before those columns
-    existed, or merged by another engine from such files) has its keys read and hashed, as Kafka's
+    existed, or written by another engine: an OPTIMIZE's merged file, whose hash columns that engine copied and
+    may have mangled, :func:`~deltalog.log.record.written_by_deltalog`) has its keys read and hashed, as Kafka's
     ``buildOffsetMapForSegment`` hashes every key it reads."""
     his, los, offsets = [], [], []
     for piece in run:
@@ -240,7 +241,8 @@ def _map_run(task: _MapTask, run: tuple[FileSlice, ...]) -> str:
         try:
             with task.storage.open_input(full_path) as f:
                 source = pq.ParquetFile(f)
-                stored = footer_has_key_hash(source.metadata, piece.row_groups)
+                # hashes another engine's file carries were copied by that engine: recomputed, not trusted
+                stored = written_by_deltalog(piece.path) and footer_has_key_hash(source.metadata, piece.row_groups)
                 columns = [OFFSET, KEY_HASH_HI, KEY_HASH_LO] if stored else [KEY, OFFSET]
                 if task.aborted and PRODUCER_ID in source.schema_arrow.names:
                     columns.append(PRODUCER_ID)

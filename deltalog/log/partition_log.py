@@ -41,7 +41,18 @@ from deltalog.log import (
 )
 from deltalog.log.delta import DataFile
 from deltalog.log.producer_state import ProducerBatch, ProducerStateEntry, check_batch
-from deltalog.log.record import OFFSET, RECORD_SCHEMA, SEGMENT, TABLE_SCHEMA, Record, conform, table_to_records
+from deltalog.log.record import (
+    KEY_HASH_HI,
+    KEY_HASH_LO,
+    OFFSET,
+    RECORD_SCHEMA,
+    SEGMENT,
+    TABLE_SCHEMA,
+    Record,
+    conform,
+    table_to_records,
+    written_by_deltalog,
+)
 from deltalog.log.segment import Segment, build_segments
 from deltalog.storage import Storage, join
 
@@ -445,8 +456,10 @@ class PartitionLog:
             adds = []
             try:
                 for f in foreign:
-                    rows = conform(self.storage.parquet_file(join(self.uri, f.path)).read(),
-                                   TABLE_SCHEMA).sort_by(OFFSET)  # the key hashes it has are kept
+                    rows = self.storage.parquet_file(join(self.uri, f.path)).read()
+                    if not written_by_deltalog(f.path):  # that engine's copy of the key hashes: recomputed
+                        rows = rows.drop_columns([c for c in (KEY_HASH_HI, KEY_HASH_LO) if c in rows.column_names])
+                    rows = conform(rows, TABLE_SCHEMA).sort_by(OFFSET)
                     for seg in sorted(set(rows.column(SEGMENT).to_pylist())):
                         part = rows.filter(pc.equal(rows.column(SEGMENT), seg))
                         add = delta.write_data_file(self.storage, self.uri, part, now_ms)

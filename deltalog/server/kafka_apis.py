@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -32,16 +33,15 @@ from deltalog.errors import (
     CorruptStateError,
     DeltalogError,
     InvalidConfigError,
-    RecordBatchError,
     UnknownTopicOrPartitionError,
 )
 from deltalog.log import fetch as group_fetch
-from deltalog.log.record import OFFSET, TIMESTAMP
+from deltalog.log.record import COMMIT, OFFSET, TIMESTAMP
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
 from deltalog.server import admin_apis, group_commit, sasl, scram_apis, txn_apis
 from deltalog.server import protocol as p
 from deltalog.server.placement import GROUP, Placement, offsets_partitions
-from deltalog.server.record_batches import decode_records, encode_batch
+from deltalog.server.record_batches import batch_last_offset, control_batch, decode_records, encode_batch
 from deltalog.server.registry import Broker
 from deltalog.server.served_store import ServedStore
 from deltalog.structs import OffsetAndMetadata, TopicPartition
@@ -141,6 +141,15 @@ class KafkaApis:
             log.error("Metadata: %s", e)
             return p.KAFKA_STORAGE_ERROR
 
+    def _topic_uuid(self, topic: str) -> uuid.UUID | None:
+        """The topic's id (KIP-516) as Metadata v10+ carries it: a client that sees the id of a topic change knows
+        it was deleted and created again (KAFKA-12257). None (Kafka's zero id) for a topic made before ids."""
+        topic_id = self.store.log_manager.topic_id(topic)
+        try:
+            return None if topic_id is None else uuid.UUID(hex=topic_id)
+        except ValueError:
+            return None
+
     def handle_metadata(self, request: p.Request) -> Any:
         cls = request.response_class
         body = request.body
@@ -158,8 +167,9 @@ class KafkaApis:
                                                             is_internal=False, partitions=[]))
                     continue
                 leaders = [self.placement.leader(name, i, brokers).node_id for i in parts]
+                ids = {"topic_id": self._topic_uuid(name)} if request.api_version >= 10 else {}
                 topics.append(cls.MetadataResponseTopic(
-                    error_code=p.NONE, name=name, is_internal=name.startswith("__"),
+                    error_code=p.NONE, name=name, is_internal=name.startswith("__"), **ids,
                     partitions=[cls.MetadataResponseTopic.MetadataResponsePartition(
                         error_code=p.NONE, partition_index=i, leader_id=leader, leader_epoch=0,
                         replica_nodes=[leader], isr_nodes=[leader], offline_replicas=[])
@@ -204,8 +214,10 @@ class KafkaApis:
         if acks not in (-1, 0, 1):
             return p.INVALID_REQUIRED_ACKS, -1, f"acks must be -1, 0 or 1, not {acks}", -1
         try:
-            records, batches = decode_records(bytes(data or b""))
-        except RecordBatchError as e:
+            with self.lock:  # Kafka's LogValidator: each batch whole against max.message.bytes
+                limit = self.store.log(topic, partition).head().config.max_message_bytes
+            records, batches = decode_records(bytes(data or b""), limit)
+        except DeltalogError as e:  # a record batch refused, or an unknown topic or partition
             return e.errno, -1, str(e), -1
         if not records.num_rows:
             return p.CORRUPT_MESSAGE, -1, "a produce request carried no record for this partition", -1
@@ -282,11 +294,29 @@ class KafkaApis:
             return resp(partition_index=fp.partition, error_code=e.errno, high_watermark=-1,
                         last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
                         preferred_read_replica=-1, records=None)
-        records = encode_batch(got.records, fp.fetch_offset, got.next_offset, max(0, budget), first=first)
+        records = self._encode(log, got, fp.fetch_offset, max(0, budget), first=first)
         return resp(partition_index=fp.partition, error_code=p.NONE, high_watermark=got.high_watermark,
                     last_stable_offset=got.last_stable_offset, log_start_offset=got.log_start_offset,
                     aborted_transactions=[] if level == READ_COMMITTED else None, preferred_read_replica=-1,
                     records=records)
+
+    @staticmethod
+    def _encode(log: Any, got: group_fetch.Fetch, position: int, budget: int, *, first: bool) -> bytes:
+        """The record batches of one partition's fetch; a transaction marker at the end of what it passed is sent as
+        Kafka sends it, a control batch after the records (:func:`control_batch`), so every client steps past it."""
+        last_visible = got.records.column(OFFSET)[-1].as_py() if got.records.num_rows else position - 1
+        marker = None
+        if got.next_offset - 1 > last_visible:
+            marker = next((m for m in log.txn_index().markers if m.offset == got.next_offset - 1), None)
+        if marker is None:
+            return encode_batch(got.records, position, got.next_offset, budget, first=first)
+        records = encode_batch(got.records, position, marker.offset, budget, first=first)
+        if got.records.num_rows and (not records or batch_last_offset(records) < marker.offset - 1):
+            return records  # the budget stopped before the marker: it comes with the next fetch
+        control = control_batch(marker.offset, marker.producer_id, 0, marker.control == COMMIT)
+        if len(records) + len(control) > budget and (records or not first):
+            return records
+        return records + control
 
     # -- ListOffsets -----------------------------------------------------------------------------------
 
@@ -518,7 +548,8 @@ class KafkaApis:
         if code == p.NONE:
             with self.lock:
                 try:
-                    self.store.offsets_topic.commit(body.group_id, offsets, self.store.clock.now_ms())
+                    self.store.offsets_topic.commit(body.group_id, offsets, self.store.clock.now_ms(),
+                                                    allow_negative=True)  # -1/-2 stored, as Kafka's coordinator
                 except DeltalogError as e:
                     code = e.errno
         return cls(throttle_time_ms=0, topics=[cls.OffsetCommitResponseTopic(name=t.name, partitions=[

@@ -82,7 +82,7 @@ class BatchInfo:
     count: int
 
 
-def decode_records(data: bytes) -> tuple[pa.Table, list[BatchInfo]]:
+def decode_records(data: bytes, max_batch_bytes: int | None = None) -> tuple[pa.Table, list[BatchInfo]]:
     """The records of a Produce request's record set as Arrow columns (key, value, timestamp_ms, and headers when a
     record has any: what :mod:`deltalog.log.arrow_records` appends) and each batch's :class:`BatchInfo`, in order.
     Raises :class:`~deltalog.errors.RecordBatchError` on the first check that fails (see the module doc); nothing is
@@ -110,6 +110,10 @@ def decode_records(data: bytes) -> tuple[pa.Table, list[BatchInfo]]:
             raise RecordBatchError(f"the record batch at base offset {base_offset} is {length} bytes, "
                 f"shorter than a v2 batch header ({_BATCH_HEADER.size - 12})")
         stop = pos + _LOG_OVERHEAD + length
+        if max_batch_bytes is not None and _LOG_OVERHEAD + length > max_batch_bytes:  # LogValidator, before decoding
+            raise RecordBatchTooLargeError(
+                f"the record batch at base offset {base_offset} is {_LOG_OVERHEAD + length} bytes, larger than the "
+                f"topic's max.message.bytes={max_batch_bytes}")
         info, key, value, ts, hdrs = _decode_batch(data, view, pos, stop)
         infos.append(info)
         keys.append(key)
@@ -352,6 +356,40 @@ def empty_batch(base_offset: int, last_offset: int) -> bytes:
     holds a record, so this one header is written by hand, with its CRC-32C)."""
     buf = bytearray(_BATCH_HEADER.pack(base_offset, _BATCH_HEADER.size - 12, 0, 2, 0, 0, last_offset - base_offset,
                                        -1, -1, -1, -1, -1, 0))
+    struct.pack_into(">I", buf, 17, calc_crc32c(memoryview(buf)[_CRC_FROM:]))
+    return bytes(buf)
+
+
+def batch_last_offset(data: bytes) -> int:
+    """The last offset of the first record batch in ``data`` (its base offset plus its last offset delta)."""
+    base, delta = struct.unpack_from(">q", data, 0)[0], struct.unpack_from(">i", data, 23)[0]
+    return base + delta
+
+
+#: A control batch's attributes: transactional (0x10) and control (0x20), as Kafka writes a transaction marker.
+_CONTROL_ATTRIBUTES = 0x30
+
+
+def control_batch(offset: int, producer_id: int, producer_epoch: int, commit: bool) -> bytes:
+    """A transaction marker as Kafka writes it (``MemoryRecords.withEndTransactionMarker``): a control batch of one
+    control record at ``offset``, its key the control type (version 0, type 1 COMMIT or 0 ABORT), its value the
+    ``EndTransactionMarker`` (version 0, coordinator epoch 0). Consumers never return it; they step past it, and
+    some only over a control batch (KafkaJS stays at a trailing marker's offset when given an empty batch)."""
+    key = struct.pack(">hh", 0, 1 if commit else 0)
+    value = struct.pack(">hi", 0, 0)
+    body = bytearray([0])  # record attributes
+    for v in (0, 0, len(key)):  # timestamp delta, offset delta, key length
+        _put_varint(body, v)
+    body += key
+    _put_varint(body, len(value))
+    body += value
+    _put_varint(body, 0)  # no headers
+    record = bytearray()
+    _put_varint(record, len(body))
+    record += body
+    size = _BATCH_HEADER.size + len(record)
+    buf = bytearray(_BATCH_HEADER.pack(offset, size - _LOG_OVERHEAD, 0, 2, 0, _CONTROL_ATTRIBUTES, 0, -1, -1,
+                                       producer_id, producer_epoch, -1, 1)) + record
     struct.pack_into(">I", buf, 17, calc_crc32c(memoryview(buf)[_CRC_FROM:]))
     return bytes(buf)
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import socket
 import ssl
 import tempfile
 from collections.abc import Mapping
@@ -89,10 +90,19 @@ def _unescape(s: str) -> str:
 
 
 def is_loopback(host: str) -> bool:
+    """An address, or a host name every address of which is, on the loopback interface (a name such as the
+    machine's own in ``/etc/hosts`` mapped to 127.0.1.1)."""
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
-        return host == "localhost"
+        pass
+    if host == "localhost":
+        return True
+    try:
+        found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return False
+    return bool(found) and all(ipaddress.ip_address(a[4][0].split("%")[0]).is_loopback for a in found)
 
 
 @dataclass

@@ -324,7 +324,7 @@ class TxnApis:
                         offsets: dict[TopicPartition, OffsetAndMetadata]) -> int:
         try:
             now = self._now()
-            batch = self.store.offsets_topic.commit_batch(group_id, offsets, now)
+            batch = self.store.offsets_topic.commit_batch(group_id, offsets, now, allow_negative=True)
             code, _ = self.verify(tid, [(batch.topic, batch.partition)], pid, epoch)
             if code != p.NONE:
                 return code

@@ -42,9 +42,10 @@ CASES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-def engine_run(harness: Any, case: str, *, clean: Callable[[], Any] | None = None, batches: int = 20
-               ) -> AttackOutcome:
-    """One run of ``case`` on ``harness``'s (fresh) store."""
+def engine_run(harness: Any, case: str, *, clean: Callable[[], Any] | None = None, batches: int = 20,
+               sabotage: Callable[[Any], None] | None = None) -> AttackOutcome:
+    """One run of ``case`` on ``harness``'s (fresh) store; ``sabotage(store)``, for the tests, does something the
+    verdict must catch before it is given."""
     what, ops = CASES[case]
     side = harness.workdir / "side"
     side.mkdir(parents=True, exist_ok=True)
@@ -79,6 +80,8 @@ def engine_run(harness: Any, case: str, *, clean: Callable[[], Any] | None = Non
     outcome.injected = sum(v for k, v in counts.items() if k != "failed")
     if case == "delete":
         _delete_then_restore(harness, store, outcome, uris[0])
+    if sabotage is not None:
+        sabotage(store)
     judge(outcome, harness.store(), side, clean=clean, extra_errors=errors)
     for t, n in WORKLOAD.topics.items():
         for p in range(n):
@@ -103,9 +106,16 @@ def _delete_then_restore(harness: Any, store: Any, outcome: AttackOutcome, uri: 
 
     from deltalog.errors import ForeignCommitError
 
+    first = store.read(COMPACTED, 0, "earliest", max_records=1)
+    if not first:
+        outcome.problems.append(f"{COMPACTED}-0 holds no record for the DELETE to remove")
+        return
     dt = DeltaTable(uri)
     before = dt.version()
-    dt.delete("offset < 3")
+    dt.delete(f"offset = {first[0].offset}")
+    if DeltaTable(uri).version() == before:
+        outcome.problems.append("the other engine's DELETE committed nothing")
+        return
     outcome.injected += 1
     try:
         harness.store().read(COMPACTED, 0, "earliest")

@@ -210,3 +210,29 @@ def check_model(store: Store, acked: dict[str, dict[int, tuple[bytes, bytes]]], 
         elif read != expected:
             figures.violations.append(f"{topic}: served {len(read)} records, acknowledged {len(expected)} at or "
                                       f"above the log start {start}")
+
+
+def duplicate_by_stale_commit(store: Store, topic: str, partition: int = 0) -> int:
+    """Damage a partition the way the race did before deltalog checked its removes: a rewrite of every file planned
+    at version v, another engine's Z-order committed, then the rewrite committed with delta-rs's own retries
+    (which accept its stale removes over OPTIMIZE's ``dataChange=false`` ones): every offset in the table twice.
+    Returns the damaged version. For the tests of the damage class and of the harness's verdict."""
+    from deltalake.transaction import CommitProperties
+
+    from deltalog.log import delta
+    from deltalog.log.record import TABLE_SCHEMA, conform
+    from deltalog.storage import join
+
+    log = store.log(topic, partition)
+    stale = DeltaTable(log.uri)
+    files = delta.data_files(stale)
+    now = store.clock.now_ms()
+    adds = [delta.write_data_file(log.storage, log.uri, conform(log.storage.parquet_file(join(log.uri, f.path))
+                                                                .read(), TABLE_SCHEMA), now) for f in files]
+    DeltaTable(log.uri).optimize.z_order(["key"])  # rewrites even a table of one file
+    stale.create_write_transaction(
+        [*[delta.remove_action(f, now) for f in files], *adds], mode="append", schema=TABLE_SCHEMA,
+        commit_properties=CommitProperties(custom_metadata={"deltalog.operation": "relayout",
+                                                            delta.COMMIT_ID: delta.new_commit_id()}))
+    return DeltaTable(log.uri).version()
+
