@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltalog.errors import InvalidConfigError
-from deltalog.server import limits, sasl
+from deltalog.server import broker_config, limits, sasl
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = {name: name for name in PROTOCOLS}
@@ -49,7 +49,8 @@ SSL_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password
             "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
             "ssl.protocol")
 KNOWN_KEYS = ("listeners", "advertised.listeners", "listener.security.protocol.map", "sasl.enabled.mechanisms",
-              "sasl.server.max.receive.size", "socket.request.max.bytes", *SSL_KEYS, *limits.KEYS.values())
+              "sasl.server.max.receive.size", "socket.request.max.bytes", *SSL_KEYS, *limits.KEYS.values(),
+              *broker_config.KEYS)
 _LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:\[\]]*):(?P<port>\d+)")
 
 
