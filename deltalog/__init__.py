@@ -40,11 +40,11 @@ from deltalog.errors import (
     UnknownProducerIdError,
     UnknownTopicOrPartitionError,
 )
-from deltalog.log.record import Record
 from deltalog.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
-    from deltalog.producer.producer import ProduceResult, RecordMetadata
+    from deltalog.log.record import Record
+    from deltalog.producer.router import ProduceResult, RecordMetadata
     from deltalog.store import Store
 
 from deltalog.version import __version__  # noqa: E402 - after the public names, as before
@@ -53,11 +53,15 @@ from deltalog.version import __version__  # noqa: E402 - after the public names,
 def __getattr__(name: str) -> object:
     """``deltalog.Store`` on first use: the cleaner's Spark tasks import ``deltalog.cleaner.recopy`` and
     ``deltalog.cleaner.offset_map`` in every Python worker, and importing the store (delta-rs, Spark glue) there
-    cost ~0.5 s a worker for nothing."""
+    would cost every worker's start-up for nothing."""
     if name == "Store":
         from deltalog.store import Store  # lazy, for the workers' start-up time (above)
 
         return Store
+    if name == "Record":
+        from deltalog.log.record import Record  # lazy, as Store (above): pyarrow, which `deltalog --help` never needs
+
+        return Record
     if name == "register_views":
         from deltalog.sql.ddl import register_views  # lazy, as Store (above)
 
@@ -67,11 +71,17 @@ def __getattr__(name: str) -> object:
 
         return register
     if name in ("ProduceResult", "RecordMetadata"):
-        from deltalog.producer import producer  # lazy, as Store (above)
+        from deltalog.producer import router  # lazy, as Store (above)
 
-        return getattr(producer, name)
+        return getattr(router, name)
     raise AttributeError(f"module 'deltalog' has no attribute {name!r}")
 
+
+
+def __dir__() -> list[str]:
+    """The public names, those :func:`__getattr__` imports on first use (``Store``, ``Record``, ...) included, so
+    ``dir(deltalog)`` and a notebook's completion offer them (PEP 562)."""
+    return sorted(set(globals()) | set(__all__))
 
 __all__ = [
     "CheckFailedError",

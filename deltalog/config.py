@@ -96,6 +96,13 @@ def _double(lo: float, hi: float, *, lo_open: bool = False) -> Parser:
     return parse
 
 
+def _optional_bool(name: str, raw: Any) -> bool | None:
+    """A boolean, or None (empty or not given): a topic key whose store-wide key decides when it is unset."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    return _bool(name, raw)
+
+
 def _bool(name: str, raw: Any) -> bool:
     if isinstance(raw, bool):
         return raw
@@ -160,6 +167,11 @@ TOPIC_KEYS: tuple[ConfigKey, ...] = (
               "For key.encoding=json: a Spark DDL field list or a Spark StructType as JSON."),
     ConfigKey("value.schema", "value_schema", schemas.parse_schema_config, "",
               "For value.encoding=json: a Spark DDL field list or a Spark StructType as JSON."),
+    # deltalog's own: the topic's state table (deltalog.state), one row per live key beside the log.
+    ConfigKey("state.table.enable", "state_table_enable", _optional_bool, None,
+              "Keep a state table for this topic: a plain Delta table of the latest read_committed record of each "
+              "live key, refreshed incrementally (docs/state-table.md); empty: the store's "
+              "log.state.table.enable decides."),
 )
 
 
@@ -176,6 +188,12 @@ STORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("log.cleaner.io.max.bytes.per.second", "io_max_bytes_per_second",
               _double(0.0, float("inf"), lo_open=True), float("inf"),
               "Throttle on the bytes a cleaning pass reads and writes per second."),
+    ConfigKey("log.state.table.enable", "state_table_enable", _bool, False,
+              "The default of every topic's state.table.enable: keep a state table (docs/state-table.md) for "
+              "each topic that does not set it."),
+    ConfigKey("log.state.table.check", "state_table_check", _bool, False,
+              "After every refresh of a state table, check that it equals the latest read_committed record per "
+              "key of the log up to the offsets it records (a StateTableMismatchError when not)."),
     ConfigKey("deltalog.check.after.clean", "check_after_clean", _bool, False,
               "Run the data-quality checks (store.check) on every partition a clean() pass touched."),
     # Consumer groups (deltalog.groups): the internal topic __consumer_offsets, made on first use.
@@ -287,6 +305,7 @@ class TopicConfig(_KafkaConfig):
     value_encoding: str = _TOPIC_DEFAULTS["value_encoding"]
     key_schema: str = _TOPIC_DEFAULTS["key_schema"]
     value_schema: str = _TOPIC_DEFAULTS["value_schema"]
+    state_table_enable: bool | None = _TOPIC_DEFAULTS["state_table_enable"]
 
     def __post_init__(self) -> None:
         for side in ("key", "value"):  # a json encoding needs its schema
@@ -311,6 +330,11 @@ class TopicConfig(_KafkaConfig):
         """True for ``delete`` and ``compact,delete``: retention applies."""
         return "delete" in self.cleanup_policy
 
+    def state_table(self, store: StoreConfig) -> bool:
+        """Whether the topic keeps a state table: its own ``state.table.enable`` when set, else the store's
+        ``log.state.table.enable`` (as a Kafka topic config overrides the broker's ``log.*`` default)."""
+        return store.state_table_enable if self.state_table_enable is None else self.state_table_enable
+
 
 @dataclass(frozen=True)
 class StoreConfig(_KafkaConfig):
@@ -326,6 +350,8 @@ class StoreConfig(_KafkaConfig):
     io_buffer_load_factor: float = _STORE_DEFAULTS["io_buffer_load_factor"]
     backoff_ms: int = _STORE_DEFAULTS["backoff_ms"]
     io_max_bytes_per_second: float = _STORE_DEFAULTS["io_max_bytes_per_second"]
+    state_table_enable: bool = _STORE_DEFAULTS["state_table_enable"]
+    state_table_check: bool = _STORE_DEFAULTS["state_table_check"]
     check_after_clean: bool = _STORE_DEFAULTS["check_after_clean"]
     offsets_topic_num_partitions: int = _STORE_DEFAULTS["offsets_topic_num_partitions"]
     offsets_topic_segment_bytes: int = _STORE_DEFAULTS["offsets_topic_segment_bytes"]

@@ -16,6 +16,7 @@ from deltalog.log.duplicates import DuplicatedOffsets
 from deltalog.log.partition_log import LogSnapshot
 from deltalog.log.segment import Segment
 from deltalog.log.transactions import TxnIndex
+from deltalog.state.lag import StateLag
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,8 @@ class TopicDescription:
     topic: str
     config: TopicConfig
     partitions: tuple[PartitionState, ...]
+    #: The lag of the topic's state table (docs/state-table.md), None for a topic without one.
+    state_table: StateLag | None = None
 
     def __getitem__(self, partition: int) -> PartitionState:
         return self.partitions[partition]
@@ -115,4 +118,5 @@ class TopicDescription:
             "topic": self.topic,
             "config": self.config.to_properties(),
             "partitions": [p.as_dict() for p in self.partitions],
+            "state_table": None if self.state_table is None else self.state_table.as_dict(),
         }

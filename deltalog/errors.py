@@ -105,6 +105,22 @@ class UnknownTopicOrPartitionError(DeltalogError, LookupError):
     retriable = True
 
 
+class UnknownTopicIdError(UnknownTopicOrPartitionError):
+    """Kafka's ``UnknownTopicIdException`` (error ``UNKNOWN_TOPIC_ID``, KIP-516): the topic id a request was made for
+    is not the id of any topic now. A consumer that read a topic that was then deleted and created again under the
+    same name holds positions in the old topic; committing them onto the new one would make the group skip its
+    records, so the commit is refused. ``topic`` is the name, ``topic_id`` the id the request named and
+    ``current_topic_id`` the id the name has now."""
+
+    errno = 100  # UNKNOWN_TOPIC_ID
+
+    def __init__(self, message: str, *, topic: str, topic_id: str, current_topic_id: str | None) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.topic_id = topic_id
+        self.current_topic_id = current_topic_id
+
+
 class InvalidRecordError(DeltalogError, ValueError):
     """A record the log refuses, e.g. a keyless record on a compacted topic.
 
@@ -165,7 +181,7 @@ class OutOfOrderSequenceError(DeltalogError):
 class UnknownProducerIdError(OutOfOrderSequenceError):
     """A partition has no state for the producer of a batch that does not start at sequence 0 (Kafka's
     ``UnknownProducerIdException``): the producer never wrote there, or its state expired after
-    ``producer.id.expiration.ms``. :class:`~deltalog.producer.idempotent_producer.KafkaProducer` handles it by starting
+    ``producer.id.expiration.ms``. :class:`~deltalog.producer.kafka_producer.KafkaProducer` handles it by starting
     the partition's sequence again at 0, as Kafka's producer does (KIP-360)."""
 
     errno = 59  # UNKNOWN_PRODUCER_ID

@@ -26,9 +26,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from deltalog import extras
-from deltalog.cleaner import metrics
-from deltalog.cleaner.cleaner import CleanResult
-from deltalog.cleaner.log_cleaner import LogCleaner, raise_failures
 from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, ProgressListener
 from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.clock import Clock, WallClock
@@ -37,12 +34,14 @@ from deltalog.coordinator.group.offsets_topic import OffsetsTopic
 from deltalog.coordinator.transaction import hanging
 from deltalog.describe import PartitionState, TopicDescription
 from deltalog.errors import (
+    CheckFailedError,
     CorruptStateError,
     InvalidArgumentError,
     InvalidConfigError,
     InvalidRecordError,
     InvalidTopicError,
     InvalidTypeError,
+    UnknownTopicOrPartitionError,
     shown,
 )
 from deltalog.groups import admin as group_admin
@@ -61,8 +60,14 @@ from deltalog.log.partition_log import PartitionLog
 from deltalog.log.record import Record
 from deltalog.log.retention import DeleteRecordsResult, RetentionResult, apply_retention, delete_records
 from deltalog.log.vacuum import VacuumResult, vacuum_staged, vacuum_store, vacuum_temp_files
-from deltalog.producer.idempotent_producer import KafkaProducer
-from deltalog.producer.producer import Producer, ProduceResult
+from deltalog.producer.kafka_producer import KafkaProducer
+from deltalog.producer.router import PartitionRouter, ProduceResult
+from deltalog.state import equality as state_equality
+from deltalog.state import refresh as state_refresh
+from deltalog.state import table as state_table
+from deltalog.state.lag import StateLag
+from deltalog.state.lag import state_lag as compute_state_lag
+from deltalog.state.table import StateTable
 from deltalog.storage import Storage
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
@@ -71,6 +76,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from deltalog.admin import AdminClient
+    from deltalog.cleaner.cleaner import CleanResult
+    from deltalog.cleaner.log_cleaner import LogCleaner
     from deltalog.groups.confluent_consumer import ConfluentConsumer
     from deltalog.quality import CheckFailedError, CheckResult
 
@@ -155,7 +162,7 @@ class Store:
             self.log_manager = LogManager(self.storage, self.clock, create=create)
         except OSError as e:  # a file where the store should be, no permission, ...
             raise InvalidArgumentError(f"cannot use {self.root} as a store: {e.strerror or e}") from None
-        self._producer: Producer | None = None
+        self._producer: PartitionRouter | None = None
         self._offsets: OffsetsTopic | None = None
 
     def __repr__(self) -> str:
@@ -167,7 +174,7 @@ class Store:
     def spark(self) -> SparkSession:
         """The session Spark jobs run on: the one given, or the embedded one (created on first use)."""
         if self._spark is None:
-            # Imported here, not at the top: pyspark costs ~0.3 s to import, and producers never need it.
+            # Imported here, not at the top: pyspark is slow to import, and producers never need it.
             from deltalog.sql.session import local_session
 
             self._spark = local_session()
@@ -218,7 +225,10 @@ class Store:
         else:
             self._offsets = None  # its partition count and replays were of the topic just deleted
         UncleanablePartitions(self.storage).forget_topic(topic)
+        from deltalog.cleaner import metrics  # the cleaner's modules: only where the store cleans (start-up time)
+
         metrics.forget_topic(self.log_manager, topic)
+        StateTable(self.storage, topic).delete()
 
     def log(self, topic: str, partition: int) -> PartitionLog:
         """The :class:`PartitionLog` of one partition; raises if the topic or partition does not exist."""
@@ -259,22 +269,22 @@ class Store:
     def produce(self, topic: str, records: Sequence[Record] | Record | pa.Table | pa.RecordBatch, *,
                 partition: int | None = None) -> ProduceResult:
         """Send records to ``topic``, each to the partition Kafka's producer would pick; returns each record's
-        :class:`~deltalog.producer.producer.RecordMetadata` (topic, partition, offset, timestamp), in input order.
+        :class:`~deltalog.producer.router.RecordMetadata` (topic, partition, offset, timestamp), in input order.
 
         A keyed record goes to murmur2(key) & 0x7fffffff % partitions (Kafka's default partitioner), a keyless one
         to the sticky partitioner's current partition (KIP-480), unless ``partition`` (for every record) or a
         ``partition`` column of an Arrow batch (per record, null: the partitioner chooses) says otherwise. One
-        append, one Delta commit, per partition the call touches. See :mod:`deltalog.producer.producer`.
+        append, one Delta commit, per partition the call touches. See :mod:`deltalog.producer.router`.
         """
         if self._producer is None:
-            self._producer = Producer(self.log_manager)
+            self._producer = PartitionRouter(self.log_manager)
         return self._producer.send(topic, records, self.clock.now_ms(), partition=partition)
 
     def producer(self, config: Mapping[str, Any] | None = None, /, **configs: Any) -> KafkaProducer:
         """Kafka's producer with its configs (``enable_idempotence`` (default True), ``transactional_id``, ``acks``,
         ``retries``, ...; also by Kafka's dotted names, and as one dict, as confluent-kafka's ``Producer(conf)``
         takes them): ``init_transactions``, ``send``/``produce``, ``poll``, ``flush``, ``close``. An idempotent
-        producer's retried batch lands once; see :mod:`deltalog.producer.idempotent_producer`."""
+        producer's retried batch lands once; see :mod:`deltalog.producer.kafka_producer`."""
         return KafkaProducer(self.log_manager, **{**dict(config or {}), **configs})
 
     def find_hanging_transactions(self, topic: str | None = None, partition: int | None = None, *,
@@ -448,10 +458,99 @@ class Store:
             reason = None if mark is None else f"{mark.error_type}: {mark.message}"
             states.append(PartitionState.of(snap, now, uncleanable_reason=reason, txns=log.txn_index(snap),
                                             duplicated=log.duplicated_offsets(snap)))
-        return TopicDescription(topic, self.topic_config(topic), tuple(states))
+        config = self.topic_config(topic)
+        lag = self.state_lag(topic) if config.state_table(self.config) or StateTable(self.storage, topic).exists() \
+            else None
+        return TopicDescription(topic, config, tuple(states), lag)
+
+    # -- state tables (deltalog.state, docs/state-table.md) ------------------------------------------------
+
+    def state_table_enabled(self, topic: str) -> bool:
+        """Whether ``topic`` keeps a state table: its ``state.table.enable``, else the store's
+        ``log.state.table.enable``."""
+        return self.topic_config(topic).state_table(self.config)
+
+    def state_table_topics(self) -> list[str]:
+        """The topics that keep a state table (internal topics never do)."""
+        return [t for t in self.list_topics() if not is_internal_topic(t) and self.state_table_enabled(t)]
+
+    def state_table_location(self, topic: str) -> str:
+        """Where the state table of ``topic`` is (``<store>/state/<topic>``), for any Delta reader."""
+        validate_topic_name(topic)
+        return StateTable(self.storage, topic).uri
+
+    def refresh_state(self, topic: str, *, full: bool = False, check: bool | None = None) -> state_refresh.RefreshResult:
+        """Bring the state table of ``topic`` up to each partition's last stable offset, in one Delta commit
+        (:mod:`deltalog.state.refresh`); ``full`` rebuilds it from the log. ``check`` (default: the store's
+        ``log.state.table.check``): then prove it equal to the log, raising
+        :class:`~deltalog.errors.CheckFailedError` when it is not. A topic without ``state.table.enable`` (nor the
+        store's default) raises :class:`~deltalog.errors.InvalidConfigError`."""
+        if not self.state_table_enabled(topic):
+            raise InvalidConfigError(f"topic {topic!r} keeps no state table: set its state.table.enable=true "
+                                     "(deltalog configs --alter) or the store's log.state.table.enable=true")
+        result = state_refresh.refresh(self.log_manager, topic, full=full)
+        if self.config.state_table_check if check is None else check:
+            comparison = self.compare_state(topic)
+            if not comparison.equal:
+                raise CheckFailedError(f"the state table of {topic!r} (version {comparison.table_version}) differs "
+                                       f"from its log: {', '.join(comparison.examples)}", comparison)
+        return result
+
+    def refresh_states(self) -> list[state_refresh.RefreshResult]:
+        """:meth:`refresh_state` of every topic that keeps a state table (what the cleaner job runs each cycle)."""
+        return [self.refresh_state(t) for t in self.state_table_topics()]
+
+    def state(self, topic: str, *, version_as_of: int | None = None,
+              timestamp_as_of: time_travel.Timestamp | None = None, columns: Sequence[str] | None = None,
+              format: Literal["arrow", "pandas", "polars"] = "arrow") -> Any:  # noqa: A002 (the reader's word)
+        """The state table of ``topic`` (one row per live key) as Arrow, pandas or Polars, read by delta-rs: no
+        Spark. ``version_as_of`` / ``timestamp_as_of``: the table as of a version or a time (the log's option
+        names; :meth:`state_history` maps versions to log offsets). Raises
+        :class:`~deltalog.errors.UnknownTopicOrPartitionError` when the topic has no state table yet."""
+        if format not in ("arrow", "pandas", "polars"):
+            raise InvalidArgumentError(f"format must be 'arrow', 'pandas' or 'polars', not {shown(format)}")
+        table = StateTable(self.storage, topic)
+        dt = table.open()
+        if dt is None:
+            self.partitions(topic)  # an unknown topic says so
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} has no state table yet: set state.table.enable=true "
+                                               "and run store.refresh_state(topic) (deltalog state refresh)")
+        version = state_table.version_as_of(dt, topic, version_as_of, timestamp_as_of)
+        if version is not None:
+            dt = table.open(version)
+        rows = state_table.read(dt, list(columns) if columns is not None else None)  # type: ignore[arg-type]
+        if format == "pandas":
+            return rows.to_pandas()
+        if format == "polars":
+            extras.require("polars", "store.state(..., format='polars')")
+            import polars as pl  # only when asked for
+
+            return pl.from_arrow(rows)
+        return rows
+
+    def state_history(self, topic: str, *, limit: int | None = None) -> list[state_table.StateVersion]:
+        """The versions of the state table of ``topic``, newest first, each with the log offsets (and the
+        partitions' Delta versions) it holds the state up to."""
+        dt = StateTable(self.storage, topic).open()
+        return [] if dt is None else state_table.history(dt, limit)
+
+    def compare_state(self, topic: str, *, version_as_of: int | None = None) -> state_equality.StateComparison:
+        """The state table (latest, or ``version_as_of``) against the latest read_committed record of each key of
+        the log up to the offsets it records (:mod:`deltalog.state.equality`)."""
+        dt = StateTable(self.storage, topic).open(version_as_of)
+        if dt is None:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} has no state table yet")
+        return state_equality.compare(self.log_manager, topic, dt)
+
+    def state_lag(self, topic: str) -> StateLag:
+        """How far the state table of ``topic`` is behind its log (offsets, and time since its last refresh by the
+        wall clock, which Delta's commit timestamps use)."""
+        import time
+
+        return compute_state_lag(self.log_manager, topic, int(time.time() * 1000))
 
     # -- SQL and data-quality checks ----------------------------------------------------------------------
-    # deltalog.sql imports pyspark (~0.3 s) and deltalog.quality great-expectations (~3 s): imported on first
+    # deltalog.sql imports pyspark and deltalog.quality great-expectations, both slow to import: imported on first
     # use, so producers and the cleaner's Spark workers never pay for them.
 
     def sql(self, query: str, *, engine: str | None = None, version_as_of: time_travel.Versions | None = None,
@@ -578,6 +677,8 @@ class Store:
         check = (functools.partial(self._check_after_clean, context=ge_context) if self.config.check_after_clean
                  else None)
         options.setdefault("offsets", self.offsets_topic)
+        from deltalog.cleaner.log_cleaner import LogCleaner  # only where the store cleans (start-up time)
+
         return LogCleaner(self.log_manager, self._spark_session, self.config, check_after_clean=check, **options)
 
     def clean(self, topic: str | None = None, *, progress: ProgressListener | None = None,
@@ -593,6 +694,8 @@ class Store:
         """
         if topic is not None:
             self.partitions(topic)  # raises for an unknown topic
+        from deltalog.cleaner.log_cleaner import raise_failures  # as log_cleaner (above)
+
         cleaner = self.log_cleaner(progress=progress, progress_interval_s=progress_interval_s)
         return raise_failures(cleaner.clean_filthiest_logs(None if topic is None else [topic]))
 

@@ -11,16 +11,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from deltalake import DeltaTable
-from deltalake.transaction import CommitProperties
 
 from deltalog import Record, Store
 from deltalog.cli.doctor_checks import FAIL, OK, check_store_damage, scan_store
 from deltalog.errors import CorruptLogError
-from deltalog.log import delta, duplicates
+from deltalog.log import duplicates
 from deltalog.log.data_file import DataFile
-from deltalog.log.record import TABLE_SCHEMA, conform
-from deltalog.storage import join
+from tooling.reliability.other_engines import duplicate_by_stale_commit
 
 SEGMENT_MS = 1000
 
@@ -31,23 +28,6 @@ def _fill(store: Store, clock, topic: str = "t") -> None:
     for i in range(4):
         store.append(topic, 0, [Record(key=f"k{j}".encode(), value=f"v{i}.{j}".encode()) for j in range(5)])
         clock.advance(2 * SEGMENT_MS)
-
-
-def stale_commit_beside_an_optimize(store: Store, topic: str = "t") -> int:
-    """The race as it was: a rewrite of every file planned at version v, OPTIMIZE committed, then the rewrite
-    committed with delta-rs's own retries; returns the damaged version."""
-    log = store.log(topic, 0)
-    stale = DeltaTable(log.uri)
-    files = delta.data_files(stale)
-    now = store.clock.now_ms()
-    adds = [delta.write_data_file(log.storage, log.uri, conform(log.storage.parquet_file(join(log.uri, f.path))
-                                                                .read(), TABLE_SCHEMA), now) for f in files]
-    DeltaTable(log.uri).optimize.compact()
-    stale.create_write_transaction(
-        [*[delta.remove_action(f, now) for f in files], *adds], mode="append", schema=TABLE_SCHEMA,
-        commit_properties=CommitProperties(custom_metadata={"deltalog.operation": "relayout",
-                                                            delta.COMMIT_ID: delta.new_commit_id()}))
-    return DeltaTable(log.uri).version()
 
 
 def _file(path: str, lo: int, hi: int, n: int) -> DataFile:
@@ -65,7 +45,7 @@ def test_suspects_come_from_the_offset_statistics_alone():
 
 def test_a_partition_holding_offsets_twice_is_named_by_every_reader(store, clock):
     _fill(store, clock)
-    version = stale_commit_beside_an_optimize(store)
+    version = duplicate_by_stale_commit(store, "t")
     assert store.log("t", 0).snapshot().version == version
     with pytest.raises(CorruptLogError, match=rf"t-0 serves 20 offset\(s\) twice at version {version}"):
         store.read("t", 0, 0)
@@ -85,7 +65,7 @@ def test_a_partition_holding_offsets_twice_is_named_by_every_reader(store, clock
 
 def test_repair_keeps_one_copy_of_each_offset(store, clock):
     _fill(store, clock)
-    stale_commit_beside_an_optimize(store)
+    duplicate_by_stale_commit(store, "t")
     log = store.log("t", 0)
     assert log.repair_duplicates(clock.now_ms()) == 20
     assert log.repair_duplicates(clock.now_ms()) == 0
@@ -101,7 +81,7 @@ def test_repair_keeps_one_copy_of_each_offset(store, clock):
 def test_the_next_clean_repairs_it_whatever_the_dirty_ratio(spark_store, clock):
     store = spark_store
     _fill(store, clock)
-    stale_commit_beside_an_optimize(store)
+    duplicate_by_stale_commit(store, "t")
     store.clean("t")
     offsets = [r.offset for r in store.read("t", 0, 0)]
     assert offsets == sorted(set(offsets)) and offsets[-5:] == list(range(15, 20))  # once each; every key's latest
@@ -120,6 +100,6 @@ def test_the_data_quality_check_fails_on_offsets_held_twice(spark_store, clock):
     pytest.importorskip("great_expectations")
     store = spark_store
     _fill(store, clock)
-    stale_commit_beside_an_optimize(store)
+    duplicate_by_stale_commit(store, "t")
     result = store.check("t", cleans="none", save=False)
     assert "offsets_unique" in result.failed_expectations(), json.dumps(result.as_dict(), default=str)[:2000]

@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("deltalog.groups",),         # the consumer clients, on the log and __consumer_offsets
     ("deltalog.producer",),       # Kafka's producer clients, on the log (and the offsets topic, for transactions)
     ("deltalog.cleaner",),        # LogCleaner, on the log (and the offsets topic: a compacted topic like any other)
+    ("deltalog.state",),          # the state tables: one row per live key, read from the log as a consumer reads it
     ("deltalog.sql",),            # Spark's reads and Spark's Kafka source, on the log, the producer and the cleaner
     ("deltalog.quality", "deltalog.describe", "deltalog.state_check", "deltalog.admin", "deltalog.server"),
     ("deltalog.store",),          # the facade over all of the above

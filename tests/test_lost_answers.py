@@ -111,12 +111,12 @@ def test_an_append_the_store_keeps_refusing_fails_clearly_and_leaves_the_log_who
 
 
 def test_a_commit_that_lands_after_its_writer_was_told_it_failed_is_never_called_absent(store, fault_proxy):
-    """Every PUT of the commit file fails at once and reaches the store 3 s later: the log does not show the
+    """Every PUT of the commit file fails at once and reaches the store 10 s later: the log does not show the
     commit when the append gives up, and then it lands. The error must say so, and must not ask for the plain
     resend that would write the records twice."""
     store.create_topic("t", 1)
     store.append("t", 0, recs("a", 2))
-    fault_proxy.add(method="PUT", key=COMMIT_FILE, when="late", action="500", times=None, delay_s=3.0)
+    fault_proxy.add(method="PUT", key=COMMIT_FILE, when="late", action="500", times=None, delay_s=10.0)
     with pytest.raises(CommitOutcomeUnknownError) as failed:
         store.append("t", 0, recs("b", 1))
     fault_proxy.clear()

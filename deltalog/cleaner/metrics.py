@@ -352,12 +352,16 @@ def _secs(ms: int | None) -> str:
 
 
 def format_table(metrics: StoreMetrics) -> str:
-    """``deltalog status``: store-wide figures, then one line per partition."""
+    """``deltalog status``: store-wide figures, then one line per partition. "last cleaner job cycle" is Kafka's
+    time-since-last-run-ms, a cycle of the cleaner job (``deltalog cleaner run``); a pass run by hand (``deltalog
+    clean``, ``store.clean``) is not one, and shows in its partition's LAST CLEAN, which the line points to."""
+    cleans = [p.time_since_last_clean_ms for p in metrics.partitions if p.time_since_last_clean_ms is not None]
+    last_pass = f" (last pass of any partition: {_ago(min(cleans))})" if cleans else ""
     lines = [
         f"uncleanable partitions: {metrics.uncleanable_partitions_count} ({metrics.uncleanable_bytes:,} bytes)   "
         f"max dirty: {metrics.max_dirty_percent:.1f}%   "
         f"max compaction delay: {_secs(metrics.max_compaction_delay_ms)}",
-        f"last cleaner run: {_ago(metrics.time_since_last_run_ms)}   "
+        f"last cleaner job cycle: {_ago(metrics.time_since_last_run_ms)}{last_pass}   "
         f"max clean time: {_secs(metrics.max_clean_time_ms)}   "
         "max buffer utilization: "
         + ("-" if metrics.max_buffer_utilization is None else f"{100 * metrics.max_buffer_utilization:.1f}%"),

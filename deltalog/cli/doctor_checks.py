@@ -396,6 +396,59 @@ def check_state_documents(path: str, storage_options: Mapping[str, str] | None =
     return checks
 
 
+def check_state_tables(path: str, storage_options: Mapping[str, str] | None = None) -> list[Check]:
+    """Per state table (docs/state-table.md): OK when it is up to date and equal to its log, WARN when it is behind
+    (the next refresh applies the rest), FAIL when it is ahead of its log or differs from it; and one INFO naming
+    what each engine needs to read the tables (delta-spark's JARs for Spark, the delta extension for DuckDB)."""
+    from deltalog.state.equality import compare
+    from deltalog.state.lag import state_lag
+    from deltalog.state.table import StateTable
+
+    try:
+        storage = Storage(path, storage_options)
+        if not is_store(storage):
+            return []
+        logs = LogManager(storage, WallClock(), create=False)
+        topics = [t for t in logs.list_topics() if StateTable(storage, t).exists()]
+    except Exception:  # the store rows above already say why the store cannot be read
+        return []
+    checks = []
+    now = int(time.time() * 1000)
+    for topic in topics:
+        name = f"state table {topic}"
+        try:
+            lag = state_lag(logs, topic, now)
+            dt = StateTable(storage, topic).open()
+            comparison = compare(logs, topic, dt) if dt is not None else None
+        except DeltalogError as e:
+            checks.append(Check(name, FAIL, f"cannot be compared with its log: {' '.join(str(e).split())[:300]}",
+                                f"deltalog state refresh {topic} --full"))
+            continue
+        if lag.ahead:
+            checks.append(Check(name, FAIL, "ahead of its log: it records offsets past the log end "
+                                + ", ".join(f"{p.partition}:{p.applied_offset}>{p.log_end_offset}"
+                                            for p in lag.partitions if p.ahead),
+                                f"rebuild it from the log: deltalog state refresh {topic} --full"))
+        elif comparison is not None and not comparison.equal:
+            checks.append(Check(name, FAIL, f"differs from its log at version {comparison.table_version}: "
+                                f"{comparison.missing} missing, {comparison.extra} extra, {comparison.different} "
+                                f"different row(s); {'; '.join(comparison.examples[:3])}",
+                                f"rebuild it from the log: deltalog state refresh {topic} --full"))
+        elif lag.offsets_behind:
+            checks.append(Check(name, WARN, f"equal to its log up to the offsets it records, {lag.offsets_behind} "
+                                f"offset(s) behind (at most {lag.time_behind_ms // 1000} s)",
+                                f"deltalog state refresh {topic}, or let the cleaner job's next cycle do it"))
+        else:
+            checks.append(Check(name, OK, f"up to date (version {lag.table_version}) and equal to its log"))
+    if topics:
+        checks.append(Check("state table readers", INFO,
+                            "delta-rs, Polars and Databricks read the state tables as they are; Spark needs "
+                            "delta-spark (pip install delta-spark; JARs io.delta:delta-spark_2.13 in "
+                            "spark.jars.packages); DuckDB needs its delta extension (INSTALL delta); Trino its Delta "
+                            "Lake connector (deltalog views --engine ENGINE prints each)"))
+    return checks
+
+
 def run_checks(store_path: str, *, spark: bool = True, storage_options: Mapping[str, str] | None = None
                ) -> list[Check]:
     """Every check, in the order a newcomer should fix them."""
@@ -417,6 +470,7 @@ def run_checks(store_path: str, *, spark: bool = True, storage_options: Mapping[
     checks.append(check_store_writable(store_path, storage_options))
     checks += check_store_damage(store_path, storage_options)
     checks += check_state_documents(store_path, storage_options)
+    checks += check_state_tables(store_path, storage_options)
     return checks
 
 

@@ -266,7 +266,7 @@ def _add_columns(dt: DeltaTable, fields: Sequence[pa.Field], operation: str, wha
 def data_files(dt: DeltaTable) -> list[DataFile]:
     """The live files of the snapshot, in offset order."""
     # Through the Arrow stream interface: pa.table() first asks whether its argument is a pandas DataFrame, which
-    # imports pandas (~0.3 s of every command's start, deltalog sql's included).
+    # imports pandas (a cost on every command's start, deltalog sql's included).
     actions = pa.RecordBatchReader.from_stream(dt.get_add_actions(flatten=True)).read_all()
     files = [DataFile.from_add_row(row) for row in actions.to_pylist()]
     files.sort(key=lambda f: f.min_offset)
@@ -418,7 +418,6 @@ def _commit_removing(dt: DeltaTable, actions: Sequence[AddAction | RemoveAction]
     exactly the next version or fails, so no commit can land between the check and the commit. A version taken
     in between (a concurrent append, anything) is read and checked again; a conflict raises
     :class:`CommitConflictError` and the caller plans again from a fresh snapshot."""
-    read_version = dt.version()
     commit_id = custom[COMMIT_ID]
     planned_txns = {k: dt.transaction_version(k) for k in txns}
     planned_shape = _table_shape(dt)
@@ -427,12 +426,13 @@ def _commit_removing(dt: DeltaTable, actions: Sequence[AddAction | RemoveAction]
         faults.point(f"{operation}:checked")
         props = CommitProperties(custom_metadata=dict(custom), max_commit_retries=0,
                                  app_transactions=app_transactions(txns))
+        base = dt.version()  # an earlier attempt lost its version to another commit: it is not in the log
         try:
             dt.create_write_transaction(list(actions), mode="append", schema=TABLE_SCHEMA, commit_properties=props)
             return
         except Exception as e:  # noqa: BLE001 - any failure: the log says whether the commit landed
             try:
-                resolve_commit(dt, read_version, commit_id, operation, e)
+                resolve_commit(dt, base, commit_id, operation, e)
                 return  # it landed; its answer was lost
             except CommitConflictError:
                 pass  # the version was taken: find_commit moved dt to the latest version; check that one

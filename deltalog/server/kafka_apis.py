@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -161,6 +162,15 @@ class KafkaApis:
             return e.errno
         return self._partitions(topic)
 
+    def _topic_uuid(self, topic: str) -> uuid.UUID | None:
+        """The topic's id (KIP-516) as Metadata v10+ carries it: a client that sees the id of a topic change knows
+        it was deleted and created again (KAFKA-12257). None (Kafka's zero id) for a topic made before ids."""
+        topic_id = self.store.log_manager.topic_id(topic)
+        try:
+            return None if topic_id is None else uuid.UUID(hex=topic_id)
+        except ValueError:
+            return None
+
     def handle_metadata(self, request: p.Request) -> Any:
         cls = request.response_class
         body = request.body
@@ -181,8 +191,9 @@ class KafkaApis:
                                                             is_internal=False, partitions=[]))
                     continue
                 leaders = [self.placement.leader(name, i, brokers).node_id for i in parts]
+                ids = {"topic_id": self._topic_uuid(name)} if request.api_version >= 10 else {}
                 topics.append(cls.MetadataResponseTopic(
-                    error_code=p.NONE, name=name, is_internal=name.startswith("__"),
+                    error_code=p.NONE, name=name, is_internal=name.startswith("__"), **ids,
                     partitions=[cls.MetadataResponseTopic.MetadataResponsePartition(
                         error_code=p.NONE, partition_index=i, leader_id=leader, leader_epoch=0,
                         replica_nodes=[leader], isr_nodes=[leader], offline_replicas=[])

@@ -57,7 +57,7 @@ from deltalog.errors import (
 from deltalog.log.producer_state import ProducerBatch, ProducerStateEntry, batch_digest
 from deltalog.log.record import KEY, OFFSET, PRODUCER_ID
 from deltalog.log.transactions import READ_UNCOMMITTED
-from deltalog.producer.producer import Producer
+from deltalog.producer.router import PartitionRouter
 from deltalog.server import protocol as p
 from deltalog.server.served_store import ServedStore
 from deltalog.structs import OffsetAndMetadata, TopicPartition
@@ -286,7 +286,7 @@ class TxnApis:
     def handle_txn_offset_commit(self, request: p.Request) -> Any:
         """Kafka's TxnOffsetCommit (``GroupCoordinator.handleTxnCommitOffsets``): the group's offsets appended to
         its partition of ``__consumer_offsets`` as records of the producer's transaction, exactly as
-        :meth:`deltalog.producer.idempotent_producer.KafkaProducer.send_offsets_to_transaction` appends them:
+        :meth:`deltalog.producer.kafka_producer.KafkaProducer.send_offsets_to_transaction` appends them:
         the group sees them once EndTxn commits (its committed offsets are read ``read_committed``). A member id
         or generation given (v3+) is checked against the group's; a commit with neither is taken, as Kafka's
         coordinator takes one from a producer that knows no group metadata. A partition that does not exist is
@@ -328,7 +328,7 @@ class TxnApis:
             code, _ = self.verify(tid, [(batch.topic, batch.partition)], pid, epoch)
             if code != p.NONE:
                 return code
-            rows, _ = Producer(self.store.log_manager).route(batch.topic, batch.records, now,
+            rows, _ = PartitionRouter(self.store.log_manager).route(batch.topic, batch.records, now,
                                                              partition=batch.partition)
             log = self.store.log(batch.topic, batch.partition)
             log.append(rows, now, producer=self.producer_batch(pid, epoch, next_sequence(log, pid, epoch), rows))

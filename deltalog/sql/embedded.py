@@ -1,6 +1,6 @@
 """SQL over a store without starting Spark: the same views as :mod:`deltalog.sql.views`, answered by DuckDB.
 
-``deltalog sql`` used to start a JVM for every query (12-15 s, nearly all of it Spark's start). Here the
+``deltalog sql`` used to start a JVM for every query, and Spark's start was nearly all of its time. Here the
 views are the plain-SQL DuckDB views of :mod:`deltalog.sql.ddl`, made for each query over the latest snapshot
 of each partition the query names, with ``read_parquet`` of the snapshot's data files (the files delta-rs lists
 for that version, as Delta's ``delta_scan`` would read) in place of ``delta_scan``: DuckDB's delta extension
@@ -28,12 +28,15 @@ import re
 import threading
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from deltalog import extras
 from deltalog.errors import DeltalogError, InvalidTopicError, QueryError
 from deltalog.log import damage, time_travel
 from deltalog.log.record import RECORD_SCHEMA
 from deltalog.sql import ddl
 from deltalog.sql.names import ambiguity, topics_in_query
+from deltalog.state.table import StateTable
 from deltalog.storage import join
 
 if TYPE_CHECKING:
@@ -99,6 +102,7 @@ class EmbeddedSQL:
                 self._make_views(con, topic, as_of)
             self._query = query
             try:
+                _refuse_json_on_bytes(con, query)
                 try:
                     relation = con.sql(query)
                 except duckdb.ParserException:
@@ -153,10 +157,38 @@ class EmbeddedSQL:
                 refs[snap.partition] = f'"{name}"'
         d = ddl.dialect("duckdb")
         names = ddl.view_names(self.logs.list_topics())
-        for s in ddl.topic_views(d, topic, self.logs.topic_config(topic), tables,
-                                 table_ref=lambda _t, table: refs[table.partition]):
+        statements = ddl.topic_views(d, topic, self.logs.topic_config(topic), tables,
+                                     table_ref=lambda _t, table: refs[table.partition])
+        state = self._state_relation(con, topic, as_of)
+        if state is not None:
+            statements += ddl.state_statements(d, topic, "", relation=state)
+        for s in statements:
             if len(names.get(s.name.lower(), [])) <= 1:
                 con.execute(s.sql)
+
+    def _state_relation(self, con: duckdb.DuckDBPyConnection, topic: str, as_of: time_travel.AsOf | None
+                        ) -> str | None:
+        """The state table's snapshot (latest, or as of a time) as a DuckDB relation over its files; None without
+        a state table, or for versions of the partitions (which say nothing of the state table's versions)."""
+        table = StateTable(self.logs.storage, topic)
+        dt = table.open()
+        if dt is None or (as_of is not None and as_of.timestamp_ms is None):
+            return None
+        if as_of is not None:
+            dt = table.open(time_travel.version_at(dt, as_of.timestamp_ms, f"the state table of {topic!r}"))
+        files = dt.file_uris()
+        schema = pa.schema(dt.schema().to_arrow())
+        self._locations.update(files)
+        if not files:
+            name = f"__deltalog_{ddl.view_name(topic)}__state"
+            con.register(name, schema.empty_table())
+            return f'"{name}"'
+        if self.logs.storage.local:
+            listed = ", ".join(ddl.DuckDBDialect(None, None, False).literal(f) for f in files)
+            return f"read_parquet([{listed}], union_by_name = true)"
+        name = f"__deltalog_{ddl.view_name(topic)}__state"
+        con.register(name, self.logs.storage.read_parquet(files, schema=schema))
+        return f'"{name}"'
 
     def close(self) -> None:
         if self._con is not None:
@@ -166,6 +198,63 @@ class EmbeddedSQL:
 
 _STRING_OR_WORD = re.compile(r"""('(?:[^']|'')*')|("(?:[^"]|"")*")|(`[^`]*`)|\b(offset)\b(?!\s*(?:[0-9?$(]|-))""",
                              re.IGNORECASE)
+
+
+#: A query that may call a JSON function (DuckDB's ``json_*`` and its ``->`` / ``->>`` operators).
+_MAY_USE_JSON = re.compile(r"json|->", re.IGNORECASE)
+
+
+def _refuse_json_on_bytes(con: duckdb.DuckDBPyConnection, query: str) -> None:
+    """Refuse a JSON function applied to a ``key`` or ``value`` column that is a BLOB (a topic whose encoding is
+    ``bytes``, the default): DuckDB casts a BLOB to text with its bytes escaped (``"`` as ``\\x22``), so
+    ``json_extract_string(value, '$.f')`` would answer NULL on every row without an error. The query is read with
+    DuckDB's own parser (``json_serialize_sql``), not with patterns."""
+    if not _MAY_USE_JSON.search(query):
+        return
+    try:
+        tree = con.execute("SELECT json_serialize_sql(?)", [query]).fetchall()[0][0]
+    except Exception:  # noqa: BLE001 - not one statement DuckDB can serialize: the query itself will say why
+        return
+    import json
+
+    calls: list[tuple[str, str]] = []
+    tables: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE" and node.get("table_name"):
+                tables.add(str(node["table_name"]).lower())
+            if node.get("class") == "FUNCTION":
+                name = str(node.get("function_name", "")).lower()
+                args = node.get("arguments") or node.get("children") or []
+                first = args[0].get("expression", args[0]) if args and isinstance(args[0], dict) else None
+                if (name.startswith("json") or name in ("->", "->>")) and isinstance(first, dict) and \
+                        first.get("class") == "COLUMN_REF" and first["column_names"][-1].lower() in ("key", "value"):
+                    calls.append((name, first["column_names"][-1].lower()))
+            for child in node.values():
+                walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    parsed = json.loads(tree)
+    if parsed.get("error"):
+        return
+    walk(parsed)
+    if not calls or not tables:
+        return
+    blobs = con.execute("SELECT lower(table_name), lower(column_name) FROM information_schema.columns WHERE "
+                        "data_type = 'BLOB' AND lower(column_name) IN ('key', 'value')").fetchall()
+    for function, column in calls:
+        views = sorted(t for t, c in blobs if c == column and t in tables)
+        if views:
+            call = f"{function}({column}, ...)" if function.startswith("json") else f"{column} {function} ..."
+            raise QueryError(
+                f"{call} reads a BLOB: the {column} of {', '.join(views)} is bytes ({column}.encoding=bytes, the "
+                f"default), and DuckDB's JSON functions answer NULL on every BLOB. Decode it as UTF-8 text first: "
+                f"json_extract_string(decode({column}), '$.field'); or declare the topic's {column}.encoding=json "
+                f"with a {column}.schema (typed columns) or {column}.encoding=string ('deltalog topics alter TOPIC "
+                f"--config {column}.encoding=string')")
 
 
 def quote_bare_offset(query: str) -> str:

@@ -39,16 +39,22 @@ OPTIMIZER = textwrap.dedent(
     """
     import json, os, random, sys, time
     from deltalake import DeltaTable
-    stop, seed, uris = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    stop, seed, ops, uris = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(","), sys.argv[4:]
     rng = random.Random(seed)
-    landed = {"compact": 0, "z_order": 0, "failed": 0}
+    landed = {op: 0 for op in ops}
+    landed["failed"] = 0
     while not os.path.exists(stop):
         uri = rng.choice(uris)
-        how = rng.choice(["compact", "z_order"])
+        how = rng.choice(ops)
         try:
             dt = DeltaTable(uri)
             before = dt.version()
-            dt.optimize.compact() if how == "compact" else dt.optimize.z_order(["key"])
+            if how == "compact":
+                dt.optimize.compact()
+            elif how == "z_order":
+                dt.optimize.z_order(["key"])
+            else:  # VACUUM as Delta's default allows it: files removed longer ago than the table's retention
+                dt.vacuum(dry_run=False)
             landed[how] += DeltaTable(uri).version() > before
         except Exception:
             landed["failed"] += 1
@@ -56,6 +62,9 @@ OPTIMIZER = textwrap.dedent(
     print(json.dumps(landed), flush=True)
     """
 )
+
+#: What the other engine does by default: Databricks' OPTIMIZE (bin-packing) and Z-order.
+OPTIMIZE_OPS = ("compact", "z_order")
 
 
 def optimize_once(uri: str, how: str) -> bool:
@@ -69,9 +78,11 @@ def optimize_once(uri: str, how: str) -> bool:
 
 
 class OtherEngine:
-    """OPTIMIZE and Z-order of the tables at ``uris`` in a loop, in another process or a thread, until stopped."""
+    """OPTIMIZE and Z-order (``ops``; ``"vacuum"`` too, in a process) of the tables at ``uris`` in a loop, in another
+    process or a thread, until stopped."""
 
-    def __init__(self, uris: list[str], seed: int, work_dir: Path, *, in_thread: bool = False):
+    def __init__(self, uris: list[str], seed: int, work_dir: Path, *, in_thread: bool = False,
+                 ops: tuple[str, ...] = OPTIMIZE_OPS):
         self.stop_file = work_dir / f"stop-optimizer-{seed}"
         self.counts: dict[str, int] = {}
         self._thread: threading.Thread | None = None
@@ -81,7 +92,8 @@ class OtherEngine:
             self._thread = threading.Thread(target=self._loop, args=(uris, seed), daemon=True)
             self._thread.start()
         else:
-            self._proc = subprocess.Popen([sys.executable, "-c", OPTIMIZER, str(self.stop_file), str(seed), *uris],
+            self._proc = subprocess.Popen([sys.executable, "-c", OPTIMIZER, str(self.stop_file), str(seed),
+                                           ",".join(ops), *uris],
                                           stdout=subprocess.PIPE, text=True)
 
     def _loop(self, uris: list[str], seed: int) -> None:
@@ -198,3 +210,29 @@ def check_model(store: Store, acked: dict[str, dict[int, tuple[bytes, bytes]]], 
         elif read != expected:
             figures.violations.append(f"{topic}: served {len(read)} records, acknowledged {len(expected)} at or "
                                       f"above the log start {start}")
+
+
+def duplicate_by_stale_commit(store: Store, topic: str, partition: int = 0) -> int:
+    """Damage a partition the way the race did before deltalog checked its removes: a rewrite of every file planned
+    at version v, another engine's Z-order committed, then the rewrite committed with delta-rs's own retries
+    (which accept its stale removes over OPTIMIZE's ``dataChange=false`` ones): every offset in the table twice.
+    Returns the damaged version. For the tests of the damage class and of the harness's verdict."""
+    from deltalake.transaction import CommitProperties
+
+    from deltalog.log import delta
+    from deltalog.log.record import TABLE_SCHEMA, conform
+    from deltalog.storage import join
+
+    log = store.log(topic, partition)
+    stale = DeltaTable(log.uri)
+    files = delta.data_files(stale)
+    now = store.clock.now_ms()
+    adds = [delta.write_data_file(log.storage, log.uri, conform(log.storage.parquet_file(join(log.uri, f.path))
+                                                                .read(), TABLE_SCHEMA), now) for f in files]
+    DeltaTable(log.uri).optimize.z_order(["key"])  # rewrites even a table of one file
+    stale.create_write_transaction(
+        [*[delta.remove_action(f, now) for f in files], *adds], mode="append", schema=TABLE_SCHEMA,
+        commit_properties=CommitProperties(custom_metadata={"deltalog.operation": "relayout",
+                                                            delta.COMMIT_ID: delta.new_commit_id()}))
+    return DeltaTable(log.uri).version()
+
