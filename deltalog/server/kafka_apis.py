@@ -76,7 +76,7 @@ class KafkaApis:
     """
 
     def __init__(self, store: ServedStore, advertised: tuple[str, int], placement: Placement | None = None, *,
-                 config: BrokerConfig | None = None) -> None:
+                 config: BrokerConfig | None = None, listener: str = "PLAINTEXT") -> None:
         self.store = store
         self.config = config or BrokerConfig()
         self.advertised = advertised
@@ -84,7 +84,7 @@ class KafkaApis:
         self.lock = threading.RLock()
         self.group_metadata = GroupMetadataLog(store, self.lock)
         self.groups = GroupCoordinator(persist=self.group_metadata.persist, load=self.group_metadata.load)
-        self.placement = placement or Placement(lambda: Broker(NODE_ID, *advertised), None,
+        self.placement = placement or Placement(lambda: Broker(NODE_ID, *advertised, listener), None,
                                                 lambda: offsets_partitions(store))
         self._view: tuple[int, list[Broker]] = (-1, [])
         self._view_since = time.monotonic()

@@ -17,7 +17,7 @@ SASL_SSL       yes                     PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
 ============== ======================= ================================================
 
 Where deltalog differs from Kafka, and why: one listener per ``deltalog serve`` process (Kafka's broker runs
-several; a Metadata answer names the listener's own address, and the endpoint has one); keystores and truststores
+several; each endpoint registers its listener's name and Metadata names the endpoints of that listener only); keystores and truststores
 are PEM only (``ssl.keystore.type=PEM``, Kafka's own PEM support of KIP-651: Python's ``ssl`` reads PEM, not JKS
 or PKCS12; convert with ``openssl pkcs12 -in keystore.p12 -nodes -out keystore.pem``), and ``ssl.keystore.type``
 left unset means PEM (Kafka's default JKS cannot be read); ``sasl.enabled.mechanisms`` has no default (Kafka's

@@ -630,12 +630,12 @@ class SocketServer:
         if self.security.advertised is not None:  # advertised.listeners: what Metadata and the registry give clients
             advertised = (self.security.advertised[0], self.security.advertised[1] or self.port)
         try:
-            self.registry, placement = for_endpoint(store, advertised, **registration)
+            self.registry, placement = for_endpoint(store, advertised, self.security.name, **registration)
         except BaseException:
             self._socket.close()
             raise
         self.node_id = self.registry.node_id
-        self.apis = KafkaApis(store, advertised, placement, config=config)
+        self.apis = KafkaApis(store, advertised, placement, config=config, listener=self.security.name)
         scram_lookup = ScramCredentials(store.storage).get if self.security.is_sasl else None
         self._network = _NetworkThread(self._socket, _Handlers(self.apis), self.security, scram_lookup, self.limits,
                                        max_request_bytes)
