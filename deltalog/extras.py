@@ -20,6 +20,7 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "quality": (("great_expectations",), "Great Expectations"),
     "sql": (("duckdb",), "DuckDB (the embedded SQL engine)"),
     "server": (("kafka",), "kafka-python (Kafka's protocol structures, for `deltalog serve`)"),
+    "metrics": (("prometheus_client",), "prometheus_client (Kafka's cleaner gauges for Prometheus)"),
 }
 
 #: A module's top-level name -> the extra that brings it (for an import that failed anyway).

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -111,9 +110,11 @@ def guard(item: pytest.Item, monkeypatch: pytest.MonkeyPatch) -> None:
             return session
 
         monkeypatch.setattr(session, "local_session", local_session)
-        job = sys.modules.get("deltalog.jobs.cleaner_job")  # it binds local_session at import
-        if job is not None:
-            monkeypatch.setattr(job, "local_session", local_session)
+        # the cleaner job binds local_session at import: imported now (the CLI imports it only when a command needs
+        # it), so the patch is undone with the test's and never outlives it inside the job module
+        import deltalog.jobs.cleaner_job as job
+
+        monkeypatch.setattr(job, "local_session", local_session)
 
     real_getfixturevalue = pytest.FixtureRequest.getfixturevalue
 
