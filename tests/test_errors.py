@@ -121,3 +121,23 @@ def test_a_wrong_call_shape_is_a_deltalog_error_and_still_a_type_error(store):
     for keys in ([1.5], pa.array([1.5])):
         with pytest.raises(InvalidTypeError, match="binary or string"):
             partitions_for_keys(keys, 3)
+
+
+#: Where Kafka's own client and kafka-python disagree on retriability, deltalog follows Kafka's (Java) classes.
+KAFKA_RETRIABLE_DIFFERS = {2: "Kafka's CorruptRecordException is a RetriableException; kafka-python's is not"}
+
+
+def test_every_error_carries_a_kafka_code_kafka_python_knows_and_its_retriability():
+    """The Kafka code is on the error class (``errno``, ``retriable``, as kafka-python's ``kafka.errors``), looked up
+    through the class hierarchy: a child that says nothing answers as its parent."""
+    kafka_errors = pytest.importorskip("kafka.errors")
+    classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, errors.DeltalogError)]
+    assert len(classes) > 30
+    for cls in classes:
+        known = kafka_errors.for_code(cls.errno)
+        assert known is not kafka_errors.UnknownError or cls.errno == -1, cls
+        if cls.errno not in KAFKA_RETRIABLE_DIFFERS:
+            assert cls.retriable == known.retriable, (cls, known)
+    assert errors.kafka_errno(errors.UnknownProducerIdError("x")) == kafka_errors.UnknownProducerIdError.errno
+    assert errors.kafka_errno(errors.InvalidTypeError("x")) == kafka_errors.InvalidRequestError.errno  # a parent's
+    assert errors.kafka_errno(KeyError("x")) == kafka_errors.UnknownError.errno

@@ -68,7 +68,10 @@ class LocalStorage(Storage):
         return Versioned(data, local_etag(st), int(st.st_mtime * 1000))
 
     def write_bytes(self, location: str, data: bytes) -> None:
-        path = self._path(location)
+        self._write_whole(self._path(location), data)
+
+    def _write_whole(self, path: str, data: bytes) -> None:
+        """``data`` in a temporary file beside ``path``, renamed over it: readers see the old file or the new."""
         tmp = self._tmp(path, data)
         try:
             os.replace(tmp, path)
@@ -109,12 +112,7 @@ class LocalStorage(Storage):
                 return None
             if local_etag(current) != etag or current.st_ino != os.fstat(fd).st_ino:
                 return None
-            tmp = self._tmp(path, data)
-            try:
-                os.replace(tmp, path)
-            except BaseException:
-                remove_quietly(tmp)
-                raise
+            self._write_whole(path, data)
             return local_etag(os.stat(path))
         finally:
             os.close(fd)  # releases the lock

@@ -147,8 +147,10 @@ class ObjectStoreStorage(Storage):
             if etag is not None and (stored is None or stored[0] != etag):
                 return None  # failed, and another writer changed or removed it meanwhile
             # failed and did not land: put again
-        raise StorageError(f"the conditional write of {location} failed {CONDITIONAL_PUT_ATTEMPTS} times and did not "
-                           f"land (read back, the store holds no write of this call): {error}; try again")
+        raise StorageError(f"the conditional write of {location} failed {CONDITIONAL_PUT_ATTEMPTS} times and has not "
+                           f"landed (read back, the store holds no write of this call yet): {error}. A write the "
+                           "store did not answer may still be applied later; calling again is safe, as a conditional "
+                           "write lands at most once (its condition refuses the other)")
 
     def _stored_write(self, location: str) -> tuple[str, str | None] | None:
         """(etag, write id) of the object now stored, or None when there is none; raises
