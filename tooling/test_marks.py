@@ -100,6 +100,9 @@ def guard(item: pytest.Item, monkeypatch: pytest.MonkeyPatch) -> None:
                         pytrace=False)
 
     if "spark" not in have:
+        # the cleaner job binds local_session at import: imported before the patch (the CLI imports it only when a
+        # command needs it), so it never binds a test's wrapper, and the patch below is undone with the test's
+        import deltalog.jobs.cleaner_job as job
         import deltalog.sql.session as session
 
         real = session.local_session
@@ -110,10 +113,6 @@ def guard(item: pytest.Item, monkeypatch: pytest.MonkeyPatch) -> None:
             return session
 
         monkeypatch.setattr(session, "local_session", local_session)
-        # the cleaner job binds local_session at import: imported now (the CLI imports it only when a command needs
-        # it), so the patch is undone with the test's and never outlives it inside the job module
-        import deltalog.jobs.cleaner_job as job
-
         monkeypatch.setattr(job, "local_session", local_session)
 
     real_getfixturevalue = pytest.FixtureRequest.getfixturevalue
