@@ -51,6 +51,7 @@ from deltalog.cleaner.cleaner_manager import LogCleanerManager
 from deltalog.cleaner.log_to_clean import LogToClean
 from deltalog.cleaner.maintenance import StoreMaintenance
 from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, PassProgress, ProgressListener
+from deltalog.cleaner.shared_jobs import SharedJobs, sharing
 from deltalog.cleaner.uncleanable import PartitionId
 from deltalog.config import StoreConfig
 from deltalog.errors import (
@@ -82,6 +83,8 @@ log = logging.getLogger(__name__)
 _SPARK_STOPPED = ("SparkContext was shut down", "Cannot call methods on a stopped SparkContext")
 #: Upper bound on passes in one run of the loop, so a bug can never spin forever.
 MAX_PASSES = 100_000
+#: Partitions one round cleans side by side at most (a driver thread each, their Spark work in shared jobs).
+MAX_ROUND_PARTITIONS = 64
 
 #: Returns the Spark session passes run on; called only when a pass is about to run, so a loop with
 #: nothing to clean never starts Spark.
@@ -234,12 +237,13 @@ class _RoundState:
         self.cleans: list[CleanResult] = []
         self.outcomes: list[PassOutcome] = []
 
-    def next_pass(self) -> set[PartitionId] | None:
-        """The partitions the next grab leaves out, counting the pass; None once :data:`MAX_PASSES` ran."""
+    def next_pass(self, more: int = 0) -> set[PartitionId] | None:
+        """The partitions the next grab leaves out, counting the pass (and ``more`` of a round's other passes);
+        None once :data:`MAX_PASSES` ran."""
         with self.lock:
             if self.passes >= MAX_PASSES:
                 return None
-            self.passes += 1
+            self.passes += 1 + more
             return self.done_for_now | self.uncleanable
 
     def set_aside(self, tp: PartitionId, outcome: PassOutcome | None = None) -> None:
@@ -289,7 +293,7 @@ class LogCleaner:
                  progress_interval_s: float = DEFAULT_PROGRESS_INTERVAL_S, progress: ProgressListener | None = None,
                  check_after_clean: CheckAfterClean | None = None,
                  sleep: Callable[[int], None] | None = None, map_slots: int | None = None,
-                 offsets: OffsetsTopic | None = None) -> None:
+                 offsets: OffsetsTopic | None = None, shared_jobs: bool = True) -> None:
         self.logs = logs
         #: The store's scheduled tasks around the loop (retention, VACUUM, the coordinators' timers), run by
         #: each cycle; it keeps when each timer last ran for as long as this cleaner lives.
@@ -307,6 +311,11 @@ class LogCleaner:
         self.check_after_clean = check_after_clean
         #: Offset map slots per pass, when set: Kafka's tests build a Cleaner on a small map the same way.
         self.map_slots = map_slots
+        #: Whether a round cleans its partitions side by side with their Spark work in shared jobs
+        #: (:mod:`deltalog.cleaner.shared_jobs`); False: ``threads`` cleaner threads, a pass and its jobs at a time.
+        self.shared_jobs = shared_jobs
+        #: Each round of side-by-side passes so far: (partitions, Spark jobs they shared).
+        self.rounds: list[tuple[int, int]] = []
         self.stop_event = threading.Event()
         self._sleep = sleep
         self.cycles_run = 0
@@ -375,7 +384,9 @@ class LogCleaner:
         wanted = list(topics) if topics is not None else None
         self.maintenance.abort_timed_out_transactions()
         state = _RoundState(self.manager.uncleanable_partitions())
-        if self.threads == 1:
+        if self.shared_jobs:
+            self._do_rounds(state, wanted)
+        elif self.threads == 1:
             self._do_work(state, wanted)
         else:
             workers = [threading.Thread(target=self._do_work, args=(state, wanted),
@@ -408,6 +419,12 @@ class LogCleaner:
                                           on_damage=lambda plog, error: self._damaged(state, plog, error))
         if ltc is None:
             return False
+        self._clean_grabbed(state, ltc)
+        return True
+
+    def _clean_grabbed(self, state: _RoundState, ltc: LogToClean) -> None:
+        """Clean a partition taken in progress; a pass that throws (Kafka's ``LogCleaningException``) marks it
+        uncleanable before it leaves the in-progress set."""
         tp = (ltc.snapshot.topic, ltc.snapshot.partition)
         try:
             self._clean_filthiest_log(state, ltc)
@@ -415,7 +432,50 @@ class LogCleaner:
             self._pass_failed(state, ltc, e)
         finally:
             self.manager.done_cleaning(tp)
-        return True
+
+    def _do_rounds(self, state: _RoundState, wanted: list[str] | None) -> None:
+        """The loop with shared Spark jobs: each round takes the filthiest eligible partitions that fit in the
+        dedupe buffer together (:meth:`LogCleanerManager.grab_filthiest_batch`), cleans each on a thread of its own
+        (planned, leased, committed and marked on its own, as in :meth:`_try_clean_filthiest_log`), their Spark
+        tasks run in shared jobs (:mod:`deltalog.cleaner.shared_jobs`); until no partition is eligible."""
+        budget = self.config.offset_map_capacity_for(1)
+        capacity = (int(self.map_slots * self.config.io_buffer_load_factor) if self.map_slots is not None
+                    else self.config.offset_map_capacity_for(self.threads))
+        while not self.stop_event.is_set():
+            exclude = state.next_pass()
+            if exclude is None:
+                return
+            batch = self.manager.grab_filthiest_batch(
+                self.clock.now_ms(), wanted, exclude=exclude,
+                on_damage=lambda plog, error: self._damaged(state, plog, error),
+                budget=budget, pass_capacity=capacity, limit=MAX_ROUND_PARTITIONS)
+            if not batch:
+                return
+            if len(batch) == 1:  # nothing to share: the pass runs its own jobs, on this thread
+                self._clean_grabbed(state, batch[0])
+                continue
+            state.next_pass(len(batch) - 2)
+            self._clean_round(state, batch)
+
+    def _clean_round(self, state: _RoundState, batch: list[LogToClean]) -> None:
+        jobs = SharedJobs(self.spark(), len(batch))
+        first = len(state.cleans)
+
+        def clean(ltc: LogToClean) -> None:
+            with sharing(jobs):
+                self._clean_grabbed(state, ltc)
+
+        workers = [threading.Thread(target=clean, args=(ltc,), name=f"deltalog-cleaner-round-{i}")
+                   for i, ltc in enumerate(batch)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        rank = {(ltc.snapshot.topic, ltc.snapshot.partition): i for i, ltc in enumerate(batch)}
+        with state.lock:  # the round's passes in its order (filthiest first), not in the order they finished
+            state.cleans[first:] = sorted(state.cleans[first:], key=lambda r: rank.get((r.topic, r.partition), 0))
+        self.rounds.append((len(batch), jobs.jobs_run))
+        log.info("a round cleaned %d partition(s) side by side in %d shared Spark job(s)", len(batch), jobs.jobs_run)
 
     def _clean_filthiest_log(self, state: _RoundState, ltc: LogToClean) -> None:
         """The rest of Kafka's ``cleanFilthiestLog``: ``cleanLog`` on the partition taken (:meth:`clean_log`). A
