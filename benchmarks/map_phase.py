@@ -41,8 +41,8 @@ def _phase(store, layout: str) -> tuple:
 
 def _parts(store, paths: list[str], stored: bool) -> dict[str, float]:
     """The task's parts by hand: read, hash (from the keys only), group-by."""
-    from deltalog.cleaner.key_hash import key_hashes
     from deltalog.cleaner.offset_map import _reduce
+    from deltalog.log.key_hash import key_hashes
     from deltalog.log.record import KEY, KEY_HASH_HI, KEY_HASH_LO, OFFSET
 
     t0 = time.perf_counter()

@@ -34,10 +34,10 @@ import pyarrow.parquet as pq
 
 from benchmarks import workload as wl
 from deltalog.cleaner import recopy
-from deltalog.cleaner.key_hash import key_hashes
 from deltalog.cleaner.offset_bitmap import OffsetBitmap
 from deltalog.cleaner.offset_map import MapKeys
 from deltalog.cleaner.task_plan import FileSlice
+from deltalog.log.key_hash import key_hashes
 from deltalog.log.record import KEY, OFFSET, PARQUET_WRITE_OPTIONS, RECORD_SCHEMA, VALUE, row_group_rows
 
 

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from deltalog.clock import Clock, ManualClock, WallClock
 from deltalog.config import StoreConfig, TopicConfig
-from deltalog.config import deprecated_name as _deprecated_name
 from deltalog.errors import (
     CheckFailedError,
     CleaningFailedError,
@@ -45,7 +44,7 @@ from deltalog.log.record import Record
 from deltalog.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
-    from deltalog.producer.producer import ProduceResult, RecordMetadata
+    from deltalog.producer.router import ProduceResult, RecordMetadata
     from deltalog.store import Store
 
 from deltalog.version import __version__  # noqa: E402 - after the public names, as before
@@ -54,7 +53,7 @@ from deltalog.version import __version__  # noqa: E402 - after the public names,
 def __getattr__(name: str) -> object:
     """``deltalog.Store`` on first use: the cleaner's Spark tasks import ``deltalog.cleaner.recopy`` and
     ``deltalog.cleaner.offset_map`` in every Python worker, and importing the store (delta-rs, Spark glue) there
-    cost ~0.5 s a worker for nothing."""
+    would cost every worker's start-up for nothing."""
     if name == "Store":
         from deltalog.store import Store  # lazy, for the workers' start-up time (above)
 
@@ -68,10 +67,11 @@ def __getattr__(name: str) -> object:
 
         return register
     if name in ("ProduceResult", "RecordMetadata"):
-        from deltalog.producer import producer  # lazy, as Store (above)
+        from deltalog.producer import router  # lazy, as Store (above)
 
-        return getattr(producer, name)
-    return _deprecated_name("deltalog", name, globals())  # CleanerConfig: warns, then StoreConfig
+        return getattr(router, name)
+    raise AttributeError(f"module 'deltalog' has no attribute {name!r}")
+
 
 __all__ = [
     "CheckFailedError",

@@ -4,12 +4,12 @@
 ``min.cleanable.dirty.ratio``, ...). :class:`StoreConfig` is the store-wide part of Kafka's broker config
 (``KafkaConfig``), with the broker's names: the ``log.cleaner.*`` resources every cleaning pass shares (what
 Kafka derives its ``CleanerConfig`` from), the group coordinator's ``offsets.*`` keys and the transaction
-coordinator's ``transactional.id.*`` keys. ``CleanerConfig`` is its deprecated earlier name: it still works, and
-warns.
+coordinator's ``transactional.id.*`` keys.
 
 Both are frozen dataclasses built from dotted keys. Every key is declared once in a table of
 :class:`ConfigKey` (name, attribute, parser, default, doc: :class:`~deltalog.option_spec.OptionSpec`); a bad
-value raises :class:`~deltalog.errors.InvalidConfigError` naming the key, the value and what is allowed.
+value raises :class:`~deltalog.errors.InvalidConfigError` naming the key, the value and what is allowed. The
+dataclasses' fields take their defaults from the tables, so each default is written once.
 """
 
 from __future__ import annotations
@@ -96,6 +96,13 @@ def _double(lo: float, hi: float, *, lo_open: bool = False) -> Parser:
     return parse
 
 
+def _optional_bool(name: str, raw: Any) -> bool | None:
+    """A boolean, or None (empty or not given): a topic key whose store-wide key decides when it is unset."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    return _bool(name, raw)
+
+
 def _bool(name: str, raw: Any) -> bool:
     if isinstance(raw, bool):
         return raw
@@ -160,6 +167,11 @@ TOPIC_KEYS: tuple[ConfigKey, ...] = (
               "For key.encoding=json: a Spark DDL field list or a Spark StructType as JSON."),
     ConfigKey("value.schema", "value_schema", schemas.parse_schema_config, "",
               "For value.encoding=json: a Spark DDL field list or a Spark StructType as JSON."),
+    # deltalog's own: the topic's state table (deltalog.state), one row per live key beside the log.
+    ConfigKey("state.table.enable", "state_table_enable", _optional_bool, None,
+              "Keep a state table for this topic: a plain Delta table of the latest read_committed record of each "
+              "live key, refreshed incrementally (docs/state-table.md); empty: the store's "
+              "log.state.table.enable decides."),
 )
 
 
@@ -176,6 +188,12 @@ STORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("log.cleaner.io.max.bytes.per.second", "io_max_bytes_per_second",
               _double(0.0, float("inf"), lo_open=True), float("inf"),
               "Throttle on the bytes a cleaning pass reads and writes per second."),
+    ConfigKey("log.state.table.enable", "state_table_enable", _bool, False,
+              "The default of every topic's state.table.enable: keep a state table (docs/state-table.md) for "
+              "each topic that does not set it."),
+    ConfigKey("log.state.table.check", "state_table_check", _bool, False,
+              "After every refresh of a state table, check that it equals the latest read_committed record per "
+              "key of the log up to the offsets it records (a StateTableMismatchError when not)."),
     ConfigKey("deltalog.check.after.clean", "check_after_clean", _bool, False,
               "Run the data-quality checks (store.check) on every partition a clean() pass touched."),
     # Consumer groups (deltalog.groups): the internal topic __consumer_offsets, made on first use.
@@ -195,7 +213,7 @@ STORE_KEYS: tuple[ConfigKey, ...] = (
               "Kafka's offsets of standalone consumers do."),
     ConfigKey("offsets.retention.check.interval.ms", "offsets_retention_check_interval_ms", _long(1), 600_000,
               "How often the cleaner's cycle looks for expired committed offsets."),
-    # Transactions (deltalog.log.transaction_coordinator).
+    # Transactions (deltalog.coordinator.transaction.transaction_coordinator).
     ConfigKey("transactional.id.expiration.ms", "transactional_id_expiration_ms", _long(1, INT_MAX), 604_800_000,
               "A transactional id with no transaction in progress and not used for this long expires (the "
               "cleaner's cycle): its producer can no longer write, and its next init_transactions() gets a new "
@@ -206,6 +224,12 @@ STORE_KEYS: tuple[ConfigKey, ...] = (
 )
 
 
+#: Each key's default, by attribute: the dataclasses' field defaults are taken from the tables above, so a default
+#: is written once, beside its key's name, parser and doc.
+_TOPIC_DEFAULTS: dict[str, Any] = {k.attr: k.default for k in TOPIC_KEYS}
+_STORE_DEFAULTS: dict[str, Any] = {k.attr: k.default for k in STORE_KEYS}
+
+
 def _build(keys: tuple[ConfigKey, ...], props: Mapping[str, Any], kind: str) -> dict[str, Any]:
     def unknown(names: list[str]) -> InvalidConfigError:
         return InvalidConfigError(
@@ -214,6 +238,21 @@ def _build(keys: tuple[ConfigKey, ...], props: Mapping[str, Any], kind: str) -> 
         )
 
     return parse_options(keys, props, unknown=unknown)
+
+
+def validate_config_mapping(config: object, what: str = "config") -> dict[str, Any]:
+    """A config argument must be a mapping of dotted keys (``{"cleanup.policy": "compact"}``) or None."""
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise InvalidConfigError(
+            f"{what} must be a mapping of config keys to values, e.g. {{'cleanup.policy': 'compact'}}, "
+            f"not {type(config).__name__} {config!r:.80}"
+        )
+    bad = [k for k in config if not isinstance(k, str)]
+    if bad:
+        raise InvalidConfigError(f"{what} keys must be strings such as 'cleanup.policy', not {shown(bad[0])}")
+    return dict(config)
 
 
 class _KafkaConfig:
@@ -250,22 +289,23 @@ class TopicConfig(_KafkaConfig):
     KEYS = TOPIC_KEYS
     KIND = "topic"
 
-    cleanup_policy: tuple[str, ...] = ("delete",)
-    segment_bytes: int = 1_073_741_824
-    segment_ms: int = 604_800_000
-    min_cleanable_dirty_ratio: float = 0.5
-    min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int = LONG_MAX
-    delete_retention_ms: int = 86_400_000
-    retention_ms: int = 604_800_000
-    retention_bytes: int = -1
-    file_delete_delay_ms: int = FILE_DELETE_DELAY_MS
-    max_message_bytes: int = 1_048_588
-    producer_id_expiration_ms: int = 86_400_000
-    key_encoding: str = "bytes"
-    value_encoding: str = "bytes"
-    key_schema: str = ""
-    value_schema: str = ""
+    cleanup_policy: tuple[str, ...] = _TOPIC_DEFAULTS["cleanup_policy"]
+    segment_bytes: int = _TOPIC_DEFAULTS["segment_bytes"]
+    segment_ms: int = _TOPIC_DEFAULTS["segment_ms"]
+    min_cleanable_dirty_ratio: float = _TOPIC_DEFAULTS["min_cleanable_dirty_ratio"]
+    min_compaction_lag_ms: int = _TOPIC_DEFAULTS["min_compaction_lag_ms"]
+    max_compaction_lag_ms: int = _TOPIC_DEFAULTS["max_compaction_lag_ms"]
+    delete_retention_ms: int = _TOPIC_DEFAULTS["delete_retention_ms"]
+    retention_ms: int = _TOPIC_DEFAULTS["retention_ms"]
+    retention_bytes: int = _TOPIC_DEFAULTS["retention_bytes"]
+    file_delete_delay_ms: int = _TOPIC_DEFAULTS["file_delete_delay_ms"]
+    max_message_bytes: int = _TOPIC_DEFAULTS["max_message_bytes"]
+    producer_id_expiration_ms: int = _TOPIC_DEFAULTS["producer_id_expiration_ms"]
+    key_encoding: str = _TOPIC_DEFAULTS["key_encoding"]
+    value_encoding: str = _TOPIC_DEFAULTS["value_encoding"]
+    key_schema: str = _TOPIC_DEFAULTS["key_schema"]
+    value_schema: str = _TOPIC_DEFAULTS["value_schema"]
+    state_table_enable: bool | None = _TOPIC_DEFAULTS["state_table_enable"]
 
     def __post_init__(self) -> None:
         for side in ("key", "value"):  # a json encoding needs its schema
@@ -290,6 +330,11 @@ class TopicConfig(_KafkaConfig):
         """True for ``delete`` and ``compact,delete``: retention applies."""
         return "delete" in self.cleanup_policy
 
+    def state_table(self, store: StoreConfig) -> bool:
+        """Whether the topic keeps a state table: its own ``state.table.enable`` when set, else the store's
+        ``log.state.table.enable`` (as a Kafka topic config overrides the broker's ``log.*`` default)."""
+        return store.state_table_enable if self.state_table_enable is None else self.state_table_enable
+
 
 @dataclass(frozen=True)
 class StoreConfig(_KafkaConfig):
@@ -300,19 +345,22 @@ class StoreConfig(_KafkaConfig):
     KEYS = STORE_KEYS
     KIND = "store"
 
-    cleaner_threads: int = 1
-    dedupe_buffer_size: int = 134_217_728
-    io_buffer_load_factor: float = 0.9
-    backoff_ms: int = 15_000
-    io_max_bytes_per_second: float = float("inf")
-    check_after_clean: bool = False
-    offsets_topic_num_partitions: int = OFFSETS_TOPIC_NUM_PARTITIONS
-    offsets_topic_segment_bytes: int = OFFSETS_TOPIC_SEGMENT_BYTES
-    offset_metadata_max_bytes: int = 4096
-    offsets_retention_minutes: int = 10_080
-    offsets_retention_check_interval_ms: int = 600_000
-    transactional_id_expiration_ms: int = 604_800_000
-    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    cleaner_threads: int = _STORE_DEFAULTS["cleaner_threads"]
+    dedupe_buffer_size: int = _STORE_DEFAULTS["dedupe_buffer_size"]
+    io_buffer_load_factor: float = _STORE_DEFAULTS["io_buffer_load_factor"]
+    backoff_ms: int = _STORE_DEFAULTS["backoff_ms"]
+    io_max_bytes_per_second: float = _STORE_DEFAULTS["io_max_bytes_per_second"]
+    state_table_enable: bool = _STORE_DEFAULTS["state_table_enable"]
+    state_table_check: bool = _STORE_DEFAULTS["state_table_check"]
+    check_after_clean: bool = _STORE_DEFAULTS["check_after_clean"]
+    offsets_topic_num_partitions: int = _STORE_DEFAULTS["offsets_topic_num_partitions"]
+    offsets_topic_segment_bytes: int = _STORE_DEFAULTS["offsets_topic_segment_bytes"]
+    offset_metadata_max_bytes: int = _STORE_DEFAULTS["offset_metadata_max_bytes"]
+    offsets_retention_minutes: int = _STORE_DEFAULTS["offsets_retention_minutes"]
+    offsets_retention_check_interval_ms: int = _STORE_DEFAULTS["offsets_retention_check_interval_ms"]
+    transactional_id_expiration_ms: int = _STORE_DEFAULTS["transactional_id_expiration_ms"]
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = _STORE_DEFAULTS[
+        "transaction_remove_expired_transaction_cleanup_interval_ms"]
 
     def __post_init__(self) -> None:
         # Kafka's KafkaConfig.validateValues: strictly more than 1 MiB per thread (its message says "at least").
@@ -329,9 +377,11 @@ class StoreConfig(_KafkaConfig):
         per_thread = min(self.dedupe_buffer_size // (threads or self.cleaner_threads), INT_MAX)
         return per_thread // OFFSET_MAP_BYTES_PER_ENTRY
 
-    def offset_map_capacity_for(self, threads: int | None = None) -> int:
-        """Keys one pass may map: Kafka's ``maxDesiredMapSize = (slots * loadFactor).toInt``."""
-        return int(self.offset_map_slots(threads) * self.io_buffer_load_factor)
+    def offset_map_capacity_for(self, threads: int | None = None, *, slots: int | None = None) -> int:
+        """Keys one pass may map: Kafka's ``maxDesiredMapSize = (slots * loadFactor).toInt``, for a map of
+        ``slots`` (a cleaner given its map's size), else of one of ``threads`` threads' share of the buffer. The
+        one place the formula is written."""
+        return int((slots if slots is not None else self.offset_map_slots(threads)) * self.io_buffer_load_factor)
 
     @property
     def offset_map_capacity(self) -> int:
@@ -340,25 +390,3 @@ class StoreConfig(_KafkaConfig):
         A section with more distinct keys than this is cleaned in several passes.
         """
         return self.offset_map_capacity_for()
-
-
-#: Deprecated names -> what replaced them (module ``__getattr__``, PEP 562: each use warns, then works as before).
-DEPRECATED_NAMES = {"CleanerConfig": "StoreConfig"}
-
-
-def deprecated_name(module: str, name: str, namespace: Mapping[str, Any]) -> Any:
-    """The object a deprecated name stands for, after a ``DeprecationWarning`` naming the new name; an
-    ``AttributeError`` (as Python's own) for any other missing name."""
-    if name in DEPRECATED_NAMES:
-        import warnings
-
-        new = DEPRECATED_NAMES[name]
-        warnings.warn(f"{module}.{name} is deprecated: it holds every store-wide config (the cleaner's, the offsets "
-                      f"topic's, the transaction coordinator's), so it is called {module}.{new} now",
-                      DeprecationWarning, stacklevel=3)
-        return namespace[new]
-    raise AttributeError(f"module {module!r} has no attribute {name!r}")
-
-
-def __getattr__(name: str) -> Any:
-    return deprecated_name(__name__, name, globals())

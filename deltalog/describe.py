@@ -12,9 +12,11 @@ from typing import Any
 
 from deltalog.cleaner.log_to_clean import LogToClean
 from deltalog.config import TopicConfig
+from deltalog.log.duplicates import DuplicatedOffsets
 from deltalog.log.partition_log import LogSnapshot
 from deltalog.log.segment import Segment
 from deltalog.log.transactions import TxnIndex
+from deltalog.state.lag import StateLag
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,11 @@ class PartitionState:
     last_stable_offset: int | None = None
     #: Producer id -> first offset of each transaction ongoing in the partition.
     ongoing_transactions: Mapping[int, int] = field(default_factory=dict)
+    #: Offsets this version holds more than once (:mod:`deltalog.log.duplicates`): 0 in a sound partition. Such a
+    #: partition is eligible for cleaning whatever its dirty ratio: the next clean keeps one copy of each.
+    duplicated_offsets: int = 0
+    #: What :attr:`duplicated_offsets` counts, in words (the version, the first offsets, what repairs it).
+    duplicates: str | None = None
 
     @property
     def uncleanable(self) -> bool:
@@ -51,7 +58,7 @@ class PartitionState:
 
     @classmethod
     def of(cls, snap: LogSnapshot, now_ms: int, *, uncleanable_reason: str | None = None,
-           txns: TxnIndex | None = None) -> PartitionState:
+           txns: TxnIndex | None = None, duplicated: DuplicatedOffsets | None = None) -> PartitionState:
         ltc = LogToClean.of(snap, now_ms, last_stable_offset=None if txns is None else txns.last_stable_offset)
         return cls(
             topic=snap.topic,
@@ -68,11 +75,13 @@ class PartitionState:
             clean_bytes=ltc.clean_bytes,
             dirty_bytes=ltc.cleanable_bytes,
             dirty_ratio=ltc.cleanable_ratio,
-            eligible_for_cleaning=ltc.eligible and uncleanable_reason is None,
+            eligible_for_cleaning=(ltc.eligible or duplicated is not None) and uncleanable_reason is None,
             max_compaction_delay_ms=ltc.max_compaction_delay_ms,
             uncleanable_reason=uncleanable_reason,
             last_stable_offset=snap.log_end_offset if txns is None else txns.last_stable_offset,
             ongoing_transactions=dict(txns.ongoing) if txns is not None else {},
+            duplicated_offsets=0 if duplicated is None else duplicated.count,
+            duplicates=None if duplicated is None else duplicated.message(),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -92,6 +101,8 @@ class TopicDescription:
     topic: str
     config: TopicConfig
     partitions: tuple[PartitionState, ...]
+    #: The lag of the topic's state table (docs/state-table.md), None for a topic without one.
+    state_table: StateLag | None = None
 
     def __getitem__(self, partition: int) -> PartitionState:
         return self.partitions[partition]
@@ -107,4 +118,5 @@ class TopicDescription:
             "topic": self.topic,
             "config": self.config.to_properties(),
             "partitions": [p.as_dict() for p in self.partitions],
+            "state_table": None if self.state_table is None else self.state_table.as_dict(),
         }

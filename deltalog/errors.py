@@ -16,7 +16,16 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
 
 class DeltalogError(Exception):
-    """Root of every error deltalog raises on purpose."""
+    """Root of every error deltalog raises on purpose.
+
+    ``errno`` is the Kafka error code a Kafka client is answered with when ``deltalog serve`` meets the error, and
+    ``retriable`` whether Kafka's client retries on it (``org.apache.kafka.common.protocol.Errors``; kafka-python's
+    ``kafka.errors`` keeps both on the class the same way). Each class says its own; one that does not inherits its
+    parent's, so the lookup walks the class hierarchy as Kafka's ``Errors.forException`` does, ending here at
+    ``UNKNOWN_SERVER_ERROR``. A new error's Kafka code is decided in its class, nowhere else."""
+
+    errno: int = -1  # UNKNOWN_SERVER_ERROR
+    retriable: bool = False
 
 
 def shown(value: object, limit: int = 100) -> str:
@@ -55,14 +64,20 @@ def plain(text: str) -> str:
 class InvalidConfigError(DeltalogError, ValueError):
     """A config key is unknown, or its value is of the wrong type or out of range."""
 
+    errno = 40  # INVALID_CONFIG
+
 
 class InvalidPartitionsError(DeltalogError, ValueError):
     """Kafka's ``InvalidPartitionsException``: a partition count a topic cannot take (CreatePartitions asks for no
     more than it has)."""
 
+    errno = 37  # INVALID_PARTITIONS
+
 
 class InvalidArgumentError(DeltalogError, ValueError):
     """An argument of the wrong type or out of range (a partition given as ``0.0``, a negative clock step)."""
+
+    errno = 42  # INVALID_REQUEST
 
 
 class InvalidTypeError(InvalidArgumentError, TypeError):
@@ -74,13 +89,36 @@ class InvalidTypeError(InvalidArgumentError, TypeError):
 class InvalidTopicError(DeltalogError, ValueError):
     """A topic name Kafka would reject (legal characters ``[a-zA-Z0-9._-]``, 1..249, not ``.``/``..``)."""
 
+    errno = 17  # INVALID_TOPIC_EXCEPTION
+
 
 class TopicExistsError(DeltalogError):
     """``create_topic`` on a name that is already taken."""
 
+    errno = 36  # TOPIC_ALREADY_EXISTS
+
 
 class UnknownTopicOrPartitionError(DeltalogError, LookupError):
     """The topic, or the partition of the topic, does not exist."""
+
+    errno = 3  # UNKNOWN_TOPIC_OR_PARTITION
+    retriable = True
+
+
+class UnknownTopicIdError(UnknownTopicOrPartitionError):
+    """Kafka's ``UnknownTopicIdException`` (error ``UNKNOWN_TOPIC_ID``, KIP-516): the topic id a request was made for
+    is not the id of any topic now. A consumer that read a topic that was then deleted and created again under the
+    same name holds positions in the old topic; committing them onto the new one would make the group skip its
+    records, so the commit is refused. ``topic`` is the name, ``topic_id`` the id the request named and
+    ``current_topic_id`` the id the name has now."""
+
+    errno = 100  # UNKNOWN_TOPIC_ID
+
+    def __init__(self, message: str, *, topic: str, topic_id: str, current_topic_id: str | None) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.topic_id = topic_id
+        self.current_topic_id = current_topic_id
 
 
 class InvalidRecordError(DeltalogError, ValueError):
@@ -91,6 +129,8 @@ class InvalidRecordError(DeltalogError, ValueError):
     ``deltalog produce`` names the input line; None when no single record is to blame.
     """
 
+    errno = 87  # INVALID_RECORD
+
     def __init__(self, message: str, *, index: int | None = None) -> None:
         super().__init__(message)
         self.index = index
@@ -98,6 +138,8 @@ class InvalidRecordError(DeltalogError, ValueError):
 
 class RecordTooLargeError(InvalidRecordError):
     """A record larger than the topic's ``max.message.bytes``."""
+
+    errno = 10  # MESSAGE_TOO_LARGE
 
 
 class CommitConflictError(DeltalogError):
@@ -112,27 +154,37 @@ class InvalidProducerEpochError(DeltalogError):
     """A batch from a producer epoch older than the one the partition (or the transactional id) has seen: a newer
     producer with the same id took over (Kafka's ``InvalidProducerEpochException``). Do not retry."""
 
+    errno = 47  # INVALID_PRODUCER_EPOCH
+
 
 class ProducerFencedError(InvalidProducerEpochError):
     """A transactional producer whose epoch was bumped by a newer ``init_transactions()`` of the same
     ``transactional_id`` (Kafka's ``ProducerFencedException``): this producer must be closed."""
+
+    errno = 90  # PRODUCER_FENCED
 
 
 class InvalidPidMappingError(DeltalogError):
     """The producer's transactional id expired (``transactional.id.expiration.ms``) and no longer maps to its
     producer id (Kafka's ``InvalidPidMappingException``): call ``init_transactions()`` again, or close it."""
 
+    errno = 49  # INVALID_PRODUCER_ID_MAPPING
+
 
 class OutOfOrderSequenceError(DeltalogError):
     """A batch whose sequence number is neither the next one nor the last batch's (a retry) for its producer in
     that partition (Kafka's ``OutOfOrderSequenceException``): a batch between was lost or never sent."""
 
+    errno = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+
 
 class UnknownProducerIdError(OutOfOrderSequenceError):
     """A partition has no state for the producer of a batch that does not start at sequence 0 (Kafka's
     ``UnknownProducerIdException``): the producer never wrote there, or its state expired after
-    ``producer.id.expiration.ms``. :class:`~deltalog.producer.idempotent_producer.KafkaProducer` handles it by starting
+    ``producer.id.expiration.ms``. :class:`~deltalog.producer.kafka_producer.KafkaProducer` handles it by starting
     the partition's sequence again at 0, as Kafka's producer does (KIP-360)."""
+
+    errno = 59  # UNKNOWN_PRODUCER_ID
 
     def __init__(self, message: str, topic: str | None = None, partition: int | None = None) -> None:
         super().__init__(message)
@@ -144,6 +196,8 @@ class OffsetOutOfRangeError(DeltalogError, IndexError):
 
     ``log_start_offset`` and ``log_end_offset`` say what range is readable now.
     """
+
+    errno = 1  # OFFSET_OUT_OF_RANGE
 
     def __init__(self, message: str, *, log_start_offset: int, log_end_offset: int) -> None:
         super().__init__(message)
@@ -160,9 +214,19 @@ class GroupIdNotFoundError(DeltalogError, LookupError):
     """The consumer group has no committed offsets in the store (Kafka's GROUP_ID_NOT_FOUND: "The group id does
     not exist.")."""
 
+    errno = 69  # GROUP_ID_NOT_FOUND
+
+
+class InvalidGroupIdError(InvalidArgumentError):
+    """A consumer group id Kafka refuses (empty, or not a string): Kafka's ``InvalidGroupIdException``."""
+
+    errno = 24  # INVALID_GROUP_ID
+
 
 class OffsetMetadataTooLargeError(InvalidArgumentError):
     """An offset commit whose metadata string is longer than ``offset.metadata.max.bytes`` (UTF-8 bytes)."""
+
+    errno = 12  # OFFSET_METADATA_TOO_LARGE
 
 
 class NoOffsetForPartitionError(DeltalogError):
@@ -252,6 +316,9 @@ class StorageFullError(StorageError):
     ``location`` is where the write was going (a path or URI); ``reason`` what the operating system or the
     store said."""
 
+    errno = 56  # KAFKA_STORAGE_ERROR: Kafka's answer for a log directory that failed
+    retriable = True
+
     def __init__(self, message: str, *, location: str, reason: str = "") -> None:
         super().__init__(message)
         self.location = location
@@ -260,9 +327,11 @@ class StorageFullError(StorageError):
 
 class CommitOutcomeUnknownError(StorageError):
     """A write to the store failed in a way that leaves unknown whether it landed (its answer was lost: a timeout,
-    a dropped connection, a 5xx after the store applied it), and the store could not be read back to tell. Nothing
-    written for it was removed (VACUUM removes files no version references); read the partition to see whether
-    the records are there, or retry an idempotent send (its sequence makes the retry safe)."""
+    a dropped connection, a 5xx after the store applied it), and the store could not be read back to tell, or the
+    log does not show it yet while a request the store did not answer may still be applied: the write may land
+    later. Nothing written for it was removed (VACUUM removes files no version references); read the partition to
+    see whether the records are there, or retry an idempotent send (its sequence makes the retry safe). A plain
+    append sent again can write the records twice."""
 
 
 class CorruptStateError(StorageError):
@@ -300,6 +369,8 @@ class ProtocolError(DeltalogError):
     """A frame that is not a Kafka request deltalog can read (``deltalog serve``): the connection is closed, as
     Kafka's ``SocketServer`` closes it on an ``InvalidRequestException``, and nothing of the request is applied."""
 
+    errno = 42  # INVALID_REQUEST
+
 
 class SaslAuthenticationError(DeltalogError):
     """Kafka's ``SaslAuthenticationException``: a client's SASL exchange failed (a wrong password, an unknown user, a
@@ -307,22 +378,66 @@ class SaslAuthenticationError(DeltalogError):
     closes the connection; the message is what the client is told, and never says which of user or password was
     wrong beyond what Kafka's own mechanisms say."""
 
+    errno = 58  # SASL_AUTHENTICATION_FAILED
+
 
 class UnacceptableCredentialError(InvalidArgumentError):
     """Kafka's ``UnacceptableCredentialException``: a SCRAM credential that cannot be stored (an iteration count
     outside 4096..16384, an empty user name or password, a mechanism other than SCRAM-SHA-256/512)."""
 
+    errno = 93  # UNACCEPTABLE_CREDENTIAL
+
 
 class ResourceNotFoundError(DeltalogError, LookupError):
     """Kafka's ``ResourceNotFoundException``: e.g. deleting a SCRAM credential the user does not have."""
+
+    errno = 91  # RESOURCE_NOT_FOUND
 class DuplicateBrokerRegistrationError(DeltalogError):
     """A ``deltalog serve`` endpoint asked for a node id another live endpoint of the store holds (Kafka's
     ``DuplicateBrokerRegistrationException``: two brokers configured with one ``node.id``)."""
+
+    errno = 101  # DUPLICATE_BROKER_REGISTRATION
 class RecordBatchError(DeltalogError):
     """A record batch of a Produce request that ``deltalog serve`` refuses (the checks of Kafka's ``LogValidator``:
-    CRC, magic, complete batches, codecs, counts); ``code`` is the Kafka error code the partition's answer carries.
-    Nothing of the request's record set for that partition is appended."""
+    CRC, magic, complete batches, codecs, counts): by default Kafka's ``CorruptRecordException``; the children
+    below are the other answers ``LogValidator`` gives. Nothing of the request's record set for that partition is
+    appended."""
 
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+    errno = 2  # CORRUPT_MESSAGE
+    retriable = True
+
+
+class InvalidRecordBatchError(RecordBatchError):
+    """A batch that decodes but breaks a rule of the format (``InvalidRecordException``: no records, a count that
+    does not match, a control batch from a producer)."""
+
+    errno = 87  # INVALID_RECORD
+    retriable = False
+
+
+class UnsupportedCompressionTypeError(RecordBatchError):
+    """A batch compressed with a codec the endpoint cannot decode (``UnsupportedCompressionTypeException``)."""
+
+    errno = 76  # UNSUPPORTED_COMPRESSION_TYPE
+    retriable = False
+
+
+class UnsupportedForMessageFormatError(RecordBatchError):
+    """A batch of a message format before v2 (``UnsupportedForMessageFormatException``)."""
+
+    errno = 43  # UNSUPPORTED_FOR_MESSAGE_FORMAT
+    retriable = False
+
+
+class RecordBatchTooLargeError(RecordBatchError):
+    """A batch larger than the topic's ``max.message.bytes`` or than the codec can hold (``RecordTooLargeException``,
+    MESSAGE_TOO_LARGE)."""
+
+    errno = 10  # MESSAGE_TOO_LARGE
+    retriable = False
+
+
+def kafka_errno(error: BaseException) -> int:
+    """Kafka's error code for any exception (``Errors.forException``): a deltalog error's class says it; anything
+    else is ``UNKNOWN_SERVER_ERROR``."""
+    return error.errno if isinstance(error, DeltalogError) else DeltalogError.errno

@@ -20,6 +20,7 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "quality": (("great_expectations",), "Great Expectations"),
     "sql": (("duckdb",), "DuckDB (the embedded SQL engine)"),
     "server": (("kafka",), "kafka-python (Kafka's protocol structures, for `deltalog serve`)"),
+    "polars": (("polars",), "Polars (a state table as a Polars frame)"),
 }
 
 #: A module's top-level name -> the extra that brings it (for an import that failed anyway).

@@ -42,6 +42,8 @@ class OptionSpec:
             return ",".join(value)
         if isinstance(value, bool):
             return "true" if value else "false"
+        if value is None:  # an optional key not set (a topic key its store-wide key decides)
+            return ""
         return str(value)
 
 

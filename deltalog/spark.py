@@ -107,20 +107,3 @@ def default_parallelism(spark: Any) -> int:
 
 
 _PARALLELISM: dict[str, int] = {}
-
-
-
-def register(spark: Any) -> None:
-    """Deprecated: ``deltalog.sql.kafka.register(spark)`` (or ``deltalog.register_format(spark)``) is the name.
-
-    Earlier releases documented ``deltalog.spark.register(spark)``; it still makes ``format("deltalog")`` available
-    on ``spark`` and warns. The import points up (this module sits below the data source), which
-    ``tests/test_layout.py`` lists as its one named exception until the alias goes.
-    """
-    import warnings
-
-    warnings.warn("deltalog.spark.register is deprecated: use deltalog.register_format(spark) "
-                  "(deltalog.sql.kafka.register)", DeprecationWarning, stacklevel=2)
-    from deltalog.sql.kafka import register as register_source
-
-    register_source(spark)

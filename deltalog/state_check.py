@@ -4,7 +4,7 @@ Each document under ``_deltalog/`` (and each topic's marker) is read through the
 uses it applies (:mod:`deltalog.log.state_docs`), so the doctor reports exactly what would fail, naming the file
 and the fix: the producer-id counter, every transactional id's document, every topic marker, every uncleanable
 mark, the cleaner's last figures and every user's SCRAM credentials. Transactions that hang (open with no coordinator state left to end them,
-see :mod:`deltalog.log.hanging`) are reported too, with the command that ends each one. No Spark is needed.
+see :mod:`deltalog.coordinator.transaction.hanging`) are reported too, with the command that ends each one. No Spark is needed.
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ def scan_state(storage: Storage, *, now_ms: int | None = None) -> tuple[int, lis
     """(documents read, problems) for the store at ``storage``."""
     from deltalog.cleaner.metrics import CLEANER_STATE_DIR
     from deltalog.cleaner.uncleanable import UNCLEANABLE_DIR
-    from deltalog.log import hanging, producer_ids, producer_state
+    from deltalog.coordinator.transaction import hanging, producer_ids
+    from deltalog.coordinator.transaction.transaction_coordinator import TransactionMetadata
+    from deltalog.log import producer_state
     from deltalog.log.log_manager import STATE_DIR, TOPIC_MARKER, TOPICS_DIR, TopicMarker
-    from deltalog.log.transaction_coordinator import TransactionMetadata
 
     problems: list[StateProblem] = []
     count = 0

@@ -33,20 +33,24 @@ from deltalog.cleaner.log_cleaner import LogCleaner, raise_failures
 from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, ProgressListener
 from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.clock import Clock, WallClock
-from deltalog.config import StoreConfig, TopicConfig
+from deltalog.config import StoreConfig, TopicConfig, validate_config_mapping
+from deltalog.coordinator.group.offsets_topic import OffsetsTopic
+from deltalog.coordinator.transaction import hanging
 from deltalog.describe import PartitionState, TopicDescription
 from deltalog.errors import (
+    CheckFailedError,
+    CorruptStateError,
     InvalidArgumentError,
     InvalidConfigError,
     InvalidRecordError,
     InvalidTopicError,
     InvalidTypeError,
+    UnknownTopicOrPartitionError,
     shown,
 )
 from deltalog.groups import admin as group_admin
 from deltalog.groups.consumer import Consumer
-from deltalog.groups.offsets_topic import OffsetsTopic
-from deltalog.log import arrow_records, damage, hanging, time_travel
+from deltalog.log import arrow_records, damage, time_travel
 from deltalog.log import history as history_
 from deltalog.log.lease import LeaseManager
 from deltalog.log.log_manager import (
@@ -54,15 +58,20 @@ from deltalog.log.log_manager import (
     TOPICS_DIR,
     LogManager,
     is_internal_topic,
-    validate_config_mapping,
     validate_topic_name,
 )
 from deltalog.log.partition_log import PartitionLog
 from deltalog.log.record import Record
 from deltalog.log.retention import DeleteRecordsResult, RetentionResult, apply_retention, delete_records
 from deltalog.log.vacuum import VacuumResult, vacuum_staged, vacuum_store, vacuum_temp_files
-from deltalog.producer.idempotent_producer import KafkaProducer
-from deltalog.producer.producer import Producer, ProduceResult
+from deltalog.producer.kafka_producer import KafkaProducer
+from deltalog.producer.router import PartitionRouter, ProduceResult
+from deltalog.state import equality as state_equality
+from deltalog.state import refresh as state_refresh
+from deltalog.state import table as state_table
+from deltalog.state.lag import StateLag
+from deltalog.state.lag import state_lag as compute_state_lag
+from deltalog.state.table import StateTable
 from deltalog.storage import Storage
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
@@ -160,7 +169,7 @@ class Store:
             self.log_manager = LogManager(self.storage, self.clock, create=create)
         except OSError as e:  # a file where the store should be, no permission, ...
             raise InvalidArgumentError(f"cannot use {self.root} as a store: {e.strerror or e}") from None
-        self._producer: Producer | None = None
+        self._producer: PartitionRouter | None = None
         self._offsets: OffsetsTopic | None = None
 
     def __repr__(self) -> str:
@@ -175,7 +184,7 @@ class Store:
             if self._spark_factory is not None:
                 self._spark = self._spark_factory()
                 return self._spark
-            # Imported here, not at the top: pyspark costs ~0.3 s to import, and producers never need it.
+            # Imported here, not at the top: pyspark is slow to import, and producers never need it.
             from deltalog.sql.session import local_session
 
             self._spark = local_session()
@@ -200,7 +209,15 @@ class Store:
         return self.log_manager.create_topic(topic, partitions, config)
 
     def list_topics(self) -> list[str]:
-        return self.log_manager.list_topics()
+        """Every topic, a topic whose marker is damaged included (never silently left out): every operation on
+        such a topic raises :class:`~deltalog.errors.CorruptStateError` naming the file, and
+        :meth:`damaged_topics` says which they are and why."""
+        return self.log_manager.list_topics(include_damaged=True)
+
+    def damaged_topics(self) -> dict[str, CorruptStateError]:
+        """The topics whose marker (``topics/<topic>/_topic.json``) is damaged, each with the error that names the
+        file and how to recover."""
+        return self.log_manager.damaged_topics()
 
     def topic_exists(self, topic: str) -> bool:
         return self.log_manager.topic_exists(topic)
@@ -219,6 +236,7 @@ class Store:
             self._offsets = None  # its partition count and replays were of the topic just deleted
         UncleanablePartitions(self.storage).forget_topic(topic)
         metrics.forget_topic(self.log_manager, topic)
+        StateTable(self.storage, topic).delete()
 
     def log(self, topic: str, partition: int) -> PartitionLog:
         """The :class:`PartitionLog` of one partition; raises if the topic or partition does not exist."""
@@ -259,22 +277,22 @@ class Store:
     def produce(self, topic: str, records: Sequence[Record] | Record | pa.Table | pa.RecordBatch, *,
                 partition: int | None = None) -> ProduceResult:
         """Send records to ``topic``, each to the partition Kafka's producer would pick; returns each record's
-        :class:`~deltalog.producer.producer.RecordMetadata` (topic, partition, offset, timestamp), in input order.
+        :class:`~deltalog.producer.router.RecordMetadata` (topic, partition, offset, timestamp), in input order.
 
         A keyed record goes to murmur2(key) & 0x7fffffff % partitions (Kafka's default partitioner), a keyless one
         to the sticky partitioner's current partition (KIP-480), unless ``partition`` (for every record) or a
         ``partition`` column of an Arrow batch (per record, null: the partitioner chooses) says otherwise. One
-        append, one Delta commit, per partition the call touches. See :mod:`deltalog.producer.producer`.
+        append, one Delta commit, per partition the call touches. See :mod:`deltalog.producer.router`.
         """
         if self._producer is None:
-            self._producer = Producer(self.log_manager)
+            self._producer = PartitionRouter(self.log_manager)
         return self._producer.send(topic, records, self.clock.now_ms(), partition=partition)
 
     def producer(self, config: Mapping[str, Any] | None = None, /, **configs: Any) -> KafkaProducer:
         """Kafka's producer with its configs (``enable_idempotence`` (default True), ``transactional_id``, ``acks``,
         ``retries``, ...; also by Kafka's dotted names, and as one dict, as confluent-kafka's ``Producer(conf)``
         takes them): ``init_transactions``, ``send``/``produce``, ``poll``, ``flush``, ``close``. An idempotent
-        producer's retried batch lands once; see :mod:`deltalog.producer.idempotent_producer`."""
+        producer's retried batch lands once; see :mod:`deltalog.producer.kafka_producer`."""
         return KafkaProducer(self.log_manager, **{**dict(config or {}), **configs})
 
     def find_hanging_transactions(self, topic: str | None = None, partition: int | None = None, *,
@@ -283,7 +301,7 @@ class Store:
         """Transactions open in the store's partitions (one topic's, or one partition's) for longer than
         ``max_transaction_timeout_ms`` that no transactional id's state will ever end: they hold their partition's
         last stable offset back for ever (Kafka's ``kafka-transactions.sh find-hanging``). End one with
-        :meth:`abort_transaction`. See :mod:`deltalog.log.hanging`."""
+        :meth:`abort_transaction`. See :mod:`deltalog.coordinator.transaction.hanging`."""
         return hanging.find_hanging(self.log_manager, topic=topic, partition=partition,
                                     max_transaction_timeout_ms=max_transaction_timeout_ms)
 
@@ -354,6 +372,7 @@ class Store:
             limit = None
         logs = [self.log(topic, partition)] if partition is not None else self.log_manager.logs(topic)
         entries = [e for log in logs for e in history_.history(log, limit)]
+        # newest first on the monotonic times, which follow each partition's version order under any clock skew
         entries.sort(key=lambda e: (-(e.timestamp_ms or 0), e.partition, -e.version))
         return entries
 
@@ -362,7 +381,7 @@ class Store:
     @property
     def offsets_topic(self) -> OffsetsTopic:
         """The store's committed offsets (``__consumer_offsets``, created on the first commit); one per store
-        object, which keeps each partition's replay (see :mod:`deltalog.groups.offsets_topic`)."""
+        object, which keeps each partition's replay (see :mod:`deltalog.coordinator.group.offsets_topic`)."""
         if self._offsets is None:
             self._offsets = OffsetsTopic(self.log_manager, self.config)
         return self._offsets
@@ -435,7 +454,8 @@ class Store:
         """Per partition: log start/end offsets, segments with sizes, clean/dirty bytes, dirty ratio.
 
         A damaged partition (its Delta log, or a data file missing or of another size than its commit says)
-        raises :class:`~deltalog.errors.CorruptLogError` naming the partition and the file."""
+        raises :class:`~deltalog.errors.CorruptLogError` naming the partition and the file; one that holds an
+        offset twice says so in ``duplicated_offsets`` and ``duplicates`` (and is eligible for cleaning)."""
         now = self.clock.now_ms()
         marks = UncleanablePartitions(self.storage)
         states: list[PartitionState] = []
@@ -444,11 +464,101 @@ class Store:
             damage.raise_data_damage(log.storage, log.uri, snap.files)  # one listing: missing or resized files
             mark = marks.get(snap.topic, snap.partition, snap.topic_id)
             reason = None if mark is None else f"{mark.error_type}: {mark.message}"
-            states.append(PartitionState.of(snap, now, uncleanable_reason=reason, txns=log.txn_index(snap)))
-        return TopicDescription(topic, self.topic_config(topic), tuple(states))
+            states.append(PartitionState.of(snap, now, uncleanable_reason=reason, txns=log.txn_index(snap),
+                                            duplicated=log.duplicated_offsets(snap)))
+        config = self.topic_config(topic)
+        lag = self.state_lag(topic) if config.state_table(self.config) or StateTable(self.storage, topic).exists() \
+            else None
+        return TopicDescription(topic, config, tuple(states), lag)
+
+    # -- state tables (deltalog.state, docs/state-table.md) ------------------------------------------------
+
+    def state_table_enabled(self, topic: str) -> bool:
+        """Whether ``topic`` keeps a state table: its ``state.table.enable``, else the store's
+        ``log.state.table.enable``."""
+        return self.topic_config(topic).state_table(self.config)
+
+    def state_table_topics(self) -> list[str]:
+        """The topics that keep a state table (internal topics never do)."""
+        return [t for t in self.list_topics() if not is_internal_topic(t) and self.state_table_enabled(t)]
+
+    def state_table_location(self, topic: str) -> str:
+        """Where the state table of ``topic`` is (``<store>/state/<topic>``), for any Delta reader."""
+        validate_topic_name(topic)
+        return StateTable(self.storage, topic).uri
+
+    def refresh_state(self, topic: str, *, full: bool = False, check: bool | None = None) -> state_refresh.RefreshResult:
+        """Bring the state table of ``topic`` up to each partition's last stable offset, in one Delta commit
+        (:mod:`deltalog.state.refresh`); ``full`` rebuilds it from the log. ``check`` (default: the store's
+        ``log.state.table.check``): then prove it equal to the log, raising
+        :class:`~deltalog.errors.CheckFailedError` when it is not. A topic without ``state.table.enable`` (nor the
+        store's default) raises :class:`~deltalog.errors.InvalidConfigError`."""
+        if not self.state_table_enabled(topic):
+            raise InvalidConfigError(f"topic {topic!r} keeps no state table: set its state.table.enable=true "
+                                     "(deltalog configs --alter) or the store's log.state.table.enable=true")
+        result = state_refresh.refresh(self.log_manager, topic, full=full)
+        if self.config.state_table_check if check is None else check:
+            comparison = self.compare_state(topic)
+            if not comparison.equal:
+                raise CheckFailedError(f"the state table of {topic!r} (version {comparison.table_version}) differs "
+                                       f"from its log: {', '.join(comparison.examples)}", comparison)
+        return result
+
+    def refresh_states(self) -> list[state_refresh.RefreshResult]:
+        """:meth:`refresh_state` of every topic that keeps a state table (what the cleaner job runs each cycle)."""
+        return [self.refresh_state(t) for t in self.state_table_topics()]
+
+    def state(self, topic: str, *, version_as_of: int | None = None,
+              timestamp_as_of: time_travel.Timestamp | None = None, columns: Sequence[str] | None = None,
+              format: Literal["arrow", "pandas", "polars"] = "arrow") -> Any:  # noqa: A002 (the reader's word)
+        """The state table of ``topic`` (one row per live key) as Arrow, pandas or Polars, read by delta-rs: no
+        Spark. ``version_as_of`` / ``timestamp_as_of``: the table as of a version or a time (the log's option
+        names; :meth:`state_history` maps versions to log offsets). Raises
+        :class:`~deltalog.errors.UnknownTopicOrPartitionError` when the topic has no state table yet."""
+        if format not in ("arrow", "pandas", "polars"):
+            raise InvalidArgumentError(f"format must be 'arrow', 'pandas' or 'polars', not {shown(format)}")
+        table = StateTable(self.storage, topic)
+        dt = table.open()
+        if dt is None:
+            self.partitions(topic)  # an unknown topic says so
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} has no state table yet: set state.table.enable=true "
+                                               "and run store.refresh_state(topic) (deltalog state refresh)")
+        version = state_table.version_as_of(dt, topic, version_as_of, timestamp_as_of)
+        if version is not None:
+            dt = table.open(version)
+        rows = state_table.read(dt, list(columns) if columns is not None else None)  # type: ignore[arg-type]
+        if format == "pandas":
+            return rows.to_pandas()
+        if format == "polars":
+            extras.require("polars", "store.state(..., format='polars')")
+            import polars as pl  # only when asked for
+
+            return pl.from_arrow(rows)
+        return rows
+
+    def state_history(self, topic: str, *, limit: int | None = None) -> list[state_table.StateVersion]:
+        """The versions of the state table of ``topic``, newest first, each with the log offsets (and the
+        partitions' Delta versions) it holds the state up to."""
+        dt = StateTable(self.storage, topic).open()
+        return [] if dt is None else state_table.history(dt, limit)
+
+    def compare_state(self, topic: str, *, version_as_of: int | None = None) -> state_equality.StateComparison:
+        """The state table (latest, or ``version_as_of``) against the latest read_committed record of each key of
+        the log up to the offsets it records (:mod:`deltalog.state.equality`)."""
+        dt = StateTable(self.storage, topic).open(version_as_of)
+        if dt is None:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} has no state table yet")
+        return state_equality.compare(self.log_manager, topic, dt)
+
+    def state_lag(self, topic: str) -> StateLag:
+        """How far the state table of ``topic`` is behind its log (offsets, and time since its last refresh by the
+        wall clock, which Delta's commit timestamps use)."""
+        import time
+
+        return compute_state_lag(self.log_manager, topic, int(time.time() * 1000))
 
     # -- SQL and data-quality checks ----------------------------------------------------------------------
-    # deltalog.sql imports pyspark (~0.3 s) and deltalog.quality great-expectations (~3 s): imported on first
+    # deltalog.sql imports pyspark and deltalog.quality great-expectations, both slow to import: imported on first
     # use, so producers and the cleaner's Spark workers never pay for them.
 
     def sql(self, query: str, *, engine: str | None = None, version_as_of: time_travel.Versions | None = None,

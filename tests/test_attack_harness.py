@@ -1,5 +1,6 @@
 """The reliability harness's attack classes (:mod:`tooling.reliability.attacks`): damaged or lost state documents,
-clock skew between processes, a full disk, object-store faults between the client and the store.
+clock skew between processes, a full disk, object-store faults between the client and the store, other engines
+at the same time.
 
 Each test runs a class for a run or two on a fresh store with real producer processes and checks the verdict
 machinery: an attack that landed is counted, a clean run is judged held, and a loss caused on purpose (records
@@ -182,6 +183,35 @@ def test_the_store_fault_verdict_reports_records_lost(proxied):
 
 def _outcome(cls, attack, **kw):
     return AttackOutcome(cls, attack, injected=1, acked=10, **kw)
+
+
+# -- other engines -------------------------------------------------------------------------------------------
+
+
+def test_a_z_order_loop_during_appends_is_attacked_and_judged(tmp_path):
+    from tooling.reliability.engine_attacks import engine_run
+
+    o = engine_run(_harness(tmp_path), "z-order", batches=6)
+    assert o.cls == "other-engines" and o.injected > 0 and o.acked > 0
+    assert o.held, o.problems
+
+
+def test_a_delete_by_another_engine_is_refused_then_restored(tmp_path):
+    from tooling.reliability.engine_attacks import engine_run
+
+    o = engine_run(_harness(tmp_path), "delete", batches=4)
+    assert o.injected == 1 and len(o.refused) == 1 and "DELETE" in o.refused[0]
+    assert o.held, o.problems
+
+
+def test_the_other_engines_verdict_reports_offsets_held_twice(tmp_path):
+    from tooling.reliability.engine_attacks import COMPACTED, engine_run
+    from tooling.reliability.other_engines import duplicate_by_stale_commit
+
+    o = engine_run(_harness(tmp_path), "optimize", batches=4,
+                   sabotage=lambda store: duplicate_by_stale_commit(store, COMPACTED, 0))
+    assert not o.held and o.changed > 0
+    assert any("twice" in p for p in o.problems), o.problems
 
 
 def test_the_report_counts_each_class_and_keeps_what_was_not_re_run(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from deltalog import InvalidConfigError, Record, Store, StoreConfig, TopicConfig
@@ -75,8 +77,13 @@ def test_every_key_is_documented_and_its_default_survives_the_table_properties(k
     every default must render to a string that parses back to itself (deltalog-specific keys too)."""
     assert key.doc.strip(), f"{key.name} has no doc"
     assert key.parse(key.name, key.render(key.default)) == key.default
-    cls = TopicConfig if key in TopicConfig.KEYS else StoreConfig
-    assert getattr(cls(), key.attr) == key.default
+
+
+@pytest.mark.parametrize("cls", [TopicConfig, StoreConfig])
+def test_each_key_fills_one_field_and_each_field_has_a_key(cls):
+    """The dataclasses take their defaults from the key tables: a field without a key, or a key without a field,
+    would be a setting nobody can give or one the config cannot hold."""
+    assert [f.name for f in dataclasses.fields(cls)] == [k.attr for k in cls.KEYS]
 
 
 def test_every_kafka_key_has_a_case():
@@ -225,19 +232,15 @@ def test_store_config_from_the_constructor(tmp_path):
     assert s.config.cleaner_threads == 2 and s.config.backoff_ms == 15_000
 
 
-def test_cleaner_config_is_the_deprecated_name_of_store_config_and_warns():
-    """The class holds every store-wide key (the cleaner's, the offsets topic's, the transaction coordinator's), as
-    Kafka's broker KafkaConfig does; code written against the earlier name keeps working, with a warning."""
+def test_cleaner_config_the_earlier_name_of_store_config_is_gone():
+    """``CleanerConfig`` (0.1.0's name, deprecated since) was removed: the class holds every store-wide key (the
+    cleaner's, the offsets topic's, the transaction coordinator's), as Kafka's broker KafkaConfig does."""
     import deltalog
     from deltalog import config
 
-    with pytest.warns(DeprecationWarning, match="deltalog.CleanerConfig is deprecated.*deltalog.StoreConfig"):
-        assert deltalog.CleanerConfig is StoreConfig
-    with pytest.warns(DeprecationWarning, match="deltalog.config.CleanerConfig is deprecated"):
-        from deltalog.config import CleanerConfig
-    assert CleanerConfig.from_properties({"log.cleaner.threads": 2}) == StoreConfig(cleaner_threads=2)
-    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
-        config.Nope  # noqa: B018
-    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
-        deltalog.Nope  # noqa: B018
-    assert "CleanerConfig" not in deltalog.__all__ and "StoreConfig" in deltalog.__all__
+    for module in (deltalog, config):
+        with pytest.raises(AttributeError, match="no attribute 'CleanerConfig'"):
+            module.CleanerConfig  # noqa: B018
+        with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+            module.Nope  # noqa: B018
+    assert "StoreConfig" in deltalog.__all__

@@ -14,6 +14,7 @@ from deltalog.cleaner import tasks
 from deltalog.cleaner.cleaner import CLEANED_DIR_PREFIX
 from deltalog.cleaner.log_cleaner import raise_failures
 from deltalog.spark import is_connect
+from deltalog.storage.local import LocalStorage
 
 TOPIC = "prices"
 START_MS = 1_700_000_000_000
@@ -101,13 +102,13 @@ def test_hashes_and_payloads_through_storage_give_the_same_log(tmp_path, spark, 
     monkeypatch.setattr(tasks, "INLINE_PAYLOAD_BYTES", 0)
     monkeypatch.setattr(cleaner_module, "INLINE_PAYLOAD_BYTES", 0)
     written: list[str] = []
-    real_write = tasks.Storage.write_bytes
+    real_write = LocalStorage.write_bytes  # the backend of a store on a local disk
 
     def recording_write(self, location, data):  # records the real write, which still happens
         written.append(location)
         return real_write(self, location, data)
 
-    monkeypatch.setattr(tasks.Storage, "write_bytes", recording_write)
+    monkeypatch.setattr(LocalStorage, "write_bytes", recording_write)
     connect = _store(str(tmp_path / "connect"), None, connect_spark)
     connect_passes = _history(connect)
     assert [w for w in written if w.endswith("/_tasks/keys.arrays")]

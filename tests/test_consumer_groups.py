@@ -15,6 +15,16 @@ import time
 import pytest
 
 from deltalog import Record
+from deltalog.coordinator.group.offsets_topic import (
+    OFFSETS_TOPIC,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+    java_string_hash,
+    offset_commit_records,
+    partition_for,
+)
 from deltalog.errors import (
     DeltalogError,
     GroupIdNotFoundError,
@@ -25,16 +35,6 @@ from deltalog.errors import (
     NoOffsetForPartitionError,
     OffsetMetadataTooLargeError,
     UnknownTopicOrPartitionError,
-)
-from deltalog.groups.offsets_topic import (
-    OFFSETS_TOPIC,
-    decode_key,
-    decode_value,
-    encode_key,
-    encode_value,
-    java_string_hash,
-    offset_commit_records,
-    partition_for,
 )
 from deltalog.store import Store
 from deltalog.structs import OffsetAndMetadata, TopicPartition
@@ -366,7 +366,7 @@ def test_committed_offsets_expire_after_offsets_retention_minutes(tmp_path, cloc
 
 def test_a_commit_racing_its_expiry_is_kept(store, clock):
     """The expiry replays, then appends tombstones; a commit appended in between is appended again after them."""
-    from deltalog.groups.offsets_topic import OffsetCommitKey
+    from deltalog.coordinator.group.offsets_topic import OffsetCommitKey
 
     _fill(store)
     store.alter_consumer_group_offsets("g", {TP0: 1})

@@ -232,7 +232,7 @@ def test_kafka_python_group_member_commits_and_the_next_member_resumes(store, en
 
 
 def test_group_coordinator_rebalances_joins_and_expires_members():
-    from deltalog.server import group_coordinator as gc
+    from deltalog.coordinator.group import group_coordinator as gc
 
     now = [0.0]
     groups = gc.GroupCoordinator(clock=lambda: now[0])
@@ -417,6 +417,17 @@ def test_keyless_record_on_a_compacted_topic_is_invalid_record_and_nothing_is_wr
     assert produce_raw(endpoint, "nowhere", batch((b"k", b"v")))[0] == protocol.UNKNOWN_TOPIC_OR_PARTITION
 
 
+def test_max_message_bytes_is_checked_per_batch_as_kafkas_log_validator(store, endpoint):
+    """Each record fits max.message.bytes, the batch does not: MESSAGE_TOO_LARGE, nothing written (Kafka checks a
+    batch's size against the topic's max.message.bytes)."""
+    store.create_topic("small", 1, config={"max.message.bytes": "2000"})
+    records = [(b"k%d" % i, b"v" * 100) for i in range(40)]  # ~4.7 KB in one batch, each record ~110 bytes
+    code, message = produce_raw(endpoint, "small", batch(*records))
+    assert code == protocol.MESSAGE_TOO_LARGE and "max.message.bytes=2000" in message
+    assert store.log("small", 0).head().log_end_offset == 0
+    assert produce_raw(endpoint, "small", batch(*records[:10]))[0] == protocol.NONE
+
+
 def test_idempotent_producers_get_ids_and_a_retried_batch_lands_once(store, endpoint):
     from confluent_kafka import Producer
     from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
@@ -464,7 +475,7 @@ def test_api_versions_negotiates_and_unsupported_versions_get_unsupported_versio
         assert resp.error_code == 0
         served = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
         assert served == {a.key: (a.min_version, a.max_version) for a in protocol.SERVED.values()}
-        assert set(served) == set(endpoint.apis.handlers)  # every advertised API has its handler, and only those
+        assert set(served) == {int(c.API_KEY) for c in endpoint.apis.handlers}  # every advertised API has its handler, and only those
         send(sock, ApiVersionsRequest[4](client_software_name="raw", client_software_version="1"), 2)
         resp = receive(sock, ApiVersionsResponse, 0)  # answered at v0, as Kafka's broker does
         assert resp.error_code == protocol.UNSUPPORTED_VERSION and resp.api_keys
@@ -581,3 +592,20 @@ def test_deltalog_serve_refuses_a_non_loopback_address(tmp_path):
                            "--listen", "0.0.0.0:9092"], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 2 and "loopback" in done.stderr
+
+
+def test_a_store_is_what_the_endpoint_needs_of_one(store):
+    """deltalog.server.served_store.ServedStore lists what the server uses of the Store facade: every member is
+    there, a method with the parameters the protocol names."""
+    import inspect
+
+    from deltalog.server.served_store import ServedStore
+    attributes = set(inspect.get_annotations(ServedStore))
+    methods = {n for n, v in vars(ServedStore).items() if callable(v) and not n.startswith("_")}
+    assert {"storage", "clock", "log_manager", "root"} <= attributes and {"log", "create_topic"} <= methods
+    for name in attributes | {"offsets_topic"}:
+        assert getattr(store, name) is not None, name
+    for name in methods:
+        wanted = list(inspect.signature(getattr(ServedStore, name)).parameters)[1:]
+        have = inspect.signature(getattr(store, name)).parameters
+        assert all(p in have for p in wanted), (name, wanted, list(have))

@@ -49,9 +49,9 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 from deltalog import Record, Store
+from deltalog.coordinator.group.group_metadata import GroupMetadataLog
 from deltalog.errors import DuplicateBrokerRegistrationError
 from deltalog.server import protocol as p
-from deltalog.server.group_metadata import GroupMetadataLog
 from deltalog.server.socket_server import SocketServer
 
 REPO = Path(__file__).resolve().parents[1]

@@ -210,6 +210,12 @@ def metadata_works(server: SocketServer, certs, user="alice", password="alice-se
         return "secure" in [t.name for t in receive(sock, MetadataResponse, 1).topics]
 
 
+def parse_server_first(answer) -> tuple[bytes, int]:
+    """(salt, iterations) of a SCRAM server-first message."""
+    fields = dict(f.split("=", 1) for f in bytes(answer.auth_bytes).decode().split(","))
+    return base64.b64decode(fields["s"]), int(fields["i"])
+
+
 def test_failed_authentication_gets_sasl_authentication_failed_then_nothing_and_others_are_served(secure, certs):
     good = tls_connect(secure, certs)  # authenticated first, and used after every failure
     assert handshake(good, "PLAIN").error_code == 0 and authenticate(good, b"\0admin\0admin-secret").error_code == 0
@@ -224,14 +230,21 @@ def test_failed_authentication_gets_sasl_authentication_failed_then_nothing_and_
 
     assert "Invalid username or password" in refused("PLAIN", b"\0alice\0wrong")
     assert "Invalid username or password" in refused("PLAIN", b"\0mallory\0alice-secret")
-    assert "Invalid user credentials" in refused("SCRAM-SHA-256", ScramClient("mallory", "x", "SCRAM-SHA-256")
-                                                 .first_message())
-    with tls_connect(secure, certs) as sock:  # SCRAM with a wrong password: the proof is refused
-        client = ScramClient("bob", "wrong", "SCRAM-SHA-512")
-        assert handshake(sock, "SCRAM-SHA-512").error_code == 0
-        client.process_server_first_message(authenticate(sock, client.first_message()).auth_bytes)
-        answer = authenticate(sock, client.final_message(), correlation_id=3)
-        assert answer.error_code == 58 and "invalid credentials" in answer.error_message and closed(sock)
+    scram_answers = {}
+    for user in ("bob", "mallory", "mallory"):  # a wrong password, an unknown user (twice): told apart by nothing
+        with tls_connect(secure, certs) as sock:
+            client = ScramClient(user, "wrong", "SCRAM-SHA-512")
+            assert handshake(sock, "SCRAM-SHA-512").error_code == 0
+            first = authenticate(sock, client.first_message())
+            assert first.error_code == 0
+            client.process_server_first_message(first.auth_bytes)
+            salt, iterations = parse_server_first(first)
+            answer = authenticate(sock, client.final_message(), correlation_id=3)
+            assert answer.error_code == 58 and closed(sock)
+            scram_answers.setdefault(user, []).append((answer.error_message, len(salt), iterations))
+    assert scram_answers["bob"][0] == scram_answers["mallory"][0] == scram_answers["mallory"][1]
+    assert scram_answers["bob"][0][0] == ("Authentication failed during authentication due to invalid credentials "
+                                          "with SASL mechanism SCRAM-SHA-512")
     with tls_connect(secure, certs) as sock:  # a mechanism the listener does not enable
         answer = handshake(sock, "GSSAPI")
         assert answer.error_code == protocol.UNSUPPORTED_SASL_MECHANISM
@@ -358,6 +371,19 @@ def test_plaintext_refuses_a_non_loopback_bind_and_security_allows_it(store, cer
     with SocketServer(store, "0.0.0.0", 0, security=security) as server:
         assert server.port > 0 and security.describe() == (
             "SASL_SSL, TLS, ssl.client.auth=none, SASL PLAIN, SCRAM-SHA-256, SCRAM-SHA-512")
+
+
+def test_plaintext_accepts_a_host_name_that_resolves_to_loopback_only(store):
+    from deltalog.server.security import is_loopback
+
+    assert is_loopback("127.0.0.2") and not is_loopback("example.invalid") and not is_loopback("192.0.2.1")
+    name = socket.gethostname()  # on these machines /etc/hosts maps it to 127.0.0.1
+    addresses = {a[4][0] for a in socket.getaddrinfo(name, None)}
+    if not all(a.startswith("127.") or a == "::1" for a in addresses):
+        pytest.skip(f"{name} resolves to {addresses}: not loopback here")
+    assert is_loopback(name)
+    with SocketServer(store, name, 0) as server:
+        assert server.port > 0
 
 
 def test_broker_configs_are_read_like_kafka_and_bad_ones_are_named(tmp_path, certs):
@@ -501,9 +527,11 @@ def test_a_damaged_credential_document_fails_that_user_only_and_the_doctor_names
     creds = scram.ScramCredentials(store.storage)
     creds.upsert("carol", "SCRAM-SHA-256", "c-secret")
     Path(creds._location("carol")).write_text('{"user": "carol", "scram": {"SCRAM-SHA-256": {"salt": "%%"}}}')
-    with tls_connect(secure, certs) as sock:
+    with tls_connect(secure, certs) as sock:  # refused at the proof, as an unknown user is
+        client = ScramClient("carol", "c-secret", "SCRAM-SHA-256")
         assert handshake(sock, "SCRAM-SHA-256").error_code == 0
-        answer = authenticate(sock, ScramClient("carol", "c-secret", "SCRAM-SHA-256").first_message())
+        client.process_server_first_message(authenticate(sock, client.first_message()).auth_bytes)
+        answer = authenticate(sock, client.final_message(), correlation_id=3)
         assert answer.error_code == 58 and closed(sock)
     with tls_connect(secure, certs) as sock:  # bob still logs in
         client = ScramClient("bob", "bob-secret", "SCRAM-SHA-256")

@@ -36,9 +36,9 @@ from kafka.protocol.producer import (
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 from deltalog import Record, Store
-from deltalog.groups.offsets_topic import OFFSETS_TOPIC
+from deltalog.coordinator.group.offsets_topic import OFFSETS_TOPIC
+from deltalog.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from deltalog.log.producer_state import ProducerStateEntry
-from deltalog.log.transaction_coordinator import TransactionCoordinator
 from deltalog.server import protocol
 from deltalog.server.socket_server import SocketServer
 from tests.test_endpoint import bootstrap, connect, receive, send

@@ -26,12 +26,12 @@ BUILTIN_RAISES = {
     "deltalog/schemas.py": "the DDL parser's ValueError; parse_schema_config turns it into InvalidConfigError",
     "deltalog/log/encoding.py": "json.loads' parse_constant hook; check_bytes turns it into the refusal's reason",
     "deltalog/config.py": "a number that Java's Double.parseDouble refuses; caught beside it as InvalidConfigError",
-    "deltalog/groups/offsets_topic.py": "OffsetCommitValue decoding; the replay turns it into CorruptLogError",
+    "deltalog/coordinator/group/offsets_topic.py": "OffsetCommitValue decoding; the replay turns it into CorruptLogError",
     "deltalog/sql/kafka/options.py": "startingOffsets / ...ByTimestamp JSON; caught beside it as InvalidArgumentError",
     "deltalog/log/transactions.py": "marker_row's control type: the callers pass the module's own constants",
     "deltalog/cleaner/tasks.py": "Spark answering for tasks it was not given: a broken invariant, not input",
     "deltalog/log/faults.py": "DELTALOG_FAULT_KILL, the crash harness's variable, never a user's",
-    "deltalog/storage.py": "read_parquet's documented FileNotFoundError, which the log's readers turn into "
+    "deltalog/storage/local.py": "read_parquet's documented FileNotFoundError, which the log's readers turn into "
                            "CorruptLogError",
 }
 #: Exceptions that are Python's protocol, not errors: a module's ``__getattr__``, an iterator's end, an exit code.
@@ -121,3 +121,23 @@ def test_a_wrong_call_shape_is_a_deltalog_error_and_still_a_type_error(store):
     for keys in ([1.5], pa.array([1.5])):
         with pytest.raises(InvalidTypeError, match="binary or string"):
             partitions_for_keys(keys, 3)
+
+
+#: Where Kafka's own client and kafka-python disagree on retriability, deltalog follows Kafka's (Java) classes.
+KAFKA_RETRIABLE_DIFFERS = {2: "Kafka's CorruptRecordException is a RetriableException; kafka-python's is not"}
+
+
+def test_every_error_carries_a_kafka_code_kafka_python_knows_and_its_retriability():
+    """The Kafka code is on the error class (``errno``, ``retriable``, as kafka-python's ``kafka.errors``), looked up
+    through the class hierarchy: a child that says nothing answers as its parent."""
+    kafka_errors = pytest.importorskip("kafka.errors")
+    classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, errors.DeltalogError)]
+    assert len(classes) > 30
+    for cls in classes:
+        known = kafka_errors.for_code(cls.errno)
+        assert known is not kafka_errors.UnknownError or cls.errno == -1, cls
+        if cls.errno not in KAFKA_RETRIABLE_DIFFERS:
+            assert cls.retriable == known.retriable, (cls, known)
+    assert errors.kafka_errno(errors.UnknownProducerIdError("x")) == kafka_errors.UnknownProducerIdError.errno
+    assert errors.kafka_errno(errors.InvalidTypeError("x")) == kafka_errors.InvalidRequestError.errno  # a parent's
+    assert errors.kafka_errno(KeyError("x")) == kafka_errors.UnknownError.errno

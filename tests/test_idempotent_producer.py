@@ -23,7 +23,8 @@ from deltalog import (
     RecordMetadata,
     Store,
 )
-from deltalog.log import producer_ids, producer_state
+from deltalog.coordinator.transaction import producer_ids
+from deltalog.log import producer_state
 from deltalog.log.producer_state import ProducerBatch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -215,7 +216,7 @@ def test_producer_ids_are_unique_across_processes(store):
     root = store.root
     script = textwrap.dedent(f"""
         from deltalog import Store
-        from deltalog.log.producer_ids import allocate as allocate_producer_id
+        from deltalog.coordinator.transaction.producer_ids import allocate as allocate_producer_id
         s = Store({str(root)!r})
         print(" ".join(str(allocate_producer_id(s.storage)) for _ in range(15)))
     """)

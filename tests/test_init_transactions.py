@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from deltalog import IllegalStateError, Record, Store
-from deltalog.log.transaction_coordinator import ONGOING, TransactionCoordinator
+from deltalog.coordinator.transaction.transaction_coordinator import ONGOING, TransactionCoordinator
 from tests.transaction_support import age_transactional_id
 
 

@@ -12,11 +12,11 @@ import pytest
 
 from deltalog import Record, Store
 from deltalog.cleaner import offset_map
-from deltalog.cleaner.key_hash import key_hashes
 from deltalog.cleaner.task_plan import FileSlice
 from deltalog.log import delta, foreign_commits
 from deltalog.log import key_hash as log_key_hash
 from deltalog.log.arrow_records import records_to_table
+from deltalog.log.key_hash import key_hashes
 from deltalog.log.partition_log import PartitionLog
 from deltalog.log.record import (
     KEY,
@@ -247,7 +247,8 @@ def test_spark_reads_never_show_the_columns(spark_store):
 
 def test_another_engines_optimize_keeps_the_hashes_and_relayout_carries_them(store, clock):
     """delta-rs's OPTIMIZE rewrites files in the table's schema, which declares the columns: the merged file keeps
-    every hash (pass 1 maps it from them), and deltalog's relayout back into one file per segment carries them."""
+    every hash, and deltalog's relayout back into one file per segment writes each record's hash again (another
+    engine's copy is not trusted: tests/test_foreign_key_hashes.py)."""
     from deltalake import DeltaTable
 
     store.create_topic(TOPIC, 1, config={"cleanup.policy": "compact"})
@@ -260,7 +261,7 @@ def test_another_engines_optimize_keeps_the_hashes_and_relayout_carries_them(sto
     assert len(merged) == 1
     with store.storage.open_input(join(log.uri, merged[0].path)) as f:
         assert log_key_hash.footer_has_key_hash(pq.ParquetFile(f).metadata)
-    assert _map_of(store, merged[0].path) == 15
+    assert _map_of(store, merged[0].path) == 15  # mapped from its keys: the file is not deltalog's
     assert log.relayout(clock.now_ms()) == 1
     tables = files_of(store)
     assert len(tables) == 3

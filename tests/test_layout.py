@@ -25,10 +25,13 @@ LAYERS: list[tuple[str, ...]] = [
     ("deltalog.clock", "deltalog.extras", "deltalog.storage_faults"),
     ("deltalog.storage", "deltalog.schemas", "deltalog.spark"),
     ("deltalog.config", "deltalog.scram"),  # store-wide configs; the users' SCRAM credentials
-    ("deltalog.log",),            # LogManager, UnifiedLog, producer state: Kafka's storage module
-    ("deltalog.groups",),         # __consumer_offsets and the consumer, on the log
+    ("deltalog.log",),            # LogManager, UnifiedLog, per-partition producer state: Kafka's storage module
+    # Kafka's coordinators, apart from its storage; the two never import each other
+    ("deltalog.coordinator", "deltalog.coordinator.transaction", "deltalog.coordinator.group"),
+    ("deltalog.groups",),         # the consumer clients, on the log and __consumer_offsets
     ("deltalog.producer",),       # Kafka's producer clients, on the log (and the offsets topic, for transactions)
     ("deltalog.cleaner",),        # LogCleaner, on the log (and the offsets topic: a compacted topic like any other)
+    ("deltalog.state",),          # the state tables: one row per live key, read from the log as a consumer reads it
     ("deltalog.sql",),            # Spark's reads and Spark's Kafka source, on the log, the producer and the cleaner
     ("deltalog.quality", "deltalog.describe", "deltalog.state_check", "deltalog.admin", "deltalog.server"),
     ("deltalog.store",),          # the facade over all of the above
@@ -39,11 +42,7 @@ LAYERS: list[tuple[str, ...]] = [
 
 #: Imports that point up or sideways on purpose: (importer, imported) -> why. Keep this tiny; an entry that no
 #: longer matches an import fails the test, so it goes as soon as the code no longer needs it.
-UPWARD_EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("deltalog.spark", "deltalog.sql.kafka"):
-        "deltalog.spark.register(spark), documented by earlier releases, is kept as a deprecated alias that warns; "
-        "the register itself lives above the source (deltalog.sql.kafka.register, deltalog.register_format)",
-}
+UPWARD_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 def module_names() -> dict[str, Path]:
@@ -154,7 +153,8 @@ def test_the_graph_sees_function_level_and_type_checking_imports():
     """The import graph is read from every statement, not only the module level that runs at import."""
     sites = import_sites()
     assert ("deltalog.store", "deltalog.quality") in sites  # inside Store.check: Great Expectations on first use
-    assert ("deltalog.log.hanging", "deltalog.log.partition_log") in sites  # under TYPE_CHECKING and in a function
+    # under TYPE_CHECKING and in a function
+    assert ("deltalog.coordinator.transaction.hanging", "deltalog.log.partition_log") in sites
 
 
 def excused(importer: str, imported: str) -> bool:
@@ -192,8 +192,12 @@ def test_each_upward_exception_is_still_needed():
 
 
 @pytest.mark.parametrize("package, forbidden", [
-    ("deltalog.log", ("deltalog.producer", "deltalog.groups", "deltalog.cleaner", "deltalog.sql", "deltalog.quality",
-                      "deltalog.cli", "deltalog.store")),
+    ("deltalog.log", ("deltalog.coordinator", "deltalog.producer", "deltalog.groups", "deltalog.cleaner",
+                      "deltalog.sql", "deltalog.quality", "deltalog.cli", "deltalog.store")),
+    ("deltalog.coordinator", ("deltalog.producer", "deltalog.groups", "deltalog.cleaner", "deltalog.sql",
+                              "deltalog.quality", "deltalog.server", "deltalog.cli", "deltalog.store")),
+    ("deltalog.coordinator.transaction", ("deltalog.coordinator.group",)),
+    ("deltalog.coordinator.group", ("deltalog.coordinator.transaction",)),
     ("deltalog.producer", ("deltalog.cleaner", "deltalog.sql", "deltalog.quality", "deltalog.cli", "deltalog.store")),
     ("deltalog.groups", ("deltalog.producer", "deltalog.cleaner", "deltalog.sql", "deltalog.cli", "deltalog.store")),
     ("deltalog.cleaner", ("deltalog.sql", "deltalog.quality", "deltalog.cli", "deltalog.store")),
@@ -226,7 +230,7 @@ def test_a_cycle_and_an_upward_import_are_found(tmp_path, monkeypatch):
 
 def test_the_cleaners_task_modules_never_import_delta_rs_or_spark():
     """Spark's Python workers import these; delta-rs and pyspark would cost every worker start-up time."""
-    for module in ("cleaner/offset_map.py", "cleaner/recopy.py", "cleaner/key_hash.py", "cleaner/task_plan.py",
+    for module in ("cleaner/offset_map.py", "cleaner/recopy.py", "cleaner/task_plan.py",
                    "cleaner/offset_bitmap.py", "log/record.py", "log/key_hash.py"):
         tree = ast.parse((PACKAGE / module).read_text())
         names = [a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names]

@@ -20,8 +20,9 @@ from deltalake import DeltaTable
 
 from deltalog import ManualClock, Record, Store
 from deltalog.cleaner.metrics import append_metrics, collect, metrics_table_uri
-from deltalog.errors import DeltalogError, StorageError
-from deltalog.log import damage, producer_ids
+from deltalog.coordinator.transaction import producer_ids
+from deltalog.errors import CommitOutcomeUnknownError, DeltalogError
+from deltalog.log import damage
 from deltalog.storage import Storage
 
 #: The PUT of a partition's Delta commit file (not a checkpoint, not the data files).
@@ -101,11 +102,32 @@ def test_an_append_the_store_keeps_refusing_fails_clearly_and_leaves_the_log_who
     store.create_topic("t", 1)
     store.append("t", 0, recs("a", 2))
     fault_proxy.add(method="PUT", key=COMMIT_FILE, when="before", action="500", times=None)
-    with pytest.raises(StorageError, match="did not land"):
-        store.append("t", 0, recs("b", 1))
+    with pytest.raises(CommitOutcomeUnknownError, match="may still apply the write"):
+        store.append("t", 0, recs("b", 1))  # the requests never reached the store, but its client cannot know
     fault_proxy.clear()
     assert values(store, "t") == {0: b"a-0", 1: b"a-1"}
     assert store.append("t", 0, recs("c", 1)) == [2]
+    assert_sound(store, "t")
+
+
+def test_a_commit_that_lands_after_its_writer_was_told_it_failed_is_never_called_absent(store, fault_proxy):
+    """Every PUT of the commit file fails at once and reaches the store 10 s later: the log does not show the
+    commit when the append gives up, and then it lands. The error must say so, and must not ask for the plain
+    resend that would write the records twice."""
+    store.create_topic("t", 1)
+    store.append("t", 0, recs("a", 2))
+    fault_proxy.add(method="PUT", key=COMMIT_FILE, when="late", action="500", times=None, delay_s=10.0)
+    with pytest.raises(CommitOutcomeUnknownError) as failed:
+        store.append("t", 0, recs("b", 1))
+    fault_proxy.clear()
+    message = str(failed.value)
+    assert "may still apply the write" in message and "idempotent producer" in message
+    assert "try again" not in message and "did not land" not in message
+    deadline = time.monotonic() + 60
+    while len(values(store, "t")) < 3 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert values(store, "t") == {0: b"a-0", 1: b"a-1", 2: b"b-0"}  # it landed, once: a plain resend would duplicate
+    assert store.log("t", 0).head().log_end_offset == 3
     assert_sound(store, "t")
 
 

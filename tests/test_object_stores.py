@@ -337,8 +337,9 @@ def test_the_standard_environment_variables_are_enough(s3_server, s3_store_uri, 
 
 def test_a_storage_that_ignores_conditional_puts_is_refused(tmp_path):
     """What an S3 clone that ignores If-None-Match does to a create: overwrite. The probe catches it."""
+    from deltalog.storage.local import LocalStorage
 
-    class Overwriting(Storage):
+    class Overwriting(LocalStorage):
         def create(self, location: str, data: bytes) -> str | None:
             self.write_bytes(location, data)
             return "etag"

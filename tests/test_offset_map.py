@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deltalog import Record, Store
-from deltalog.cleaner.key_hash import SEED_HI, key_hashes, xxh64
 from deltalog.cleaner.offset_bitmap import OffsetBitmap
 from deltalog.cleaner.offset_map import MapKeys, _merge, _reduce
 from deltalog.cleaner.task_plan import MIN_TASK_BYTES, FileSlice, plan_runs, runs_of
 from deltalog.log import delta
 from deltalog.log.arrow_records import records_to_table
+from deltalog.log.key_hash import SEED_HI, key_hashes, xxh64
 
 TOPIC = "map"
 
@@ -26,7 +26,7 @@ def test_xxh64_equals_sparks_xxhash64_for_every_length(spark):
     from pyspark.sql import functions as F
 
     rng = np.random.default_rng(7)
-    keys = [bytes(rng.integers(0, 256, size=n, dtype=np.uint8)) for n in [*range(0, 80), 95, 96, 97, 255, 1000, 4099]]
+    keys = [bytes(rng.integers(0, 256, size=n, dtype=np.uint8)) for n in [*range(0, 80), 95, 96, 97, 255, 256, 257, 1000, 4099]]
     df = spark.createDataFrame([(k,) for k in keys], "key binary")
     expected = np.array([r[0] for r in df.select(F.xxhash64("key")).collect()], dtype=np.int64).view(np.uint64)
     assert SEED_HI == 42  # Spark's seed

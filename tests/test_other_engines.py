@@ -268,12 +268,12 @@ def test_a_clean_after_optimize_keeps_the_latest_of_each_key_and_the_layout(spar
 
 @pytest.mark.slow
 def test_views_format_deltalog_and_checks_stay_right_after_optimize(spark_store, clock, spark):
-    import deltalog.spark
+    import deltalog
 
     store = spark_store
     _fill(store, clock)
     current = _current(store)
-    deltalog.spark.register(spark)
+    deltalog.register_format(spark)
 
     def spark_offsets() -> list[int]:
         df = spark.read.format("deltalog").option("store", store.root).option("subscribe", "t").load()

@@ -12,7 +12,7 @@ import pytest
 from deltalog import ProduceResult, Record, RecordMetadata
 from deltalog.errors import InvalidArgumentError, InvalidRecordError, UnknownTopicOrPartitionError
 from deltalog.producer.partitioner import partition_for_key
-from deltalog.producer.producer import STICKY_BATCH_BYTES, Producer
+from deltalog.producer.router import STICKY_BATCH_BYTES, PartitionRouter
 
 
 def versions(store, topic):
@@ -106,7 +106,7 @@ def test_unknown_topic_and_empty_input(store):
 def test_keyless_records_stick_to_a_partition_for_a_batch_then_move_on(store):
     """Kafka's sticky partitioner (KIP-480): about batch.size bytes to one partition, then the next."""
     store.create_topic("events", 4)
-    producer = Producer(store.log_manager, rng=random.Random(5))
+    producer = PartitionRouter(store.log_manager, rng=random.Random(5))
     small = [Record(value=b"x" * 100) for _ in range(10)]  # 1,000 bytes: well within one batch
     first = producer.send("events", small, 0)
     assert len(set(first.partitions.tolist())) == 1
@@ -145,14 +145,33 @@ def test_route_with_known_topic_metadata_reads_nothing_of_the_store(store, clock
     store.create_topic("t", 3, config={"cleanup.policy": "compact"})
     batch = pa.table({"key": pa.array([b"grape", b"lime", b"fig"], pa.binary()),
                       "value": pa.array([b"1", b"2", b"3"], pa.binary())})
-    known = Producer(store.log_manager).topic_metadata("t")
+    known = PartitionRouter(store.log_manager).topic_metadata("t")
     assert known[0] == 3
 
     class NoStore:
         def __getattr__(self, name):
             raise AssertionError(f"the store was used: {name}")
 
-    rows, targets = Producer(NoStore(), topics={"t": known}).route("t", batch, clock.now_ms())
-    expected_rows, expected = Producer(store.log_manager).route("t", batch, clock.now_ms())
+    rows, targets = PartitionRouter(NoStore(), topics={"t": known}).route("t", batch, clock.now_ms())
+    expected_rows, expected = PartitionRouter(store.log_manager).route("t", batch, clock.now_ms())
     assert targets.tolist() == expected.tolist() == [partition_for_key(k, 3) for k in (b"grape", b"lime", b"fig")]
     assert rows.equals(expected_rows)
+
+
+def test_the_producer_modules_earlier_names_still_work_and_warn():
+    """``deltalog.producer.producer`` (its ``Producer``: the router) and ``deltalog.producer.idempotent_producer``
+    (``KafkaProducer``) were renamed ``router`` (``PartitionRouter``) and ``kafka_producer``; the earlier names
+    answer with the same objects, and warn."""
+    from deltalog.producer import kafka_producer, router
+
+    with pytest.warns(DeprecationWarning, match="deltalog.producer.producer.Producer is deprecated.*PartitionRouter"):
+        from deltalog.producer.producer import Producer
+    assert Producer is router.PartitionRouter
+    with pytest.warns(DeprecationWarning, match="deltalog.producer.producer.RecordMetadata is deprecated"):
+        from deltalog.producer.producer import RecordMetadata
+    assert RecordMetadata is router.RecordMetadata
+    with pytest.warns(DeprecationWarning, match="idempotent_producer.KafkaProducer is deprecated.*kafka_producer"):
+        from deltalog.producer.idempotent_producer import KafkaProducer
+    assert KafkaProducer is kafka_producer.KafkaProducer
+    with pytest.raises(ImportError, match="Nope"):
+        from deltalog.producer.producer import Nope  # noqa: F401

@@ -120,3 +120,15 @@ def test_the_readme_kafka_quickstart_runs(tmp_path):
     consumed = [line for line in done.stdout.splitlines() if " @" in line and "=" in line]
     assert consumed == ["user2=bob @1", "user1=alice2 @2", "user3=carol @3"]
     assert "deltalog serve: stopped" in done.stdout + done.stderr
+
+
+def test_the_testing_index_names_every_test_file():
+    """docs/testing.md maps each test file to the package it covers; a file without a row, or a row naming no
+    file, makes the index untrue."""
+    import re
+
+    with open(os.path.join(ROOT, "docs", "testing.md")) as f:
+        section = f.read().split("## Which tests cover which package", 1)[1]
+    listed = set(re.findall(r"`(test_\w+\.py)`", section))
+    files = {name for name in os.listdir(os.path.join(ROOT, "tests")) if re.fullmatch(r"test_\w+\.py", name)}
+    assert sorted(files - listed) == [] and sorted(listed - files) == []

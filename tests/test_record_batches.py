@@ -98,7 +98,7 @@ def rewrite(data: bytes, **fields) -> bytes:
 def refused(data: bytes) -> tuple[int, str]:
     with pytest.raises(RecordBatchError) as e:
         decode_records(data)
-    return e.value.code, str(e.value)
+    return e.value.errno, str(e.value)
 
 
 def test_a_corrupt_crc_incomplete_batches_and_other_magics_are_refused():
@@ -154,7 +154,7 @@ def test_flipped_bytes_under_a_fresh_crc_decode_or_are_refused_never_anything_el
         try:
             table, _ = decode_records(rewrite(bytes(buf)))
         except RecordBatchError as e:
-            assert e.code in (protocol.CORRUPT_MESSAGE, protocol.INVALID_RECORD)
+            assert e.errno in (protocol.CORRUPT_MESSAGE, protocol.INVALID_RECORD)
         else:  # what decodes is what kafka-python reads
             assert decoded_rows(table) == kafka_python_reads(rewrite(bytes(buf)))
 

@@ -17,8 +17,10 @@ import pytest
 
 from deltalog import CorruptLogError, CorruptStateError, InvalidArgumentError, Record, Store
 from deltalog.clock import ManualClock
-from deltalog.log import producer_ids, producer_state
-from deltalog.log.transaction_coordinator import COMPLETE_ABORT, TransactionCoordinator
+from deltalog.coordinator.transaction import producer_ids
+from deltalog.coordinator.transaction.transaction_coordinator import COMPLETE_ABORT, TransactionCoordinator
+from deltalog.log import producer_state
+from tests.conftest import json_lines, run_cli
 from tests.transaction_support import kill_mid_transaction
 
 REPO = Path(__file__).resolve().parents[1]
@@ -340,14 +342,23 @@ def test_lost_and_damaged_state_on_s3(s3_server, s3_store_uri):
 
 @pytest.mark.parametrize("content", [b'{"state": "ready", "parti', b'{"state": "ready", "partitions": -2}',
                                      b'{"state": "gone", "partitions": 1}', b'{"state": "ready", "partitions": "1"}'])
-def test_a_damaged_topic_marker_hides_its_topic_only_and_stops_a_counter_rebuild(store, content):
+def test_a_damaged_topic_marker_is_listed_with_its_damage_and_stops_a_counter_rebuild(store, content, capsys):
     store.create_topic("good")
     store.create_topic("bad")
     store.producer().send("bad", recs(("k", "v")))
     marker = Path(store.log_manager._marker_path("bad"))
     marker.write_bytes(content)
     store = Store(store.root)  # a process that has not opened the topic yet
-    assert store.list_topics() == ["good"]
+    # listed, never silently left out: its damage is named with the file
+    assert sorted(store.list_topics()) == ["bad", "good"]
+    assert list(store.damaged_topics()) == ["bad"] and store.damaged_topics()["bad"].location == str(marker)
+    assert store.admin().list_topics() == store.list_topics()
+    code, out, _ = run_cli(capsys, "--store", store.root, "topics", "list")
+    assert code == 3 and "good\n" in out and f"bad  (DAMAGED: {marker}: the topic marker" in out
+    code, out, _ = run_cli(capsys, "--store", store.root, "topics", "list", "--output", "json")
+    assert {d["topic"]: d.get("location") for d in json_lines(out)} == {"good": None, "bad": str(marker)}
+    # the store's own sweeps (the cleaner, retention, pattern subscriptions) go on over the other topics
+    assert store.log_manager.list_topics() == ["good"]
     with pytest.raises(CorruptStateError) as e:
         store.read("bad", 0)
     assert e.value.location == str(marker) and "remove it and the topic's files" in str(e.value)
@@ -447,3 +458,20 @@ def test_find_hanging_searches_past_a_partition_whose_delta_log_is_damaged(tmp_p
     assert "t-1" in p.stderr or "/1/_delta_log" in p.stderr
     with pytest.raises(CorruptLogError, match="_delta_log"):
         Store(root).find_hanging_transactions("t", max_transaction_timeout_ms=0)
+
+
+def test_kafka_metadata_lists_a_topic_with_a_damaged_marker_with_kafkas_storage_error(store):
+    from kafka.protocol.metadata import MetadataRequest
+
+    from deltalog.server import protocol
+    from deltalog.server.kafka_apis import KafkaApis
+
+    store.create_topic("good")
+    store.create_topic("bad")
+    Path(store.log_manager._marker_path("bad")).write_bytes(b'{"state": "ready", "parti')
+    apis = KafkaApis(Store(store.root), ("127.0.0.1", 9092))
+    req = MetadataRequest[1](topics=None)
+    req.with_header(correlation_id=1, client_id="raw")
+    answer = apis.handle_metadata(protocol.parse_request(bytes(req.encode(header=True, framed=True))[4:]))
+    assert {t.name: t.error_code for t in answer.topics} == {"good": protocol.NONE,
+                                                             "bad": protocol.KAFKA_STORAGE_ERROR}

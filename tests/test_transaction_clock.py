@@ -16,8 +16,13 @@ from pathlib import Path
 import pytest
 
 from deltalog import ManualClock, Record, Store
-from deltalog.log.store_clock import StoreClock
-from deltalog.log.transaction_coordinator import COMPLETE_ABORT, COMPLETE_COMMIT, ONGOING, TransactionCoordinator
+from deltalog.coordinator.transaction.store_clock import StoreClock
+from deltalog.coordinator.transaction.transaction_coordinator import (
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
+    ONGOING,
+    TransactionCoordinator,
+)
 from tests.transaction_support import age_transactional_id
 
 REPO = Path(__file__).resolve().parents[1]

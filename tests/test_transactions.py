@@ -15,8 +15,13 @@ from pathlib import Path
 import pytest
 
 from deltalog import IllegalStateError, InvalidConfigError, ProducerFencedError, Record, Store
-from deltalog.groups.offsets_topic import OFFSETS_TOPIC
-from deltalog.log.transaction_coordinator import COMPLETE_ABORT, COMPLETE_COMMIT, ONGOING, TransactionCoordinator
+from deltalog.coordinator.group.offsets_topic import OFFSETS_TOPIC
+from deltalog.coordinator.transaction.transaction_coordinator import (
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
+    ONGOING,
+    TransactionCoordinator,
+)
 from deltalog.log.transactions import AbortedTxn
 from tests.transaction_support import age_transactional_id, kill_mid_transaction
 

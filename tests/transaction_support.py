@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def age_transactional_id(store: Store, transactional_id: str, age_ms: int) -> None:
     """Make the document of ``transactional_id`` in a store on the local disk last written ``age_ms`` ago on the
-    store's clock, which on a local disk is the files' modification time (``deltalog.log.store_clock``): as if
+    store's clock, which on a local disk is the files' modification time (``deltalog.coordinator.transaction.store_clock``): as if
     that long had passed since its last write, without waiting."""
     storage = store.log_manager.storage
     assert storage.local, "only a local disk's modification times can be set back"

@@ -11,7 +11,9 @@ request, and fails the ones a :class:`Fault` chooses:
   ``AccessDenied`` (``action="403"``: what read-only credentials get for a write) or its connection is closed with
   no answer (``action="drop"``);
 - ``when="after"``: the request is forwarded, the store applies it (the write lands), and then the client gets a
-  500 or a closed connection instead of the store's answer.
+  500 or a closed connection instead of the store's answer;
+- ``when="late"``: the client gets the failure at once, and the request reaches the store ``delay_s`` seconds later
+  (a write held up in a gateway or a retrying client's queue): it lands after its writer was told it failed.
 
 A fault chooses requests by method, a regular expression searched in the request's path (bucket and key,
 URL-decoded), and fires at most ``times`` times, each matching request with ``probability`` (drawn from the
@@ -47,7 +49,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 LOOPBACK = "127.0.0.1"
-BEFORE, AFTER = "before", "after"
+BEFORE, AFTER, LATE = "before", "after", "late"
 ANSWER_500, DROP = "500", "drop"
 #: S3's answer to a request the credentials do not allow (read-only credentials writing): not retried by clients.
 DENIED = "403"
@@ -74,12 +76,13 @@ class Fault:
     action: str = ANSWER_500
     times: int | None = 1
     probability: float = 1.0
+    delay_s: float = 2.0
     fired: int = 0
     _pattern: re.Pattern[str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.when not in (BEFORE, AFTER):
-            raise ValueError(f"when must be {BEFORE!r} or {AFTER!r}, not {self.when!r}")
+        if self.when not in (BEFORE, AFTER, LATE):
+            raise ValueError(f"when must be {BEFORE!r}, {AFTER!r} or {LATE!r}, not {self.when!r}")
         if self.action not in (ANSWER_500, DROP, DENIED):
             raise ValueError(f"action must be {ANSWER_500!r}, {DENIED!r} or {DROP!r}, not {self.action!r}")
         if not 0.0 <= self.probability <= 1.0:
@@ -238,6 +241,20 @@ class FaultProxy:
         self.stop()
 
 
+def _forward_late(owner: _State, delay_s: float, method: str, target: str, body: bytes,
+                  headers: dict[str, str]) -> None:
+    """Send a request its client was told failed to the store ``delay_s`` seconds later; the answer goes nowhere."""
+    time.sleep(delay_s)
+    conn = http.client.HTTPConnection(owner.upstream_host, owner.upstream_port, timeout=60)
+    try:
+        conn.request(method, target, body=body or None, headers=headers)
+        conn.getresponse().read()
+    except OSError:
+        pass
+    finally:
+        conn.close()
+
+
 class _Handler(BaseHTTPRequestHandler):
     state: _State
     protocol_version = "HTTP/1.1"  # keep-alive: the clients pool their connections
@@ -299,6 +316,12 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
         if body or self.command in ("PUT", "POST"):
             headers["Content-Length"] = str(len(body))
+        if fault is not None and fault.when == LATE:
+            owner.log(self.command, path, fault, None)
+            threading.Thread(target=_forward_late, args=(owner, fault.delay_s, self.command, self.path, body, headers),
+                             daemon=True).start()
+            self._fail(fault)
+            return
         conn = http.client.HTTPConnection(owner.upstream_host, owner.upstream_port, timeout=60)
         try:
             conn.request(self.command, self.path, body=body or None, headers=headers)

@@ -44,6 +44,7 @@ __all__ = [
     "ServiceError",
     "StandaloneCluster",
     "ensure_azurite",
+    "ensure_kafkajs",
     "free_port",
     "spark_home",
 ]
@@ -420,6 +421,41 @@ def ensure_azurite(cache_dir: str | os.PathLike[str] | None = None,
                 raise ServiceError(f"npm install azurite@{version} in {root} failed ({done.returncode}):\n"
                                    f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
     return binary
+
+
+#: KafkaJS, an independent Kafka client in pure JavaScript (its own protocol code), for the endpoint's tests.
+KAFKAJS_VERSION = "2.2.4"
+
+
+def ensure_kafkajs(cache_dir: str | os.PathLike[str] | None = None, version: str = KAFKAJS_VERSION) -> Path:
+    """The ``node_modules`` directory holding npm's ``kafkajs`` (``NODE_PATH`` for ``node``), installed into a cache
+    once per machine as Azurite is (a file lock keeps concurrent test runs apart). Raises :class:`ServiceError`
+    when node or npm is missing or the install fails, so a test fails rather than skips."""
+    root = Path(cache_dir) if cache_dir is not None else _cache_dir() / "kafkajs"
+    modules = root / "node_modules"
+    package = modules / "kafkajs" / "package.json"
+
+    def installed() -> bool:
+        try:
+            return json.loads(package.read_text())["version"] == version
+        except (OSError, ValueError, KeyError):
+            return False
+
+    if installed():
+        return modules
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        raise ServiceError("KafkaJS needs Node.js 14+ and npm; neither is on PATH")
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not installed():
+            done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error", f"kafkajs@{version}"],
+                                  cwd=root, capture_output=True, text=True, timeout=600)
+            if done.returncode != 0 or not installed():
+                raise ServiceError(f"npm install kafkajs@{version} in {root} failed ({done.returncode}):\n"
+                                   f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+    return modules
 
 
 class AzuriteServer(_Service):

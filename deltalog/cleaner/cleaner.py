@@ -257,7 +257,7 @@ class Cleaner:
         self.spark = spark
         self.config = config
         self.map_slots = map_slots if map_slots is not None else config.offset_map_slots(threads)
-        self.map_capacity = int(self.map_slots * config.io_buffer_load_factor)
+        self.map_capacity = config.offset_map_capacity_for(slots=self.map_slots)
         if not self.map_slots * config.io_buffer_load_factor > 1:  # Kafka: require(slots * loadFactor > 1)
             raise CleaningFailedError(
                 f"the offset map ({self.map_slots} slots x load factor {config.io_buffer_load_factor}) is too small "
@@ -439,8 +439,8 @@ COPY_TASK_BYTES = 4 << 30
 
 def _copy_cost(offset_map: OffsetMap, first_dirty: int) -> Callable[[FileSlice], float]:
     """What a pass-2 task spends on a slice, for balancing the runs: its bytes, read, and again for the share of them
-    it writes (measured at the medium benchmark preset: writing a record costs about what reading one does, on random
-    and JSON values alike). Dirty records survive where the map holds their offset (counted from the latest-offset
+    it writes (writing a record costs about what reading one does, on random and JSON values alike: the benchmarks'
+    profile, docs/performance.md). Dirty records survive where the map holds their offset (counted from the latest-offset
     bitmap), and the latest records cluster at the log's end, so the runs of the last files write most. A clean record
     survives unless its key is mapped, which the driver cannot count without the lookups: its slices are weighed as
     read, with their lookups (a fifth more)."""

@@ -54,6 +54,7 @@ from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, PassProgress,
 from deltalog.cleaner.shared_jobs import SharedJobs, sharing
 from deltalog.cleaner.uncleanable import PartitionId
 from deltalog.config import StoreConfig
+from deltalog.coordinator.group.offsets_topic import OffsetsTopic
 from deltalog.errors import (
     CheckFailedError,
     CleaningFailedError,
@@ -67,7 +68,7 @@ from deltalog.errors import (
     error_chain,
     plain,
 )
-from deltalog.groups.offsets_topic import OffsetsTopic
+from deltalog.log import duplicates
 from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import PartitionLog
 from deltalog.log.retention import RetentionResult, delete_old_segments
@@ -352,6 +353,8 @@ class LogCleaner:
         topic, partition = ltc.snapshot.topic, ltc.snapshot.partition
         plog = self.logs.log(topic, partition)
         with self.logs.leases.hold(topic, partition, "clean", heartbeat=True):
+            # An offset the table holds twice is kept once first: a pass keeps both copies of a key's latest.
+            plog.repair_duplicates(self.clock.now_ms())
             # A pass replaces whole segments' files: files another engine's OPTIMIZE merged across segments are
             # first put back into deltalog's layout (no record changes), so none also holds records it keeps.
             plog.relayout(self.clock.now_ms())
@@ -383,6 +386,7 @@ class LogCleaner:
         """
         wanted = list(topics) if topics is not None else None
         self.maintenance.abort_timed_out_transactions()
+        self.repair_duplicated_offsets(wanted)
         state = _RoundState(self.manager.uncleanable_partitions())
         if self.shared_jobs:
             self._do_rounds(state, wanted)
@@ -399,6 +403,39 @@ class LogCleaner:
             log.error("the cleaning loop stopped after %d passes with partitions still eligible", MAX_PASSES)
         state.outcomes += self._check(state.cleans)
         return state.result()
+
+    def repair_duplicated_offsets(self, topics: Sequence[str] | None = None) -> int:
+        """Keep one copy of every offset a partition (of ``topics``, or of the store) holds twice
+        (:meth:`~deltalog.log.partition_log.PartitionLog.repair_duplicates`), whatever its dirty ratio: a
+        partition that serves an offset twice is never clean. Only partitions whose file stats show overlapping
+        offsets are looked at further (:func:`deltalog.log.duplicates.suspects`), each under its lease; one
+        another run holds, or one that fails, is left for the next round. Returns the rows dropped."""
+        dropped = 0
+        for topic in (topics if topics is not None else [None]):
+            try:
+                plogs = self.logs.logs(topic)
+            except DeltalogError:  # a topic deleted meanwhile: the cleaning loop skips it too
+                continue
+            for plog in plogs:
+                try:
+                    if not duplicates.suspects(plog.snapshot().files):
+                        continue
+                    lease = self.logs.leases.acquire(plog.topic, plog.partition, "repair")
+                    if lease is None:
+                        continue
+                    try:
+                        n = plog.repair_duplicates(self.clock.now_ms())
+                    finally:
+                        lease.release()
+                except DeltalogError as e:  # damaged, busy, a lost race: the cleaning loop says what it is
+                    log.warning("repairing the offsets %s-%d holds twice failed; tried again next round: %s",
+                                plog.topic, plog.partition, e)
+                    continue
+                if n:
+                    log.warning("%s-%d held offsets twice: %d duplicate row(s) dropped, one copy of each offset "
+                                "kept", plog.topic, plog.partition, n)
+                dropped += n
+        return dropped
 
     def _do_work(self, state: _RoundState, wanted: list[str] | None) -> None:
         """Kafka's ``CleanerThread.doWork``, repeated until no partition is eligible (or the cleaner stops);

@@ -22,11 +22,11 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from deltalog.config import StoreConfig
+from deltalog.coordinator.group.offsets_topic import OffsetsTopic
+from deltalog.coordinator.transaction.transaction_coordinator import TransactionCoordinator
 from deltalog.errors import DeltalogError
-from deltalog.groups.offsets_topic import OffsetsTopic
 from deltalog.log.log_manager import LogManager
 from deltalog.log.retention import RetentionResult, apply_retention
-from deltalog.log.transaction_coordinator import TransactionCoordinator
 from deltalog.log.vacuum import VacuumResult, vacuum_staged, vacuum_store, vacuum_temp_files
 
 T = TypeVar("T")

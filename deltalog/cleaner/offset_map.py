@@ -7,7 +7,7 @@ continues from there (Kafka's ``Cleaner.buildOffsetMap`` and ``buildOffsetMapFor
 entry has a fixed size).
 
 deltalog's map is the same 24 bytes an entry: three numpy arrays (the two 64-bit halves of the 128-bit
-key hash, :mod:`deltalog.cleaner.key_hash`, and the latest offset), sorted by hash. It is built by a Spark job
+key hash, :mod:`deltalog.log.key_hash`, and the latest offset), sorted by hash. It is built by a Spark job
 over the dirty section: each task reads the ``offset`` and key-hash columns of a run of files with pyarrow
 (the hashes the log wrote at append, :data:`~deltalog.log.record.KEY_HASH_FIELDS`; a file without them has its
 ``key`` column read and hashed instead) and keeps the latest and first offset of each hash (a sort of the
@@ -40,13 +40,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltalog.cleaner.key_hash import key_hashes
 from deltalog.cleaner.offset_bitmap import OffsetBitmap
 from deltalog.cleaner.task_plan import MIN_TASK_BYTES, FileSlice, plan_runs
 from deltalog.cleaner.tasks import load_arrays, run_tasks, save_arrays
 from deltalog.log import damage
-from deltalog.log.key_hash import footer_has_key_hash
-from deltalog.log.record import KEY, KEY_HASH_HI, KEY_HASH_LO, OFFSET, PRODUCER_ID
+from deltalog.log.key_hash import footer_has_key_hash, key_hashes
+from deltalog.log.record import KEY, KEY_HASH_HI, KEY_HASH_LO, OFFSET, PRODUCER_ID, written_by_deltalog
 from deltalog.log.transactions import AbortedTxn, aborted_mask, only_markers, wholly_aborted
 from deltalog.spark import default_parallelism
 from deltalog.storage import Storage, join
@@ -54,7 +53,7 @@ from deltalog.storage import Storage, join
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    # Annotation only: this module runs in Spark's Python workers, which must not import delta-rs (~0.5 s).
+    # Annotation only: this module runs in Spark's Python workers, whose start-up must not import delta-rs.
     from deltalog.log.delta import DataFile
 
 #: Bytes of one entry: two 64-bit hash halves and a 64-bit offset, as Kafka's 16-byte MD5 and 8-byte offset.
@@ -178,9 +177,8 @@ def build_offset_map(spark: SparkSession, storage: Storage, table_uri: str, file
 
     The tasks leave their partial maps as files of arrays (:func:`~deltalog.cleaner.tasks.save_arrays`) in ``spill_dir`` (a location of the store, which the
     driver reads through ``storage`` too: inside the partition table, in the pass's own directory) and return
-    only the locations: a few MB a task through
-    Spark's result path (Python worker, JVM, driver) took ~1 s while the JVM was cold, and ~45 ms warm; the
-    driver reads the files directly, then removes them.
+    only the locations: a few MB a task through Spark's result path (Python worker, JVM, driver) is slow while
+    the JVM is cold (docs/performance.md); the driver reads the files directly, then removes them.
 
     The first offset of each key is gathered only when the section holds more records than ``capacity``
     (from the files' stats), since only then can the map fill up. Records of the ``aborted`` transactions,
@@ -234,7 +232,8 @@ def _map_run(task: _MapTask, run: tuple[FileSlice, ...]) -> str:
 
     A file whose footer shows every keyed row's hash written at append (:func:`footer_has_key_hash`) is read for
     its offsets and key-hash columns only: no key is read or hashed. Any other file (written before those columns
-    existed, or merged by another engine from such files) has its keys read and hashed, as Kafka's
+    existed, or written by another engine: an OPTIMIZE's merged file, whose hash columns that engine copied and
+    may have mangled, :func:`~deltalog.log.record.written_by_deltalog`) has its keys read and hashed, as Kafka's
     ``buildOffsetMapForSegment`` hashes every key it reads."""
     his, los, offsets = [], [], []
     for piece in run:
@@ -242,7 +241,8 @@ def _map_run(task: _MapTask, run: tuple[FileSlice, ...]) -> str:
         try:
             with task.storage.open_input(full_path) as f:
                 source = pq.ParquetFile(f)
-                stored = footer_has_key_hash(source.metadata, piece.row_groups)
+                # hashes another engine's file carries were copied by that engine: recomputed, not trusted
+                stored = written_by_deltalog(piece.path) and footer_has_key_hash(source.metadata, piece.row_groups)
                 columns = [OFFSET, KEY_HASH_HI, KEY_HASH_LO] if stored else [KEY, OFFSET]
                 if task.aborted and PRODUCER_ID in source.schema_arrow.names:
                     columns.append(PRODUCER_ID)
@@ -343,8 +343,8 @@ def _merge(partials: list[Partial]) -> Partial:
 
     Each partial is sorted by the high half, so it is cut at the same high halves into ranges of about
     :data:`MERGE_RANGE_ENTRIES` entries in all, and the ranges are reduced on threads and put end to end: every entry
-    of a hash falls in one range. At the large benchmark preset (31 M partial entries) one reduction of everything took
-    0.9-5 s on the driver while the cores idled; 16 ranges on 2 threads take 0.35 s (smaller arrays stay in cache)."""
+    of a hash falls in one range. One reduction of everything kept the driver's other cores idle; ranges on threads
+    use them, and their smaller arrays stay in cache (docs/performance.md)."""
     if not partials:
         empty_u, empty_i = np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
         return empty_u, empty_u, empty_i, empty_i

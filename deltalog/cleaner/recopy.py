@@ -41,14 +41,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltalog.cleaner.key_hash import key_hashes
 from deltalog.cleaner.offset_bitmap import OffsetBitmap
 from deltalog.cleaner.offset_map import MapKeys
 from deltalog.cleaner.task_plan import FileSlice
 from deltalog.cleaner.tasks import load_arrays, save_arrays
 from deltalog.errors import CorruptLogError
 from deltalog.log import damage
-from deltalog.log.key_hash import hashes_of, with_key_hash
+from deltalog.log.key_hash import hashes_of, key_hashes, with_key_hash
 from deltalog.log.record import (
     CONTROL,
     DELETE_HORIZON,
@@ -65,6 +64,7 @@ from deltalog.log.record import (
     new_file_name,
     parquet_write_options,
     row_group_rows,
+    written_by_deltalog,
 )
 from deltalog.log.transactions import AbortedTxn, aborted_mask
 from deltalog.storage import ParquetSink, Storage, join
@@ -300,19 +300,24 @@ def read_deciding(storage: Storage, path: str, rule: RetainRule, counts: RecopyC
     footer, when that count is exactly theirs (every row a keyed, mapped, non-aborted data record); otherwise the
     row group is read whole after all. Kafka's ``cleanInto`` reads each batch whole, then filters it; a Parquet row
     group is our batch, and its columns can be read apart. A row group bigger than :data:`BATCH_ROWS` (another
-    engine's file) is read a batch of every column at a time, undecided, so memory stays bounded. A file that
-    cannot be read raises :class:`CorruptLogError` naming it."""
+    engine's file) is read a batch of every column at a time, undecided, so memory stays bounded. The key-hash
+    columns of a file deltalog did not write (:func:`~deltalog.log.record.written_by_deltalog`) are not read: the
+    keys are hashed instead, and the survivors written with their own hashes. A file that cannot be read raises
+    :class:`CorruptLogError` naming it."""
     try:
         with storage.open_input(path) as f:
             source = pq.ParquetFile(f)
             meta = source.metadata
             present = set(source.schema_arrow.names)
+            if not written_by_deltalog(path):  # another engine's copy of the hashes: recomputed from the keys
+                present -= {KEY_HASH_HI, KEY_HASH_LO}
             decide = [c for c in DECIDE_COLUMNS if c in present]
             carried = [c for c in CARRIED_COLUMNS if c in present]
             value_leaf = next((j for j in range(meta.num_columns) if meta.schema.column(j).path == VALUE), None)
             for i in range(meta.num_row_groups) if row_groups is None else row_groups:
                 if meta.row_group(i).num_rows > BATCH_ROWS:
-                    for batch in source.iter_batches(batch_size=BATCH_ROWS, row_groups=[i]):
+                    for batch in source.iter_batches(batch_size=BATCH_ROWS, row_groups=[i],
+                                                     columns=[c for c in source.schema_arrow.names if c in present]):
                         yield conform(pa.Table.from_batches([batch]), TABLE_SCHEMA), None
                     continue
                 head = source.read_row_group(i, columns=decide)

@@ -20,7 +20,7 @@ from deltalog.log.record import OFFSET
 from deltalog.storage import Storage, join
 
 if TYPE_CHECKING:
-    # Annotation only: this module runs in Spark's Python workers, which must not import delta-rs (~0.5 s).
+    # Annotation only: this module runs in Spark's Python workers, whose start-up must not import delta-rs.
     from deltalog.log.delta import DataFile
 
 #: Bounds of a task's share of the input: at least this much (fewer, bigger tasks on small inputs) ...

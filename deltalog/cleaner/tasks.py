@@ -150,8 +150,8 @@ _ALIGN = 64
 def save_arrays(storage: Storage, location: str, **arrays: np.ndarray) -> None:
     """Write numpy arrays to ``location`` as their raw bytes behind a small header, once.
 
-    Not ``np.savez``: its zip container checksums and copies every array on both sides (for pass 1's five partial
-    maps of ~30 MB each, ~0.24 s in the tasks and ~0.25 s on the driver at the medium preset); these files live for
+    Not ``np.savez``: its zip container checksums and copies every array on both sides (docs/performance.md has
+    what that cost pass 1's partial maps); these files live for
     one pass, are read by the same version that wrote them, and :func:`load_arrays` maps them without a copy."""
     entries, parts, at = [], [], 0
     for name, array in arrays.items():

@@ -20,6 +20,7 @@ from deltalog.cli import output
 from deltalog.jobs.cleaner_job import JobConfig, cycle_json
 from deltalog.jobs.cleaner_job import run as run_job
 from deltalog.log.vacuum import STAGED_MAX_AGE_MS, STORE_LEVEL, TEMP_FILES, TEMP_MAX_AGE_MS
+from deltalog.text import format_table as text_table
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -213,9 +214,15 @@ def delete_records(args: argparse.Namespace) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
-    metrics = collect(common.open_store(args).log_manager)
+    store = common.open_store(args)
+    metrics = collect(store.log_manager)
+    lags = [store.state_lag(t) for t in store.state_table_topics()]
     if output.wants_json(args):
-        output.emit(metrics.as_dict())
+        output.emit({**metrics.as_dict(), "state_tables": [lag.as_dict() for lag in lags]})
     else:
         print(format_table(metrics))
+        if lags:
+            print(text_table(["STATE TABLE", "VERSION", "OFFSETS BEHIND", "MS BEHIND (AT MOST)"],
+                             [[lag.topic, "-" if lag.table_version is None else lag.table_version,
+                               lag.offsets_behind, lag.time_behind_ms] for lag in lags]))
     return 0

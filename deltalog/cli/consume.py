@@ -31,10 +31,10 @@ import deltalog.cli.common as common
 from deltalog.cli import console, offsets_formatter, output
 from deltalog.cli.jsonlines import record_to_json
 from deltalog.cli.kafka_text import FORMATTER_DEFAULTS, MessageFormatter
+from deltalog.coordinator.group.offsets_topic import validate_group_id
 from deltalog.errors import OffsetOutOfRangeError
-from deltalog.groups.fetch import ISOLATION_LEVELS, end_offset, fetch
-from deltalog.groups.offsets_topic import validate_group_id
 from deltalog.log import time_travel
+from deltalog.log.fetch import ISOLATION_LEVELS, end_offset, fetch
 from deltalog.log.partition_log import LogSnapshot
 from deltalog.log.record import Record, table_to_records
 from deltalog.log.transactions import READ_UNCOMMITTED

@@ -201,6 +201,10 @@ def _describe(store: Store, args: argparse.Namespace) -> None:
         print()
         print(format_table(DESCRIBE_COLUMNS, [(r.group, r.topic, r.partition, r.current_offset, r.log_end_offset,
                                                r.lag, None, None, None) for r in rows], rule=False))
+        for r in (r for r in rows if r.stale):
+            print(f"STALE: {r.topic}-{r.partition}: offset {r.current_offset} was committed on the topic with id "
+                  f"{r.topic_id}, which was deleted; {r.topic} is another topic now (reset it: --reset-offsets "
+                  f"--group {g} --topic {r.topic} --to-earliest --execute)", file=sys.stderr)
 
 
 def _selected(store: Store, args: argparse.Namespace) -> list[TopicPartition]:

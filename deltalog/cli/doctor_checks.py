@@ -25,7 +25,7 @@ from importlib import metadata
 
 from deltalog.clock import WallClock
 from deltalog.errors import CorruptLogError, DeltalogError, StorageError
-from deltalog.log import damage, foreign_commits
+from deltalog.log import damage, duplicates, foreign_commits
 from deltalog.log.damage import Damage
 from deltalog.log.log_manager import STATE_DIR, LogManager, is_store
 from deltalog.log.partition_log import PartitionLog
@@ -189,7 +189,7 @@ def _worker_probe(batches: object) -> object:
     import pyarrow as pa
 
     import deltalog
-    from deltalog.cleaner.key_hash import key_hashes
+    from deltalog.log.key_hash import key_hashes
 
     for _ in batches:  # type: ignore[attr-defined]
         pass
@@ -321,6 +321,10 @@ def scan_partition(plog: PartitionLog) -> tuple[list[Damage], list[str]]:
         return [Damage(plog.topic, plog.partition, storage_join(plog.uri, damage.DELTA_LOG_DIR),
                        f"cannot be read: {e}", damage.RESTORE)], []
     found = damage.data_damage(plog.storage, plog.uri, snap.files, footers=True)
+    if not found:  # an offset held twice (file stats first, then the offsets of overlapping files only)
+        twice = plog.duplicated_offsets(snap)
+        if twice is not None:
+            found = [Damage(plog.topic, plog.partition, plog.uri, twice.problem(), duplicates.FIX)]
     removed = removal_times(plog.storage, plog.uri)
     return found, damage.orphans(plog.storage, plog.uri, [f.path for f in snap.files], list(removed))
 
@@ -367,7 +371,7 @@ def check_store_damage(path: str, storage_options: Mapping[str, str] | None = No
                             "them once a day old; sooner, delete them by hand while no deltalog process runs"))
     if not scan.damages:
         checks.insert(0, Check("partitions", OK, f"{scan.partitions} partition(s): every Delta log and data file "
-                               "reads, every data file has the size its commit records"))
+                               "reads, every data file has the size its commit records, no offset is held twice"))
     return checks
 
 
@@ -392,6 +396,59 @@ def check_state_documents(path: str, storage_options: Mapping[str, str] | None =
     return checks
 
 
+def check_state_tables(path: str, storage_options: Mapping[str, str] | None = None) -> list[Check]:
+    """Per state table (docs/state-table.md): OK when it is up to date and equal to its log, WARN when it is behind
+    (the next refresh applies the rest), FAIL when it is ahead of its log or differs from it; and one INFO naming
+    what each engine needs to read the tables (delta-spark's JARs for Spark, the delta extension for DuckDB)."""
+    from deltalog.state.equality import compare
+    from deltalog.state.lag import state_lag
+    from deltalog.state.table import StateTable
+
+    try:
+        storage = Storage(path, storage_options)
+        if not is_store(storage):
+            return []
+        logs = LogManager(storage, WallClock(), create=False)
+        topics = [t for t in logs.list_topics() if StateTable(storage, t).exists()]
+    except Exception:  # the store rows above already say why the store cannot be read
+        return []
+    checks = []
+    now = int(time.time() * 1000)
+    for topic in topics:
+        name = f"state table {topic}"
+        try:
+            lag = state_lag(logs, topic, now)
+            dt = StateTable(storage, topic).open()
+            comparison = compare(logs, topic, dt) if dt is not None else None
+        except DeltalogError as e:
+            checks.append(Check(name, FAIL, f"cannot be compared with its log: {' '.join(str(e).split())[:300]}",
+                                f"deltalog state refresh {topic} --full"))
+            continue
+        if lag.ahead:
+            checks.append(Check(name, FAIL, "ahead of its log: it records offsets past the log end "
+                                + ", ".join(f"{p.partition}:{p.applied_offset}>{p.log_end_offset}"
+                                            for p in lag.partitions if p.ahead),
+                                f"rebuild it from the log: deltalog state refresh {topic} --full"))
+        elif comparison is not None and not comparison.equal:
+            checks.append(Check(name, FAIL, f"differs from its log at version {comparison.table_version}: "
+                                f"{comparison.missing} missing, {comparison.extra} extra, {comparison.different} "
+                                f"different row(s); {'; '.join(comparison.examples[:3])}",
+                                f"rebuild it from the log: deltalog state refresh {topic} --full"))
+        elif lag.offsets_behind:
+            checks.append(Check(name, WARN, f"equal to its log up to the offsets it records, {lag.offsets_behind} "
+                                f"offset(s) behind (at most {lag.time_behind_ms // 1000} s)",
+                                f"deltalog state refresh {topic}, or let the cleaner job's next cycle do it"))
+        else:
+            checks.append(Check(name, OK, f"up to date (version {lag.table_version}) and equal to its log"))
+    if topics:
+        checks.append(Check("state table readers", INFO,
+                            "delta-rs, Polars and Databricks read the state tables as they are; Spark needs "
+                            "delta-spark (pip install delta-spark; JARs io.delta:delta-spark_2.13 in "
+                            "spark.jars.packages); DuckDB needs its delta extension (INSTALL delta); Trino its Delta "
+                            "Lake connector (deltalog views --engine ENGINE prints each)"))
+    return checks
+
+
 def run_checks(store_path: str, *, spark: bool = True, storage_options: Mapping[str, str] | None = None
                ) -> list[Check]:
     """Every check, in the order a newcomer should fix them."""
@@ -413,6 +470,7 @@ def run_checks(store_path: str, *, spark: bool = True, storage_options: Mapping[
     checks.append(check_store_writable(store_path, storage_options))
     checks += check_store_damage(store_path, storage_options)
     checks += check_state_documents(store_path, storage_options)
+    checks += check_state_tables(store_path, storage_options)
     return checks
 
 

@@ -40,10 +40,14 @@ def history(args: argparse.Namespace) -> int:
         for e in entries:
             output.emit(e.to_json())
         return 0
-    rows = [[e.partition, e.version, format_timestamp(e.timestamp_ms), e.kind if e.by_deltalog else f"{e.kind} *",
+    rows = [[e.partition, e.version, format_timestamp(e.timestamp_ms) + (" +" if e.skewed else ""), e.kind if e.by_deltalog else f"{e.kind} *",
              e.operation or "-", e.engine or "-", e.summary() or "-"] for e in entries]
     print(format_table(["PARTITION", "VERSION", "TIMESTAMP (UTC)", "OPERATION", "DELTA OPERATION", "ENGINE", "WHAT"],
                        rows))
     if any(not e.by_deltalog for e in entries):
         print("* made by another engine, not by deltalog")
+    if any(e.skewed for e in entries):
+        print("+ its writer's clock stamped it at or before the commit before it; shown (and read by --as-of) at the "
+              "previous commit's time + 1 ms, as Delta does (the writer's own time is writer_timestamp_ms in "
+              "--output json)")
     return 0

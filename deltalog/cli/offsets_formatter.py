@@ -15,7 +15,7 @@ import json
 import struct
 from typing import Any
 
-from deltalog.groups.offsets_topic import decode_key, decode_value
+from deltalog.coordinator.group.offsets_topic import decode_key, decode_value
 
 #: The names ``--formatter`` takes for it: deltalog's short one and Kafka's class names (old and new).
 NAMES = ("offsets", "org.apache.kafka.tools.consumer.OffsetsMessageFormatter",

@@ -31,7 +31,7 @@ from deltalog.errors import InvalidRecordError, UnknownTopicOrPartitionError
 from deltalog.log import arrow_records
 from deltalog.log.partition_log import validate_records
 from deltalog.log.record import Record
-from deltalog.producer.producer import PARTITION, ProduceResult
+from deltalog.producer.router import PARTITION, ProduceResult
 from deltalog.store import Store
 
 DEFAULT_BATCH_SIZE = 10_000

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from deltalog.config import ConfigKey, StoreConfig, TopicConfig
 from deltalog.describe import PartitionState, TopicDescription
+from deltalog.state.lag import StateLag
 from deltalog.text import format_bytes, format_table, format_timestamp
 
 
@@ -34,6 +35,8 @@ def partition_lines(state: PartitionState) -> str:
         f"  clean {format_bytes(state.clean_bytes)}, dirty {format_bytes(state.dirty_bytes)}, "
         f"dirty ratio {state.dirty_ratio:.2f}, eligible for cleaning: {'yes' if state.eligible_for_cleaning else 'no'}",
     ]
+    if state.duplicates is not None:
+        head.append(f"  OFFSETS SERVED TWICE: {state.duplicates}")
     if state.uncleanable_reason is not None:
         head.append(f"  UNCLEANABLE (a pass failed: {state.uncleanable_reason[:200]}); "
                     f"'deltalog cleaner reset-uncleanable {state.topic} {state.partition}' clears it")
@@ -56,7 +59,21 @@ def describe_lines(description: TopicDescription, *, with_config: bool = True) -
     if with_config:
         parts.append(config_lines(description.config))
     parts.extend(partition_lines(p) for p in description)
+    if description.state_table is not None:
+        parts.append(state_table_lines(description.state_table))
     return "\n\n".join(parts)
+
+
+def state_table_lines(lag: StateLag) -> str:
+    """The state table's freshness: per partition the offset applied and how far behind the log it is."""
+    if not lag.exists:
+        return "  State table: not made yet (deltalog state refresh, or the cleaner job's next cycle)"
+    behind = (f"{lag.offsets_behind} offset(s) behind, at most {lag.time_behind_ms / 1000:.1f} s"
+              if lag.offsets_behind else "up to date")
+    lines = [f"  State table: version {lag.table_version}, {behind}{'; AHEAD of the log' if lag.ahead else ''}"]
+    lines += [f"    partition {p.partition}: applied to offset {p.applied_offset}, last stable offset "
+              f"{p.last_stable_offset} ({p.offsets_behind} behind)" for p in lag.partitions]
+    return "\n".join(lines)
 
 
 #: Config names that are Kafka's own (topic configs and broker cleaner settings), with Kafka's defaults.

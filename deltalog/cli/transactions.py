@@ -11,7 +11,7 @@ a timer; deltalog's cleaner cycle does it too).
 partition: there are no brokers) lists the transactions open longer than that whose coordinator state is lost
 (Kafka's columns: ``Topic Partition ProducerId ProducerEpoch CoordinatorEpoch StartOffset LastTimestamp
 Duration(min)``), and ``abort --topic T --partition P --start-offset N`` (or ``--producer-id --producer-epoch
---coordinator-epoch``) writes the ABORT marker of one of them (see :mod:`deltalog.log.hanging`). A damaged
+--coordinator-epoch``) writes the ABORT marker of one of them (see :mod:`deltalog.coordinator.transaction.hanging`). A damaged
 transactional-id document (or, for find-hanging, a partition whose Delta log cannot be read) is reported on stderr
 by every action (exit code 1); the others are still listed.
 """
@@ -23,9 +23,13 @@ import sys
 
 import deltalog.cli.common as common
 from deltalog.cli import output
+from deltalog.coordinator.transaction import hanging
+from deltalog.coordinator.transaction.transaction_coordinator import (
+    ONGOING,
+    TransactionCoordinator,
+    TransactionMetadata,
+)
 from deltalog.errors import CorruptStateError, DeltalogError
-from deltalog.log import hanging
-from deltalog.log.transaction_coordinator import ONGOING, TransactionCoordinator, TransactionMetadata
 from deltalog.store import Store
 from deltalog.text import format_table
 

@@ -1,3 +1,4 @@
-"""Consumer groups: committed offsets in the internal topic ``__consumer_offsets`` (Kafka's group coordinator's log)
-and a consumer with Kafka's Python names. See :mod:`deltalog.groups.offsets_topic`, :mod:`deltalog.groups.consumer`,
-:mod:`deltalog.groups.admin` and :mod:`deltalog.groups.fetch`."""
+"""Consumer groups, the client side: a consumer with Kafka's Python names (kafka-python's and confluent-kafka's) and
+the admin calls on groups. See :mod:`deltalog.groups.consumer`, :mod:`deltalog.groups.confluent_consumer` and
+:mod:`deltalog.groups.admin`; the committed offsets they read and write live with the group coordinator
+(:mod:`deltalog.coordinator.group.offsets_topic`), the reads in :mod:`deltalog.log.fetch`."""

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from deltalog.coordinator.group.offsets_topic import OffsetsTopic, as_topic_partition, validate_group_id
 from deltalog.errors import GroupIdNotFoundError, InvalidArgumentError, shown
-from deltalog.groups.offsets_topic import OffsetsTopic, as_topic_partition, validate_group_id
 from deltalog.log.log_manager import LogManager
 from deltalog.log.offsets_by_time import offset_for_time, validate_timestamp
 from deltalog.structs import OffsetAndMetadata, TopicPartition
@@ -26,7 +26,10 @@ TO_CURRENT = "current"
 @dataclass(frozen=True)
 class PartitionOffsets:
     """One row of ``kafka-consumer-groups --describe``: a committed offset against the partition's log end.
-    ``log_end_offset`` and ``lag`` are None when the topic or partition no longer exists."""
+    ``log_end_offset`` and ``lag`` are None when the topic or partition no longer exists. ``topic_id`` is the id
+    (KIP-516) of the topic the offset was committed on (None when the commit did not record one), and ``stale``
+    says that the topic of that name now has another id: the offset belongs to a topic deleted and created again,
+    and means nothing in the new one (reset it, ``--reset-offsets``)."""
 
     group: str
     topic: str
@@ -35,11 +38,13 @@ class PartitionOffsets:
     log_end_offset: int | None
     lag: int | None
     metadata: str
+    topic_id: str | None = None
+    stale: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"group": self.group, "topic": self.topic, "partition": self.partition,
                 "current_offset": self.current_offset, "log_end_offset": self.log_end_offset, "lag": self.lag,
-                "metadata": self.metadata}
+                "metadata": self.metadata, "topic_id": self.topic_id, "stale": self.stale}
 
 
 def list_groups(offsets: OffsetsTopic) -> list[str]:
@@ -61,12 +66,19 @@ def describe_group(logs: LogManager, offsets: OffsetsTopic, group_id: str) -> li
     """Per committed partition: the offset, the log end offset and the lag (log end - committed, as Kafka's tool
     computes it: it counts offsets, so records compaction removed below the log end still count)."""
     rows = []
+    ids = offsets.committed_topic_ids(group_id)
+    current: dict[str, str | None] = {}
     for tp, om in group_offsets(offsets, group_id).items():
         end = None
         if logs.topic_exists(tp.topic) and tp.partition in logs.partitions(tp.topic):
             end = logs.log(tp.topic, tp.partition).head().log_end_offset
+            if tp.topic not in current:
+                current[tp.topic] = logs.topic_id(tp.topic)
+        committed_on = ids.get(tp)
+        stale = committed_on is not None and current.get(tp.topic) not in (None, committed_on)
         rows.append(PartitionOffsets(group_id, tp.topic, tp.partition, om.offset, end,
-                                     None if end is None else max(0, end - om.offset), om.metadata))
+                                     None if end is None else max(0, end - om.offset), om.metadata,
+                                     committed_on, stale))
     return rows
 
 

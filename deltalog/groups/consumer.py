@@ -12,7 +12,7 @@ Made by :meth:`Store.consumer <deltalog.store.Store.consumer>`::
 What deltalog keeps of Kafka's model, and what it leaves out:
 
 * **Committed offsets** are Kafka's: per group, topic and partition, the next offset to consume, with a metadata
-  string, kept in the compacted internal topic ``__consumer_offsets`` (:mod:`deltalog.groups.offsets_topic`). A
+  string, kept in the compacted internal topic ``__consumer_offsets`` (:mod:`deltalog.coordinator.group.offsets_topic`). A
   consumer's start position is its group's committed offset; with none (or one no longer in the log, after
   retention or DeleteRecords) ``auto_offset_reset`` decides: ``"latest"`` (Kafka's default: the log end, or at
   ``read_committed`` the last stable offset),
@@ -28,7 +28,7 @@ What deltalog keeps of Kafka's model, and what it leaves out:
   change any offset is skipped (each commit is a Delta commit). With ``enable_auto_commit=False`` only
   ``commit()`` commits.
 * ``isolation_level`` (``read_uncommitted`` by default, as Kafka's) is passed to
-  :func:`~deltalog.groups.fetch.fetch`, and sets where a partition ends for ``end_offsets()``, ``seek_to_end()``
+  :func:`~deltalog.log.fetch.fetch`, and sets where a partition ends for ``end_offsets()``, ``seek_to_end()``
   and ``auto_offset_reset="latest"``: at ``read_committed`` the last stable offset, as in Kafka, so a consumer
   placed at the end while a transaction is open still reads that transaction's records once it commits.
 """
@@ -45,6 +45,7 @@ from typing import Any
 import pyarrow as pa
 
 from deltalog.clock import Clock
+from deltalog.coordinator.group.offsets_topic import OffsetsTopic, as_topic_partition, validate_group_id
 from deltalog.errors import (
     IllegalStateError,
     InvalidArgumentError,
@@ -54,9 +55,8 @@ from deltalog.errors import (
     OffsetOutOfRangeError,
     shown,
 )
-from deltalog.groups.fetch import READ_UNCOMMITTED, end_offset, fetch, validate_isolation_level
-from deltalog.groups.offsets_topic import OffsetsTopic, as_topic_partition, validate_group_id
 from deltalog.ignored_configs import CONSUMER_IGNORED, config_key, unknown_config_message
+from deltalog.log.fetch import READ_UNCOMMITTED, end_offset, fetch, validate_isolation_level
 from deltalog.log.log_manager import LogManager, is_internal_topic
 from deltalog.log.offsets_by_time import offset_and_timestamp_for_time, validate_timestamp
 from deltalog.log.record import HEADERS, KEY, OFFSET, TIMESTAMP, VALUE
@@ -158,6 +158,10 @@ class Consumer:
         self._next_fetch = 0  # round robin: which assigned partition is read first
         self._last_auto_commit = time.monotonic()
         self._last_committed: dict[TopicPartition, int] = {}
+        # The id (KIP-516) of each topic this consumer took a position in: its commits name them, and one made for
+        # a topic deleted and created again since is refused (UnknownTopicIdError), as Kafka's OffsetCommit v10
+        # carries the topic ids the consumer's metadata had (KAFKA-12257).
+        self._topic_ids: dict[str, str | None] = {}
         self._closed = False
         if topics:
             self.subscribe(list(topics))
@@ -244,6 +248,8 @@ class Consumer:
         keep = {tp: self._assignment.get(tp) or _PartitionState() for tp in partitions}
         self._assignment = dict(sorted(keep.items()))
         self._buffer = deque(r for r in self._buffer if (r.topic, r.partition) in self._assignment)
+        assigned = {tp.topic for tp in self._assignment}
+        self._topic_ids = {t: i for t, i in self._topic_ids.items() if t in assigned}
 
     def _update_subscribed_partitions(self) -> None:
         self._metadata_at = time.monotonic()
@@ -360,6 +366,8 @@ class Consumer:
         return state
 
     def _set_position(self, tp: TopicPartition, state: _PartitionState, offset: int) -> None:
+        if tp.topic not in self._topic_ids:
+            self._topic_ids[tp.topic] = self._logs.topic_id(tp.topic)
         if state.buffered:
             self._buffer = deque(r for r in self._buffer if (r.topic, r.partition) != tp)
         state.position = state.fetch_position = offset
@@ -373,6 +381,8 @@ class Consumer:
         if self.config["group_id"] is not None:
             found = self._offsets.committed(self.config["group_id"], [tp])
             committed = found[tp].offset if tp in found else None
+            if committed is not None and committed < 0:  # -1/-2 a Kafka client committed: none (Kafka's consumer)
+                committed = None
         head = self._logs.log(tp.topic, tp.partition).head()
         if committed is not None:
             self._last_committed[tp] = committed  # auto commit skips it until the position moves
@@ -514,7 +524,7 @@ class Consumer:
         if offsets is None:
             offsets = {tp: OffsetAndMetadata(s.position) for tp, s in self._assignment.items()
                        if s.position is not None}
-        batch = self._offsets.commit(group, offsets, self._clock.now_ms())
+        batch = self._offsets.commit(group, offsets, self._clock.now_ms(), self._topic_ids)
         for tp, om in batch.offsets.items():
             if om is not None:
                 self._last_committed[tp] = om.offset

@@ -214,6 +214,26 @@ def cycle_json(cycle: Any) -> dict[str, Any]:
     }
 
 
+def refresh_state_tables(store: Store) -> dict[str, Any]:
+    """Each cycle, every state table (topics with ``state.table.enable``) brought up to its log's last stable
+    offsets (:meth:`Store.refresh_state`), whatever the cycle cleaned: a topic never cleaned still gets a fresh
+    state table. A topic whose refresh fails is named and the others go on, as the cleaner goes on past an
+    uncleanable partition."""
+    refreshed, failed = {}, {}
+    for topic in store.state_table_topics():
+        try:
+            result = store.refresh_state(topic)
+        except DeltalogError as e:
+            log.warning("refresh of the state table of %s failed: %s", topic, e)
+            failed[topic] = f"{type(e).__name__}: {str(e)[:200]}"
+            continue
+        lag = store.state_lag(topic)
+        refreshed[topic] = {"version": result.table_version, "records_read": result.records_read,
+                            "rows_merged": result.rows_merged, "offsets_behind": lag.offsets_behind,
+                            "time_behind_ms": lag.time_behind_ms}
+    return {"refreshed": refreshed, "failed": failed}
+
+
 def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = None,
         on_cycle: Callable[[Any], None] | None = None) -> int:
     """Open the store and run the cleaner as ``config`` says, one JSON line per cycle on ``out`` (or, given
@@ -239,11 +259,15 @@ def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = N
     log.info("deltalog cleaner on %s: threads=%d, %s", store.root, cleaner.threads,
              "one cycle" if config.once else f"max cycles {config.max_cycles or 'unbounded'}")
     def emit(cycle: Any) -> None:
-        out.write(json.dumps(cycle_json(cycle)) + "\n")
+        states = refresh_state_tables(store)
+        if on_cycle is not None:
+            on_cycle(cycle)
+            return
+        out.write(json.dumps({**cycle_json(cycle), "state_tables": states}) + "\n")
         out.flush()
 
     try:
-        return cleaner.run(once=config.once, max_cycles=config.max_cycles, on_cycle=on_cycle or emit)
+        return cleaner.run(once=config.once, max_cycles=config.max_cycles, on_cycle=emit)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

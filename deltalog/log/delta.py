@@ -92,6 +92,9 @@ COMMIT_ID = "deltalog.commit_id"
 READ_VERSION = "deltalog.read_version"
 #: Reads of the log to resolve a failed commit before its outcome is declared unknown.
 RESOLVE_ATTEMPTS = 3
+#: Versions a commit that removes files tries in a row (see :func:`_commit_removing`): each one lost means another
+#: commit landed first, which is read and checked before the next.
+REMOVE_COMMIT_ATTEMPTS = 50
 
 #: Table properties that hold topic configs are prefixed so they never clash with ``delta.*`` ones.
 CONFIG_PREFIX = "deltalog.topic."
@@ -263,7 +266,7 @@ def _add_columns(dt: DeltaTable, fields: Sequence[pa.Field], operation: str, wha
 def data_files(dt: DeltaTable) -> list[DataFile]:
     """The live files of the snapshot, in offset order."""
     # Through the Arrow stream interface: pa.table() first asks whether its argument is a pandas DataFrame, which
-    # imports pandas (~0.3 s of every command's start, deltalog sql's included).
+    # imports pandas (a cost on every command's start, deltalog sql's included).
     actions = pa.RecordBatchReader.from_stream(dt.get_add_actions(flatten=True)).read_all()
     files = [DataFile.from_add_row(row) for row in actions.to_pylist()]
     files.sort(key=lambda f: f.min_offset)
@@ -389,12 +392,80 @@ def commit(
         app_transactions=app_transactions(txns),
     )
     faults.point(f"{operation}:before-commit")  # inert unless the reliability harness asks (see faults)
-    try:
-        dt.create_write_transaction(list(actions), mode="append", schema=TABLE_SCHEMA, commit_properties=props)
-    except Exception as e:  # noqa: BLE001 - any failure: the log says whether the commit landed
-        resolve_commit(dt, read_version, commit_id, operation, e)
+    removed = [a.path for a in actions if isinstance(a, RemoveAction)]
+    if removed:
+        _commit_removing(dt, actions, removed, custom, txns, operation)
+    else:
+        try:
+            dt.create_write_transaction(list(actions), mode="append", schema=TABLE_SCHEMA, commit_properties=props)
+        except Exception as e:  # noqa: BLE001 - any failure: the log says whether the commit landed
+            resolve_commit(dt, read_version, commit_id, operation, e)
     faults.point(f"{operation}:after-commit")
     return commit_id
+
+
+def _commit_removing(dt: DeltaTable, actions: Sequence[AddAction | RemoveAction], removed: Sequence[str],
+                     custom: Mapping[str, Any], txns: Mapping[str, int], operation: str) -> None:
+    """A commit that removes files, made only at the version right after one whose files it checked.
+
+    delta-rs refuses a commit removing a file a concurrent commit removed only when that remove had
+    ``dataChange=true``: after another engine's OPTIMIZE or Z-order (``dataChange=false``) it rebases a stale
+    removal over it and accepts it, which leaves the merged file and this commit's new files both in the table,
+    every record of them twice. So the conflicts are checked here, as Delta's ``ConflictChecker`` does (a file
+    this commit removes that a concurrent commit removed: ``ConcurrentDeleteReadException``; an app id both set:
+    ``ConcurrentTransactionException``; a metadata or protocol change: ``MetadataChangedException``), against
+    the table at the version the commit is then made on with ``max_commit_retries=0``: delta-rs writes it as
+    exactly the next version or fails, so no commit can land between the check and the commit. A version taken
+    in between (a concurrent append, anything) is read and checked again; a conflict raises
+    :class:`CommitConflictError` and the caller plans again from a fresh snapshot."""
+    commit_id = custom[COMMIT_ID]
+    planned_txns = {k: dt.transaction_version(k) for k in txns}
+    planned_shape = _table_shape(dt)
+    for _ in range(REMOVE_COMMIT_ATTEMPTS):
+        _check_removes(dt, removed, planned_txns, planned_shape, operation)
+        faults.point(f"{operation}:checked")
+        props = CommitProperties(custom_metadata=dict(custom), max_commit_retries=0,
+                                 app_transactions=app_transactions(txns))
+        base = dt.version()  # an earlier attempt lost its version to another commit: it is not in the log
+        try:
+            dt.create_write_transaction(list(actions), mode="append", schema=TABLE_SCHEMA, commit_properties=props)
+            return
+        except Exception as e:  # noqa: BLE001 - any failure: the log says whether the commit landed
+            try:
+                resolve_commit(dt, base, commit_id, operation, e)
+                return  # it landed; its answer was lost
+            except CommitConflictError:
+                pass  # the version was taken: find_commit moved dt to the latest version; check that one
+    raise CommitConflictError(f"{operation} on {dt.table_uri} found the next version taken {REMOVE_COMMIT_ATTEMPTS} "
+                              "times in a row (concurrent commits); it plans again from a fresh snapshot")
+
+
+def _table_shape(dt: DeltaTable) -> tuple[Any, ...]:
+    """What a concurrent metadata or protocol change alters: the table id, properties, schema and protocol."""
+    meta = dt.metadata()
+    return meta.id, sorted(meta.configuration.items()), dt.schema().to_json(), repr(dt.protocol())
+
+
+def _check_removes(dt: DeltaTable, removed: Sequence[str], planned_txns: Mapping[str, int | None],
+                   planned_shape: tuple[Any, ...], operation: str) -> None:
+    """Raise :class:`CommitConflictError` unless every file in ``removed`` is live at ``dt``'s version, no app id
+    this commit sets moved since the plan and the table's metadata and protocol are the plan's."""
+    live = set(pa.RecordBatchReader.from_stream(dt.get_add_actions(flatten=True)).read_all()
+               .column("path").to_pylist())
+    gone = [p for p in removed if p not in live]
+    if gone:
+        raise CommitConflictError(
+            f"{operation} on {dt.table_uri} would remove {len(gone)} file(s) no longer in the table at version "
+            f"{dt.version()} (a concurrent commit removed them: another engine's OPTIMIZE or Z-order, or another "
+            f"deltalog process), e.g. {gone[0]}; it plans again from a fresh snapshot")
+    moved = [k for k, v in planned_txns.items() if dt.transaction_version(k) != v]
+    if moved:
+        raise CommitConflictError(f"{operation} on {dt.table_uri}: a concurrent commit set {', '.join(moved)} at or "
+                                  f"before version {dt.version()}; it plans again from a fresh snapshot")
+    if _table_shape(dt) != planned_shape:
+        raise CommitConflictError(f"{operation} on {dt.table_uri}: a concurrent commit changed the table's metadata "
+                                  f"or protocol at or before version {dt.version()}; it plans again from a fresh "
+                                  "snapshot")
 
 
 def new_commit_id() -> str:
@@ -444,15 +515,38 @@ def resolve_commit(dt: DeltaTable, read_version: int, commit_id: str, operation:
         refused = isinstance(error, (SchemaMismatchError, DeltaProtocolError))
         if refused or not isinstance(error, (OSError, DeltaError)):
             raise error  # refused for what it is, not for the store: not landed, and not a storage failure
-        raise StorageError(
-            f"the {operation} commit to {dt.table_uri} failed and did not land (the Delta log has no version with "
-            f"its commit id after version {read_version}): {plain(str(error))}. Nothing of it is in the log; try again"
-        ) from error
+        if _local(dt.table_uri):  # a local write's call returned: it cannot land later
+            raise StorageError(
+                f"the {operation} commit to {dt.table_uri} failed and did not land (the Delta log has no version "
+                f"with its commit id after version {read_version}): {plain(str(error))}. Nothing of it is in the log "
+                "(on a local file system a failed write does not land later); sending it again writes it once"
+            ) from error
+        raise CommitOutcomeUnknownError(write_may_still_land(operation, dt.table_uri, read_version, error)) from error
     raise CommitOutcomeUnknownError(
         f"the {operation} commit to {dt.table_uri} failed ({error}) and the Delta log could not be read to tell "
         f"whether it landed ({last}). The files written for it are kept (VACUUM removes them if no version "
         "references them); read the partition once the store answers to see whether it is there"
     ) from error
+
+
+def _local(uri: str) -> bool:
+    return uri.startswith("file:") or "://" not in uri
+
+
+def write_may_still_land(operation: str, uri: str, read_version: int, error: BaseException) -> str:
+    """The message of a commit to an object store that got no answer and is not in the log yet: a request the
+    store has not answered may still be applied, so "it did not land" cannot be said, and a plain resend can
+    write the records twice. Kafka's answer to the same uncertainty is the idempotent producer (enabled by default
+    since Kafka 3.0): its retry carries the batch's sequence, and a batch that landed is answered with its
+    original offsets (``ProducerStateManager``'s duplicate check), never written again."""
+    return (
+        f"the {operation} commit to {uri} got no answer from the store ({plain(str(error))}), and the Delta log "
+        f"shows no version with its commit id after version {read_version} yet. The store may still apply the "
+        "write: it can land later. Do not send the same records again with a plain append (store.append, "
+        "produce), which writes them twice if it does; send them with the idempotent producer (store.producer(), "
+        "enable.idempotence=true, the default as in Kafka since 3.0), whose retry returns the original offsets "
+        "if the first write landed, or read the partition after a while to see whether they are there. The files "
+        "written for it are kept (VACUUM removes them if no version references them)")
 
 
 def retry_on_conflict(what: str, attempts: int, step: Callable[[int], T], *, backoff: bool = True) -> T:

@@ -12,7 +12,10 @@ The value is ``<point>[@<n>]`` (``n`` defaults to 1): the process is killed the 
 are written, the commit not yet attempted) and ``<operation>:after-commit`` (the commit is in the Delta log,
 and nothing after it, such as an append's acknowledgement or a pass's metrics, has happened), where
 ``operation`` is the commit's ``deltalog.operation``: ``append``, ``roll``, ``clean``, ``retention``,
-``delete_records`` or ``txn_marker``; and a transaction's state change passes ``txn_state:<new state>`` (e.g.
+``delete_records``, ``relayout`` or ``txn_marker``. A commit that removes files also passes ``<operation>:checked``
+each time its removes were checked against the table and it is about to be attempted (see
+:func:`deltalog.log.delta.commit`): the window another engine's OPTIMIZE could land in. A transaction's state
+change passes ``txn_state:<new state>`` (e.g.
 ``txn_state:PrepareCommit``, once the decision is durable). Before dying the process writes one line to stderr,
 ``deltalog fault injection: SIGKILL at <point> #<n>``, so the harness can tell where it died.
 

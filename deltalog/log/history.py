@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from deltalog.log import damage, delta, foreign_commits
+from deltalog.log import damage, delta, foreign_commits, time_travel
 from deltalog.log.partition_log import PartitionLog
 from deltalog.storage import join
 
@@ -32,7 +32,7 @@ from deltalog.storage import join
 #: ways the log start moves: Kafka's ``deleteOldSegments`` and DeleteRecords; ``relayout`` puts files another
 #: engine's OPTIMIZE merged back into one file per segment).
 DELTALOG_KINDS = ("create", "append", "roll", "txn_marker", "producer_state", "clean", "retention",
-                  "delete_records", "relayout", "alter_config", "add_producer_columns", "add_key_hash_columns",
+                  "delete_records", "relayout", "repair_duplicates", "alter_config", "add_producer_columns", "add_key_hash_columns",
                   "upgrade_table")
 #: Every kind :func:`classify` returns: deltalog's own, then other engines' (named by
 #: :data:`deltalog.log.foreign_commits.OPERATION_KINDS`, the one table of Delta's operations), then ``"other"``.
@@ -65,7 +65,9 @@ def by_deltalog(info: Mapping[str, Any]) -> bool:
 @dataclass(frozen=True)
 class HistoryEntry:
     """One commit of one partition, as a row of ``DESCRIBE HISTORY``: its ``version``, ``timestamp_ms``
-    (the commit's ``timestamp``: the committing engine's clock), deltalog's ``kind`` of operation and Delta's
+    (the commit's time made monotonic as Delta's DeltaHistoryManager does: never before the previous commit's + 1
+    ms; the time ``timestamp_as_of`` resolves on), ``writer_timestamp_ms`` (the commit info's ``timestamp`` as
+    the committing engine's clock stamped it; differs when that clock ran behind), deltalog's ``kind`` of operation and Delta's
     ``operation`` name, the ``engine`` (``engineInfo``) and ``user`` (``userName``) when the engine records
     them, the ``parameters`` (deltalog's figures for its own commits, ``operationParameters`` and
     ``operationMetrics`` for another engine's) and the ``files`` figures counted from the commit's actions."""
@@ -81,6 +83,12 @@ class HistoryEntry:
     user: str | None = None
     parameters: dict[str, Any] = field(default_factory=dict)
     files: dict[str, int] = field(default_factory=dict)
+    writer_timestamp_ms: int | None = None
+
+    @property
+    def skewed(self) -> bool:
+        """Whether the writer's clock put this commit at or before the commit before it (its time was adjusted)."""
+        return self.writer_timestamp_ms is not None and self.writer_timestamp_ms != self.timestamp_ms
 
     @property
     def foreign(self) -> bool:
@@ -121,9 +129,10 @@ class HistoryEntry:
         return "; ".join(parts)
 
 
-def entry_of(topic: str, partition: int, info: Mapping[str, Any], files: Mapping[str, int] | None = None
-             ) -> HistoryEntry:
-    """The :class:`HistoryEntry` of one commit-info entry of ``DeltaTable.history()``."""
+def entry_of(topic: str, partition: int, info: Mapping[str, Any], files: Mapping[str, int] | None = None,
+             timestamp_ms: int | None = None) -> HistoryEntry:
+    """The :class:`HistoryEntry` of one commit-info entry of ``DeltaTable.history()``; ``timestamp_ms`` is its
+    monotonic time (:func:`deltalog.log.time_travel.monotonic_times`), the writer's own when not given."""
     ours = by_deltalog(info)
     if ours:
         params = {k[len("deltalog."):]: v for k, v in info.items() if k.startswith("deltalog.") and k not in _HIDDEN}
@@ -131,9 +140,10 @@ def entry_of(topic: str, partition: int, info: Mapping[str, Any], files: Mapping
         params = {k: v for k, v in (("operationParameters", info.get("operationParameters")),
                                     ("operationMetrics", info.get("operationMetrics"))) if v}
     ts = info.get("timestamp")
+    own = int(ts) if isinstance(ts, (int, float)) else None
     return HistoryEntry(
         topic=topic, partition=partition, version=int(info["version"]),
-        timestamp_ms=int(ts) if isinstance(ts, (int, float)) else None,
+        timestamp_ms=own if timestamp_ms is None else timestamp_ms, writer_timestamp_ms=own,
         kind=classify(info), operation=str(info.get("operation") or ""), by_deltalog=ours,
         engine=info.get("engineInfo"), user=info.get("userName") or info.get("userId"),
         parameters=params, files=dict(files or {}))
@@ -169,9 +179,14 @@ def commit_files(log: PartitionLog, version: int) -> dict[str, int]:
 
 
 def history(log: PartitionLog, limit: int | None = None) -> list[HistoryEntry]:
-    """The partition's commits, newest first (at most ``limit``), as ``DESCRIBE HISTORY [LIMIT n]`` lists them:
-    only the commits whose entries are still in the Delta log (``delta.logRetentionDuration``)."""
+    """The partition's commits, newest first by version (at most ``limit``), as ``DESCRIBE HISTORY [LIMIT n]``
+    lists them: only the commits whose entries are still in the Delta log (``delta.logRetentionDuration``). Their
+    times are made monotonic over every commit in the log, as Delta's ``getHistory`` does, so that a commit's time
+    is the same with or without a limit and is the one ``timestamp_as_of`` resolves on."""
     dt = log.table()
     with damage.reading_log(log.storage, log.uri):
-        infos = dt.history(limit)
-    return [entry_of(log.topic, log.partition, info, commit_files(log, int(info["version"]))) for info in infos]
+        infos = dt.history()
+    times = {t.version: t.timestamp_ms for t in time_travel.monotonic_times(infos)}
+    infos = sorted((i for i in infos if "version" in i), key=lambda i: -int(i["version"]))[:limit]
+    return [entry_of(log.topic, log.partition, info, commit_files(log, int(info["version"])),
+                     times.get(int(info["version"]))) for info in infos]

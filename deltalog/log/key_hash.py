@@ -9,8 +9,10 @@ The hash runs inside Spark tasks on whole Arrow arrays of keys: every step is a 
 keys at once (no Python per record). Keys are read in 8-byte little-endian words straight from the Arrow
 data buffer; the algorithm is the reference XXH64 (32-byte stripes, then 8-, 4- and 1-byte tails, then the
 avalanche), so ``xxh64(keys, 42)`` equals Spark's built-in ``xxhash64(key)`` for the same bytes, which the
-tests check. A step runs once per 8-byte word of the longest key, over the keys that long; a very long key
-costs its own iterations, not the others'.
+tests check. A step runs once per 8-byte word of the longest key, over the keys that long, so a long key would
+cost one numpy step per 8 bytes: keys of :data:`LONG_KEY_BYTES` or more are hashed one at a time by the ``xxhash``
+package's C XXH64 instead (same algorithm and seeds, so the same values: they are stored in every table), at
+memory speed. Short keys, the common case, stay on the vectorised path, where a call per key would cost more.
 
 The log writes each record's hash beside it at append (the key-hash columns of
 :data:`~deltalog.log.record.KEY_HASH_FIELDS`, :func:`with_key_hash`), so the cleaner's pass 1 reads the hashes
@@ -26,6 +28,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import xxhash
 
 from deltalog.log.record import KEY, KEY_HASH_FIELDS, KEY_HASH_HI, KEY_HASH_LO
 
@@ -34,6 +37,10 @@ P2 = np.uint64(14029467366897019727)
 P3 = np.uint64(1609587929392839161)
 P4 = np.uint64(9650029242287828579)
 P5 = np.uint64(2870177450012600261)
+
+#: Keys this long or longer are hashed one by one in C (``xxhash``); shorter ones by the vectorised numpy steps,
+#: which cost about as much per key at this length and less below it (docs/performance.md).
+LONG_KEY_BYTES = 256
 
 #: Seeds of the two halves. 42 is Spark's seed for ``xxhash64``; the second is arbitrary and fixed.
 SEED_HI = 42
@@ -122,6 +129,11 @@ def xxh64_seeds(keys: pa.Array | pa.ChunkedArray, seeds: tuple[int, ...]) -> lis
     if n == 0:
         return [np.zeros(0, dtype=np.uint64) for _ in seeds]
     data, start, length = _buffers(keys)
+    long_keys_ = np.flatnonzero(length >= LONG_KEY_BYTES)
+    full_length = length
+    if len(long_keys_):  # hashed in C below: the numpy steps see them as empty
+        length = length.copy()
+        length[long_keys_] = 0
     words = _Words(data)
     with np.errstate(over="ignore"):
         hs = [np.full(n, np.uint64(seed) + P5, dtype=np.uint64) for seed in seeds]
@@ -184,7 +196,20 @@ def xxh64_seeds(keys: pa.Array | pa.ChunkedArray, seeds: tuple[int, ...]) -> lis
             h ^= h >> np.uint64(29)
             h *= P3
             h ^= h >> np.uint64(32)
+    if len(long_keys_):
+        _hash_long_keys(hs, seeds, data, start, long_keys_, full_length)
     return hs
+
+
+def _hash_long_keys(hs: list[np.ndarray], seeds: tuple[int, ...], data: np.ndarray, start: np.ndarray,
+                    which: np.ndarray, length: np.ndarray) -> None:
+    """XXH64 of the keys at ``which`` by the C library, one call per key and seed over a view of the buffer."""
+    view = memoryview(data)
+    digest = xxhash.xxh64_intdigest
+    for i in which.tolist():
+        key = view[int(start[i]):int(start[i] + length[i])]
+        for h, seed in zip(hs, seeds, strict=True):
+            h[i] = digest(key, seed)
 
 
 def _null_mask(column: pa.Array | pa.ChunkedArray) -> np.ndarray:

@@ -17,8 +17,9 @@ tombstones. This module lets everything stay right over them:
   :class:`~deltalog.log.data_file.DataFile` per segment the file holds, same path), from which
   :func:`~deltalog.log.segment.build_segments` derives segments from the ``segment`` column rather than from file
   boundaries;
-- :func:`relayout` rewrites foreign-layout files back into deltalog's layout (rows sorted by offset, one file per
-  segment) in one Delta commit that changes no record (``dataChange`` false, as OPTIMIZE's own commits): the
+- :meth:`~deltalog.log.partition_log.PartitionLog.relayout` rewrites foreign-layout files back into deltalog's layout
+  (rows sorted by offset, one file per segment) in one Delta commit that changes no record (its adds carry
+  ``dataChange`` false, as OPTIMIZE's own; its removes true, so a concurrent OPTIMIZE of the same files fails): the
   cleaner and retention run it before they replace or drop whole segments' files, so a pass never removes a
   compacted file that also holds records outside what it cleans.
 """

@@ -46,7 +46,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from deltalog.clock import Clock
-from deltalog.config import TopicConfig
+from deltalog.config import TopicConfig, validate_config_mapping
 from deltalog.errors import (
     CorruptLogError,
     CorruptStateError,
@@ -120,21 +120,6 @@ def validate_partition_count(topic: str, partitions: object) -> int:
             f"Invalid number of partitions {shown(partitions)} for topic {topic!r}: must be an integer in [1, {MAX_PARTITIONS}]"
         )
     return partitions
-
-
-def validate_config_mapping(config: object, what: str = "config") -> dict[str, Any]:
-    """A config argument must be a mapping of dotted keys (``{"cleanup.policy": "compact"}``) or None."""
-    if config is None:
-        return {}
-    if not isinstance(config, Mapping):
-        raise InvalidConfigError(
-            f"{what} must be a mapping of config keys to values, e.g. {{'cleanup.policy': 'compact'}}, "
-            f"not {type(config).__name__} {config!r:.80}"
-        )
-    bad = [k for k in config if not isinstance(k, str)]
-    if bad:
-        raise InvalidConfigError(f"{what} keys must be strings such as 'cleanup.policy', not {shown(bad[0])}")
-    return dict(config)
 
 
 @dataclass(frozen=True)
@@ -348,9 +333,30 @@ class LogManager:
             self.storage.delete(marker)
         self.storage.prune_empty_dirs(self._topic_dir(topic), include_self=not keep_marker)
 
-    def list_topics(self) -> list[str]:
-        """The ready topics (one being created or deleted is not listed)."""
+    def list_topics(self, *, include_damaged: bool = False) -> list[str]:
+        """The ready topics (one being created or deleted is not listed).
+
+        A topic whose marker is damaged (:meth:`damaged_topics`) is left out of the internal sweeps (the cleaner,
+        retention, pattern subscriptions keep going over the others and log the damage); with
+        ``include_damaged`` it is listed too, as a user's listing must show it: every operation on it raises
+        :class:`CorruptStateError` naming the marker file."""
         names = []
+        for name, damage_ in self._topic_states():
+            if damage_ is not None:
+                if not include_damaged:
+                    log.error("%s", damage_)
+                    continue
+            names.append(name)
+        return names
+
+    def damaged_topics(self) -> dict[str, CorruptStateError]:
+        """The topics whose marker (``topics/<topic>/_topic.json``) is damaged, each with the error naming the file
+        and the way to recover: never hidden from a listing (``deltalog topics list``, ``deltalog doctor``)."""
+        return {name: damage_ for name, damage_ in self._topic_states() if damage_ is not None}
+
+    def _topic_states(self) -> list[tuple[str, CorruptStateError | None]]:
+        """Every topic directory with a legal name that is ready or damaged: (name, its damage or None)."""
+        found: list[tuple[str, CorruptStateError | None]] = []
         for name in self.storage.list_dirs(self.storage.location(TOPICS_DIR)):
             try:
                 validate_topic_name(name)
@@ -358,12 +364,12 @@ class LogManager:
                 continue
             try:
                 ready = self._ready_partitions(name) is not None
-            except CorruptStateError as e:  # one topic's damaged marker hides that topic only (doctor names it)
-                log.error("%s", e)
+            except CorruptStateError as e:
+                found.append((name, e))
                 continue
             if ready:
-                names.append(name)
-        return names
+                found.append((name, None))
+        return found
 
     def _ready_partitions(self, topic: str) -> list[int] | None:
         found = self._read_marker(topic)

@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
-from deltalake.transaction import AddAction, RemoveAction
+from deltalake.transaction import AddAction
 
 from deltalog.config import TopicConfig
 from deltalog.errors import (
@@ -32,6 +33,7 @@ from deltalog.log import (
     damage,
     delta,
     delta_retention,
+    duplicates,
     foreign_commits,
     layout,
     row_groups,
@@ -40,7 +42,18 @@ from deltalog.log import (
 )
 from deltalog.log.delta import DataFile
 from deltalog.log.producer_state import ProducerBatch, ProducerStateEntry, check_batch
-from deltalog.log.record import OFFSET, RECORD_SCHEMA, SEGMENT, TABLE_SCHEMA, Record, conform, table_to_records
+from deltalog.log.record import (
+    KEY_HASH_HI,
+    KEY_HASH_LO,
+    OFFSET,
+    RECORD_SCHEMA,
+    SEGMENT,
+    TABLE_SCHEMA,
+    Record,
+    conform,
+    table_to_records,
+    written_by_deltalog,
+)
 from deltalog.log.segment import Segment, build_segments
 from deltalog.storage import Storage, join
 
@@ -174,6 +187,12 @@ class PartitionLog:
             self._check_foreign_commits(self._dt)
         return self._dt
 
+    def has_commit_after(self, version: int) -> bool:
+        """Whether the table has a commit after ``version``: one look for the next commit's file (every Delta commit
+        writes ``_delta_log/<version + 1>.json``), far cheaper than bringing the table up to date. A Fetch waiting
+        for records asks it (:mod:`deltalog.server.socket_server`)."""
+        return self.storage.exists(join(self.uri, damage.DELTA_LOG_DIR, f"{version + 1:020d}.json"))
+
     def _upgrade(self, dt: DeltaTable) -> None:
         """Bring a table an earlier deltalog made up to this version's table properties and description, once, on
         first open (:mod:`deltalog.log.table_upgrade`: free when current, never failing a read)."""
@@ -228,8 +247,7 @@ class PartitionLog:
 
         A snapshot is immutable for its version, so the latest one is rebuilt only when the table has
         moved on: ranking every partition before each cleaning pass (Kafka's ``grabFilthiestCompactedLog``)
-        then costs a listing of each ``_delta_log``, not a reload of its files and log positions (measured:
-        ranking 24 unchanged partitions, 0.24 s -> 0.04 s).
+        then costs a listing of each ``_delta_log``, not a reload of its files and log positions.
         """
         if version is not None:
             with damage.reading_log(self.storage, self.uri):
@@ -422,11 +440,15 @@ class PartitionLog:
         file, rows in any order) back into deltalog's layout, one file per segment in offset order, and return how
         many files were rewritten (0: none to do, and nothing is committed).
 
-        One Delta commit removes those files and adds the new ones with ``dataChange`` false, as OPTIMIZE's own
-        commit does: no record changes, so streaming readers of the table skip it. The cleaner and retention run
-        it first, under the partition's lease, because they replace or drop whole segments' files: a merged file
-        also holding records of a segment they keep must not go with them. A concurrent append is rebased over;
-        another engine's OPTIMIZE of the same files wins the race and the rewrite plans again."""
+        One Delta commit removes those files and adds the new ones. The adds carry ``dataChange`` false, as
+        OPTIMIZE's own do (no record changes); the removes carry it true, as a cleaning pass's do, because delta-rs
+        refuses a concurrent commit that removes the same file only when this commit's remove has ``dataChange``
+        true: another engine's OPTIMIZE planned on the files this rewrite replaces must fail, not land beside it
+        with every record of them a second time. The cleaner and retention run it first, under the partition's
+        lease, because they replace or drop whole segments' files: a merged file also holding records of a segment
+        they keep must not go with them. A concurrent append is rebased over; another engine's OPTIMIZE of the same
+        files that commits first makes the rewrite plan again (:func:`deltalog.log.delta.commit` checks the removes).
+        """
         def attempt(i: int) -> int:
             snap = self.snapshot()
             foreign = layout.foreign_layout(snap.files)
@@ -435,14 +457,16 @@ class PartitionLog:
             adds = []
             try:
                 for f in foreign:
-                    rows = conform(self.storage.parquet_file(join(self.uri, f.path)).read(),
-                                   TABLE_SCHEMA).sort_by(OFFSET)  # the key hashes it has are kept
+                    rows = self.storage.parquet_file(join(self.uri, f.path)).read()
+                    if not written_by_deltalog(f.path):  # that engine's copy of the key hashes: recomputed
+                        rows = rows.drop_columns([c for c in (KEY_HASH_HI, KEY_HASH_LO) if c in rows.column_names])
+                    rows = conform(rows, TABLE_SCHEMA).sort_by(OFFSET)
                     for seg in sorted(set(rows.column(SEGMENT).to_pylist())):
                         part = rows.filter(pc.equal(rows.column(SEGMENT), seg))
                         add = delta.write_data_file(self.storage, self.uri, part, now_ms)
                         adds.append(AddAction(add.path, add.size, add.partition_values, add.modification_time,
                                               False, add.stats))
-                removes = [RemoveAction(f.path, False, now_ms, f.size_bytes, {}) for f in foreign]
+                removes = [delta.remove_action(f, now_ms) for f in foreign]
                 delta.commit(self.table_at(snap.version), [*removes, *adds], txns={}, operation="relayout",
                              metadata={"files_rewritten": len(foreign), "files_written": len(adds)})
             except (CommitConflictError, StorageFullError):  # proven not landed: the files are nobody's
@@ -451,6 +475,53 @@ class PartitionLog:
             return len(foreign)
 
         return delta.retry_on_conflict(f"relayout of {self.topic}-{self.partition}", APPEND_MAX_ATTEMPTS, attempt)
+
+    def duplicated_offsets(self, snap: LogSnapshot | None = None) -> duplicates.DuplicatedOffsets | None:
+        """The offsets the latest version (or ``snap``'s) holds more than once at or above its log start, or None
+        (see :mod:`deltalog.log.duplicates`: file stats first, then the offsets of overlapping files only)."""
+        snap = snap or self.snapshot()
+        return duplicates.find(self.storage, self.uri, self.topic, self.partition, snap.version, snap.files,
+                               snap.log_start_offset)
+
+    def repair_duplicates(self, now_ms: int) -> int:
+        """Keep one copy of each offset the table holds twice (:mod:`deltalog.log.duplicates`) and return how many
+        rows were dropped (0: nothing held twice, and nothing is committed).
+
+        The files holding them are read, the rows sorted by offset with one row kept per offset, and written back
+        one file per segment in one commit that removes those files: every offset is then served once, as Kafka
+        serves it. The copies are the same record (an offset is assigned once); where a cleaning pass stamped a
+        tombstone's delete horizon on one copy, the first in offset order is kept. The cleaner runs it first,
+        under the partition's lease; a concurrent commit that removes the same files makes it plan again."""
+        def attempt(i: int) -> int:
+            snap = self.snapshot()
+            found = self.duplicated_offsets(snap)
+            if found is None:
+                return 0
+            by_path = {f.path: f for f in snap.files}
+            chosen = [by_path[p] for p in dict.fromkeys(found.files)]
+            adds = []
+            try:
+                rows = pa.concat_tables([
+                    conform(self.storage.parquet_file(join(self.uri, f.path)).read(), TABLE_SCHEMA)
+                    for f in chosen]).sort_by(OFFSET)
+                offsets = rows.column(OFFSET).to_numpy()
+                keep = np.ones(len(offsets), dtype=bool)
+                keep[1:] = offsets[1:] != offsets[:-1]
+                kept = rows.filter(pa.array(keep))
+                for seg in sorted(set(kept.column(SEGMENT).to_pylist())):
+                    part = kept.filter(pc.equal(kept.column(SEGMENT), seg))
+                    adds.append(delta.write_data_file(self.storage, self.uri, part, now_ms))
+                removes = [delta.remove_action(f, now_ms) for f in chosen]
+                delta.commit(self.table_at(snap.version), [*removes, *adds], txns={}, operation="repair_duplicates",
+                             metadata={"offsets_repaired": found.count, "rows_dropped": len(rows) - len(kept),
+                                       "files_rewritten": len(chosen), "files_written": len(adds)})
+            except (CommitConflictError, StorageFullError):  # proven not landed: the files are nobody's
+                delta.delete_quietly(self.storage, self.uri, [a.path for a in adds])
+                raise
+            return len(rows) - len(kept)
+
+        return delta.retry_on_conflict(f"repair of the offsets {self.topic}-{self.partition} holds twice",
+                                       APPEND_MAX_ATTEMPTS, attempt)
 
     # -- reads ----------------------------------------------------------------------------------------
 
@@ -523,8 +594,25 @@ class PartitionLog:
                 table = table.filter(pc.less_equal(table.column(OFFSET), bound))
             if max_records is not None:
                 table = table.slice(0, max_records)
+            self._refuse_duplicates(snap, table)
             return snap, index, table
         raise AssertionError("unreachable")
+
+    def _refuse_duplicates(self, snap: LogSnapshot, table: pa.Table) -> None:
+        """Raise :class:`CorruptLogError` naming the partition, the version and the offsets when ``table`` (rows in
+        offset order, about to be served) holds an offset twice: a fetch never serves one offset twice (see
+        :mod:`deltalog.log.duplicates`). One comparison per row served."""
+        if table.num_rows < 2:
+            return
+        offsets = table.column(OFFSET).to_numpy()
+        if (offsets[1:] > offsets[:-1]).all():
+            return
+        found = self.duplicated_offsets(snap)
+        if found is None:  # the rows read hold it, though the files' check did not name it: say what was read
+            twice = np.unique(offsets[1:][offsets[1:] == offsets[:-1]])
+            found = duplicates.DuplicatedOffsets(self.topic, self.partition, snap.version, len(twice), len(twice),
+                                                 tuple(int(o) for o in twice[:duplicates.SHOWN]), ())
+        raise CorruptLogError(found.message())
 
 
 def _positions_after(head: LogHead, add: Any, n: int, base: int, opened: int | None, rolled: bool
@@ -560,8 +648,8 @@ def read_files(storage: Storage, uri: str, files: Sequence[DataFile], from_offse
     engine's OPTIMIZE wrote is read row group by row group over the range, then sorted, see
     :mod:`deltalog.log.layout`). With a ``limit``, only the row groups that hold wanted
     rows are read, a batch at a time, until the limit (:mod:`deltalog.log.row_groups`); without one, everything
-    from ``from_offset`` on is returned anyway and the files are scanned as one dataset, in parallel (measured on
-    2,000 files of 20 records, best of 5: 0.46 s against 0.99 s one file after the other). ``FileNotFoundError``
+    from ``from_offset`` on is returned anyway and the files are scanned as one dataset, in parallel (faster than one
+    file after the other: docs/performance.md). ``FileNotFoundError``
     when a file is gone (a VACUUM removed it)."""
     if not files:
         return RECORD_SCHEMA.empty_table()
@@ -573,7 +661,7 @@ def read_files(storage: Storage, uri: str, files: Sequence[DataFile], from_offse
             # the range is read (no stopping at the limit), then sorted and cut below.
             table = row_groups.read_ranges(storage, locations, from_offset, to_offset, None)
         elif limit is None:
-            import pyarrow.dataset as ds  # here, not at the top: it imports pandas (~0.3 s; deltalog sql's start)
+            import pyarrow.dataset as ds  # here, not at the top: it imports pandas (deltalog sql's start)
 
             wanted = ds.field(OFFSET) >= from_offset
             if to_offset is not None:

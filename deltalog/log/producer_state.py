@@ -6,9 +6,9 @@ Three pieces of state, each changed only by compare-and-swap so that several pro
   conditional put (create, then compare-and-swap on its etag; Kafka's ``ProducerIdManager`` hands out blocks
   from ZooKeeper or the controller the same way). Ids are never reused: a lost counter is rebuilt from what
   the Delta logs and the transactional-id documents hold, and a damaged one is refused
-  (:mod:`deltalog.log.producer_ids`).
+  (:mod:`deltalog.coordinator.transaction.producer_ids`).
 * **Transactional ids** map to (producer id, epoch) and their transaction's state in
-  ``_deltalog/producers/transactional_ids/<sha256 of the id>.json`` (:mod:`deltalog.log.transaction_coordinator`).
+  ``_deltalog/producers/transactional_ids/<sha256 of the id>.json`` (:mod:`deltalog.coordinator.transaction.transaction_coordinator`).
   ``init_transactions()`` bumps the epoch by a compare-and-swap, so of two processes starting with one
   transactional id exactly one holds the newest epoch; the older epoch is fenced.
 * **Per partition**, the producer's position lives in the partition's Delta log as app-transaction ids
@@ -183,9 +183,9 @@ def batch_digest(rows: pa.Table) -> int:
     return value or 1
 
 
-# -- store-wide: transactional ids (producer ids: deltalog.log.producer_ids.allocate) ---------------------------
+# -- store-wide: transactional ids (producer ids: deltalog.coordinator.transaction.producer_ids.allocate) ---------------------------
 
 def transactional_location(storage: Storage, transactional_id: str) -> str:
-    """Where a transactional id's document lives (see :mod:`deltalog.log.transaction_coordinator`)."""
+    """Where a transactional id's document lives (see :mod:`deltalog.coordinator.transaction.transaction_coordinator`)."""
     name = hashlib.sha256(transactional_id.encode()).hexdigest()
     return storage.location(*TRANSACTIONAL_IDS, f"{name}.json")

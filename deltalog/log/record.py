@@ -30,9 +30,11 @@ a file without them (written before they existed, or rewritten by another engine
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 
@@ -95,7 +97,7 @@ TABLE_SCHEMA = pa.schema([*RECORD_SCHEMA, *KEY_HASH_FIELDS])
 
 #: How every data file is written (appends and the cleaner alike): snappy like Spark's default, statistics on,
 #: and no dictionary encoding: keys and values are mostly distinct within a file, where pyarrow's dictionary
-#: attempt made writes 4x slower and files larger (measured by benchmarks/, appends).
+#: attempt made writes slower and files larger (benchmarks/, appends; docs/performance.md).
 PARQUET_WRITE_OPTIONS: dict[str, Any] = {"compression": "snappy", "write_statistics": True, "use_dictionary": False}
 
 #: The codec of a column chunk whose data compresses (see :func:`parquet_write_options`).
@@ -186,6 +188,17 @@ def row_group_rows(table: pa.Table) -> int:
 def new_file_name(segment: int, first_offset: int) -> str:
     """A data file name that sorts like Kafka's segment files: base offset, first offset, a nonce."""
     return f"{segment:020d}-{first_offset:020d}-{os.urandom(6).hex()}.parquet"
+
+
+_DELTALOG_FILE = re.compile(r"\d{20}-\d{20}-[0-9a-f]{12}\.parquet")
+
+
+def written_by_deltalog(path: str) -> bool:
+    """Whether a data file (its path in the table, or a URI) was written by deltalog: named by
+    :func:`new_file_name` (an append, a cleaning pass, a relayout). Another engine's files (an OPTIMIZE's or
+    Z-order's merged files, ``part-...`` names) are not: the key-hash columns they carry were copied by that engine,
+    not written by deltalog beside each key, and are recomputed from the keys before the cleaner relies on them."""
+    return _DELTALOG_FILE.fullmatch(unquote(path).rsplit("/", 1)[-1]) is not None
 
 
 #: Columns whose min/max deltalog puts in the Delta file stats, so plans never scan data (a one-row marker file

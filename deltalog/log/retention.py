@@ -213,9 +213,10 @@ def _commit_removal(log_: PartitionLog, snap: LogSnapshot, files: list[DataFile]
     """Remove ``files`` and set the log start offset in one commit based on ``snap``'s version.
 
     The commit is built on a handle loaded at exactly that version (not the partition's shared handle,
-    which a concurrent reader may have moved on), so Delta's conflict check sees every commit since the
-    plan: a concurrent append is rebased over, a concurrent removal of the same files or a concurrent
-    move of the log start fails it. Returns the commit's own version.
+    which a concurrent reader may have moved on), so the commit's conflict check (:func:`deltalog.log.delta.commit`)
+    sees every commit since the plan: a concurrent append is rebased over, a concurrent removal of the same files
+    (another engine's OPTIMIZE included) or a concurrent move of the log start fails it, and retention plans again
+    over the files then in the table. Returns the commit's own version.
     """
     dt = delta.open_table(log_.storage, log_.uri)
     dt.load_as_version(snap.version)

@@ -50,7 +50,7 @@ def _offset_leaf(meta: pq.FileMetaData) -> int | None:
 
 #: Rows decoded at a time within a row group when a read has a limit: a file written before row groups were
 #: bounded has groups of 1 Mi records, and a poll of a few records then decodes a batch of them, not the group
-#: (measured: 16 MB against 80 MB of Arrow memory for a 1 Mi-record group).
+#: (a fifth of the group's Arrow memory: docs/performance.md).
 READ_BATCH_ROWS = 8192
 
 

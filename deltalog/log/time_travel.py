@@ -12,7 +12,10 @@ yesterday's version. The names follow Delta's reader options ``versionAsOf`` and
 * ``timestamp_as_of``: a point in time (a ``datetime``, naive meaning UTC; an ISO 8601 string such as
   ``"2026-11-25"`` or ``"2026-11-25T08:00:00Z"``; or epoch milliseconds as an ``int``). Each partition is read at
   its latest version committed at or before it (Delta's ``timestampAsOf``), by the commit timestamps that
-  ``deltalog history`` shows. A time before a partition's first commit is an error; a time after its last commit
+  ``deltalog history`` shows. Those come from each writer's clock, and clocks disagree: as Delta's
+  DeltaHistoryManager does, a commit's time is taken as ``max(its own, the previous commit's + 1 ms)`` before a
+  time is resolved, so a writer whose clock runs behind can neither put a later version before an earlier one nor
+  make a time before the table existed read data. A time before a partition's first commit is an error; a time after its last commit
   reads its latest version (Delta refuses a timestamp past the last commit; a topic's partitions are committed at
   different times, so that refusal would make "as of a minute ago" fail on every quiet partition).
 
@@ -115,22 +118,52 @@ def parse_timestamp(value: Timestamp) -> int:
                                f"not {shown(value)}")
 
 
+@dataclass(frozen=True)
+class CommitTime:
+    """One commit's time: ``writer_ms`` as its writer's clock stamped it (commit info ``timestamp``) and
+    ``timestamp_ms`` made monotonic by Delta's rule (DeltaHistoryManager's ``monotonizeCommitTimestamps``): never
+    earlier than the commit before it plus one millisecond, so a writer whose clock runs behind cannot place a
+    later version before an earlier one."""
+
+    version: int
+    timestamp_ms: int
+    writer_ms: int
+
+
+def monotonic_times(entries: list[Mapping[str, Any]]) -> list[CommitTime]:
+    """The commit times of ``entries`` (``DeltaTable.history()`` entries, in any order), oldest first, each
+    adjusted to ``max(its own, the previous adjusted + 1)``. Entries without a timestamp take the previous
+    adjusted time + 1 (none: they are left out)."""
+    out: list[CommitTime] = []
+    previous: int | None = None
+    for entry in sorted((e for e in entries if "version" in e), key=lambda e: int(e["version"])):
+        ts = entry.get("timestamp")
+        own = int(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None
+        if own is None and previous is None:
+            continue
+        adjusted = own if previous is None else max(own if own is not None else previous + 1, previous + 1)
+        out.append(CommitTime(int(entry["version"]), adjusted, adjusted if own is None else own))
+        previous = adjusted
+    return out
+
+
+def commit_times(dt: DeltaTable) -> list[CommitTime]:
+    """Every commit of ``dt`` still in its Delta log, oldest first, on monotonic times (:func:`monotonic_times`)."""
+    return monotonic_times(dt.history())
+
+
 def version_at(dt: DeltaTable, timestamp_ms: int, name: str) -> int:
-    """The latest version of ``dt`` committed at or before ``timestamp_ms`` (by its commit timestamp).
+    """The latest version of ``dt`` committed at or before ``timestamp_ms``, by the commits' monotonic times
+    (Delta's ``timestampAsOf``: DeltaHistoryManager's ``getActiveCommitAtTime`` over monotonized timestamps).
 
     Raises :class:`VersionNotAvailableError` for a time before the first commit still in the log."""
-    entries = dt.history()  # newest first
-    earliest: tuple[int, int] | None = None
-    for entry in entries:
-        ts, version = entry.get("timestamp"), int(entry["version"])
-        if ts is None:
-            continue
-        if int(ts) <= timestamp_ms:
-            return version
-        earliest = (version, int(ts))
-    if earliest is None:
+    times = commit_times(dt)
+    if not times:
         raise VersionNotAvailableError(f"{name} has no commit with a timestamp in its Delta log")
-    version, ts = earliest
+    found = [t.version for t in times if t.timestamp_ms <= timestamp_ms]
+    if found:
+        return found[-1]
+    version, ts = times[0].version, times[0].timestamp_ms
     when = format_timestamp(timestamp_ms)
     if version == 0:
         raise VersionNotAvailableError(f"{name} did not exist at {when} UTC: it was created at "

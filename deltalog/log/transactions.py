@@ -47,8 +47,8 @@ from deltalog.log.record import (
 from deltalog.storage import Storage, join
 
 if TYPE_CHECKING:
-    # Annotation only: the cleaner's Spark tasks import this module (aborted_mask), and workers must not
-    # import delta-rs (~0.5 s).
+    # Annotation only: the cleaner's Spark tasks import this module (aborted_mask), and workers' start-up must
+    # not import delta-rs.
     from deltalog.log.delta import DataFile
 
 READ_COMMITTED = "read_committed"

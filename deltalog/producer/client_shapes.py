@@ -1,6 +1,6 @@
 """The call shapes of Kafka's Python clients, on top of deltalog's batch-oriented producer.
 
-deltalog's :meth:`KafkaProducer.send <deltalog.producer.idempotent_producer.KafkaProducer.send>` takes a batch (a list of
+deltalog's :meth:`KafkaProducer.send <deltalog.producer.kafka_producer.KafkaProducer.send>` takes a batch (a list of
 :class:`~deltalog.log.record.Record`, one Record, or an Arrow table). Applications written for Kafka send one record
 at a time, with the clients' own signatures:
 
@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from deltalog.log.record import Record
-from deltalog.producer.producer import ProduceResult, RecordMetadata
+from deltalog.producer.router import ProduceResult, RecordMetadata
 
 #: confluent-kafka's ``TIMESTAMP_CREATE_TIME``: the record's timestamp is the producer's (or the append's).
 TIMESTAMP_CREATE_TIME = 1

@@ -11,7 +11,7 @@ one pass over the keys' 4-byte blocks per block index rather than a Python loop 
 Python per record (see ``tests/test_partitioner.py`` for the measured rate).
 
 Null keys are not hashed: Kafka's producer gives them to its sticky partitioner (KIP-480), which
-:mod:`deltalog.producer.producer` follows.
+:mod:`deltalog.producer.router` follows.
 """
 
 from __future__ import annotations

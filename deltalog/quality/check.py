@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import pyarrow.compute as pc
+
 from deltalog.errors import CheckFailedError, CorruptLogError, InvalidConfigError
 from deltalog.log import damage
 from deltalog.log.log_manager import LogManager
@@ -39,7 +41,10 @@ from deltalog.quality.suites import (
     clean_parameters,
     partition_guarantees,
     partition_parameters,
+    state_guarantees,
 )
+from deltalog.state.equality import compare
+from deltalog.state.table import StateTable
 from deltalog.storage import join
 
 if TYPE_CHECKING:
@@ -67,6 +72,8 @@ class SuiteOutcome:
 
     @property
     def name(self) -> str:
+        if self.suite == "state":  # the topic's state table (partition -1: all partitions)
+            return f"{self.topic}.state-v{self.version}"
         what = "partition" if self.suite == "partition" else "clean"
         return f"{self.topic}-{self.partition}.{what}-v{self.version}"
 
@@ -122,7 +129,8 @@ class CheckResult:
             ok = sum(e.success for e in s.expectations)
             lines.append(f"  {'ok  ' if s.success else 'FAIL'} {s.name}: {ok}/{len(s.expectations)}")
         for s, e in failed:
-            lines.append(f"  partition {s.partition}, {s.suite} suite (version {s.version}): {e.name} failed: "
+            where = "state table" if s.suite == "state" else f"partition {s.partition}"
+            lines.append(f"  {where}, {s.suite} suite (version {s.version}): {e.name} failed: "
                          f"{e.description}")
             if e.error:
                 lines.append(f"      error: {e.error}")
@@ -206,6 +214,8 @@ def check_topic(
                                   across_clean_guarantees(commit, retention_ms),
                                   across_clean_frame(spark, log, before, after), clean_parameters(commit, retention_ms))
             suites.append(SuiteOutcome(topic, p, "clean", commit.version, outcomes))
+    if partitions is None:
+        suites.extend(_state_suite(logs, spark, runner, topic))
     docs_index = runner.data_docs(build=data_docs)
     if docs_dir is not None and docs_location is not None:
         runner.context.build_data_docs(site_names=["deltalog"])
@@ -220,6 +230,20 @@ def check_topic(
     if not result.success:
         logger.warning("%s", result.summary())
     return result
+
+
+def _state_suite(logs: LogManager, spark: SparkSession, runner: _Runner, topic: str) -> list[SuiteOutcome]:
+    """The state-table suite of ``topic`` when it has a state table: the comparison's rows validated
+    (:func:`~deltalog.quality.suites.state_guarantees`)."""
+    dt = StateTable(logs.storage, topic).open()
+    if dt is None:
+        return []
+    details = compare(logs, topic, dt).details
+    assert details is not None
+    offsets = pc.coalesce(details.column("table_offset"), details.column("log_offset"))
+    frame = spark.createDataFrame(details.append_column("offset", offsets).to_pandas())
+    outcomes = runner.run(topic, "state", f"{topic}.state-v{dt.version()}", state_guarantees(), frame, {})
+    return [SuiteOutcome(topic, -1, "state", dt.version(), outcomes)]
 
 
 #: The expectation a damaged partition fails instead of its suites (see :mod:`deltalog.log.damage`).

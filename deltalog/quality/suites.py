@@ -22,6 +22,13 @@ Per partition (:func:`partition_guarantees`, batch: :func:`~deltalog.quality.fra
 Transactions (:func:`transaction_guarantees`, on the same batch): ``no_aborted_record_visible``,
 ``no_marker_visible``, ``committed_transactions_visible``, ``markers_closed_by_their_producer``.
 
+Per state table (:func:`state_guarantees`, batch: one row per key of the comparison of
+:mod:`deltalog.state.equality`, for a topic with ``state.table.enable``):
+
+* ``state_table_equals_log``: every key's row in the state table is the latest read_committed record of that key
+  in the log up to the offsets the table records (outcome ``equal``), or the key has newer records the next
+  refresh applies (``pending``); never ``missing``, ``extra``, ``different`` or ``ahead``.
+
 Across one clean (:func:`across_clean_guarantees`, batch: the records before and after, joined on offset):
 
 * ``latest_records_kept``: the latest record of every key before the clean is still there with the same
@@ -85,6 +92,19 @@ def _rows(name: str, description: str, query: str, saved_description: str | None
     return Guarantee(name, description, gxe.UnexpectedRowsExpectation(
         unexpected_rows_query=query, description=saved_description or description, meta={"deltalog": name},
     ))
+
+
+#: The outcomes of :mod:`deltalog.state.equality` a correct state table has.
+STATE_OK = ("equal", "pending")
+
+
+def state_guarantees() -> list[Guarantee]:
+    """The state-table suite (its batch: the comparison's rows, ``outcome`` per key)."""
+    return [Guarantee("state_table_equals_log",
+                      "the state table holds the latest read_committed record of every key of the log up to the "
+                      "offsets it records, and nothing else",
+                      gxe.ExpectColumnValuesToBeInSet(column="outcome", value_set=list(STATE_OK),
+                                                      meta={"deltalog": "state_table_equals_log"}))]
 
 
 def partition_parameters(snap: LogSnapshot, last_clean: CleanCommit | None) -> dict[str, int | None]:

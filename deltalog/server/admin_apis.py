@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from deltalog.config import TopicConfig
-from deltalog.errors import DeltalogError, GroupIdNotFoundError, InvalidArgumentError, InvalidPartitionsError
+from deltalog.errors import DeltalogError
 from deltalog.server import protocol as p
 from deltalog.structs import TopicPartition
 
@@ -23,29 +23,19 @@ BROKER_ENDPOINTS = 1
 RESOURCE_TOPIC = 2
 
 
-def handlers(apis: Any, error_code: Callable[[BaseException], int]) -> dict[int, Callable[[p.Request], Any]]:
+def handlers(apis: Any) -> dict[type, Callable[[p.Request], Any]]:
     """API key -> handler, bound to one endpoint's :class:`~deltalog.server.kafka_apis.KafkaApis` (handed in, not
     imported: it imports this module)."""
-    h = AdminApis(apis, error_code)
-    return {37: h.handle_create_partitions, 42: h.handle_delete_groups, 33: h.handle_alter_configs,
-            47: h.handle_offset_delete, 60: h.handle_describe_cluster}
+    h = AdminApis(apis)
+    return {p.CreatePartitionsRequest: h.handle_create_partitions, p.DeleteGroupsRequest: h.handle_delete_groups,
+            p.AlterConfigsRequest: h.handle_alter_configs, p.OffsetDeleteRequest: h.handle_offset_delete,
+            p.DescribeClusterRequest: h.handle_describe_cluster}
 
 
 class AdminApis:
-    def __init__(self, apis: Any, error_code: Callable[[BaseException], int]) -> None:
+    def __init__(self, apis: Any) -> None:
         self.apis = apis
         self.store = apis.store
-        self._error_code = error_code
-
-    def code(self, e: DeltalogError) -> int:
-        if isinstance(e, InvalidPartitionsError):
-            return p.INVALID_PARTITIONS
-        if isinstance(e, GroupIdNotFoundError):
-            return p.GROUP_ID_NOT_FOUND
-        code = self._error_code(e)
-        if code == p.UNKNOWN_SERVER_ERROR and isinstance(e, InvalidArgumentError):
-            return p.INVALID_REQUEST
-        return code
 
     # -- CreatePartitions ------------------------------------------------------------------------------
 
@@ -55,7 +45,7 @@ class AdminApis:
         ``create_partitions`` (new tables first, then one compare-and-swap of the topic marker: all or none).
         Replica assignments are refused: the store is the replication."""
         body = request.body
-        cls = p.SERVED[37].response[request.api_version]
+        cls = request.response_class
         out = []
         for t in body.topics:
             code, message = p.NONE, None
@@ -67,7 +57,7 @@ class AdminApis:
                         [SimpleNamespace(topic=t.name, new_total_count=t.count)], validate_only=body.validate_only)
                     error = future[t.name].exception()
                 if isinstance(error, DeltalogError):
-                    code, message = self.code(error), str(error)
+                    code, message = error.errno, str(error)
                 elif error is not None:
                     raise error
             out.append(cls.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message))
@@ -81,7 +71,7 @@ class AdminApis:
         with every key). A null value is the default too. Only topics: broker configs are the endpoint's
         command line."""
         body = request.body
-        cls = p.SERVED[33].response[request.api_version]
+        cls = request.response_class
         defaults = TopicConfig().to_properties()
         out = []
         for r in body.resources:
@@ -97,7 +87,7 @@ class AdminApis:
                         else:
                             self.store.alter_topic_config(r.resource_name, change)
                     except DeltalogError as e:
-                        code, message = self.code(e), str(e)
+                        code, message = e.errno, str(e)
             out.append(cls.AlterConfigsResourceResponse(error_code=code, error_message=message,
                                                         resource_type=r.resource_type, resource_name=r.resource_name))
         return cls(throttle_time_ms=0, responses=out)
@@ -113,7 +103,7 @@ class AdminApis:
         """Kafka's DeleteGroups: a group with members is ``NON_EMPTY_GROUP``; one this endpoint does not know
         (no committed offsets, no members) ``GROUP_ID_NOT_FOUND``; otherwise its committed offsets go
         (``store.delete_consumer_groups``: tombstones in ``__consumer_offsets``) and the group with them."""
-        cls = p.SERVED[42].response[request.api_version]
+        cls = request.response_class
         out = []
         for group_id in request.body.groups_names:
             if (code := self.apis.coordinator_error(group_id)) != p.NONE:
@@ -129,13 +119,13 @@ class AdminApis:
                         if group_id in self.store.list_consumer_groups():
                             self.store.delete_consumer_groups([group_id])
                     except DeltalogError as e:
-                        code = self.code(e)
+                        code = e.errno
                 if code == p.NONE:
                     self.apis.groups.unload(group_id)
                     try:
                         self.apis.group_metadata.delete(group_id)
                     except DeltalogError as e:
-                        code = self.code(e)
+                        code = e.errno
             out.append(cls.DeletableGroupResult(group_id=group_id, error_code=code))
         return cls(throttle_time_ms=0, results=out)
 
@@ -145,7 +135,7 @@ class AdminApis:
         subscribe to (``GROUP_SUBSCRIBED_TO_TOPIC``); a group with members of another protocol is
         ``NON_EMPTY_GROUP``, an unknown one ``GROUP_ID_NOT_FOUND``."""
         body = request.body
-        cls = p.SERVED[47].response[request.api_version]
+        cls = request.response_class
         topic_cls = cls.OffsetDeleteResponseTopic
         part_cls = topic_cls.OffsetDeleteResponsePartition
 
@@ -173,7 +163,7 @@ class AdminApis:
                 try:
                     self.store.delete_consumer_group_offsets(body.group_id, gone)
                 except DeltalogError as e:
-                    return answer(self.code(e), {})
+                    return answer(e.errno, {})
         return answer(p.NONE, codes)
 
     # -- DescribeCluster ------------------------------------------------------------------------------------
@@ -182,7 +172,7 @@ class AdminApis:
         """Kafka's DescribeCluster: the live endpoints (as Metadata lists them), the controller, the cluster id.
         Controller endpoints (endpoint type 2, KIP-919) are not served: there is no controller quorum."""
         body = request.body
-        cls = p.SERVED[60].response[request.api_version]
+        cls = request.response_class
         endpoint_type = body.endpoint_type if request.api_version >= 1 else BROKER_ENDPOINTS
         brokers = self.apis.placement.brokers()
         if endpoint_type != BROKER_ENDPOINTS:

@@ -29,17 +29,17 @@ thread commits, the others queue their record sets, and the next to commit takes
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from deltalog.errors import DeltalogError, InvalidRecordError
+from deltalog.errors import DeltalogError, InvalidProducerEpochError, InvalidRecordError, ProducerFencedError
 from deltalog.log import producer_state
 from deltalog.log.producer_state import ProducerBatch
 from deltalog.server import protocol as p
 from deltalog.server.record_batches import BatchInfo
+from deltalog.server.served_store import ServedStore
 
 #: (error code, base offset, error message, log start offset): one partition's part of a Produce answer.
 Result = tuple[int, int, str | None, int]
@@ -73,11 +73,9 @@ class Committer:
     whole queue; the others wait for it and find their results set), so several producers writing to one partition
     do not each pay a commit per request either."""
 
-    def __init__(self, store: Any, lock: threading.RLock, error_code: Callable[[BaseException], int], *,
-                 txn: Any = None) -> None:
+    def __init__(self, store: ServedStore, lock: threading.RLock, *, txn: Any = None) -> None:
         self.store = store
         self.lock = lock
-        self.error_code = error_code
         self.txn = txn  # deltalog.server.txn_apis.TxnApis: checks and stamps transactional batches
         self._cond = threading.Condition()
         self._queues: dict[tuple[str, int], list[Entry]] = {}
@@ -103,7 +101,7 @@ class Committer:
         try:
             for run in _runs(taken):
                 with self.lock:
-                    _append_run(self.store, key[0], key[1], run, self.error_code, self.txn)
+                    _append_run(self.store, key[0], key[1], run, self.txn)
         finally:
             for e in taken:  # only after a bug in the append: the waiting requests get an answer too
                 if e.result is None:
@@ -125,17 +123,16 @@ def _runs(entries: list[Entry]) -> list[list[Entry]]:
     return runs
 
 
-def _append_run(store: Any, topic: str, partition: int, run: list[Entry],
-                error_code: Callable[[BaseException], int], txn: Any = None) -> None:
+def _append_run(store: ServedStore, topic: str, partition: int, run: list[Entry], txn: Any = None) -> None:
     if len(run) > 1:
         try:
-            offsets = store.append(topic, partition, pa.concat_tables([e.records for e in run]))
+            offsets = store.log(topic, partition).append(pa.concat_tables([e.records for e in run]), store.clock.now_ms())
             start = store.log(topic, partition).head().log_start_offset
         except InvalidRecordError:
             pass  # a bad record among them and nothing written: each alone below, so only its request fails
         except DeltalogError as e:
             for entry in run:
-                entry.result = (error_code(e), -1, str(e), -1)
+                entry.result = (e.errno, -1, str(e), -1)
             return
         else:
             at = 0
@@ -144,18 +141,17 @@ def _append_run(store: Any, topic: str, partition: int, run: list[Entry],
                 at += entry.records.num_rows
             return
     for entry in run:
-        entry.result = append_one(store, topic, partition, entry, error_code, txn)
+        entry.result = append_one(store, topic, partition, entry, txn)
 
 
-def append_one(store: Any, topic: str, partition: int, entry: Entry, error_code: Callable[[BaseException], int],
-               txn: Any = None) -> Result:
+def append_one(store: ServedStore, topic: str, partition: int, entry: Entry, txn: Any = None) -> Result:
     """One record set appended alone: plain, idempotent (the producer state's sequence checks) or transactional
     (only to a partition its transaction added, :meth:`TxnApis.verify`, with the producer's id and epoch on every
     row; an older epoch answers ``INVALID_PRODUCER_EPOCH``, Kafka's answer to a Produce)."""
     transactional = entry.transactional
     try:
         if entry.producer is None:
-            offsets = store.append(topic, partition, entry.records)  # one Delta commit, or none on an error
+            offsets = store.log(topic, partition).append(entry.records, store.clock.now_ms())  # one commit, or none
         elif transactional:
             if txn is None:
                 return p.INVALID_RECORD, -1, "transactional batches are not served by this endpoint", -1
@@ -172,8 +168,7 @@ def append_one(store: Any, topic: str, partition: int, entry: Entry, error_code:
                 pid, epoch, sequence, digest=producer_state.batch_digest(entry.records)))
         start = store.log(topic, partition).head().log_start_offset
     except DeltalogError as e:
-        code = error_code(e)
-        if transactional and code == p.PRODUCER_FENCED:  # the partition knows a newer epoch
-            code = p.INVALID_PRODUCER_EPOCH
-        return code, -1, str(e), -1
+        if transactional and isinstance(e, ProducerFencedError):  # the partition knows a newer epoch: Kafka's log
+            return InvalidProducerEpochError.errno, -1, str(e), -1  # raises InvalidProducerEpochException there
+        return e.errno, -1, str(e), -1
     return p.NONE, offsets[0], None, start

@@ -5,7 +5,7 @@ message of the same version, or None where Kafka sends none (Produce with ``acks
 store's own paths, so what a Kafka client writes is what :meth:`deltalog.Store.append` writes: one
 :meth:`~deltalog.log.partition_log.PartitionLog.append` (one Delta commit) per partition of a Produce request, or of
 the requests a connection pipelined (:mod:`deltalog.server.group_commit`), and
-reads go through :func:`deltalog.groups.fetch.fetch` (the high watermark, the last stable offset, aborted records left
+reads go through :func:`deltalog.log.fetch.fetch` (the high watermark, the last stable offset, aborted records left
 out for ``read_committed``), as :class:`~deltalog.groups.consumer.Consumer` reads.
 
 Each endpoint is one broker of the store's live endpoints (:mod:`deltalog.server.registry`; alone, node id 0, the
@@ -16,44 +16,37 @@ the log end offset and ``acks=1`` and ``acks=-1`` both answer after the commit.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pyarrow.compute as pc
 
 from deltalog.config import TopicConfig
+from deltalog.coordinator.group.group_coordinator import GroupCoordinator
+from deltalog.coordinator.group.group_metadata import GroupMetadataLog
+from deltalog.coordinator.transaction import producer_ids
 from deltalog.errors import (
+    CorruptStateError,
     DeltalogError,
-    InvalidArgumentError,
     InvalidConfigError,
-    InvalidPidMappingError,
-    InvalidProducerEpochError,
-    InvalidRecordError,
-    InvalidTopicError,
-    OffsetMetadataTooLargeError,
-    OffsetOutOfRangeError,
-    OutOfOrderSequenceError,
-    ProducerFencedError,
-    RecordBatchError,
-    RecordTooLargeError,
-    TopicExistsError,
-    UnknownProducerIdError,
     UnknownTopicOrPartitionError,
 )
-from deltalog.groups import fetch as group_fetch
-from deltalog.log import producer_ids
-from deltalog.log.record import OFFSET, TIMESTAMP
+from deltalog.log import fetch as group_fetch
+from deltalog.log.record import COMMIT, OFFSET, TIMESTAMP
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
 from deltalog.server import admin_apis, group_commit, sasl, scram_apis, txn_apis
 from deltalog.server import protocol as p
-from deltalog.server.group_coordinator import GroupCoordinator
-from deltalog.server.group_metadata import GroupMetadataLog
 from deltalog.server.placement import GROUP, Placement, offsets_partitions
-from deltalog.server.record_batches import decode_records, encode_batch
+from deltalog.server.record_batches import batch_last_offset, control_batch, decode_records, encode_batch
 from deltalog.server.registry import Broker
+from deltalog.server.served_store import ServedStore
 from deltalog.structs import OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger(__name__)
 
 #: Node id of an endpoint without a registry (the ``node.id`` of a single-node KRaft cluster).
 NODE_ID = 0
@@ -66,37 +59,9 @@ FETCH_MAX_RECORDS = 10_000
 FETCH_POLL_S = 0.05
 
 
-def error_code(e: BaseException) -> int:
-    """Kafka's error code for a deltalog error (``Errors.forException``)."""
-    if isinstance(e, UnknownTopicOrPartitionError):
-        return p.UNKNOWN_TOPIC_OR_PARTITION
-    if isinstance(e, UnknownProducerIdError):
-        return p.UNKNOWN_PRODUCER_ID
-    if isinstance(e, OutOfOrderSequenceError):
-        return p.OUT_OF_ORDER_SEQUENCE_NUMBER
-    if isinstance(e, ProducerFencedError):
-        return p.PRODUCER_FENCED
-    if isinstance(e, InvalidProducerEpochError):
-        return p.INVALID_PRODUCER_EPOCH
-    if isinstance(e, InvalidPidMappingError):
-        return p.INVALID_PRODUCER_ID_MAPPING
-    if isinstance(e, OffsetMetadataTooLargeError):
-        return p.OFFSET_METADATA_TOO_LARGE
-    if isinstance(e, RecordTooLargeError):
-        return p.MESSAGE_TOO_LARGE
-    if isinstance(e, InvalidRecordError):
-        return p.INVALID_RECORD
-    if isinstance(e, OffsetOutOfRangeError):
-        return p.OFFSET_OUT_OF_RANGE
-    if isinstance(e, TopicExistsError):
-        return p.TOPIC_ALREADY_EXISTS
-    if isinstance(e, InvalidTopicError):
-        return p.INVALID_TOPIC_EXCEPTION
-    if isinstance(e, InvalidConfigError):
-        return p.INVALID_CONFIG
-    if isinstance(e, InvalidArgumentError) and "group" in str(e):
-        return p.INVALID_GROUP_ID
-    return p.UNKNOWN_SERVER_ERROR
+def fetch_deadline(request: p.Request) -> float:
+    """When a Fetch must be answered, on the monotonic clock: its ``max_wait_ms`` from now."""
+    return time.monotonic() + max(0, request.body.max_wait_ms) / 1000
 
 
 class KafkaApis:
@@ -106,7 +71,7 @@ class KafkaApis:
     lock around store calls; a fetch waiting for data waits outside it.
     """
 
-    def __init__(self, store: Any, advertised: tuple[str, int], placement: Placement | None = None) -> None:
+    def __init__(self, store: ServedStore, advertised: tuple[str, int], placement: Placement | None = None) -> None:
         self.store = store
         self.advertised = advertised
         self.cluster_id = "deltalog-" + store.root.rsplit("/", 1)[-1][:40]
@@ -117,38 +82,39 @@ class KafkaApis:
                                                 lambda: offsets_partitions(store))
         self._view: tuple[int, list[Broker]] = (-1, [])
         self._view_since = time.monotonic()
-        self.txn = txn_apis.TxnApis(store, self.lock, self.groups, error_code)
-        self.committer = group_commit.Committer(store, self.lock, error_code, txn=self.txn)
-        self.handlers: dict[int, Callable[[p.Request], Any]] = {
-            0: self.handle_produce,
-            1: self.handle_fetch,
-            2: self.handle_list_offsets,
-            3: self.handle_metadata,
-            18: self.handle_api_versions,
-            19: self.handle_create_topics,
-            20: self.handle_delete_topics,
-            32: self.handle_describe_configs,
-            10: self.handle_find_coordinator,
-            8: self.handle_offset_commit,
-            9: self.handle_offset_fetch,
-            11: self.handle_join_group,
-            14: self.handle_sync_group,
-            12: self.handle_heartbeat,
-            13: self.handle_leave_group,
-            22: self.handle_init_producer_id,
-            21: self.handle_delete_records,
-            44: self.handle_incremental_alter_configs,
-            24: self.txn.handle_add_partitions_to_txn,
-            25: self.txn.handle_add_offsets_to_txn,
-            26: self.txn.handle_end_txn,
-            28: self.txn.handle_txn_offset_commit,
-            16: self.handle_list_groups,
-            15: self.handle_describe_groups,
-            17: sasl.after_authentication,  # before it, deltalog.server.sasl answers these on the connection
-            36: sasl.after_authentication,
-            50: lambda request: scram_apis.handle_describe(self.store, request),
-            51: lambda request: scram_apis.handle_alter(self.store, request),
-            **admin_apis.handlers(self, error_code),
+        self.txn = txn_apis.TxnApis(store, self.lock, self.groups)
+        self.committer = group_commit.Committer(store, self.lock, txn=self.txn)
+        self.handlers: dict[type, Callable[[p.Request], Any]] = {
+            p.ProduceRequest: self.handle_produce,
+            p.FetchRequest: self.handle_fetch,
+            p.ListOffsetsRequest: self.handle_list_offsets,
+            p.MetadataRequest: self.handle_metadata,
+            p.ApiVersionsRequest: self.handle_api_versions,
+            p.CreateTopicsRequest: self.handle_create_topics,
+            p.DeleteTopicsRequest: self.handle_delete_topics,
+            p.DescribeConfigsRequest: self.handle_describe_configs,
+            p.FindCoordinatorRequest: self.handle_find_coordinator,
+            p.OffsetCommitRequest: self.handle_offset_commit,
+            p.OffsetFetchRequest: self.handle_offset_fetch,
+            p.JoinGroupRequest: self.handle_join_group,
+            p.SyncGroupRequest: self.handle_sync_group,
+            p.HeartbeatRequest: self.handle_heartbeat,
+            p.LeaveGroupRequest: self.handle_leave_group,
+            p.InitProducerIdRequest: self.handle_init_producer_id,
+            p.DeleteRecordsRequest: self.handle_delete_records,
+            p.IncrementalAlterConfigsRequest: self.handle_incremental_alter_configs,
+            p.AddPartitionsToTxnRequest: self.txn.handle_add_partitions_to_txn,
+            p.AddOffsetsToTxnRequest: self.txn.handle_add_offsets_to_txn,
+            p.EndTxnRequest: self.txn.handle_end_txn,
+            p.TxnOffsetCommitRequest: self.txn.handle_txn_offset_commit,
+            p.ListGroupsRequest: self.handle_list_groups,
+            p.DescribeGroupsRequest: self.handle_describe_groups,
+            # before authentication, deltalog.server.sasl answers these on the connection
+            p.SaslHandshakeRequest: sasl.after_authentication,
+            p.SaslAuthenticateRequest: sasl.after_authentication,
+            p.DescribeUserScramCredentialsRequest: lambda request: scram_apis.handle_describe(self.store, request),
+            p.AlterUserScramCredentialsRequest: lambda request: scram_apis.handle_alter(self.store, request),
+            **admin_apis.handlers(self),
         }
 
     def close(self) -> None:
@@ -157,21 +123,35 @@ class KafkaApis:
 
     def handle(self, request: p.Request) -> Any:
         """The response to ``request`` (Kafka's ``KafkaApis.handle``), or None when none is sent."""
-        return self.handlers[request.api_key](request)
+        return self.handlers[p.SERVED[request.api_key].request](request)
 
     # -- ApiVersions, Metadata -------------------------------------------------------------------------
 
     def handle_api_versions(self, request: p.Request) -> Any:
         return p.api_versions_response(request.api_version)
 
-    def _partitions(self, topic: str) -> list[int] | None:
+    def _partitions(self, topic: str) -> list[int] | int:
+        """The topic's partitions, or the error code Metadata answers for it: UNKNOWN_TOPIC_OR_PARTITION, or
+        KAFKA_STORAGE_ERROR for a topic whose marker is damaged (Kafka's answer for a log it cannot read)."""
         try:
             return self.store.partitions(topic)
         except UnknownTopicOrPartitionError:
+            return p.UNKNOWN_TOPIC_OR_PARTITION
+        except CorruptStateError as e:
+            log.error("Metadata: %s", e)
+            return p.KAFKA_STORAGE_ERROR
+
+    def _topic_uuid(self, topic: str) -> uuid.UUID | None:
+        """The topic's id (KIP-516) as Metadata v10+ carries it: a client that sees the id of a topic change knows
+        it was deleted and created again (KAFKA-12257). None (Kafka's zero id) for a topic made before ids."""
+        topic_id = self.store.log_manager.topic_id(topic)
+        try:
+            return None if topic_id is None else uuid.UUID(hex=topic_id)
+        except ValueError:
             return None
 
     def handle_metadata(self, request: p.Request) -> Any:
-        cls = p.SERVED[3].response[request.api_version]
+        cls = request.response_class
         body = request.body
         brokers = self.placement.brokers()  # the live endpoints; partitions' leaders spread among them
         with self.lock:
@@ -182,13 +162,14 @@ class KafkaApis:
             topics = []
             for name in names:
                 parts = self._partitions(name)
-                if parts is None:
-                    topics.append(cls.MetadataResponseTopic(error_code=p.UNKNOWN_TOPIC_OR_PARTITION, name=name,
+                if isinstance(parts, int):
+                    topics.append(cls.MetadataResponseTopic(error_code=parts, name=name,
                                                             is_internal=False, partitions=[]))
                     continue
                 leaders = [self.placement.leader(name, i, brokers).node_id for i in parts]
+                ids = {"topic_id": self._topic_uuid(name)} if request.api_version >= 10 else {}
                 topics.append(cls.MetadataResponseTopic(
-                    error_code=p.NONE, name=name, is_internal=name.startswith("__"),
+                    error_code=p.NONE, name=name, is_internal=name.startswith("__"), **ids,
                     partitions=[cls.MetadataResponseTopic.MetadataResponsePartition(
                         error_code=p.NONE, partition_index=i, leader_id=leader, leader_epoch=0,
                         replica_nodes=[leader], isr_nodes=[leader], offline_replicas=[])
@@ -212,7 +193,7 @@ class KafkaApis:
         self.committer.append([e for r in decoded for t in r for e in t if isinstance(e, group_commit.Entry)])
         answers = []
         for request, topics in zip(requests, decoded, strict=True):
-            cls = p.SERVED[0].response[request.api_version]
+            cls = request.response_class
             part = cls.TopicProduceResponse.PartitionProduceResponse
             out = []
             for topic_data, results in zip(request.body.topic_data, topics, strict=True):
@@ -233,9 +214,11 @@ class KafkaApis:
         if acks not in (-1, 0, 1):
             return p.INVALID_REQUIRED_ACKS, -1, f"acks must be -1, 0 or 1, not {acks}", -1
         try:
-            records, batches = decode_records(bytes(data or b""))
-        except RecordBatchError as e:
-            return e.code, -1, str(e), -1
+            with self.lock:  # Kafka's LogValidator: each batch whole against max.message.bytes
+                limit = self.store.log(topic, partition).head().config.max_message_bytes
+            records, batches = decode_records(bytes(data or b""), limit)
+        except DeltalogError as e:  # a record batch refused, or an unknown topic or partition
+            return e.errno, -1, str(e), -1
         if not records.num_rows:
             return p.CORRUPT_MESSAGE, -1, "a produce request carried no record for this partition", -1
         producer = None
@@ -252,26 +235,55 @@ class KafkaApis:
     # -- Fetch -----------------------------------------------------------------------------------------
 
     def handle_fetch(self, request: p.Request) -> Any:
-        body = request.body
-        cls = p.SERVED[1].response[request.api_version]
-        level = READ_COMMITTED if body.isolation_level == 1 else READ_UNCOMMITTED
-        deadline = time.monotonic() + max(0, body.max_wait_ms) / 1000
-        while True:
-            budget = body.max_bytes if body.max_bytes > 0 else 2**31 - 1
-            size = 0
-            topics = []
-            with self.lock:
-                for t in body.topics:
-                    parts = []
-                    for fp in t.partitions:
-                        part = self._fetch_partition(cls, t.topic, fp, level, min(budget - size, fp.partition_max_bytes),
-                                                     first=size == 0)
-                        size += len(part.records or b"")
-                        parts.append(part)
-                    topics.append(cls.FetchableTopicResponse(topic=t.topic, partitions=parts))
-            if size >= max(1, body.min_bytes) or time.monotonic() >= deadline:
-                return cls(throttle_time_ms=0, error_code=p.NONE, session_id=0, responses=topics)
+        """A Fetch answered in the calling thread, waiting up to its ``max_wait_ms`` for ``min_bytes``. The socket
+        server does not wait in a thread: it parks the request and asks :meth:`fetch_once` again."""
+        deadline = fetch_deadline(request)
+        while (answer := self.fetch_once(request, last=time.monotonic() >= deadline)) is None:
             time.sleep(min(FETCH_POLL_S, max(0.0, deadline - time.monotonic())))
+        return answer
+
+    def fetch_once(self, request: p.Request, *, last: bool) -> Any | None:
+        """The Fetch answer when it can be given now, or ``last`` (its ``max_wait_ms`` is up); else None."""
+        response, ready = self.try_fetch(request)
+        return response if ready or last else None
+
+    def try_fetch(self, request: p.Request) -> tuple[Any, bool]:
+        """The Fetch answer as it stands, and whether it may be sent now (Kafka's ``DelayedFetch.tryComplete``):
+        ``min_bytes`` of records are there, or a partition has an error to report."""
+        body = request.body
+        cls = request.response_class
+        level = READ_COMMITTED if body.isolation_level == 1 else READ_UNCOMMITTED
+        budget = body.max_bytes if body.max_bytes > 0 else 2**31 - 1
+        size = 0
+        errors = False
+        topics = []
+        with self.lock:
+            for t in body.topics:
+                parts = []
+                for fp in t.partitions:
+                    part = self._fetch_partition(cls, t.topic, fp, level, min(budget - size, fp.partition_max_bytes),
+                                                 first=size == 0)
+                    size += len(part.records or b"")
+                    errors = errors or part.error_code != p.NONE
+                    parts.append(part)
+                topics.append(cls.FetchableTopicResponse(topic=t.topic, partitions=parts))
+        response = cls(throttle_time_ms=0, error_code=p.NONE, session_id=0, responses=topics)
+        return response, size >= max(1, body.min_bytes) or errors
+
+    def fetch_versions(self, request: p.Request) -> list[tuple[Any, int]]:
+        """(partition log, table version) of each partition a Fetch reads, as :meth:`try_fetch` just read them: a
+        waiting Fetch needs reading again only once one has a commit after (:meth:`PartitionLog.has_commit_after`,
+        one look for a file), as Kafka's purgatory is woken by an append."""
+        out = []
+        with self.lock:
+            for t in request.body.topics:
+                for fp in t.partitions:
+                    try:
+                        log = self.store.log(t.topic, fp.partition)
+                        out.append((log, log.table(refresh=False).version()))
+                    except DeltalogError:
+                        return []  # unknown now: read it again each time
+        return out
 
     def _fetch_partition(self, cls: Any, topic: str, fp: Any, level: str, budget: int, *, first: bool) -> Any:
         resp = cls.FetchableTopicResponse.PartitionData
@@ -279,20 +291,38 @@ class KafkaApis:
             log = self.store.log(topic, fp.partition)
             got = group_fetch.fetch(log, fp.fetch_offset, FETCH_MAX_RECORDS, level)
         except DeltalogError as e:
-            return resp(partition_index=fp.partition, error_code=error_code(e), high_watermark=-1,
+            return resp(partition_index=fp.partition, error_code=e.errno, high_watermark=-1,
                         last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
                         preferred_read_replica=-1, records=None)
-        records = encode_batch(got.records, fp.fetch_offset, got.next_offset, max(0, budget), first=first)
+        records = self._encode(log, got, fp.fetch_offset, max(0, budget), first=first)
         return resp(partition_index=fp.partition, error_code=p.NONE, high_watermark=got.high_watermark,
                     last_stable_offset=got.last_stable_offset, log_start_offset=got.log_start_offset,
                     aborted_transactions=[] if level == READ_COMMITTED else None, preferred_read_replica=-1,
                     records=records)
 
+    @staticmethod
+    def _encode(log: Any, got: group_fetch.Fetch, position: int, budget: int, *, first: bool) -> bytes:
+        """The record batches of one partition's fetch; a transaction marker at the end of what it passed is sent as
+        Kafka sends it, a control batch after the records (:func:`control_batch`), so every client steps past it."""
+        last_visible = got.records.column(OFFSET)[-1].as_py() if got.records.num_rows else position - 1
+        marker = None
+        if got.next_offset - 1 > last_visible:
+            marker = next((m for m in log.txn_index().markers if m.offset == got.next_offset - 1), None)
+        if marker is None:
+            return encode_batch(got.records, position, got.next_offset, budget, first=first)
+        records = encode_batch(got.records, position, marker.offset, budget, first=first)
+        if got.records.num_rows and (not records or batch_last_offset(records) < marker.offset - 1):
+            return records  # the budget stopped before the marker: it comes with the next fetch
+        control = control_batch(marker.offset, marker.producer_id, 0, marker.control == COMMIT)
+        if len(records) + len(control) > budget and (records or not first):
+            return records
+        return records + control
+
     # -- ListOffsets -----------------------------------------------------------------------------------
 
     def handle_list_offsets(self, request: p.Request) -> Any:
         body = request.body
-        cls = p.SERVED[2].response[request.api_version]
+        cls = request.response_class
         level = READ_COMMITTED if body.isolation_level == 1 else READ_UNCOMMITTED
         topics = []
         with self.lock:
@@ -303,7 +333,7 @@ class KafkaApis:
                         ts, offset = self._list_offset(t.name, lp.partition_index, lp.timestamp, level)
                         code = p.NONE
                     except DeltalogError as e:
-                        ts, offset, code = -1, -1, error_code(e)
+                        ts, offset, code = -1, -1, e.errno
                     parts.append(cls.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
                         partition_index=lp.partition_index, error_code=code, timestamp=ts, offset=offset,
                         leader_epoch=0 if code == p.NONE else -1))
@@ -332,7 +362,7 @@ class KafkaApis:
 
     def handle_create_topics(self, request: p.Request) -> Any:
         body = request.body
-        cls = p.SERVED[19].response[request.api_version]
+        cls = request.response_class
         out = []
         for t in body.topics:
             code, message = p.NONE, None
@@ -352,13 +382,13 @@ class KafkaApis:
                         try:
                             TopicConfig.from_properties(config)
                         except DeltalogError as e:
-                            code, message = error_code(e), str(e)
+                            code, message = e.errno, str(e)
             else:
                 with self.lock:
                     try:
                         self.store.create_topic(t.name, partitions, config=config)
                     except DeltalogError as e:
-                        code, message = error_code(e), str(e)
+                        code, message = e.errno, str(e)
             out.append(cls.CreatableTopicResult(name=t.name, error_code=code, error_message=message,
                                                 num_partitions=partitions if code == p.NONE else -1,
                                                 replication_factor=1 if code == p.NONE else -1, configs=None))
@@ -366,7 +396,7 @@ class KafkaApis:
 
     def handle_delete_topics(self, request: p.Request) -> Any:
         body = request.body
-        cls = p.SERVED[20].response[request.api_version]
+        cls = request.response_class
         names = body.topic_names if request.api_version < 6 else [t.name for t in body.topics]
         out = []
         for name in names:
@@ -375,7 +405,7 @@ class KafkaApis:
                 try:
                     self.store.delete_topic(name)
                 except DeltalogError as e:
-                    code, message = error_code(e), str(e)
+                    code, message = e.errno, str(e)
             out.append(cls.DeletableTopicResult(name=name, error_code=code, error_message=message))
         return cls(throttle_time_ms=0, responses=out)
 
@@ -383,7 +413,7 @@ class KafkaApis:
         """Kafka's IncrementalAlterConfigs on topics, SET operations: :meth:`deltalog.Store.alter_topic_config` (the
         whole change validated before any partition is touched). DELETE, APPEND and SUBTRACT are not served yet."""
         body = request.body
-        cls = p.SERVED[44].response[request.api_version]
+        cls = request.response_class
         out = []
         for r in body.resources:
             code, message = p.NONE, None
@@ -402,7 +432,7 @@ class KafkaApis:
                         else:
                             self.store.alter_topic_config(r.resource_name, changes)
                     except DeltalogError as e:
-                        code, message = error_code(e), str(e)
+                        code, message = e.errno, str(e)
             out.append(cls.AlterConfigsResourceResponse(error_code=code, error_message=message,
                                                         resource_type=r.resource_type, resource_name=r.resource_name))
         return cls(throttle_time_ms=0, responses=out)
@@ -411,7 +441,7 @@ class KafkaApis:
         """Kafka's DeleteRecords: each partition's log start offset moves to the offset given (-1: the high watermark)
         through :meth:`deltalog.Store.delete_records` (files wholly below it leave in the same Delta commit)."""
         body = request.body
-        cls = p.SERVED[21].response[request.api_version]
+        cls = request.response_class
         topic_cls = cls.DeleteRecordsTopicResult
         out = []
         for t in body.topics:
@@ -421,7 +451,7 @@ class KafkaApis:
                     try:
                         low, code = self.store.delete_records(t.name, q.partition_index, q.offset).low_watermark, p.NONE
                     except DeltalogError as e:
-                        low, code = -1, error_code(e)
+                        low, code = -1, e.errno
                 parts.append(topic_cls.DeleteRecordsPartitionResult(partition_index=q.partition_index,
                                                                     low_watermark=low, error_code=code))
             out.append(topic_cls(name=t.name, partitions=parts))
@@ -429,7 +459,7 @@ class KafkaApis:
 
     def handle_describe_configs(self, request: p.Request) -> Any:
         body = request.body
-        cls = p.SERVED[32].response[request.api_version]
+        cls = request.response_class
         result = cls.DescribeConfigsResult
         out = []
         for r in body.resources:
@@ -442,7 +472,7 @@ class KafkaApis:
                 try:
                     props = self.store.topic_config(r.resource_name).to_properties()
                 except DeltalogError as e:
-                    out.append(result(error_code=error_code(e), error_message=str(e), resource_type=2,
+                    out.append(result(error_code=e.errno, error_message=str(e), resource_type=2,
                                       resource_name=r.resource_name, configs=[]))
                     continue
             wanted = None if r.configuration_keys is None else set(r.configuration_keys)
@@ -461,7 +491,7 @@ class KafkaApis:
         """The live endpoint that coordinates a group (key type 0) or a transactional id (1): the leader of its
         ``__consumer_offsets`` or ``__transaction_state`` partition (:meth:`Placement.coordinator`), the same answer
         from every endpoint."""
-        cls = p.SERVED[10].response[request.api_version]
+        cls = request.response_class
         body = request.body
         key_type = body.key_type if request.api_version >= 1 else GROUP
         if key_type not in (0, 1):
@@ -505,10 +535,10 @@ class KafkaApis:
     def handle_offset_commit(self, request: p.Request) -> Any:
         """Kafka's ``GroupCoordinator.handleCommitOffsets`` for a group without members (``assign()``-ing consumers,
         admin tools): generation -1 and no member id, one append of the whole commit to the group's partition of
-        ``__consumer_offsets`` (:meth:`deltalog.groups.offsets_topic.OffsetsTopic.commit`), all or nothing; or for
+        ``__consumer_offsets`` (:meth:`deltalog.coordinator.group.offsets_topic.OffsetsTopic.commit`), all or nothing; or for
         a member of the group's current generation (:meth:`GroupCoordinator.check_commit`)."""
         body = request.body
-        cls = p.SERVED[8].response[request.api_version]
+        cls = request.response_class
         offsets = {TopicPartition(t.name, q.partition_index): OffsetAndMetadata(
             q.committed_offset, q.committed_metadata or "", q.committed_leader_epoch)
             for t in body.topics for q in t.partitions}
@@ -518,9 +548,10 @@ class KafkaApis:
         if code == p.NONE:
             with self.lock:
                 try:
-                    self.store.offsets_topic.commit(body.group_id, offsets, self.store.clock.now_ms())
+                    self.store.offsets_topic.commit(body.group_id, offsets, self.store.clock.now_ms(),
+                                                    allow_negative=True)  # -1/-2 stored, as Kafka's coordinator
                 except DeltalogError as e:
-                    code = error_code(e)
+                    code = e.errno
         return cls(throttle_time_ms=0, topics=[cls.OffsetCommitResponseTopic(name=t.name, partitions=[
             cls.OffsetCommitResponseTopic.OffsetCommitResponsePartition(partition_index=q.partition_index,
                                                                         error_code=code)
@@ -528,7 +559,7 @@ class KafkaApis:
 
     def handle_offset_fetch(self, request: p.Request) -> Any:
         body = request.body
-        cls = p.SERVED[9].response[request.api_version]
+        cls = request.response_class
         topic_cls = cls.OffsetFetchResponseTopic
         part_cls = topic_cls.OffsetFetchResponsePartition
         if (code := self.coordinator_error(body.group_id)) != p.NONE:
@@ -541,7 +572,7 @@ class KafkaApis:
                 stable = request.api_version >= 7 and body.require_stable  # KIP-447: no offset of an open transaction
                 pending = self.txn.pending_offsets(body.group_id) if stable else set()
             except DeltalogError as e:
-                return cls(throttle_time_ms=0, topics=[], error_code=error_code(e))
+                return cls(throttle_time_ms=0, topics=[], error_code=e.errno)
         if body.topics is None:  # every committed offset of the group
             wanted: dict[str, list[int]] = {}
             for tp in committed:
@@ -581,7 +612,7 @@ class KafkaApis:
 
     def handle_list_groups(self, request: p.Request) -> Any:
         body = request.body
-        cls = p.SERVED[16].response[request.api_version]
+        cls = request.response_class
         wanted = {s.lower() for s in body.states_filter or ()}
         groups = [cls.ListedGroup(group_id=g, protocol_type=ptype or "", group_state=state)
                   for g, (state, ptype) in sorted(self._known_groups().items())
@@ -591,7 +622,7 @@ class KafkaApis:
     def handle_describe_groups(self, request: p.Request) -> Any:
         """Kafka's DescribeGroups: a group's state, protocol and members (their metadata and assignment bytes, which
         admin clients decode with the consumer protocol). An unknown group is Kafka's ``Dead`` group."""
-        cls = p.SERVED[15].response[request.api_version]
+        cls = request.response_class
         known = self._known_groups()
         out = []
         for group_id in request.body.groups:
@@ -618,22 +649,22 @@ class KafkaApis:
 
     def handle_init_producer_id(self, request: p.Request) -> Any:
         """Kafka's ``InitProducerId`` for an idempotent producer (no transactional id): a producer id no producer of
-        the store ever had (:func:`deltalog.log.producer_ids.allocate`, the counter the Python
+        the store ever had (:func:`deltalog.coordinator.transaction.producer_ids.allocate`, the counter the Python
         producers take theirs from), epoch 0. A producer that asks again (KIP-360, after an unknown producer id)
         gets a new id. With a transactional id: :meth:`TxnApis.handle_init_producer_id`."""
         body = request.body
-        cls = p.SERVED[22].response[request.api_version]
+        cls = request.response_class
         if body.transactional_id is not None:
             return self.txn.handle_init_producer_id(request)
         with self.lock:
             pid = producer_ids.allocate(self.store.log_manager.storage, self.store.log_manager)
         return cls(throttle_time_ms=0, error_code=p.NONE, producer_id=pid, producer_epoch=0)
 
-    # -- group membership (see deltalog.server.group_coordinator) ------------------------------------------
+    # -- group membership (see deltalog.coordinator.group.group_coordinator) ------------------------------------------
 
     def handle_join_group(self, request: p.Request) -> Any:
         body = request.body
-        cls = p.SERVED[11].response[request.api_version]
+        cls = request.response_class
         if (code := self.coordinator_error(body.group_id)) != p.NONE:
             return cls(throttle_time_ms=0, error_code=code, generation_id=-1, protocol_type=None,
                        protocol_name=None, leader="", member_id=body.member_id or "", members=[])
@@ -648,7 +679,7 @@ class KafkaApis:
 
     def handle_sync_group(self, request: p.Request) -> Any:
         body = request.body
-        cls = p.SERVED[14].response[request.api_version]
+        cls = request.response_class
         if (code := self.coordinator_error(body.group_id)) != p.NONE:
             return cls(throttle_time_ms=0, error_code=code, protocol_type=None, protocol_name=None,
                        assignment=b"")
@@ -660,7 +691,7 @@ class KafkaApis:
 
     def handle_heartbeat(self, request: p.Request) -> Any:
         body = request.body
-        cls = p.SERVED[12].response[request.api_version]
+        cls = request.response_class
         if (code := self.coordinator_error(body.group_id)) != p.NONE:
             return cls(throttle_time_ms=0, error_code=code)
         return cls(throttle_time_ms=0, error_code=self.groups.heartbeat(body.group_id, body.member_id,
@@ -668,7 +699,7 @@ class KafkaApis:
 
     def handle_leave_group(self, request: p.Request) -> Any:
         body = request.body
-        cls = p.SERVED[13].response[request.api_version]
+        cls = request.response_class
         if (code := self.coordinator_error(body.group_id)) != p.NONE:
             return cls(throttle_time_ms=0, error_code=code, members=[])
         if request.api_version < 3:

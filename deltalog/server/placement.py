@@ -26,9 +26,10 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+from deltalog.coordinator.group.offsets_topic import OFFSETS_TOPIC, java_string_hash
 from deltalog.errors import InvalidArgumentError
-from deltalog.groups.offsets_topic import OFFSETS_TOPIC, java_string_hash
 from deltalog.server.registry import Broker, BrokerRegistry
+from deltalog.server.served_store import ServedStore
 
 #: FindCoordinator's key types (Kafka's ``CoordinatorType``).
 GROUP = 0
@@ -36,7 +37,7 @@ TRANSACTION = 1
 #: The internal topic whose partition leader coordinates a transactional id.
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 #: Kafka's ``transaction.state.log.num.partitions`` default. deltalog keeps a transactional id's state in its own
-#: document (deltalog.log.transaction_coordinator), not in a topic, so the count only spreads coordinators.
+#: document (deltalog.coordinator.transaction.transaction_coordinator), not in a topic, so the count only spreads coordinators.
 TRANSACTION_STATE_PARTITIONS = 50
 
 
@@ -45,7 +46,7 @@ def _positive(h: int) -> int:
     return 0 if h == -(1 << 31) else abs(h)
 
 
-def offsets_partitions(store: Any) -> int:
+def offsets_partitions(store: ServedStore) -> int:
     """The partition count of the store's ``__consumer_offsets`` (its ``offsets.topic.num.partitions`` before the
     topic exists: the count it is created with), which spreads group coordinators."""
     return store.offsets_topic.num_partitions() or store.offsets_topic.config.offsets_topic_num_partitions
@@ -117,7 +118,7 @@ class Placement:
         return self.coordinator(key_type, key).node_id == self.me.node_id
 
 
-def for_endpoint(store: Any, advertised: tuple[str, int], **registry_options: Any) -> tuple[BrokerRegistry, Placement]:
+def for_endpoint(store: ServedStore, advertised: tuple[str, int], **registry_options: Any) -> tuple[BrokerRegistry, Placement]:
     """Register an endpoint advertised at ``advertised`` in ``store`` (``node_id``, ``session_timeout_ms``,
     ``heartbeat_interval_ms``: :class:`~deltalog.server.registry.BrokerRegistry`'s) and the placement it answers
     with. Raises :class:`~deltalog.errors.DuplicateBrokerRegistrationError` for a node id another live endpoint

@@ -129,6 +129,7 @@ INVALID_PRODUCER_ID_MAPPING = 49
 INVALID_TRANSACTION_TIMEOUT = 50
 CONCURRENT_TRANSACTIONS = 51
 OPERATION_NOT_ATTEMPTED = 55
+KAFKA_STORAGE_ERROR = 56
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
@@ -143,6 +144,7 @@ PRODUCER_FENCED = 90
 NON_EMPTY_GROUP = 68
 GROUP_ID_NOT_FOUND = 69
 GROUP_SUBSCRIBED_TO_TOPIC = 86
+UNKNOWN_TOPIC_ID = 100
 UNSUPPORTED_ENDPOINT_TYPE = 115
 
 
@@ -219,6 +221,11 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: Any
+
+    @property
+    def response_class(self) -> Any:
+        """kafka-python's response class of this request's API, at the request's version."""
+        return SERVED[self.api_key].response[self.api_version]
 
 
 @dataclass

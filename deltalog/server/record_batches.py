@@ -18,7 +18,7 @@ Python object per record (kafka-python's ``DefaultRecordBatch`` iterator) cost t
 Headers, rare in high-volume topics, are read per record in Python, only for records that have some.
 
 Every check Kafka's ``LogValidator`` (and ``DefaultRecordBatch``/``DefaultRecord.readFrom``) makes before an append is
-made here, and a failed one refuses the whole record set (:class:`~deltalog.errors.RecordBatchError`, with the Kafka
+made here, and a failed one refuses the whole record set (:class:`~deltalog.errors.RecordBatchError` or a child, whose class carries the Kafka
 error code the Produce answer carries): complete batches, magic 2, the CRC-32C, a known codec whose library is
 present, a record count that agrees with the batch's offset range, no control batch from a client, a sequence number
 on a producer id's batch, consecutive offset deltas inside a compressed batch, and records that are exactly as long as
@@ -39,9 +39,14 @@ import pyarrow.compute as pc
 from kafka import codec as kafka_codec
 from kafka.record.util import calc_crc32c
 
-from deltalog.errors import RecordBatchError
+from deltalog.errors import (
+    InvalidRecordBatchError,
+    RecordBatchError,
+    RecordBatchTooLargeError,
+    UnsupportedCompressionTypeError,
+    UnsupportedForMessageFormatError,
+)
 from deltalog.log.record import HEADERS, KEY, OFFSET, RECORD_SCHEMA, TIMESTAMP, VALUE
-from deltalog.server import protocol as p
 
 #: Kafka's record batch v2 header (``DefaultRecordBatch``): base offset, batch length, partition leader epoch, magic,
 #: CRC, attributes, last offset delta, first timestamp, max timestamp, producer id, producer epoch, base sequence,
@@ -77,7 +82,7 @@ class BatchInfo:
     count: int
 
 
-def decode_records(data: bytes) -> tuple[pa.Table, list[BatchInfo]]:
+def decode_records(data: bytes, max_batch_bytes: int | None = None) -> tuple[pa.Table, list[BatchInfo]]:
     """The records of a Produce request's record set as Arrow columns (key, value, timestamp_ms, and headers when a
     record has any: what :mod:`deltalog.log.arrow_records` appends) and each batch's :class:`BatchInfo`, in order.
     Raises :class:`~deltalog.errors.RecordBatchError` on the first check that fails (see the module doc); nothing is
@@ -91,24 +96,24 @@ def decode_records(data: bytes) -> tuple[pa.Table, list[BatchInfo]]:
     pos, end = 0, len(data)
     while pos < end:
         if end - pos < _LOG_OVERHEAD + 5:
-            raise RecordBatchError(
-                p.CORRUPT_MESSAGE, f"the record set has {end - pos} bytes that are not a complete record "
+            raise RecordBatchError(f"the record set has {end - pos} bytes that are not a complete record "
                 "batch")
         base_offset, length = struct.unpack_from(">qi", data, pos)
         if length < 0 or pos + _LOG_OVERHEAD + length > end:
-            raise RecordBatchError(
-                p.CORRUPT_MESSAGE, f"the record set has {end - pos} bytes that are not a complete record "
+            raise RecordBatchError(f"the record set has {end - pos} bytes that are not a complete record "
                 f"batch (the batch at base offset {base_offset} announces "
                 f"{length} bytes)")
         magic = data[pos + _MAGIC_AT]
         if magic != 2:
-            raise RecordBatchError(p.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-                                   f"record batch magic {magic} is not served: only v2 (Kafka 0.11+ clients)")
+            raise UnsupportedForMessageFormatError(f"record batch magic {magic} is not served: only v2 (Kafka 0.11+ clients)")
         if _LOG_OVERHEAD + length < _BATCH_HEADER.size:
-            raise RecordBatchError(
-                p.CORRUPT_MESSAGE, f"the record batch at base offset {base_offset} is {length} bytes, "
+            raise RecordBatchError(f"the record batch at base offset {base_offset} is {length} bytes, "
                 f"shorter than a v2 batch header ({_BATCH_HEADER.size - 12})")
         stop = pos + _LOG_OVERHEAD + length
+        if max_batch_bytes is not None and _LOG_OVERHEAD + length > max_batch_bytes:  # LogValidator, before decoding
+            raise RecordBatchTooLargeError(
+                f"the record batch at base offset {base_offset} is {_LOG_OVERHEAD + length} bytes, larger than the "
+                f"topic's max.message.bytes={max_batch_bytes}")
         info, key, value, ts, hdrs = _decode_batch(data, view, pos, stop)
         infos.append(info)
         keys.append(key)
@@ -134,46 +139,43 @@ def _decode_batch(data: bytes, view: memoryview, pos: int, stop: int
      producer_epoch, base_sequence, count) = _BATCH_HEADER.unpack_from(data, pos)
     where = f"record batch at base offset {base_offset}"
     if calc_crc32c(view[pos + _CRC_FROM:stop]) != crc:
-        raise RecordBatchError(p.CORRUPT_MESSAGE, f"{where} fails its CRC")
+        raise RecordBatchError(f"{where} fails its CRC")
     # LogValidator.validateBatch's checks of a client's v2 batch
     if count <= 0:
-        raise RecordBatchError(p.INVALID_RECORD, f"{where} reports {count} records: a batch holds at least one")
+        raise InvalidRecordBatchError(f"{where} reports {count} records: a batch holds at least one")
     if last_offset_delta + 1 != count:
-        raise RecordBatchError(p.INVALID_RECORD, f"{where} reports {count} records but spans "
+        raise InvalidRecordBatchError(f"{where} reports {count} records but spans "
                                                  f"{last_offset_delta + 1} offsets: its offset range and record count "
                                                  "disagree")
     if attributes & _CONTROL_MASK:
-        raise RecordBatchError(p.INVALID_RECORD, "control batches come from brokers, not producers")
+        raise InvalidRecordBatchError("control batches come from brokers, not producers")
     if producer_id >= 0 and base_sequence < 0:
-        raise RecordBatchError(p.INVALID_RECORD, f"{where} has producer id {producer_id} and no sequence number")
+        raise InvalidRecordBatchError(f"{where} has producer id {producer_id} and no sequence number")
     codec = attributes & _CODEC_MASK
     body: bytes | memoryview = view[pos + _BATCH_HEADER.size:stop]
     if codec:
         if codec not in _CODECS:
-            raise RecordBatchError(
-                p.UNSUPPORTED_COMPRESSION_TYPE, f"{where} has compression type {codec}: served are 0 "
+            raise UnsupportedCompressionTypeError(f"{where} has compression type {codec}: served are 0 "
                 "(none), 1 (gzip), 2 (snappy), 3 (lz4), 4 (zstd)")
         name, present, decompress = _CODECS[codec]
         if not present():
-            raise RecordBatchError(
-                p.UNSUPPORTED_COMPRESSION_TYPE, f"{where} is {name}-compressed and the {name} library "
+            raise UnsupportedCompressionTypeError(f"{where} is {name}-compressed and the {name} library "
                 "is not installed here")
         try:
             body = decompress(bytes(body) if codec != 1 else body)
         except Exception as e:  # noqa: BLE001 - every codec library raises its own errors on bad bytes
-            raise RecordBatchError(p.CORRUPT_MESSAGE, f"{where} does not decompress as {name}: {e}") from None
+            raise RecordBatchError(f"{where} does not decompress as {name}: {e}") from None
     body = bytes(body)
     if len(body) >= 2**31 - 16:
-        raise RecordBatchError(p.MESSAGE_TOO_LARGE, f"{where} holds {len(body)} bytes of records: more than 2 GiB")
+        raise RecordBatchTooLargeError(f"{where} holds {len(body)} bytes of records: more than 2 GiB")
     info = BatchInfo(base_offset, producer_id, producer_epoch, base_sequence, bool(attributes & _TRANSACTIONAL_MASK),
                      count)
     try:
         key, value, delta, offset_delta, hdrs = _decode_records(body, count)
     except RecordBatchError as e:
-        raise RecordBatchError(e.code, f"{where} does not decode: {e}") from None
+        raise type(e)(f"{where} does not decode: {e}") from None
     if codec and not np.array_equal(offset_delta, np.arange(count)):
-        raise RecordBatchError(
-            p.INVALID_RECORD, f"the records inside compressed {where} do not have incremental offsets")
+        raise InvalidRecordBatchError(f"the records inside compressed {where} do not have incremental offsets")
     if attributes & _TIMESTAMP_TYPE_MASK:  # LogAppendTime: every record has the batch's max timestamp
         ts = np.full(count, max_timestamp, np.int64)
     else:
@@ -198,7 +200,7 @@ def _decode_records(body: bytes, count: int
     pos = _skip(pos, value_len, ends, "value")
     header_count, pos = _varints(arr, pos, ends, 5, "header count")
     if (header_count < 0).any():
-        raise RecordBatchError(p.CORRUPT_MESSAGE, "a record has a negative number of headers")
+        raise RecordBatchError("a record has a negative number of headers")
     hdrs = None
     if header_count.any():
         hdrs = [[] for _ in range(count)]
@@ -206,7 +208,7 @@ def _decode_records(body: bytes, count: int
             hdrs[i], pos[i] = _headers(body, int(pos[i]), int(header_count[i]), int(ends[i]))
     if (pos != ends).any():
         i = int(np.flatnonzero(pos != ends)[0])
-        raise RecordBatchError(p.CORRUPT_MESSAGE, f"record {i} is {int(ends[i] - starts[i])} bytes but its fields "
+        raise RecordBatchError(f"record {i} is {int(ends[i] - starts[i])} bytes but its fields "
                                                   f"take {int(pos[i] - starts[i])}")
     buffer = pa.py_buffer(body)
     return (_binary(buffer, key_start, key_len), _binary(buffer, value_start, value_len), delta, offset_delta, hdrs)
@@ -234,18 +236,17 @@ def _record_bounds(body: bytes, arr: np.ndarray, count: int) -> tuple[np.ndarray
             pos += (v >> 1) ^ -(v & 1)
             starts[i] = pos  # the record's end for now: its start is this minus its length, below
     except IndexError:
-        raise RecordBatchError(
-            p.CORRUPT_MESSAGE, f"it declares {count} records and its bytes end in record {i}") from None
+        raise RecordBatchError(f"it declares {count} records and its bytes end in record {i}") from None
     ends = np.array(starts, np.int64)
     if count and (ends[-1] > end or (np.diff(ends, prepend=0) <= 0).any()):
         bad = np.flatnonzero((ends > end) | (np.diff(ends, prepend=0) <= 0))[0]
-        raise RecordBatchError(p.CORRUPT_MESSAGE, f"record {bad} announces a length that does not fit the batch")
+        raise RecordBatchError(f"record {bad} announces a length that does not fit the batch")
     if count and ends[-1] != end:
-        raise RecordBatchError(p.CORRUPT_MESSAGE, f"{end - int(ends[-1])} bytes follow its {count} declared records")
+        raise RecordBatchError(f"{end - int(ends[-1])} bytes follow its {count} declared records")
     lengths, starts = _varints(arr, np.concatenate(([0], ends[:-1])), ends, 5, "record length")
     bad = (lengths < 1) | (starts + lengths != ends)
     if bad.any():
-        raise RecordBatchError(p.CORRUPT_MESSAGE, f"record {int(np.flatnonzero(bad)[0])} has a length below 1")
+        raise RecordBatchError(f"record {int(np.flatnonzero(bad)[0])} has a length below 1")
     return starts, ends
 
 
@@ -274,7 +275,7 @@ def _varints(arr: np.ndarray, pos: np.ndarray, ends: np.ndarray, width: int, wha
     while more.any():
         if k == width:
             i = int(np.flatnonzero(more)[0])
-            raise RecordBatchError(p.CORRUPT_MESSAGE, f"record {i}'s {what} is longer than a {width}-byte varint")
+            raise RecordBatchError(f"record {i}'s {what} is longer than a {width}-byte varint")
         b = arr[pos + k]
         v |= np.where(more, (b & 0x7F).astype(np.uint64) << np.uint64(7 * k), np.uint64(0))
         size += more
@@ -283,7 +284,7 @@ def _varints(arr: np.ndarray, pos: np.ndarray, ends: np.ndarray, width: int, wha
     after = pos + size
     if (after > ends).any():
         i = int(np.flatnonzero(after > ends)[0])
-        raise RecordBatchError(p.CORRUPT_MESSAGE, f"record {i}'s {what} runs past the record")
+        raise RecordBatchError(f"record {i}'s {what} runs past the record")
     return (v >> np.uint64(1)).astype(np.int64) ^ -(v & np.uint64(1)).astype(np.int64), after
 
 
@@ -291,8 +292,7 @@ def _skip(pos: np.ndarray, lengths: np.ndarray, ends: np.ndarray, what: str) -> 
     """The positions after a key or value of ``lengths`` bytes (-1: null, no bytes)."""
     if (lengths < -1).any() or (pos + np.maximum(lengths, 0) > ends).any():
         i = int(np.flatnonzero((lengths < -1) | (pos + np.maximum(lengths, 0) > ends))[0])
-        raise RecordBatchError(
-            p.CORRUPT_MESSAGE, f"record {i}'s {what} length {int(lengths[i])} does not fit the record")
+        raise RecordBatchError(f"record {i}'s {what} length {int(lengths[i])} does not fit the record")
     return pos + np.maximum(lengths, 0)
 
 
@@ -321,17 +321,17 @@ def _headers(body: bytes, pos: int, count: int, end: int) -> tuple[list[tuple[st
     for _ in range(count):
         key_len, pos = _varint(body, pos, end)
         if key_len < 0:
-            raise RecordBatchError(p.CORRUPT_MESSAGE, f"a header key has length {key_len}: header keys are never null")
+            raise RecordBatchError(f"a header key has length {key_len}: header keys are never null")
         if pos + key_len > end:
-            raise RecordBatchError(p.CORRUPT_MESSAGE, "a header key runs past its record")
+            raise RecordBatchError("a header key runs past its record")
         try:
             key = body[pos:pos + key_len].decode("utf-8")
         except UnicodeDecodeError:
-            raise RecordBatchError(p.CORRUPT_MESSAGE, "a header key is not UTF-8") from None
+            raise RecordBatchError("a header key is not UTF-8") from None
         pos += key_len
         value_len, pos = _varint(body, pos, end)
         if value_len < -1 or pos + max(value_len, 0) > end:
-            raise RecordBatchError(p.CORRUPT_MESSAGE, f"a header value of length {value_len} does not fit its record")
+            raise RecordBatchError(f"a header value of length {value_len} does not fit its record")
         value = None if value_len < 0 else body[pos:pos + value_len]
         pos += max(value_len, 0)
         out.append((key, value))
@@ -342,7 +342,7 @@ def _varint(body: bytes, pos: int, end: int) -> tuple[int, int]:
     v, shift = 0, 0
     while True:
         if pos >= end or shift > 28:
-            raise RecordBatchError(p.CORRUPT_MESSAGE, "a header's length is not a varint inside its record")
+            raise RecordBatchError("a header's length is not a varint inside its record")
         b = body[pos]
         pos += 1
         v |= (b & 0x7F) << shift
@@ -356,6 +356,40 @@ def empty_batch(base_offset: int, last_offset: int) -> bytes:
     holds a record, so this one header is written by hand, with its CRC-32C)."""
     buf = bytearray(_BATCH_HEADER.pack(base_offset, _BATCH_HEADER.size - 12, 0, 2, 0, 0, last_offset - base_offset,
                                        -1, -1, -1, -1, -1, 0))
+    struct.pack_into(">I", buf, 17, calc_crc32c(memoryview(buf)[_CRC_FROM:]))
+    return bytes(buf)
+
+
+def batch_last_offset(data: bytes) -> int:
+    """The last offset of the first record batch in ``data`` (its base offset plus its last offset delta)."""
+    base, delta = struct.unpack_from(">q", data, 0)[0], struct.unpack_from(">i", data, 23)[0]
+    return base + delta
+
+
+#: A control batch's attributes: transactional (0x10) and control (0x20), as Kafka writes a transaction marker.
+_CONTROL_ATTRIBUTES = 0x30
+
+
+def control_batch(offset: int, producer_id: int, producer_epoch: int, commit: bool) -> bytes:
+    """A transaction marker as Kafka writes it (``MemoryRecords.withEndTransactionMarker``): a control batch of one
+    control record at ``offset``, its key the control type (version 0, type 1 COMMIT or 0 ABORT), its value the
+    ``EndTransactionMarker`` (version 0, coordinator epoch 0). Consumers never return it; they step past it, and
+    some only over a control batch (KafkaJS stays at a trailing marker's offset when given an empty batch)."""
+    key = struct.pack(">hh", 0, 1 if commit else 0)
+    value = struct.pack(">hi", 0, 0)
+    body = bytearray([0])  # record attributes
+    for v in (0, 0, len(key)):  # timestamp delta, offset delta, key length
+        _put_varint(body, v)
+    body += key
+    _put_varint(body, len(value))
+    body += value
+    _put_varint(body, 0)  # no headers
+    record = bytearray()
+    _put_varint(record, len(body))
+    record += body
+    size = _BATCH_HEADER.size + len(record)
+    buf = bytearray(_BATCH_HEADER.pack(offset, size - _LOG_OVERHEAD, 0, 2, 0, _CONTROL_ATTRIBUTES, 0, -1, -1,
+                                       producer_id, producer_epoch, -1, 1)) + record
     struct.pack_into(">I", buf, 17, calc_crc32c(memoryview(buf)[_CRC_FROM:]))
     return bytes(buf)
 

@@ -38,8 +38,8 @@ log = logging.getLogger(__name__)
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 #: Kafka's ``sasl.server.max.receive.size`` default: the largest frame read before authentication.
 DEFAULT_MAX_RECEIVE_SIZE = 524_288
-SASL_HANDSHAKE_KEY = 17
-SASL_AUTHENTICATE_KEY = 36
+SASL_HANDSHAKE_KEY = int(p.SaslHandshakeRequest.API_KEY)
+SASL_AUTHENTICATE_KEY = int(p.SaslAuthenticateRequest.API_KEY)
 
 #: A SCRAM credential lookup: (user, mechanism) -> the credential, or None.
 ScramLookup = Callable[[str, str], "scram.ScramCredential | None"]
@@ -91,6 +91,23 @@ _CLIENT_FINAL = re.compile(r"(?P<without_proof>c=(?P<cb>[A-Za-z0-9+/=]*),r=(?P<n
 
 
 _NONCE_CHARS = string.ascii_letters + string.digits
+#: Keys the made-up salts of unknown users for this process: a user's salt is the same on every attempt (a changing
+#: one would tell), and unpredictable to a client.
+_UNKNOWN_USER_KEY = secrets.token_bytes(32)
+
+
+def invalid_credentials(mechanism: str) -> str:
+    """The one message a failed SASL login gets, whatever failed (Kafka's ``SaslServerAuthenticator`` answers every
+    ``SaslException`` of a mechanism with it)."""
+    return f"Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}"
+
+
+def _unknown_user_credential(user: str) -> scram.ScramCredential:
+    """A credential no password matches, with a salt derived from the user name: the exchange of an unknown user
+    looks like a known user's up to the refused proof."""
+    salt = hmac.new(_UNKNOWN_USER_KEY, user.encode("utf-8"), "sha256").digest()  # 32 bytes, as make_credential's
+    return scram.ScramCredential(salt=salt, server_key=secrets.token_bytes(32), stored_key=secrets.token_bytes(32),
+                                 iterations=scram.MIN_ITERATIONS)
 
 
 def _saslname(name: str) -> str:
@@ -143,8 +160,9 @@ class ScramServer:
         except DeltalogError as e:  # a damaged document: the user cannot log in, the endpoint goes on
             log.error("SCRAM credential of %r cannot be read: %s", user, e)
             credential = None
-        if credential is None:
-            raise SaslAuthenticationError("Authentication failed: Invalid user credentials")
+        if credential is None:  # RFC 5802 section 5.1: go on with a made-up salt, fail at the proof like a wrong
+            log.info("SCRAM login for unknown user %r", user)  # password does, so no answer says who exists
+            credential = _unknown_user_credential(user)
         self.user, self.credential, self.gs2 = user, credential, m["gs2"]
         self.nonce = m["nonce"] + self.server_nonce
         self.server_first = (f"r={self.nonce},s={base64.b64encode(credential.salt).decode()},"
@@ -175,8 +193,7 @@ class ScramServer:
         client_key = bytes(a ^ b for a, b in zip(proof, client_signature, strict=False))
         if len(proof) != len(client_signature) or not hmac.compare_digest(scram.hash_digest(mech, client_key),
                                                                           cred.stored_key):
-            raise SaslAuthenticationError("Authentication failed during authentication due to invalid credentials "
-                                          f"with SASL mechanism {mech}")
+            raise SaslAuthenticationError(invalid_credentials(mech))
         server_signature = scram.hmac_digest(mech, cred.server_key, auth_message)
         self.principal = self.user
         self.state = 2
@@ -242,7 +259,7 @@ class SaslServerAuthenticator:
 
     def _handshake(self, req: p.Request) -> tuple[bytes | None, bool]:
         mechanism = req.body.mechanism
-        cls = p.SERVED[SASL_HANDSHAKE_KEY].response[req.api_version]
+        cls = req.response_class
         if mechanism not in self.mechanisms:
             log.warning("closing %s: SASL mechanism %r is not enabled (sasl.enabled.mechanisms=%s)", self.peer,
                         mechanism, ",".join(self.mechanisms))
@@ -265,7 +282,7 @@ class SaslServerAuthenticator:
         return out
 
     def _authenticate(self, req: p.Request) -> tuple[bytes | None, bool]:
-        cls = p.SERVED[SASL_AUTHENTICATE_KEY].response[req.api_version]
+        cls = req.response_class
         try:
             token = self._evaluate(bytes(req.body.auth_bytes or b""))
         except SaslAuthenticationError as e:
@@ -287,7 +304,7 @@ class SaslServerAuthenticator:
 def after_authentication(request: p.Request) -> Any:
     """KafkaApis' answer to SaslHandshake / SaslAuthenticate on an authenticated (or a PLAINTEXT/SSL) connection:
     ``ILLEGAL_SASL_STATE``, as Kafka's ``handleSaslHandshakeRequest`` / ``handleSaslAuthenticateRequest``."""
-    cls = p.SERVED[request.api_key].response[request.api_version]
+    cls = request.response_class
     if request.api_key == SASL_HANDSHAKE_KEY:
         return cls(error_code=p.ILLEGAL_SASL_STATE, mechanisms=[])
     return cls(error_code=p.ILLEGAL_SASL_STATE, error_message="SaslAuthenticate request received after successful "

@@ -18,16 +18,17 @@ from __future__ import annotations
 from typing import Any
 
 from deltalog import scram
-from deltalog.errors import DeltalogError, ResourceNotFoundError, UnacceptableCredentialError
+from deltalog.errors import DeltalogError, ResourceNotFoundError
 from deltalog.server import protocol as p
+from deltalog.server.served_store import ServedStore
 
 #: Kafka's ``ScramMechanism`` type bytes.
 MECHANISM_TYPES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 MECHANISM_BYTES = {name: t for t, name in MECHANISM_TYPES.items()}
 
 
-def handle_describe(store: Any, request: p.Request) -> Any:
-    cls = p.SERVED[50].response[request.api_version]
+def handle_describe(store: ServedStore, request: p.Request) -> Any:
+    cls = request.response_class
     credentials = scram.ScramCredentials(store.storage)
     names = None if request.body.users is None else [u.name for u in request.body.users]
     results = []
@@ -44,10 +45,10 @@ def handle_describe(store: Any, request: p.Request) -> Any:
         else:
             try:
                 infos = list((found.get(name) or credentials.describe([name])[name]).items())
-            except ResourceNotFoundError:
-                code, message = p.RESOURCE_NOT_FOUND, f"Attempt to describe a user credential that does not exist: {name}"
+            except ResourceNotFoundError as e:
+                code, message = e.errno, f"Attempt to describe a user credential that does not exist: {name}"
             except DeltalogError as e:
-                code, message = p.UNKNOWN_SERVER_ERROR, str(e)
+                code, message = e.errno, str(e)
         seen.add(name)
         results.append(cls.DescribeUserScramCredentialsResult(
             user=name, error_code=code, error_message=message,
@@ -56,8 +57,8 @@ def handle_describe(store: Any, request: p.Request) -> Any:
     return cls(throttle_time_ms=0, error_code=p.NONE, error_message=None, results=results)
 
 
-def handle_alter(store: Any, request: p.Request) -> Any:
-    cls = p.SERVED[51].response[request.api_version]
+def handle_alter(store: ServedStore, request: p.Request) -> Any:
+    cls = request.response_class
     credentials = scram.ScramCredentials(store.storage)
     by_user: dict[str, list[tuple[str, Any]]] = {}
     for d in request.body.deletions:
@@ -73,12 +74,8 @@ def handle_alter(store: Any, request: p.Request) -> Any:
                     credentials.delete(user, mechanism)
                 else:
                     credentials.put(user, mechanism, credential)
-        except UnacceptableCredentialError as e:
-            code, message = p.UNACCEPTABLE_CREDENTIAL, str(e)
-        except ResourceNotFoundError as e:
-            code, message = p.RESOURCE_NOT_FOUND, str(e)
         except DeltalogError as e:
-            code, message = p.UNKNOWN_SERVER_ERROR, str(e)
+            code, message = e.errno, str(e)
         results.append(cls.AlterUserScramCredentialsResult(user=user, error_code=code, error_message=message))
     return cls(throttle_time_ms=0, results=results)
 

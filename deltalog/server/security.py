@@ -30,6 +30,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import socket
 import ssl
 import tempfile
 from collections.abc import Mapping
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltalog.errors import InvalidConfigError
-from deltalog.server import sasl
+from deltalog.server import limits, sasl
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = {name: name for name in PROTOCOLS}
@@ -48,7 +49,7 @@ SSL_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password
             "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
             "ssl.protocol")
 KNOWN_KEYS = ("listeners", "advertised.listeners", "listener.security.protocol.map", "sasl.enabled.mechanisms",
-              "sasl.server.max.receive.size", "socket.request.max.bytes", *SSL_KEYS)
+              "sasl.server.max.receive.size", "socket.request.max.bytes", *SSL_KEYS, *limits.KEYS.values())
 _LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:\[\]]*):(?P<port>\d+)")
 
 
@@ -89,10 +90,19 @@ def _unescape(s: str) -> str:
 
 
 def is_loopback(host: str) -> bool:
+    """An address, or a host name every address of which is, on the loopback interface (a name such as the
+    machine's own in ``/etc/hosts`` mapped to 127.0.1.1)."""
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
-        return host == "localhost"
+        pass
+    if host == "localhost":
+        return True
+    try:
+        found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return False
+    return bool(found) and all(ipaddress.ip_address(a[4][0].split("%")[0]).is_loopback for a in found)
 
 
 @dataclass

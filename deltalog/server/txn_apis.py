@@ -3,7 +3,7 @@ transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit) 
 record batch passes before a Produce appends it.
 
 The endpoint keeps no transaction state of its own: every request reads and changes the transactional id's document
-through the store's :class:`~deltalog.log.transaction_coordinator.TransactionCoordinator` (compare-and-swap on the
+through the store's :class:`~deltalog.coordinator.transaction.transaction_coordinator.TransactionCoordinator` (compare-and-swap on the
 document), the records go through :meth:`~deltalog.log.partition_log.PartitionLog.append` with the producer's
 :class:`~deltalog.log.producer_state.ProducerBatch` (``in_transaction``: the rows carry the producer id and epoch),
 and EndTxn writes the markers with the coordinator's two-phase commit. So a transaction a Kafka client runs over
@@ -33,22 +33,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from deltalog.errors import (
-    CommitConflictError,
-    DeltalogError,
-    IllegalStateError,
-    InvalidConfigError,
-    InvalidPidMappingError,
-    ProducerFencedError,
-    UnknownTopicOrPartitionError,
-)
-from deltalog.groups.offsets_topic import OFFSETS_TOPIC, decode_key, partition_for, validate_group_id
-from deltalog.log.producer_state import ProducerBatch, ProducerStateEntry, batch_digest
-from deltalog.log.record import KEY, OFFSET, PRODUCER_ID
-from deltalog.log.transaction_coordinator import (
+from deltalog.coordinator.group.offsets_topic import OFFSETS_TOPIC, decode_key, partition_for, validate_group_id
+from deltalog.coordinator.transaction.transaction_coordinator import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
     MAX_TIMEOUT_MS,
@@ -58,9 +47,19 @@ from deltalog.log.transaction_coordinator import (
     TransactionCoordinator,
     TransactionMetadata,
 )
+from deltalog.errors import (
+    CommitConflictError,
+    DeltalogError,
+    IllegalStateError,
+    InvalidConfigError,
+    UnknownTopicOrPartitionError,
+)
+from deltalog.log.producer_state import ProducerBatch, ProducerStateEntry, batch_digest
+from deltalog.log.record import KEY, OFFSET, PRODUCER_ID
 from deltalog.log.transactions import READ_UNCOMMITTED
-from deltalog.producer.producer import Producer
+from deltalog.producer.router import PartitionRouter
 from deltalog.server import protocol as p
+from deltalog.server.served_store import ServedStore
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -87,14 +86,12 @@ def holder_error(meta: TransactionMetadata | None, producer_id: int, producer_ep
 
 class TxnApis:
     """The transaction handlers of one endpoint. ``lock`` is the endpoint's lock around store calls, ``groups`` its
-    group coordinator (TxnOffsetCommit checks a member's generation there), ``error_code`` its mapping of deltalog
-    errors to Kafka's codes."""
+    group coordinator (TxnOffsetCommit checks a member's generation there)."""
 
-    def __init__(self, store: Any, lock: Any, groups: Any, error_code: Callable[[BaseException], int]) -> None:
+    def __init__(self, store: ServedStore, lock: Any, groups: Any) -> None:
         self.store = store
         self.lock = lock
         self.groups = groups
-        self.error_code = error_code
         self.coordinator = TransactionCoordinator(store.log_manager)  # stateless: the documents are the state
         #: How often the timer aborts timed-out transactions (Kafka's
         #: ``transaction.abort.timed.out.transaction.cleanup.interval.ms``); read when the timer starts.
@@ -138,16 +135,13 @@ class TxnApis:
             self._timer.join()
 
     def _code(self, e: DeltalogError, *, illegal_state: int = p.CONCURRENT_TRANSACTIONS) -> int:
-        """Kafka's code for an error the coordinator raised."""
-        if isinstance(e, ProducerFencedError):
-            return p.PRODUCER_FENCED
-        if isinstance(e, InvalidPidMappingError):
-            return p.INVALID_PRODUCER_ID_MAPPING
+        """Kafka's code for an error the coordinator raised: the error's own, except the two whose answer depends on
+        the request (a state the transaction is not in, a compare-and-swap that lost every race: retriable)."""
         if isinstance(e, IllegalStateError):
             return illegal_state
         if isinstance(e, CommitConflictError):  # the document's compare-and-swap lost every race: retriable
             return p.CONCURRENT_TRANSACTIONS
-        return self.error_code(e)
+        return e.errno
 
     def _now(self) -> int:
         return self.store.clock.now_ms()
@@ -163,7 +157,7 @@ class TxnApis:
         answer that retry gets. v3+ carries the producer's current id and epoch when it bumps its own epoch
         (KIP-360): another producer holding the id by then is ``PRODUCER_FENCED``."""
         body, version = request.body, request.api_version
-        cls = p.SERVED[22].response[version]
+        cls = request.response_class
 
         def answer(code: int, pid: int = -1, epoch: int = -1) -> Any:
             return cls(throttle_time_ms=0, error_code=fenced_for(code, version, 4), producer_id=pid,
@@ -217,7 +211,7 @@ class TxnApis:
         partition that does not exist is ``UNKNOWN_TOPIC_OR_PARTITION`` and the others ``OPERATION_NOT_ATTEMPTED``,
         as ``KafkaApis.handleAddPartitionsToTxnRequest`` answers; else the coordinator's one code for them all."""
         body, version = request.body, request.api_version
-        cls = p.SERVED[24].response[version]
+        cls = request.response_class
         topic_cls = cls.AddPartitionsToTxnTopicResult
         part_cls = topic_cls.AddPartitionsToTxnPartitionResult
         wanted = [(t.name, q) for t in body.v3_and_below_topics for q in t.partitions]
@@ -239,13 +233,13 @@ class TxnApis:
         """Kafka's AddOffsetsToTxn: the group's partition of ``__consumer_offsets`` joins the transaction (the
         topic is made on first use), so the offsets TxnOffsetCommit writes there are committed or aborted with it."""
         body, version = request.body, request.api_version
-        cls = p.SERVED[25].response[version]
+        cls = request.response_class
         with self.lock:
             try:
                 offsets_topic = self.store.offsets_topic
                 partition = offsets_topic.partition_for(body.group_id, create=True)
             except DeltalogError as e:
-                return cls(throttle_time_ms=0, error_code=self.error_code(e))
+                return cls(throttle_time_ms=0, error_code=e.errno)
             code = self._add(body.transactional_id, body.producer_id, body.producer_epoch,
                              [(OFFSETS_TOPIC, partition)])
         return cls(throttle_time_ms=0, error_code=fenced_for(code, version, 2))
@@ -264,7 +258,7 @@ class TxnApis:
         try:
             meta = self.coordinator.describe(transactional_id)
         except DeltalogError as e:
-            return self.error_code(e), str(e)
+            return e.errno, str(e)
         code = holder_error(meta, producer_id, producer_epoch)
         if code == p.INVALID_PRODUCER_ID_MAPPING:
             return code, (f"transactional id {transactional_id!r} is not held by producer id {producer_id}: call "
@@ -292,13 +286,13 @@ class TxnApis:
     def handle_txn_offset_commit(self, request: p.Request) -> Any:
         """Kafka's TxnOffsetCommit (``GroupCoordinator.handleTxnCommitOffsets``): the group's offsets appended to
         its partition of ``__consumer_offsets`` as records of the producer's transaction, exactly as
-        :meth:`deltalog.producer.idempotent_producer.KafkaProducer.send_offsets_to_transaction` appends them:
+        :meth:`deltalog.producer.kafka_producer.KafkaProducer.send_offsets_to_transaction` appends them:
         the group sees them once EndTxn commits (its committed offsets are read ``read_committed``). A member id
         or generation given (v3+) is checked against the group's; a commit with neither is taken, as Kafka's
         coordinator takes one from a producer that knows no group metadata. A partition that does not exist is
         ``UNKNOWN_TOPIC_OR_PARTITION``; the others are committed."""
         body, version = request.body, request.api_version
-        cls = p.SERVED[28].response[version]
+        cls = request.response_class
         topic_cls = cls.TxnOffsetCommitResponseTopic
         part_cls = topic_cls.TxnOffsetCommitResponsePartition
         member = (body.member_id or "") if version >= 3 else ""
@@ -330,11 +324,11 @@ class TxnApis:
                         offsets: dict[TopicPartition, OffsetAndMetadata]) -> int:
         try:
             now = self._now()
-            batch = self.store.offsets_topic.commit_batch(group_id, offsets, now)
+            batch = self.store.offsets_topic.commit_batch(group_id, offsets, now, allow_negative=True)
             code, _ = self.verify(tid, [(batch.topic, batch.partition)], pid, epoch)
             if code != p.NONE:
                 return code
-            rows, _ = Producer(self.store.log_manager).route(batch.topic, batch.records, now,
+            rows, _ = PartitionRouter(self.store.log_manager).route(batch.topic, batch.records, now,
                                                              partition=batch.partition)
             log = self.store.log(batch.topic, batch.partition)
             log.append(rows, now, producer=self.producer_batch(pid, epoch, next_sequence(log, pid, epoch), rows))
@@ -380,7 +374,7 @@ class TxnApis:
         decided transaction whose completer died is completed (Kafka's answer there is
         ``CONCURRENT_TRANSACTIONS`` until its coordinator has done it: the retry then gets ``NONE``)."""
         body, version = request.body, request.api_version
-        cls = p.SERVED[26].response[version]
+        cls = request.response_class
         commit = bool(body.committed)
         self._start_timer()
         with self.lock:

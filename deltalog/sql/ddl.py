@@ -63,7 +63,8 @@ from deltalog.log.record import (
     TXN_FIRST_OFFSET,
     VALUE,
 )
-from deltalog.sql.names import CURRENT_SUFFIX, view_name, view_names
+from deltalog.sql.names import CURRENT_SUFFIX, STATE_SUFFIX, view_name, view_names
+from deltalog.state.table import StateTable
 from deltalog.storage import is_object_store
 
 if TYPE_CHECKING:
@@ -110,6 +111,7 @@ class Dialect(ABC):
     """What differs between engines: identifier quoting, the table reference, decoding, the view statement."""
 
     engine = ""
+    databricks = False
     quote_char = '"'
     #: What goes before a CTE's body so that the engine inlines it (DuckDB otherwise materializes a CTE used twice,
     #: every column of every row, where each use reads only the columns it needs).
@@ -159,6 +161,8 @@ class SparkDialect(Dialect):
 
     engine = "spark"
     quote_char = "`"
+    #: Made for Databricks (``--engine databricks``): a state table is always registered by name there.
+    databricks = False
 
     def qualified(self, name: str) -> str:
         return self.q(name) if self.temporary else super().qualified(name)
@@ -241,7 +245,9 @@ def dialect(engine: str, *, catalog: str | None = None, schema: str | None = Non
     if catalog and not schema:
         raise InvalidArgumentError("a catalog needs a schema too (catalog.schema.view); give --schema as well")
     cls = {"spark": SparkDialect, "databricks": SparkDialect, "duckdb": DuckDBDialect, "trino": TrinoDialect}[e]
-    return cls(catalog or None, schema or None, temporary)
+    out = cls(catalog or None, schema or None, temporary)
+    out.databricks = e == "databricks"
+    return out
 
 
 # -- type names for JSON schemas ---------------------------------------------------------------------------
@@ -393,8 +399,8 @@ def topic_views(d: Dialect, topic: str, config: TopicConfig | None, tables: Sequ
     out.append(ViewStatement(log, topic, "log", (
         f"{d.create_view(log)}\n{rows}\nSELECT {_decoded(d, config, LOG_COLUMNS)} FROM {q('_visible')}")))
     P, OFF = q(PARTITION), q(OFFSET)
-    # The latest offset of each key, joined back: a hash aggregate, where ROW_NUMBER() sorted every row (measured
-    # 2-3x slower in DuckDB on the benchmark's small preset).
+    # The latest offset of each key, joined back: a hash aggregate, where ROW_NUMBER() sorts every row (slower in
+    # DuckDB; docs/performance.md).
     out.append(ViewStatement(current, topic, "current", (
         f"{d.create_view(current)}\n{rows},\n{q('_latest')} AS (\n"
         f"  SELECT {P}, MAX({OFF}) AS {q('_latest_offset')} FROM {q('_visible')} WHERE {q(KEY)} IS NOT NULL "
@@ -412,11 +418,38 @@ def partition_tables(logs: LogManager, topic: str) -> list[PartitionTable]:
             for log in logs.logs(topic) for snap in (log.snapshot(),)]
 
 
+def state_statements(d: Dialect, topic: str, location: str, *, relation: str | None = None) -> list[ViewStatement]:
+    """The statement that makes the state table of ``topic`` (a Delta table at ``location``) a name in ``d``'s
+    engine, ``<view name>_state``: Databricks/Unity Catalog and Spark with a schema register it as an external
+    table (``CREATE TABLE ... USING DELTA LOCATION``), Spark without one makes a view over ``delta.`<location>```,
+    DuckDB a view over ``delta_scan``, Trino registers it (``system.register_table``). The table is read as it is
+    (no merge, no window): every engine's plain Delta reader gives its rows. ``relation`` replaces the engine's
+    Delta reader with another relation over the same snapshot (tests; deltalog's embedded engine)."""
+    name = view_name(topic) + STATE_SUFFIX
+    if relation is not None:
+        return [ViewStatement(name, topic, "state", f"{d.create_view(name)}\nSELECT * FROM {relation}")]
+    if isinstance(d, TrinoDialect):
+        loc = location if is_object_store(location) else "file://" + location
+        return [ViewStatement(name, topic, "state", (
+            f"CALL {d.q(d.catalog or '')}.system.register_table(schema_name => {d.literal(d.schema or '')}, "
+            f"table_name => {d.literal(name)}, table_location => {d.literal(loc)})"))]
+    if isinstance(d, SparkDialect):
+        if d.schema or d.databricks:
+            return [ViewStatement(name, topic, "state", (
+                f"CREATE TABLE IF NOT EXISTS {d.qualified(name)} USING DELTA LOCATION {d.literal(location)}"))]
+        return [ViewStatement(name, topic, "state",
+                              f"{d.create_view(name)}\nSELECT * FROM delta.{d.q(location)}")]
+    return [ViewStatement(name, topic, "state", f"{d.create_view(name)}\nSELECT * FROM {d.table_ref(topic, PartitionTable(0, location, 0))}")]
+
+
 def view_statements(logs: LogManager, engine: str, *, topics: Iterable[str] | None = None,
                     catalog: str | None = None, schema: str | None = None, temporary: bool = False,
-                    table_ref: Callable[[str, PartitionTable], str] | None = None) -> list[ViewStatement]:
-    """The DDL of the views of ``topics`` (every topic by default) for ``engine``. A view name two topics claim
-    (``a.b`` and ``a_b``) is left out, as the Spark views leave it out."""
+                    table_ref: Callable[[str, PartitionTable], str] | None = None,
+                    state_ref: Callable[[str, str], str] | None = None) -> list[ViewStatement]:
+    """The DDL of the views of ``topics`` (every topic by default) for ``engine``, and of the state tables those
+    that have one (:func:`state_statements`). A view name two topics claim (``a.b`` and ``a_b``) is left out, as
+    the Spark views leave it out. ``table_ref`` replaces the partition tables' references; the state tables are
+    then named only when ``state_ref`` (topic, location) -> a relation replaces theirs too."""
     d = dialect(engine, catalog=catalog, schema=schema, temporary=temporary)
     all_topics = logs.list_topics()
     wanted = list(topics) if topics is not None else all_topics
@@ -427,8 +460,29 @@ def view_statements(logs: LogManager, engine: str, *, topics: Iterable[str] | No
     out = []
     for t in wanted:
         stmts = topic_views(d, t, logs.topic_config(t), partition_tables(logs, t), table_ref=table_ref)
+        state = StateTable(logs.storage, t)
+        if (table_ref is None or state_ref is not None) and state.exists():
+            stmts += state_statements(d, t, state.uri, relation=None if state_ref is None else state_ref(t, state.uri))
         out += [s for s in stmts if s.kind == "table" or len(names.get(s.name.lower(), [])) <= 1]
     return out
+
+
+#: What each engine needs to read the state tables (``<topic>_state``, plain Delta tables), said at the top of
+#: the script: the packages that cannot be assumed where it runs.
+STATE_TABLE_HEADERS = {
+    "spark": ["-- The state tables (*_state) are Delta tables: this Spark reads them only with delta-spark: "
+              "pip install delta-spark, its JARs io.delta:delta-spark_2.13",
+              "-- (the release matching your Spark) in spark.jars.packages, with spark.sql.extensions="
+              "io.delta.sql.DeltaSparkSessionExtension and",
+              "-- spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog. Databricks "
+              "reads them as they are."],
+    "databricks": ["-- The state tables (*_state) are external Delta tables: Databricks and Unity Catalog read "
+                   "them as they are (USING DELTA LOCATION)."],
+    "duckdb": ["-- The state tables (*_state) are Delta tables: DuckDB reads them with its delta extension "
+               "(INSTALL delta below, downloaded from DuckDB's extension repository on first use)."],
+    "trino": ["-- The state tables (*_state) are Delta tables: Trino's Delta Lake connector registers them "
+              "(delta.register-table-procedure.enabled=true in the catalog's properties)."],
+}
 
 
 def script(statements: Sequence[ViewStatement], engine: str) -> str:
@@ -436,6 +490,8 @@ def script(statements: Sequence[ViewStatement], engine: str) -> str:
     head = [f"-- deltalog views for {engine}, made {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} from the "
             "partitions' snapshots:",
             "-- the log start offsets are those of that moment; make the views again after retention runs."]
+    if any(s.kind == "state" for s in statements):
+        head += STATE_TABLE_HEADERS.get(engine, [])
     if engine == "duckdb":
         head.append("INSTALL delta;\nLOAD delta;")
     return "\n".join(head) + "\n\n" + "\n\n".join(s.sql + ";" for s in statements) + "\n"

@@ -1,6 +1,6 @@
 """SQL over a store without starting Spark: the same views as :mod:`deltalog.sql.views`, answered by DuckDB.
 
-``deltalog sql`` used to start a JVM for every query (12-15 s, nearly all of it Spark's start). Here the
+``deltalog sql`` used to start a JVM for every query, and Spark's start was nearly all of its time. Here the
 views are the plain-SQL DuckDB views of :mod:`deltalog.sql.ddl`, made for each query over the latest snapshot
 of each partition the query names, with ``read_parquet`` of the snapshot's data files (the files delta-rs lists
 for that version, as Delta's ``delta_scan`` would read) in place of ``delta_scan``: DuckDB's delta extension
@@ -28,12 +28,15 @@ import re
 import threading
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from deltalog import extras
 from deltalog.errors import DeltalogError, InvalidTopicError, QueryError
 from deltalog.log import damage, time_travel
 from deltalog.log.record import RECORD_SCHEMA
 from deltalog.sql import ddl
 from deltalog.sql.names import ambiguity, topics_in_query
+from deltalog.state.table import StateTable
 from deltalog.storage import join
 
 if TYPE_CHECKING:
@@ -153,10 +156,38 @@ class EmbeddedSQL:
                 refs[snap.partition] = f'"{name}"'
         d = ddl.dialect("duckdb")
         names = ddl.view_names(self.logs.list_topics())
-        for s in ddl.topic_views(d, topic, self.logs.topic_config(topic), tables,
-                                 table_ref=lambda _t, table: refs[table.partition]):
+        statements = ddl.topic_views(d, topic, self.logs.topic_config(topic), tables,
+                                     table_ref=lambda _t, table: refs[table.partition])
+        state = self._state_relation(con, topic, as_of)
+        if state is not None:
+            statements += ddl.state_statements(d, topic, "", relation=state)
+        for s in statements:
             if len(names.get(s.name.lower(), [])) <= 1:
                 con.execute(s.sql)
+
+    def _state_relation(self, con: duckdb.DuckDBPyConnection, topic: str, as_of: time_travel.AsOf | None
+                        ) -> str | None:
+        """The state table's snapshot (latest, or as of a time) as a DuckDB relation over its files; None without
+        a state table, or for versions of the partitions (which say nothing of the state table's versions)."""
+        table = StateTable(self.logs.storage, topic)
+        dt = table.open()
+        if dt is None or (as_of is not None and as_of.timestamp_ms is None):
+            return None
+        if as_of is not None:
+            dt = table.open(time_travel.version_at(dt, as_of.timestamp_ms, f"the state table of {topic!r}"))
+        files = dt.file_uris()
+        schema = pa.schema(dt.schema().to_arrow())
+        self._locations.update(files)
+        if not files:
+            name = f"__deltalog_{ddl.view_name(topic)}__state"
+            con.register(name, schema.empty_table())
+            return f'"{name}"'
+        if self.logs.storage.local:
+            listed = ", ".join(ddl.DuckDBDialect(None, None, False).literal(f) for f in files)
+            return f"read_parquet([{listed}], union_by_name = true)"
+        name = f"__deltalog_{ddl.view_name(topic)}__state"
+        con.register(name, self.logs.storage.read_parquet(files, schema=schema))
+        return f'"{name}"'
 
     def close(self) -> None:
         if self._con is not None:

@@ -10,6 +10,8 @@ import re
 from collections.abc import Iterable
 
 CURRENT_SUFFIX = "_current"
+#: The name of a topic's state table (a Delta table, docs/state-table.md) in SQL: ``<view name>_state``.
+STATE_SUFFIX = "_state"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 
@@ -26,13 +28,17 @@ def view_names(topics: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
         base = view_name(t)
         names.setdefault(base.lower(), []).append((t, "log"))
         names.setdefault((base + CURRENT_SUFFIX).lower(), []).append((t, "current"))
+        names.setdefault((base + STATE_SUFFIX).lower(), []).append((t, "state"))
     return names
 
 
 def ambiguity(name: str, claims: list[tuple[str, str]]) -> str:
     """What an ambiguous view name stands for, for the error that refuses a query using it."""
     return (f"view name {name!r} is ambiguous: it stands for "
-            + ", ".join(f"the {'current state' if k == 'current' else 'log'} of topic {t!r}" for t, k in claims))
+            + ", ".join(f"the {_KINDS.get(k, k)} of topic {t!r}" for t, k in claims))
+
+
+_KINDS = {"current": "current state", "log": "log", "state": "state table"}
 
 
 def topics_in_query(query: str, topics: Iterable[str]) -> tuple[list[str], list[tuple[str, list[tuple[str, str]]]]]:

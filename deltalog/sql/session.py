@@ -191,7 +191,7 @@ def warm_python_workers(session: SparkSession) -> _WarmUp:
     """Start the cleaner's Python workers in the background, one per core.
 
     A cleaning pass runs deltalog's own code in Spark's Python workers; the first pass in a session
-    otherwise waits ~1.5 s for them to start and import numpy and pyarrow (measured on 2 cores). The
+    otherwise waits for them to start and import numpy and pyarrow (docs/performance.md). The
     embedded session starts them while the caller does other work (opening the store, appending). The job
     is tiny (a ``mapInArrow`` over one row a task) and its failure is harmless: the pass would start the
     workers itself.
@@ -216,7 +216,7 @@ def _warm_worker(batches: Iterator[Any]) -> Iterator[Any]:
     import pyarrow as pa  # this function runs in a Spark worker: everything it imports is for the worker
 
     from deltalog.cleaner import offset_map, recopy  # noqa: F401 - imported for the worker's module cache
-    from deltalog.cleaner.key_hash import key_hashes
+    from deltalog.log.key_hash import key_hashes
 
     for _ in batches:
         pass

@@ -37,6 +37,14 @@ ABOUT = {
                     "files, or the first three PUTs of the store's documents, with a 500 or a dropped connection, "
                     "before or after the store applied them. The store is then judged straight from the server. Any "
                     "error must be a deltalog error.",
+    "other-engines": "`tooling/reliability/engine_attacks.py` with `tooling/reliability/other_engines.py`: two producer "
+                     "processes append to a compacted topic (2 partitions) and a `compact,delete` one whose records are "
+                     "older than its retention, while this process applies retention, runs cleaning rounds and reads "
+                     "every partition, and another process runs real delta-rs on the partition tables in a loop: "
+                     "OPTIMIZE (`optimize.compact()`), Z-order by key, or both with VACUUM (Delta's retention); or, once "
+                     "the producers are done, a DELETE, which every read must refuse naming it, then Delta's RESTORE. "
+                     "Faults injected counts the other engine's commits that landed. Besides the model's verdict, no "
+                     "partition may hold an offset twice (`describe`'s `duplicated_offsets`).",
 }
 
 _OTHER_PARTS = {"kills": "## Kills", "concurrency": "## Concurrency", "hostile": "## Hostile input",

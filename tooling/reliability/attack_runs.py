@@ -58,6 +58,14 @@ def run_class(cls: str, runs: int, workdir: Path, log: Callable[[str], None], *,
 
             out.append(disk_run(lambda location, n=n: harness(n, location), base / f"run-{n}" / "disk",
                                 clean=clean_round if clean else None))
+    elif cls == "other-engines":
+        from tooling.reliability.engine_attacks import CASES as ENGINE_CASES
+        from tooling.reliability.engine_attacks import engine_run
+
+        engine_cases = list(ENGINE_CASES)
+        for n in range(runs):
+            h = harness(n)
+            out.append(engine_run(h, engine_cases[n % len(engine_cases)], clean=_cleaner(h) if clean else None))
     else:
         out = _store_faults(runs, harness, log, seed=seed, clean=clean, s3=s3)
     return out

@@ -44,6 +44,7 @@ CLASSES = {
     "clock": "Clock skew between processes",
     "disk": "A full disk",
     "store-faults": "Object-store faults between the client and the store",
+    "other-engines": "Other engines at the same time",
 }
 
 

@@ -49,7 +49,8 @@ KINDS: dict[str, tuple[str, str]] = {
 
 def _document(kind: str, store: Any) -> str:
     """The location of the document ``kind`` attacks (created first when nothing else makes it)."""
-    from deltalog.log import producer_ids, producer_state
+    from deltalog.coordinator.transaction import producer_ids
+    from deltalog.log import producer_state
 
     storage = store.storage
     if kind.startswith("producer-ids"):

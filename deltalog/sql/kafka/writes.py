@@ -93,9 +93,9 @@ def _topic_metadata(opts: Options) -> dict[str, tuple[int, Any]]:
     the tasks, as they come."""
     if not opts.topic:
         return {}
-    from deltalog.producer.producer import Producer
+    from deltalog.producer.router import PartitionRouter
 
-    return {opts.topic: Producer(TopicLogs(opts).logs).topic_metadata(opts.topic)}
+    return {opts.topic: PartitionRouter(TopicLogs(opts).logs).topic_metadata(opts.topic)}
 
 
 def _stage(opts: Options, batches: Iterable[pa.RecordBatch],
@@ -104,9 +104,9 @@ def _stage(opts: Options, batches: Iterable[pa.RecordBatch],
     stage each partition's records as one Arrow IPC file; nothing is appended before the commit. ``topics``:
     partition counts and configs already known (:func:`_topic_metadata`)."""
     from deltalog.clock import WallClock
-    from deltalog.producer.producer import PARTITION, Producer
+    from deltalog.producer.router import PARTITION, PartitionRouter
 
-    producer = Producer(_LazyLogs(opts), topics=topics)  # type: ignore[arg-type]
+    producer = PartitionRouter(_LazyLogs(opts), topics=topics)  # type: ignore[arg-type]
     now_ms = WallClock().now_ms()
     parts: dict[tuple[str, int], list[pa.Table]] = {}
     for batch in batches:
@@ -155,8 +155,8 @@ def _stage(opts: Options, batches: Iterable[pa.RecordBatch],
 
 def _ipc_bytes(table: pa.Table) -> bytes:
     """``table`` as an Arrow IPC file: staged records are read once, whole, by the commit, so they are kept in
-    Arrow's own layout (no Parquet encoding in the task, no decoding in the commit: 2 x 100k records took
-    ~0.05 s to write and ~0.07 s to read back as Parquet)."""
+    Arrow's own layout: no Parquet encoding in the task, no decoding in the commit (docs/performance.md has what
+    Parquet cost)."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)

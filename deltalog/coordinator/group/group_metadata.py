@@ -9,7 +9,7 @@ offsets are in), which the cleaner compacts like the offsets (the latest record 
 a tombstone). It is read when an endpoint becomes the group's coordinator, as Kafka's coordinator loads the
 partition it became leader of: the partition's group records are replayed (incrementally: what was appended since
 the last look) and the group's latest record taken. The offsets' readers skip these
-records (:func:`deltalog.groups.offsets_topic.decode_key` answers None for them, as Kafka's loader and formatter do).
+records (:func:`deltalog.coordinator.group.offsets_topic.decode_key` answers None for them, as Kafka's loader and formatter do).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltalog.coordinator.group.group_coordinator import EMPTY, STABLE, Group, Member
+from deltalog.coordinator.group.offsets_topic import OFFSETS_TOPIC, REPLAY_PAGE
 from deltalog.errors import CorruptLogError, DeltalogError, OffsetOutOfRangeError
-from deltalog.groups.fetch import fetch
-from deltalog.groups.offsets_topic import OFFSETS_TOPIC, REPLAY_PAGE
+from deltalog.log.fetch import fetch
 from deltalog.log.record import KEY, TIMESTAMP, VALUE
 from deltalog.log.transactions import READ_COMMITTED
-from deltalog.server.group_coordinator import EMPTY, STABLE, Group, Member
 
 log = logging.getLogger(__name__)
 

@@ -25,6 +25,12 @@ from typing import TYPE_CHECKING
 
 import pyarrow.compute as pc
 
+from deltalog.coordinator.transaction.transaction_coordinator import (
+    ONGOING,
+    PREPARE_ABORT,
+    PREPARE_COMMIT,
+    TransactionCoordinator,
+)
 from deltalog.errors import (
     CorruptLogError,
     CorruptStateError,
@@ -34,7 +40,6 @@ from deltalog.errors import (
 )
 from deltalog.log.producer_state import ProducerStateEntry
 from deltalog.log.record import ABORT, PRODUCER_EPOCH
-from deltalog.log.transaction_coordinator import ONGOING, PREPARE_ABORT, PREPARE_COMMIT, TransactionCoordinator
 
 if TYPE_CHECKING:
     from deltalog.log.log_manager import LogManager

@@ -7,7 +7,14 @@ As in Kafka (the group coordinator's log), each committed offset is one keyed re
   an ``int16`` length and UTF-8 bytes); version 2 keys are group metadata, which deltalog does not write and skips
   on reading, as Kafka's loader skips record types it does not know;
 * value: ``OffsetCommitValue`` version 3, ``int16 version, int64 offset, int32 leaderEpoch, string metadata,
-  int64 commitTimestamp`` (versions 0 to 3 are read); a null value (a tombstone) removes the committed offset.
+  int64 commitTimestamp`` (versions 0 to 3 are read); a null value (a tombstone) removes the committed offset;
+* header ``deltalog.topic_id``: the id (KIP-516) of the topic the offset was committed on. Kafka's
+  ``OffsetCommitKey`` names the topic only; deltalog keeps the id beside it, in a header Kafka's format leaves
+  free, so that an offset committed on an earlier topic of the same name is told apart
+  (:class:`~deltalog.groups.admin.PartitionOffsets` ``stale``). A commit that names the id it was made for
+  (``topic_ids``: the consumer passes the ids of the topics it read, as Kafka's OffsetCommit v10 carries topic
+  ids) is refused with :class:`~deltalog.errors.UnknownTopicIdError` when the topic's id changed since: a topic
+  deleted and created again while a consumer of the old one was running.
 
 All offsets of a group live in one partition, ``abs(javaHash(group)) % partitions`` (Kafka's
 ``GroupCoordinatorService.partitionFor``), so one commit of any number of offsets is one append, one Delta commit:
@@ -16,7 +23,7 @@ partitions (a store config); deltalog's own cleaner keeps it to about one record
 the job Kafka built compaction for.
 
 Committed offsets are read by replaying a partition (:class:`OffsetsTopic` keeps the replayed state and reads
-only what was appended since), always ``read_committed`` through :func:`deltalog.groups.fetch.fetch`: an offset
+only what was appended since), always ``read_committed`` through :func:`deltalog.log.fetch.fetch`: an offset
 committed inside a transaction counts once the transaction commits, never if it aborts.
 
 :func:`offset_commit_records` is the seam for ``send_offsets_to_transaction``: the transactional producer gets the
@@ -30,7 +37,7 @@ import struct
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -40,13 +47,15 @@ from deltalog.config import StoreConfig
 from deltalog.errors import (
     CorruptLogError,
     InvalidArgumentError,
+    InvalidGroupIdError,
     OffsetMetadataTooLargeError,
     OffsetOutOfRangeError,
     TopicExistsError,
+    UnknownTopicIdError,
 )
-from deltalog.groups.fetch import READ_COMMITTED, fetch
+from deltalog.log.fetch import READ_COMMITTED, fetch
 from deltalog.log.log_manager import GROUP_METADATA_TOPIC_NAME, LogManager
-from deltalog.log.record import KEY, OFFSET, TIMESTAMP, VALUE
+from deltalog.log.record import HEADER_TYPE, HEADERS, KEY, OFFSET, TIMESTAMP, VALUE
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -58,6 +67,8 @@ OFFSETS_TOPIC = GROUP_METADATA_TOPIC_NAME
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
+#: The record header that carries the id of the topic an offset was committed on.
+TOPIC_ID_HEADER = "deltalog.topic_id"
 #: Rows a replay reads at a time.
 REPLAY_PAGE = 100_000
 #: How long a process waits for another one that is creating the topic.
@@ -110,6 +121,7 @@ class OffsetCommitValue:
     commit_timestamp_ms: int
     leader_epoch: int = -1
     expire_timestamp_ms: int = -1
+    topic_id: str | None = None  # from the record's header; None for a commit written without one
 
     def offset_and_metadata(self) -> OffsetAndMetadata:
         return OffsetAndMetadata(self.offset, self.metadata, self.leader_epoch)
@@ -205,16 +217,19 @@ class OffsetCommitBatch:
 
 def validate_group_id(group_id: object) -> str:
     if not isinstance(group_id, str) or not group_id:
-        raise InvalidArgumentError(
+        raise InvalidGroupIdError(
             f"a consumer group id must be a non-empty string, not {group_id!r}: to use the group management or "
             "offset commit APIs, you must provide a valid group id")
     return group_id
 
 
-def normalize_offsets(offsets: Mapping[Any, Any], max_metadata_bytes: int) -> dict[TopicPartition, OffsetAndMetadata]:
+def normalize_offsets(offsets: Mapping[Any, Any], max_metadata_bytes: int, *, allow_negative: bool = False
+                      ) -> dict[TopicPartition, OffsetAndMetadata]:
     """``offsets`` as ``{TopicPartition: OffsetAndMetadata}``, checked: a key is a TopicPartition (or a
     ``(topic, partition)`` pair, such as kafka-python's), a value an OffsetAndMetadata (or a ``(offset, metadata[,
-    leader_epoch])`` tuple, or a bare offset); offsets are whole numbers >= 0 and metadata at most
+    leader_epoch])`` tuple, or a bare offset); offsets are whole numbers >= 0 (any whole number with
+    ``allow_negative``: Kafka's coordinator stores what a client commits, and KafkaJS commits -1 and -2 after an
+    out-of-range reset; readers take a negative one for no committed offset) and metadata at most
     ``max_metadata_bytes`` of UTF-8 (Kafka's ``offset.metadata.max.bytes``)."""
     if not isinstance(offsets, Mapping):
         raise InvalidArgumentError(
@@ -230,7 +245,7 @@ def normalize_offsets(offsets: Mapping[Any, Any], max_metadata_bytes: int) -> di
         else:
             raise InvalidArgumentError(f"the offset to commit for {tp} must be an OffsetAndMetadata or an int, not {om!r}")
         offset, metadata, epoch = om
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        if isinstance(offset, bool) or not isinstance(offset, int) or (offset < 0 and not allow_negative):
             raise InvalidArgumentError(f"the offset to commit for {tp} must be a whole number >= 0 (the next offset "
                                        f"to consume), not {offset!r}")
         if metadata is None:
@@ -258,18 +273,24 @@ def as_topic_partition(tp: object) -> TopicPartition:
 
 
 def offset_commit_records(group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata | None],
-                          commit_timestamp_ms: int, num_partitions: int) -> OffsetCommitBatch:
+                          commit_timestamp_ms: int, num_partitions: int,
+                          topic_ids: Mapping[str, str | None] | None = None) -> OffsetCommitBatch:
     """The records that commit ``offsets`` for ``group_id`` and the partition of ``__consumer_offsets`` they go to.
 
-    A value of None is a tombstone: it removes that committed offset. Nothing is checked here beyond the format
-    (use :meth:`OffsetsTopic.commit_batch`, which validates and creates the topic, unless the offsets are known good).
+    A value of None is a tombstone: it removes that committed offset. ``topic_ids`` (the topics' ids now) go in
+    each record's ``deltalog.topic_id`` header. Nothing is checked here beyond the format (use
+    :meth:`OffsetsTopic.commit_batch`, which validates and creates the topic, unless the offsets are known good).
     """
-    keys, values = [], []
+    keys, values, headers = [], [], []
     for tp, om in offsets.items():
         keys.append(encode_key(group_id, tp.topic, tp.partition))
         values.append(None if om is None else encode_value(om.offset, om.metadata, commit_timestamp_ms,
                                                            om.leader_epoch))
+        topic_id = (topic_ids or {}).get(tp.topic)
+        headers.append([] if om is None or topic_id is None else [{"key": TOPIC_ID_HEADER,
+                                                                    "value": topic_id.encode()}])
     records = pa.table({KEY: pa.array(keys, pa.binary()), VALUE: pa.array(values, pa.binary()),
+                        HEADERS: pa.array(headers, pa.list_(pa.field("element", HEADER_TYPE))),
                         TIMESTAMP: pa.array([commit_timestamp_ms] * len(keys), pa.int64())})
     return OffsetCommitBatch(OFFSETS_TOPIC, partition_for(group_id, num_partitions), group_id, dict(offsets), records)
 
@@ -335,21 +356,39 @@ class OffsetsTopic:
 
     # -- writes ------------------------------------------------------------------------------------------------
 
-    def commit_batch(self, group_id: str, offsets: Mapping[Any, Any], now_ms: int) -> OffsetCommitBatch:
+    def commit_batch(self, group_id: str, offsets: Mapping[Any, Any], now_ms: int,
+                     topic_ids: Mapping[str, str | None] | None = None, *, allow_negative: bool = False
+                     ) -> OffsetCommitBatch:
         """The validated records of an offset commit, and their partition: what ``send_offsets_to_transaction``
         writes inside a transaction. Creates ``__consumer_offsets`` on first use; raises for an empty group id, a
-        topic or partition that does not exist, a negative offset or metadata over ``offset.metadata.max.bytes``."""
+        topic or partition that does not exist, a negative offset or metadata over ``offset.metadata.max.bytes``,
+        and :class:`UnknownTopicIdError` when a topic of ``topic_ids`` (the ids the committer read the topics
+        under) has another id now. Each record carries the id its topic has now."""
         group_id = validate_group_id(group_id)
-        checked = normalize_offsets(offsets, self.config.offset_metadata_max_bytes)
+        checked = normalize_offsets(offsets, self.config.offset_metadata_max_bytes, allow_negative=allow_negative)
         for tp in checked:
             self.logs.log(tp.topic, tp.partition)  # raises for a topic or partition that does not exist
+        current = {t: self.logs.topic_id(t) for t in sorted({tp.topic for tp in checked})}
+        for topic, expected in sorted((topic_ids or {}).items()):
+            if topic in current and expected is not None and current[topic] != expected:
+                raise UnknownTopicIdError(
+                    f"topic {topic!r} has id {current[topic]} now, and these offsets were read from the topic with "
+                    f"id {expected}, which no longer exists (the topic was deleted and created again): committing "
+                    f"them for group {group_id!r} would make the group skip the new topic's records, so nothing "
+                    "was committed. Allowed: offsets of the topic as it is now: unsubscribe() and subscribe or assign "
+                    "it again (or start a new consumer), and the group starts from its committed offset or "
+                    "auto.offset.reset",
+                    topic=topic, topic_id=expected, current_topic_id=current[topic])
         n = self.num_partitions(create=True)
         assert n is not None
-        return offset_commit_records(group_id, checked, now_ms, n)
+        return offset_commit_records(group_id, checked, now_ms, n, current)
 
-    def commit(self, group_id: str, offsets: Mapping[Any, Any], now_ms: int) -> OffsetCommitBatch:
-        """Commit ``offsets`` for ``group_id`` now: one append to the group's partition (all or nothing)."""
-        batch = self.commit_batch(group_id, offsets, now_ms)
+    def commit(self, group_id: str, offsets: Mapping[Any, Any], now_ms: int,
+               topic_ids: Mapping[str, str | None] | None = None, *, allow_negative: bool = False
+               ) -> OffsetCommitBatch:
+        """Commit ``offsets`` for ``group_id`` now: one append to the group's partition (all or nothing);
+        ``topic_ids`` as :meth:`commit_batch` checks them."""
+        batch = self.commit_batch(group_id, offsets, now_ms, topic_ids, allow_negative=allow_negative)
         if batch.records.num_rows:
             self._append(batch, now_ms)
         return batch
@@ -457,6 +496,16 @@ class OffsetsTopic:
             found = {tp: om for tp, om in found.items() if tp in wanted}
         return dict(sorted(found.items()))
 
+    def committed_topic_ids(self, group_id: str) -> dict[TopicPartition, str | None]:
+        """The id of the topic each committed offset of ``group_id`` was committed on (None: written without one,
+        by a deltalog before ids were recorded or by another writer)."""
+        p = self.partition_for(group_id)
+        if p is None:
+            return {}
+        with self._lock:
+            entries = self._refresh(p).entries
+            return {k.topic_partition: v.topic_id for k, v in entries.items() if k.group == group_id}
+
     def commit_timestamps(self, group_id: str) -> dict[TopicPartition, int]:
         """When each committed offset of ``group_id`` was committed (epoch ms, the committer's store clock)."""
         p = self.partition_for(group_id)
@@ -514,7 +563,8 @@ def _apply(replay: _Replay, records: pa.Table, topic: str, partition: int) -> No
     """Apply a page of records to a replay: the latest record of each key wins, a tombstone removes its key."""
     if not records.num_rows:
         return
-    records = records.select([OFFSET, KEY, VALUE]).filter(pc.is_valid(records.column(KEY)))
+    columns = [OFFSET, KEY, VALUE] + ([HEADERS] if HEADERS in records.column_names else [])
+    records = records.select(columns).filter(pc.is_valid(records.column(KEY)))
     latest = records.group_by(KEY, use_threads=False).aggregate([(OFFSET, "max")]).column(f"{OFFSET}_max")
     rows = records.filter(pc.is_in(records.column(OFFSET), value_set=latest))
     for row in rows.to_pylist():
@@ -529,4 +579,7 @@ def _apply(replay: _Replay, records: pa.Table, topic: str, partition: int) -> No
         if value is None:
             replay.entries.pop(key, None)
         else:
+            topic_id = next((h["value"] for h in row.get(HEADERS) or () if h["key"] == TOPIC_ID_HEADER), None)
+            if topic_id is not None:
+                value = replace(value, topic_id=topic_id.decode("utf-8", "replace"))
             replay.entries[key] = value

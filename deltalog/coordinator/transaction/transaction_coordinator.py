@@ -9,7 +9,7 @@ document's etag, so the id's epoch and its transaction's state change together, 
 a transactional id exactly one wins each step (the other is fenced).
 
 **Time** is the coordinator's, as in Kafka: a transaction starts at the time the store stamped on the write that
-made it ``Ongoing`` (the document's modification time, :mod:`deltalog.log.store_clock`), and the timeout sweep
+made it ``Ongoing`` (the document's modification time, :mod:`deltalog.coordinator.transaction.store_clock`), and the timeout sweep
 compares it with the store's time now, never with the clock of the process that opened it. A producer whose
 clock runs a day ahead (and then dies) holds read_committed readers and the cleaner back for its timeout, not a
 day more; one whose clock is behind is not fenced before its timeout.
@@ -33,6 +33,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from deltalog.coordinator.transaction import producer_ids
+from deltalog.coordinator.transaction.producer_ids import MAX_PRODUCER_ID
+from deltalog.coordinator.transaction.store_clock import StoreClock
 from deltalog.errors import (
     CommitConflictError,
     CorruptStateError,
@@ -41,11 +44,9 @@ from deltalog.errors import (
     InvalidPidMappingError,
     ProducerFencedError,
 )
-from deltalog.log import faults, producer_ids, producer_state
-from deltalog.log.producer_ids import MAX_PRODUCER_ID
+from deltalog.log import faults, producer_state
 from deltalog.log.record import ABORT, COMMIT
 from deltalog.log.state_docs import Document
-from deltalog.log.store_clock import StoreClock
 
 if TYPE_CHECKING:
     from deltalog.clock import Clock

@@ -15,7 +15,7 @@ only its own connection, as Kafka mutes a channel until it has answered.
 Of several endpoints on one store, the one :mod:`deltalog.server.placement` names coordinates the group (the others
 answer ``NOT_COORDINATOR``). The group lives in that endpoint's memory and, as Kafka writes it, in
 ``__consumer_offsets`` at each Stable generation and when it empties (``persist``/``load``,
-:mod:`deltalog.server.group_metadata`): when the coordinator changes (it stopped or died, or another endpoint
+:mod:`deltalog.coordinator.group.group_metadata`): when the coordinator changes (it stopped or died, or another endpoint
 joined), the new one loads the group and its members go on with their generation, as after a Kafka coordinator
 failover.
 Static membership (``group.instance.id``, KIP-345) is treated as dynamic; the initial rebalance delay
@@ -94,7 +94,7 @@ class GroupCoordinator:
         """``clock``: seconds on a monotonic scale (``time.monotonic``; tests give their own). ``persist`` writes a
         group when a generation becomes Stable or the group empties, ``load`` reads the one last written when this
         coordinator first meets the group (Kafka's ``storeGroup`` and ``loadGroupsForPartition``:
-        :class:`deltalog.server.group_metadata.GroupMetadataLog`); without them groups live in memory only."""
+        :class:`deltalog.coordinator.group.group_metadata.GroupMetadataLog`); without them groups live in memory only."""
         self._now: Callable[[], float] = clock or time.monotonic
         self._cond = threading.Condition()
         self._groups: dict[str, Group] = {}
