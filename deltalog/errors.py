@@ -394,6 +394,32 @@ class UnacceptableCredentialError(InvalidArgumentError):
     errno = 93  # UNACCEPTABLE_CREDENTIAL
 
 
+class AuthorizationError(DeltalogError):
+    """Kafka's ``AuthorizationException``: the principal may not do this (``deltalog serve`` with
+    ``authorizer.class.name``, :mod:`deltalog.acls`). Each subclass carries the code of what was refused."""
+
+    errno = 31  # CLUSTER_AUTHORIZATION_FAILED
+
+
+class TopicAuthorizationError(AuthorizationError):
+    errno = 29  # TOPIC_AUTHORIZATION_FAILED
+
+
+class GroupAuthorizationError(AuthorizationError):
+    errno = 30  # GROUP_AUTHORIZATION_FAILED
+
+
+class TransactionalIdAuthorizationError(AuthorizationError):
+    errno = 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+class InvalidAclError(InvalidArgumentError):
+    """An ACL binding or filter Kafka refuses (an UNKNOWN or ANY field in a binding to create, a principal not of the
+    form ``Type:name``, a PREFIXED pattern on the cluster)."""
+
+    errno = 42  # INVALID_REQUEST
+
+
 class ResourceNotFoundError(DeltalogError, LookupError):
     """Kafka's ``ResourceNotFoundException``: e.g. deleting a SCRAM credential the user does not have."""
 

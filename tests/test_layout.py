@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     # (the first layer imports nothing of deltalog)
     ("deltalog.clock", "deltalog.extras", "deltalog.storage_faults"),
     ("deltalog.storage", "deltalog.schemas", "deltalog.spark"),
-    ("deltalog.config", "deltalog.scram"),  # store-wide configs; the users' SCRAM credentials
+    ("deltalog.config", "deltalog.scram", "deltalog.acls"),  # store-wide configs; SCRAM credentials; ACLs
     ("deltalog.log",),            # LogManager, UnifiedLog, per-partition producer state: Kafka's storage module
     # Kafka's coordinators, apart from its storage; the two never import each other
     ("deltalog.coordinator", "deltalog.coordinator.transaction", "deltalog.coordinator.group"),

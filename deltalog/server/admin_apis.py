@@ -13,6 +13,8 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
+from deltalog.acls import AclOperation as OP
+from deltalog.acls import ResourceType
 from deltalog.config import TopicConfig
 from deltalog.errors import DeltalogError
 from deltalog.server import protocol as p
@@ -49,7 +51,9 @@ class AdminApis:
         out = []
         for t in body.topics:
             code, message = p.NONE, None
-            if t.assignments:
+            if not self.apis.authz.allowed(request, OP.ALTER, ResourceType.TOPIC, t.name):
+                code, message = p.TOPIC_AUTHORIZATION_FAILED, f"not authorized to alter topic {t.name}"
+            elif t.assignments:
                 code, message = p.INVALID_REQUEST, "replica assignments are not served: the store replicates"
             else:
                 with self.apis.lock:
@@ -76,7 +80,9 @@ class AdminApis:
         out = []
         for r in body.resources:
             code, message = p.NONE, None
-            if r.resource_type != RESOURCE_TOPIC:
+            if not self.apis.config_allowed(request, OP.ALTER_CONFIGS, r):
+                code, message = self.apis.config_refused(r)
+            elif r.resource_type != RESOURCE_TOPIC:
                 code, message = p.INVALID_REQUEST, f"resource type {r.resource_type} is not served: only topics (2)"
             else:
                 change = {**defaults, **{c.name: c.value for c in r.configs if c.value is not None}}
@@ -106,7 +112,9 @@ class AdminApis:
         cls = request.response_class
         out = []
         for group_id in request.body.groups_names:
-            if (code := self.apis.coordinator_error(group_id)) != p.NONE:
+            if not self.apis.authz.allowed(request, OP.DELETE, ResourceType.GROUP, group_id):
+                code = p.GROUP_AUTHORIZATION_FAILED
+            elif (code := self.apis.coordinator_error(group_id)) != p.NONE:
                 pass
             elif (g := self.apis.groups.describe(group_id)) is not None and g.members:
                 code = p.NON_EMPTY_GROUP
@@ -157,6 +165,8 @@ class AdminApis:
         subscribed = subscribed or set()
         wanted = [TopicPartition(t.name, q.partition_index) for t in body.topics for q in t.partitions]
         codes = {tp: p.GROUP_SUBSCRIBED_TO_TOPIC if tp.topic in subscribed else p.NONE for tp in wanted}
+        codes.update({tp: p.TOPIC_AUTHORIZATION_FAILED for tp in wanted
+                      if self.apis.authz.topic_code(request, OP.READ, tp.topic)})
         gone = [tp for tp, c in codes.items() if c == p.NONE]
         if gone:
             with self.apis.lock:

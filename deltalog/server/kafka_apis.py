@@ -25,6 +25,8 @@ from typing import Any
 
 import pyarrow.compute as pc
 
+from deltalog.acls import AclOperation as OP
+from deltalog.acls import Authorizer, ResourceType
 from deltalog.config import TopicConfig
 from deltalog.coordinator.group.group_coordinator import GroupCoordinator
 from deltalog.coordinator.group.group_metadata import GroupMetadataLog
@@ -33,14 +35,16 @@ from deltalog.errors import (
     CorruptStateError,
     DeltalogError,
     InvalidConfigError,
+    TopicAuthorizationError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from deltalog.log import fetch as group_fetch
 from deltalog.log.record import COMMIT, OFFSET, TIMESTAMP
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
-from deltalog.server import admin_apis, group_commit, sasl, scram_apis, txn_apis
+from deltalog.server import acl_apis, admin_apis, group_commit, sasl, scram_apis, txn_apis
 from deltalog.server import protocol as p
+from deltalog.server.authorization import RequestAuthorizer
 from deltalog.server.broker_config import DEFAULT_CONFIG, BrokerConfig
 from deltalog.server.placement import GROUP, Placement, offsets_partitions
 from deltalog.server.record_batches import batch_last_offset, control_batch, decode_records, encode_batch
@@ -82,6 +86,8 @@ class KafkaApis:
         self.advertised = advertised
         self.cluster_id = "deltalog-" + store.root.rsplit("/", 1)[-1][:40]
         self.lock = threading.RLock()
+        #: ``authorizer.class.name``: the store's ACLs decide what each principal may do (deltalog.server.authorization)
+        self.authz = RequestAuthorizer(Authorizer.from_properties(store.storage, dict(self.config.properties)))
         self.group_metadata = GroupMetadataLog(store, self.lock)
         self.groups = GroupCoordinator(persist=self.group_metadata.persist, load=self.group_metadata.load)
         self.placement = placement or Placement(lambda: Broker(NODE_ID, *advertised, listener), None,
@@ -89,6 +95,7 @@ class KafkaApis:
         self._view: tuple[int, list[Broker]] = (-1, [])
         self._view_since = time.monotonic()
         self.txn = txn_apis.TxnApis(store, self.lock, self.groups)
+        self.txn.authz = self.authz
         self.committer = group_commit.Committer(store, self.lock, txn=self.txn)
         self.handlers: dict[type, Callable[[p.Request], Any]] = {
             p.ProduceRequest: self.handle_produce,
@@ -120,6 +127,9 @@ class KafkaApis:
             p.SaslAuthenticateRequest: sasl.after_authentication,
             p.DescribeUserScramCredentialsRequest: lambda request: scram_apis.handle_describe(self.store, request),
             p.AlterUserScramCredentialsRequest: lambda request: scram_apis.handle_alter(self.store, request),
+            p.DescribeAclsRequest: lambda request: acl_apis.handle_describe(self.authz, self.store, request),
+            p.CreateAclsRequest: lambda request: acl_apis.handle_create(self.authz, self.store, request),
+            p.DeleteAclsRequest: lambda request: acl_apis.handle_delete(self.authz, self.store, request),
             **admin_apis.handlers(self),
         }
 
@@ -129,6 +139,9 @@ class KafkaApis:
 
     def handle(self, request: p.Request) -> Any:
         """The response to ``request`` (Kafka's ``KafkaApis.handle``), or None when none is sent."""
+        refused = self.authz.gate(request)
+        if refused is not None:
+            return refused
         return self.handlers[p.SERVED[request.api_key].request](request)
 
     # -- ApiVersions, Metadata -------------------------------------------------------------------------
@@ -177,7 +190,9 @@ class KafkaApis:
         brokers = self.placement.brokers()  # the live endpoints; partitions' leaders spread among them
         with self.lock:
             if body.topics is None or (request.api_version == 0 and not body.topics):
-                names = [t for t in self.store.list_topics()]
+                # every topic: those the principal may not describe are left out, as Kafka's
+                names = [t for t in self.store.list_topics() if self.authz.allowed(request, OP.DESCRIBE,
+                                                                                  ResourceType.TOPIC, t)]
             else:
                 names = [t.name for t in body.topics]
             topics = []
@@ -185,7 +200,9 @@ class KafkaApis:
             for name in names:
                 parts = self._partitions(name)
                 if parts == p.UNKNOWN_TOPIC_OR_PARTITION and allowed and self.config.auto_create_topics_enable:
-                    parts = self._auto_create(name)
+                    parts = self.authz.create_topic_code(request, name) or self._auto_create(name)
+                elif not isinstance(parts, int) or parts == p.UNKNOWN_TOPIC_OR_PARTITION:
+                    parts = self.authz.topic_code(request, OP.DESCRIBE, name) or parts
                 if isinstance(parts, int):
                     topics.append(cls.MetadataResponseTopic(error_code=parts, name=name,
                                                             is_internal=False, partitions=[]))
@@ -211,7 +228,8 @@ class KafkaApis:
         """The answers to Produce requests a connection pipelined, in order, each as Kafka answers it (None for
         ``acks=0``); the plain record sets they carry for one partition, with those other connections sent
         meanwhile, are appended in one Delta commit (:mod:`deltalog.server.group_commit`)."""
-        decoded = [[[self._decode_partition(r.body.acks, t.name, pd.index, pd.records, r.body.transactional_id)
+        decoded = [[[self._refused_produce(r, t.name) or self._decode_partition(
+            r.body.acks, t.name, pd.index, pd.records, r.body.transactional_id)
                      for pd in t.partition_data]
                     for t in r.body.topic_data] for r in requests]
         self.committer.append([e for r in decoded for t in r for e in t if isinstance(e, group_commit.Entry)])
@@ -229,6 +247,15 @@ class KafkaApis:
                 out.append(cls.TopicProduceResponse(name=topic_data.name, partition_responses=parts))
             answers.append(None if request.body.acks == 0 else cls(responses=out, throttle_time_ms=0))
         return answers
+
+    def _refused_produce(self, request: p.Request, topic: str) -> group_commit.Result | None:
+        """Kafka's Produce checks: WRITE on the transactional id of a transactional producer, WRITE on the topic."""
+        tid = request.body.transactional_id
+        if tid is not None and not self.authz.allowed(request, OP.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+            return p.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, f"not authorized to write transactional id {tid}", -1
+        if self.authz.topic_code(request, OP.WRITE, topic) != p.NONE:
+            return p.TOPIC_AUTHORIZATION_FAILED, -1, f"not authorized to write topic {topic}", -1
+        return None
 
     def _decode_partition(self, acks: int, topic: str, partition: int, data: bytes | None,
                           transactional_id: str | None = None) -> group_commit.Entry | group_commit.Result:
@@ -284,9 +311,10 @@ class KafkaApis:
         with self.lock:
             for t in body.topics:
                 parts = []
+                refused = self.authz.topic_code(request, OP.READ, t.topic)
                 for fp in t.partitions:
                     part = self._fetch_partition(cls, t.topic, fp, level, min(budget - size, fp.partition_max_bytes),
-                                                 first=size == 0)
+                                                 first=size == 0, refused=refused)
                     size += len(part.records or b"")
                     errors = errors or part.error_code != p.NONE
                     parts.append(part)
@@ -309,9 +337,12 @@ class KafkaApis:
                         return []  # unknown now: read it again each time
         return out
 
-    def _fetch_partition(self, cls: Any, topic: str, fp: Any, level: str, budget: int, *, first: bool) -> Any:
+    def _fetch_partition(self, cls: Any, topic: str, fp: Any, level: str, budget: int, *, first: bool,
+                         refused: int = p.NONE) -> Any:
         resp = cls.FetchableTopicResponse.PartitionData
         try:
+            if refused:
+                raise TopicAuthorizationError(f"not authorized to read topic {topic}")
             log = self.store.log(topic, fp.partition)
             got = group_fetch.fetch(log, fp.fetch_offset, FETCH_MAX_RECORDS, level)
         except DeltalogError as e:
@@ -352,8 +383,11 @@ class KafkaApis:
         with self.lock:
             for t in body.topics:
                 parts = []
+                refused = self.authz.topic_code(request, OP.DESCRIBE, t.name)
                 for lp in t.partitions:
                     try:
+                        if refused:
+                            raise TopicAuthorizationError(f"not authorized to describe topic {t.name}")
                         ts, offset = self._list_offset(t.name, lp.partition_index, lp.timestamp, level)
                         code = p.NONE
                     except DeltalogError as e:
@@ -392,7 +426,9 @@ class KafkaApis:
             code, message = p.NONE, None
             partitions = t.num_partitions if t.num_partitions > 0 else self.config.num_partitions  # -1: num.partitions
             config = {c.name: c.value for c in t.configs}
-            if t.replication_factor not in (-1, 1):
+            if self.authz.create_topic_code(request, t.name):
+                code, message = p.TOPIC_AUTHORIZATION_FAILED, f"not authorized to create topic {t.name}"
+            elif t.replication_factor not in (-1, 1):
                 code, message = p.INVALID_REPLICATION_FACTOR, (
                     f"replication factor {t.replication_factor} is not served: deltalog's durability is its Delta "
                     "store's, give -1 or 1")
@@ -427,6 +463,8 @@ class KafkaApis:
             code, message = p.NONE, None
             with self.lock:
                 try:
+                    if self.authz.topic_code(request, OP.DELETE, name):
+                        raise TopicAuthorizationError(f"not authorized to delete topic {name}")
                     self.store.delete_topic(name)
                 except DeltalogError as e:
                     code, message = e.errno, str(e)
@@ -442,7 +480,9 @@ class KafkaApis:
         for r in body.resources:
             code, message = p.NONE, None
             ops = {c.config_operation for c in r.configs}
-            if r.resource_type != 2:
+            if not self.config_allowed(request, OP.ALTER_CONFIGS, r):
+                code, message = self.config_refused(r)
+            elif r.resource_type != 2:
                 code, message = p.INVALID_REQUEST, f"resource type {r.resource_type} is not served: only topics (2)"
             elif ops - {0}:
                 code, message = p.INVALID_REQUEST, (
@@ -473,6 +513,8 @@ class KafkaApis:
             for q in t.partitions:
                 with self.lock:
                     try:
+                        if self.authz.topic_code(request, OP.DELETE, t.name):
+                            raise TopicAuthorizationError(f"not authorized to delete records of topic {t.name}")
                         low, code = self.store.delete_records(t.name, q.partition_index, q.offset).low_watermark, p.NONE
                     except DeltalogError as e:
                         low, code = -1, e.errno
@@ -487,6 +529,11 @@ class KafkaApis:
         result = cls.DescribeConfigsResult
         out = []
         for r in body.resources:
+            if not self.config_allowed(request, OP.DESCRIBE_CONFIGS, r):
+                code, message = self.config_refused(r)
+                out.append(result(error_code=code, error_message=message, resource_type=r.resource_type,
+                                  resource_name=r.resource_name, configs=[]))
+                continue
             if r.resource_type == BROKER_RESOURCE:
                 out.append(self._describe_broker(result, r))
                 continue
@@ -511,6 +558,18 @@ class KafkaApis:
                               resource_name=r.resource_name, configs=configs))
         return cls(throttle_time_ms=0, results=out)
 
+
+    def config_allowed(self, request: p.Request, operation: OP, r: Any) -> bool:
+        """DESCRIBE_CONFIGS / ALTER_CONFIGS on a topic resource's topic, or on the cluster for a broker's."""
+        if r.resource_type == BROKER_RESOURCE:
+            return self.authz.cluster(request, operation)
+        return r.resource_type != 2 or self.authz.allowed(request, operation, ResourceType.TOPIC, r.resource_name)
+
+    @staticmethod
+    def config_refused(r: Any) -> tuple[int, str]:
+        if r.resource_type == BROKER_RESOURCE:
+            return p.CLUSTER_AUTHORIZATION_FAILED, "not authorized on the cluster's configs"
+        return p.TOPIC_AUTHORIZATION_FAILED, f"not authorized on the configs of topic {r.resource_name}"
 
     def _describe_broker(self, result: Any, r: Any) -> Any:
         """A broker's configs (Kafka's DescribeConfigs on ``ConfigResource.Type.BROKER``): this endpoint's, named by
@@ -582,13 +641,14 @@ class KafkaApis:
         a member of the group's current generation (:meth:`GroupCoordinator.check_commit`)."""
         body = request.body
         cls = request.response_class
+        refused = {t.name for t in body.topics if self.authz.topic_code(request, OP.READ, t.name)}
         offsets = {TopicPartition(t.name, q.partition_index): OffsetAndMetadata(
             q.committed_offset, q.committed_metadata or "", q.committed_leader_epoch)
-            for t in body.topics for q in t.partitions}
+            for t in body.topics for q in t.partitions if t.name not in refused}
         code = self.coordinator_error(body.group_id)
         if code == p.NONE:
             code = self.groups.check_commit(body.group_id, body.member_id or "", body.generation_id_or_member_epoch)
-        if code == p.NONE:
+        if code == p.NONE and offsets:
             with self.lock:
                 try:
                     self.store.offsets_topic.commit(body.group_id, offsets, self.store.clock.now_ms(),
@@ -596,8 +656,8 @@ class KafkaApis:
                 except DeltalogError as e:
                     code = e.errno
         return cls(throttle_time_ms=0, topics=[cls.OffsetCommitResponseTopic(name=t.name, partitions=[
-            cls.OffsetCommitResponseTopic.OffsetCommitResponsePartition(partition_index=q.partition_index,
-                                                                        error_code=code)
+            cls.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
+                partition_index=q.partition_index, error_code=p.TOPIC_AUTHORIZATION_FAILED if t.name in refused else code)
             for q in t.partitions]) for t in body.topics])
 
     def handle_offset_fetch(self, request: p.Request) -> Any:
@@ -616,20 +676,22 @@ class KafkaApis:
                 pending = self.txn.pending_offsets(body.group_id) if stable else set()
             except DeltalogError as e:
                 return cls(throttle_time_ms=0, topics=[], error_code=e.errno)
-        if body.topics is None:  # every committed offset of the group
+        if body.topics is None:  # every committed offset of the group, of the topics the principal may describe
             wanted: dict[str, list[int]] = {}
             for tp in committed:
-                wanted.setdefault(tp.topic, []).append(tp.partition)
+                if self.authz.allowed(request, OP.DESCRIBE, ResourceType.TOPIC, tp.topic):
+                    wanted.setdefault(tp.topic, []).append(tp.partition)
         else:
             wanted = {t.name: list(t.partition_indexes) for t in body.topics}
         topics = []
         for name, parts in wanted.items():
             out = []
+            refused = self.authz.topic_code(request, OP.DESCRIBE, name)
             for q in parts:
                 om = committed.get(TopicPartition(name, q))
-                if TopicPartition(name, q) in pending:
+                if refused or TopicPartition(name, q) in pending:
                     out.append(part_cls(partition_index=q, committed_offset=-1, committed_leader_epoch=-1, metadata="",
-                                        error_code=p.UNSTABLE_OFFSET_COMMIT))
+                                        error_code=refused or p.UNSTABLE_OFFSET_COMMIT))
                     continue
                 out.append(part_cls(partition_index=q, committed_offset=om.offset if om else -1,
                                     committed_leader_epoch=om.leader_epoch if om else -1,
@@ -657,9 +719,11 @@ class KafkaApis:
         body = request.body
         cls = request.response_class
         wanted = {s.lower() for s in body.states_filter or ()}
+        everything = self.authz.cluster(request, OP.DESCRIBE)  # else the groups it may describe, as Kafka
         groups = [cls.ListedGroup(group_id=g, protocol_type=ptype or "", group_state=state)
                   for g, (state, ptype) in sorted(self._known_groups().items())
-                  if not wanted or state.lower() in wanted]
+                  if (not wanted or state.lower() in wanted)
+                  and (everything or self.authz.allowed(request, OP.DESCRIBE, ResourceType.GROUP, g))]
         return cls(throttle_time_ms=0, error_code=p.NONE, groups=groups)
 
     def handle_describe_groups(self, request: p.Request) -> Any:
@@ -669,7 +733,11 @@ class KafkaApis:
         known = self._known_groups()
         out = []
         for group_id in request.body.groups:
-            if (code := self.coordinator_error(group_id)) != p.NONE:
+            if not self.authz.allowed(request, OP.DESCRIBE, ResourceType.GROUP, group_id):
+                code = p.GROUP_AUTHORIZATION_FAILED
+            else:
+                code = self.coordinator_error(group_id)
+            if code != p.NONE:
                 out.append(cls.DescribedGroup(error_code=code, group_id=group_id, group_state="",
                                               protocol_type="", protocol_data="", members=[],
                                               authorized_operations=None))
@@ -699,6 +767,10 @@ class KafkaApis:
         cls = request.response_class
         if body.transactional_id is not None:
             return self.txn.handle_init_producer_id(request)
+        with self.lock:
+            topics = self.store.list_topics() if self.authz.enabled else []
+        if not self.authz.idempotent_write(request, topics):
+            return cls(throttle_time_ms=0, error_code=p.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
         with self.lock:
             pid = producer_ids.allocate(self.store.log_manager.storage, self.store.log_manager)
         return cls(throttle_time_ms=0, error_code=p.NONE, producer_id=pid, producer_epoch=0)

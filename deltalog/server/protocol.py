@@ -22,16 +22,22 @@ from kafka.protocol.admin import (
     AlterConfigsResponse,
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
@@ -131,6 +137,10 @@ CONCURRENT_TRANSACTIONS = 51
 OPERATION_NOT_ATTEMPTED = 55
 KAFKA_STORAGE_ERROR = 56
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+TOPIC_AUTHORIZATION_FAILED = 29
+GROUP_AUTHORIZATION_FAILED = 30
+CLUSTER_AUTHORIZATION_FAILED = 31
+SECURITY_DISABLED = 54
 UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
 SASL_AUTHENTICATION_FAILED = 58
@@ -206,6 +216,9 @@ SERVED: dict[int, Api] = {
         Api(AlterConfigsRequest, AlterConfigsResponse, 0, 2),
         Api(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
         Api(DescribeClusterRequest, DescribeClusterResponse, 0, 2),
+        Api(DescribeAclsRequest, DescribeAclsResponse, 0, 3),  # deltalog.server.acl_apis
+        Api(CreateAclsRequest, CreateAclsResponse, 0, 3),
+        Api(DeleteAclsRequest, DeleteAclsResponse, 0, 3),
     )
 }
 API_VERSIONS_KEY = int(ApiVersionsRequest.API_KEY)
@@ -221,6 +234,10 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: Any
+    #: Who sent it (Kafka's ``RequestContext.principal``): ``User:<SASL user>``, or ``User:ANONYMOUS`` on a
+    #: connection that did not authenticate; and the client's IP address (the host ACLs match).
+    principal: str = "User:ANONYMOUS"
+    host: str = ""
 
     @property
     def response_class(self) -> Any:

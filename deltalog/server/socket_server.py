@@ -99,6 +99,7 @@ class _Channel:
         self.handshaking = tls
         self.handshake_wants_write = False
         self.auth = auth  # the SASL authenticator until it completes
+        self.principal = "User:ANONYMOUS"  # the SASL user once authenticated (Kafka's KafkaPrincipal)
         self.created = self.last_active = now
         self.busy = False  # a request thread holds its requests, or a Fetch of it is parked
         self.parked: _Parked | None = None
@@ -167,7 +168,7 @@ class _Handlers:
         token, close = ch.auth.receive(frame)
         return _Done(out=[token] if token is not None else [], close=close)
 
-    def answers(self, frames: list[bytes], peer: Any) -> _Done:
+    def answers(self, frames: list[bytes], peer: Any, principal: str = "User:ANONYMOUS", host: str = "") -> _Done:
         """The response frames to ``frames``, in order; consecutive Produce requests among them are handled together
         (:meth:`KafkaApis.handle_produces`); a Fetch that must wait parks the rest behind it."""
         done = _Done()
@@ -175,6 +176,8 @@ class _Handlers:
         for i, frame in enumerate(frames):
             try:
                 req = p.parse_request(frame)
+                if isinstance(req, p.Request):
+                    req.principal, req.host = principal, host
             except p.ProtocolError as e:
                 if self._flush(produces, peer, done):
                     log.warning("closing %s: %s", peer, e)
@@ -522,7 +525,7 @@ class _NetworkThread:
         if ch.auth is not None:
             job = lambda: handlers.authenticate(ch, frames[0])  # noqa: E731 - one frame at a time during SASL
         else:
-            job = lambda: handlers.answers(frames, ch.peer)  # noqa: E731
+            job = lambda: handlers.answers(frames, ch.peer, ch.principal, ch.ip)  # noqa: E731
         self.threads.submit(lambda: self._run(ch, job, too_large))
 
     def _run(self, ch: _Channel, job: Callable[[], _Done], too_large: bool = False) -> None:
@@ -549,6 +552,7 @@ class _NetworkThread:
                 continue
             ch.busy = False
             if ch.auth is not None and ch.auth.complete:
+                ch.principal = f"User:{ch.auth.principal}"
                 ch.auth = None
             ch.out.extend(memoryview(b) for b in done.out)
             if done.close:

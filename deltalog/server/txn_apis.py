@@ -36,6 +36,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from deltalog.acls import AclOperation as OP
 from deltalog.coordinator.group.offsets_topic import OFFSETS_TOPIC, decode_key, partition_for, validate_group_id
 from deltalog.coordinator.transaction.transaction_coordinator import (
     COMPLETE_ABORT,
@@ -59,6 +60,7 @@ from deltalog.log.record import KEY, OFFSET, PRODUCER_ID
 from deltalog.log.transactions import READ_UNCOMMITTED
 from deltalog.producer.router import PartitionRouter
 from deltalog.server import protocol as p
+from deltalog.server.authorization import RequestAuthorizer
 from deltalog.server.served_store import ServedStore
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
@@ -87,6 +89,9 @@ def holder_error(meta: TransactionMetadata | None, producer_id: int, producer_ep
 class TxnApis:
     """The transaction handlers of one endpoint. ``lock`` is the endpoint's lock around store calls, ``groups`` its
     group coordinator (TxnOffsetCommit checks a member's generation there)."""
+
+    #: The endpoint's authorizer (KafkaApis sets it): TxnOffsetCommit's READ on each topic.
+    authz: RequestAuthorizer = RequestAuthorizer(None)
 
     def __init__(self, store: ServedStore, lock: Any, groups: Any) -> None:
         self.store = store
@@ -301,9 +306,10 @@ class TxnApis:
         offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         with self.lock:
             for t in body.topics:
+                refused = self.authz.topic_code(request, OP.READ, t.name)
                 for q in t.partitions:
-                    if not self._exists(t.name, q.partition_index):
-                        codes[(t.name, q.partition_index)] = p.UNKNOWN_TOPIC_OR_PARTITION
+                    if refused or not self._exists(t.name, q.partition_index):
+                        codes[(t.name, q.partition_index)] = refused or p.UNKNOWN_TOPIC_OR_PARTITION
                         continue
                     offsets[TopicPartition(t.name, q.partition_index)] = OffsetAndMetadata(
                         q.committed_offset, q.committed_metadata or "",
