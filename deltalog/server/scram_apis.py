@@ -8,9 +8,9 @@ client salts the password; the broker derives the stored and server keys and kee
 iteration count outside 4096..16384 or an empty salt or password, ``RESOURCE_NOT_FOUND`` for deleting (or
 describing) a credential that does not exist, ``DUPLICATE_RESOURCE`` for a user named twice in one describe or a
 mechanism altered twice for one user. A user's alterations are all checked before the first is written (a
-deletion of a credential the user lacks fails at its turn, after any before it). There is no authorizer (see
-:mod:`deltalog.server.security`): any client the listener lets in may call them, as on a Kafka broker without
-``authorizer.class.name``.
+deletion of a credential the user lacks fails at its turn, after any before it). Without
+``authorizer.class.name`` any client the listener lets in may call them, as on a Kafka broker without one; with
+it, DESCRIBE and ALTER on the cluster are needed (:mod:`deltalog.server.authorization`).
 """
 
 from __future__ import annotations

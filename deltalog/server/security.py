@@ -21,8 +21,8 @@ several; each endpoint registers its listener's name and Metadata names the endp
 are PEM only (``ssl.keystore.type=PEM``, Kafka's own PEM support of KIP-651: Python's ``ssl`` reads PEM, not JKS
 or PKCS12; convert with ``openssl pkcs12 -in keystore.p12 -nodes -out keystore.pem``), and ``ssl.keystore.type``
 left unset means PEM (Kafka's default JKS cannot be read); ``sasl.enabled.mechanisms`` has no default (Kafka's
-GSSAPI needs Kerberos, which deltalog does not serve); there is no authorizer, so an authenticated user may call
-every API (Kafka's behaviour with no ``authorizer.class.name``).
+GSSAPI needs Kerberos, which deltalog does not serve); without ``authorizer.class.name`` an authenticated user may
+call every API, as on Kafka; with it, the store's ACLs decide (:mod:`deltalog.server.authorization`).
 """
 
 from __future__ import annotations
