@@ -26,7 +26,7 @@ import ipaddress
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from enum import IntEnum
 from typing import Any
@@ -286,6 +286,24 @@ class AclStore:
                                   "change them; try again")
 
 
+def check_authorizer(props: Mapping[str, str]) -> tuple[list[str], bool] | None:
+    """(``super.users``, ``allow.everyone.if.no.acl.found``) when ``authorizer.class.name`` asks for an authorizer;
+    None when it is not set. Raises :class:`InvalidConfigError` naming the config that is wrong."""
+    name = (props.get("authorizer.class.name") or "").strip()
+    if not name:
+        return None
+    if name not in AUTHORIZER_CLASSES:
+        raise InvalidConfigError(f"authorizer.class.name={name!r} is not served: use one of {AUTHORIZER_CLASSES}")
+    allow = (props.get("allow.everyone.if.no.acl.found") or "false").strip().lower()
+    if allow not in ("true", "false"):
+        raise InvalidConfigError(f"allow.everyone.if.no.acl.found={allow!r} must be true or false")
+    supers = [u.strip() for u in (props.get("super.users") or "").split(";") if u.strip()]
+    for u in supers:
+        if not u.partition(":")[2]:
+            raise InvalidConfigError(f"super.users: {u!r} is not a principal: give User:<name>;User:<name>...")
+    return supers, allow == "true"
+
+
 class Authorizer:
     """An endpoint's authorizer (Kafka's ``Authorizer.authorize``): the store's bindings read at most every
     :data:`REFRESH_S`, ``super.users`` and ``allow.everyone.if.no.acl.found``."""
@@ -300,22 +318,14 @@ class Authorizer:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_properties(cls, storage: Storage, props: dict[str, str]) -> Authorizer | None:
+    def from_properties(cls, storage: Storage, props: Mapping[str, str]) -> Authorizer | None:
         """The authorizer ``authorizer.class.name`` asks for; None when it is not set (everything allowed, as a
         Kafka broker without one). Raises :class:`InvalidConfigError` naming the config that is wrong."""
-        name = (props.get("authorizer.class.name") or "").strip()
-        if not name:
+        found = check_authorizer(props)
+        if found is None:
             return None
-        if name not in AUTHORIZER_CLASSES:
-            raise InvalidConfigError(f"authorizer.class.name={name!r} is not served: use one of {AUTHORIZER_CLASSES}")
-        allow = (props.get("allow.everyone.if.no.acl.found") or "false").strip().lower()
-        if allow not in ("true", "false"):
-            raise InvalidConfigError(f"allow.everyone.if.no.acl.found={allow!r} must be true or false")
-        supers = [u.strip() for u in (props.get("super.users") or "").split(";") if u.strip()]
-        for u in supers:
-            if not u.partition(":")[2]:
-                raise InvalidConfigError(f"super.users: {u!r} is not a principal: give User:<name>;User:<name>...")
-        return cls(AclStore(storage), super_users=supers, allow_if_no_acl=allow == "true")
+        supers, allow = found
+        return cls(AclStore(storage), super_users=supers, allow_if_no_acl=allow)
 
     def bindings(self) -> list[AclBinding]:
         with self._lock:
@@ -338,4 +348,4 @@ class Authorizer:
 
 __all__ = ["ACLS_FILE", "ANONYMOUS", "AUTHORIZER_CLASSES", "AclBinding", "AclFilter", "AclOperation",
            "AclPermissionType", "AclStore", "Authorizer", "CLUSTER_NAME", "PatternType", "ResourceType", "authorize",
-           "check_binding"]
+           "check_authorizer", "check_binding"]

@@ -74,6 +74,8 @@ def test_acls_are_a_document_of_the_store_changed_by_filters(store):
     with pytest.raises(InvalidConfigError, match="super.users"):
         acls.Authorizer.from_properties(store.storage, {"authorizer.class.name": AUTHORIZER, "super.users": "root"})
     assert acls.Authorizer.from_properties(store.storage, {}) is None
+    with pytest.raises(InvalidConfigError, match="allow.everyone.if.no.acl.found"):  # deltalog serve: before it listens
+        BrokerConfig.from_properties({"authorizer.class.name": AUTHORIZER, "allow.everyone.if.no.acl.found": "yes"})
     legacy = acls.Authorizer.from_properties(store.storage, {"authorizer.class.name":
                                                              "kafka.security.authorizer.AclAuthorizer"})
     assert legacy is not None and not legacy.allow_if_no_acl

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from deltalog.acls import check_authorizer
 from deltalog.errors import InvalidConfigError
 from deltalog.server import limits
 
@@ -16,7 +17,8 @@ STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
 #: The keys read here.
-KEYS = ("auto.create.topics.enable", "num.partitions")
+KEYS = ("auto.create.topics.enable", "num.partitions", "authorizer.class.name", "super.users",
+        "allow.everyone.if.no.acl.found")
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class BrokerConfig:
         n = (props.get("num.partitions") or "1").strip()
         if not n.isdigit() or int(n) <= 0:
             raise InvalidConfigError(f"num.partitions={n!r} must be a positive integer (default 1)")
+        check_authorizer(props)
         return cls(auto == "true", int(n), dict(props))
 
     def described(self) -> list[tuple[str, str | None, int, bool]]:
