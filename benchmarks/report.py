@@ -6,6 +6,7 @@ import datetime as dt
 import os
 from typing import Any
 
+from benchmarks.cli_startup import DELTA_OPEN, DESCRIBE, HELP, PYTHON_START
 from benchmarks.embedded_sql import DUCKDB_COUNT, EMBEDDED_SQL
 from benchmarks.endpoint import API_PRODUCE, API_READ, ENDPOINT_CONSUME, ENDPOINT_PRODUCE
 from benchmarks.runner import (
@@ -57,6 +58,10 @@ TIME_COMPARISONS = [
      API_READ, 2.0),
     ("20. pass vs the floor (pyarrow read + dedupe + write of the same files, one process, all cores)", PASS,
      FLOOR, 1.5),
+    ("21. `deltalog --help` vs the interpreter's own start, `python -c pass` (processes, start to exit; target: the "
+     "help under 0.5 s)", HELP, PYTHON_START, None),
+    ("21. `deltalog topics describe` vs delta-rs opening the same partition table (processes, start to exit)",
+     DESCRIBE, DELTA_OPEN, None),
 ]
 
 

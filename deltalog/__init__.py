@@ -40,10 +40,10 @@ from deltalog.errors import (
     UnknownProducerIdError,
     UnknownTopicOrPartitionError,
 )
-from deltalog.log.record import Record
 from deltalog.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
+    from deltalog.log.record import Record
     from deltalog.producer.router import ProduceResult, RecordMetadata
     from deltalog.store import Store
 
@@ -58,6 +58,10 @@ def __getattr__(name: str) -> object:
         from deltalog.store import Store  # lazy, for the workers' start-up time (above)
 
         return Store
+    if name == "Record":
+        from deltalog.log.record import Record  # lazy, as Store (above): pyarrow, which `deltalog --help` never needs
+
+        return Record
     if name == "register_views":
         from deltalog.sql.ddl import register_views  # lazy, as Store (above)
 
@@ -72,6 +76,12 @@ def __getattr__(name: str) -> object:
         return getattr(router, name)
     raise AttributeError(f"module 'deltalog' has no attribute {name!r}")
 
+
+
+def __dir__() -> list[str]:
+    """The public names, those :func:`__getattr__` imports on first use (``Store``, ``Record``, ...) included, so
+    ``dir(deltalog)`` and a notebook's completion offer them (PEP 562)."""
+    return sorted(set(globals()) | set(__all__))
 
 __all__ = [
     "CheckFailedError",

@@ -27,9 +27,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from deltalog import extras
-from deltalog.cleaner import metrics
-from deltalog.cleaner.cleaner import CleanResult
-from deltalog.cleaner.log_cleaner import LogCleaner, raise_failures
 from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, ProgressListener
 from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.clock import Clock, WallClock
@@ -80,6 +77,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from deltalog.admin import AdminClient
+    from deltalog.cleaner.cleaner import CleanResult
+    from deltalog.cleaner.log_cleaner import LogCleaner
     from deltalog.groups.confluent_consumer import ConfluentConsumer
     from deltalog.quality import CheckFailedError, CheckResult
 
@@ -235,6 +234,8 @@ class Store:
         else:
             self._offsets = None  # its partition count and replays were of the topic just deleted
         UncleanablePartitions(self.storage).forget_topic(topic)
+        from deltalog.cleaner import metrics  # the cleaner's modules: only where the store cleans (start-up time)
+
         metrics.forget_topic(self.log_manager, topic)
         StateTable(self.storage, topic).delete()
 
@@ -685,6 +686,8 @@ class Store:
         check = (functools.partial(self._check_after_clean, context=ge_context) if self.config.check_after_clean
                  else None)
         options.setdefault("offsets", self.offsets_topic)
+        from deltalog.cleaner.log_cleaner import LogCleaner  # only where the store cleans (start-up time)
+
         return LogCleaner(self.log_manager, self._spark_session, self.config, check_after_clean=check, **options)
 
     def clean(self, topic: str | None = None, *, progress: ProgressListener | None = None,
@@ -700,6 +703,8 @@ class Store:
         """
         if topic is not None:
             self.partitions(topic)  # raises for an unknown topic
+        from deltalog.cleaner.log_cleaner import raise_failures  # as log_cleaner (above)
+
         cleaner = self.log_cleaner(progress=progress, progress_interval_s=progress_interval_s)
         return raise_failures(cleaner.clean_filthiest_logs(None if topic is None else [topic]))
 

@@ -194,7 +194,7 @@ def test_consume_reads_every_partition(capsys, monkeypatch, root, fruit, clock):
 )
 def test_consume_usage_errors(capsys, monkeypatch, root, fruit, argv, code, words):
     got, out, err = consume(capsys, monkeypatch, root, *argv)
-    assert (got, out) == (code, "") and err.startswith(("deltalog: error: ", "usage: "))
+    assert (got, out) == (code, "") and err.startswith(("deltalog: error: ", "usage: ", '{"error": '))  # JSON: -o json
     for w in words:
         assert w in err
 

@@ -39,7 +39,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = "deltalog_cleaner"
 USER = "someone@example.com"
 #: Variables with no value in a target: given at deploy time with --var (docs/jobs-and-databricks.md, "Run on Databricks").
-DEPLOY_TIME_VARIABLES = {"dev": {"store_uri"}, "serverless": {"store_uri"}, "prod": {"store_uri", "failure_email"}}
+DEPLOY_TIME_VARIABLES = {"dev": {"store_uri"}, "serverless": {"store_uri"}, "prod": {"store_uri", "failure_email",
+                                                                                    "run_as_service_principal"}}
 REFERENCE = re.compile(r"\$\{([A-Za-z0-9_.\-]+)\}")
 
 
@@ -88,6 +89,9 @@ def target_config(target: str, *, deploy_vars: dict[str, str] | None = None,
     for section in ("resources", "artifacts", "workspace"):
         if section in overrides:
             config[section] = merge(config.get(section, {}), overrides[section])
+    for section in ("run_as", "permissions"):  # a target's own replace the bundle's
+        if section in overrides:
+            config[section] = overrides[section]
     for job in config["resources"]["jobs"].values():
         job["tasks"] = merge_by_key(job.get("tasks", []), "task_key")
         if "job_clusters" in job:
@@ -148,7 +152,8 @@ def assert_sdk_round_trip(settings: dict[str, Any]) -> None:
 
 
 def deploy_vars(target: str) -> dict[str, str]:
-    return {name: {"store_uri": "s3://my-bucket/deltalog", "failure_email": "oncall@example.com"}[name]
+    return {name: {"store_uri": "s3://my-bucket/deltalog", "failure_email": "oncall@example.com",
+                   "run_as_service_principal": "6f1c3e2a-0000-4000-8000-00000000c1ea"}[name]
             for name in DEPLOY_TIME_VARIABLES[target]}
 
 
@@ -161,8 +166,13 @@ def test_the_targets_are_the_documented_ones():
     assert {t: targets[t]["mode"] for t in TARGETS} == {"dev": "development", "prod": "production",
                                                           "serverless": "development"}
     # the CLI refuses a production target (deployed by a user) that does not pin its root path
-    assert target_config("prod", deploy_vars=deploy_vars("prod"))["workspace"]["root_path"] == (
-        f"/Workspace/Users/{USER}/.bundle/deltalog/prod")
+    prod = target_config("prod", deploy_vars=deploy_vars("prod"))
+    assert prod["workspace"]["root_path"] == f"/Workspace/Users/{USER}/.bundle/deltalog/prod"
+    # production runs as a service principal and says who may manage and run the job
+    assert prod["run_as"] == {"service_principal_name": "6f1c3e2a-0000-4000-8000-00000000c1ea"}
+    assert prod["permissions"] == [{"level": "CAN_MANAGE", "user_name": USER},
+                                   {"level": "CAN_RUN", "group_name": "users"}]
+    assert "run_as" not in target_config("dev", deploy_vars=deploy_vars("dev"))  # development runs as its user
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -45,6 +45,11 @@ def test_to_datetime_finds_the_earliest_offset_at_or_after_the_time(capsys, root
     assert (code, out) == (0, "t,0,1\n\n") and committed(root) == {T0: 1}
     code, out, err = reset(capsys, root, "--topic", "t:0", "--to-datetime", "1970-01-01T00:00:02.001Z", "--execute")
     assert code == 0 and committed(root) == {T0: 2}
+    # the forms `consume --as-of` takes (ISO 8601 without milliseconds, a date alone) are taken too
+    code, out, err = reset(capsys, root, "--topic", "t:0", "--to-datetime", "1970-01-01T00:00:01.5Z", "--export")
+    assert (code, out) == (0, "t,0,1\n\n"), err
+    code, out, err = reset(capsys, root, "--topic", "t:0", "--to-datetime", "1970-01-01", "--export")
+    assert (code, out) == (0, "t,0,0\n\n"), err
 
 
 def test_by_duration_counts_back_from_now(capsys, root):
@@ -82,7 +87,7 @@ def test_export_then_from_file_round_trips(capsys, root, tmp_path):
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--topic", "t", "--to-datetime", "2024-01-01T00:00:00"], "YYYY-MM-DDTHH:mm:SS.sss"),
+    (["--topic", "t", "--to-datetime", "31/01/2024"], "YYYY-MM-DDTHH:mm:SS.sss"),
     (["--topic", "t", "--by-duration", "1h"], "ISO-8601 duration"),
     (["--topic", "t", "--shift-by", "x"], "whole number of offsets"),
     (["--topic", "t", "--to-current", "--to-latest"], "not allowed with"),

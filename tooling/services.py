@@ -137,6 +137,61 @@ def _descendants(root: int) -> dict[int, int]:
     return found
 
 
+def _session_members(session: int) -> list[int]:
+    """Every live process of session ``session`` (whatever process group job control moved it to)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] not in (b"Z", b"X") and int(fields[3]) == session:
+                found.append(int(entry))
+    return found
+
+
+def end_session(session: int, grace_s: float = 10.0) -> None:
+    """End every process of ``session``: SIGTERM, ``grace_s`` to stop, then SIGKILL."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        members = _session_members(session)
+        if not members:
+            return
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait_s
+        while _session_members(session) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def run_in_session(argv: Sequence[str], *, timeout_s: float, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(argv, capture_output=True, text=True)`` in a session of its own; once ``argv`` exits (or
+    ``timeout_s`` passes) every process left in that session is ended, so a script's background job (``deltalog
+    serve &``, even under ``set -m``) never outlives the test that started it, and does not keep the test waiting on
+    an output pipe it inherited (the output goes to files). A timeout raises ``subprocess.TimeoutExpired`` after the
+    session is ended, with the output so far."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        popen = subprocess.Popen(list(argv), stdout=out, stderr=err, text=True, start_new_session=True, **kwargs)
+        timed_out = False
+        try:
+            popen.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            end_session(popen.pid)
+            if popen.poll() is None:
+                popen.kill()
+            popen.wait(timeout=30)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if timed_out:
+        raise subprocess.TimeoutExpired(list(argv), timeout_s, output=stdout, stderr=stderr)
+    return subprocess.CompletedProcess(list(argv), popen.returncode, stdout, stderr)
+
+
 class _Process:
     """One service process: its own session and process group, output to a log file, stopped as a tree.
 

@@ -145,6 +145,16 @@ class CleanResult:
         d["records_reduction"] = self.records_reduction
         return d
 
+    def _reduction_text(self) -> str:
+        """Kafka's "48.6% size reduction"; a pass whose files came out larger than it read (a small section, whose
+        rewritten Parquet footers, statistics and stamped columns outweigh the records removed) says so instead of
+        a negative reduction."""
+        fewer = f"{100 * self.records_reduction:.1f}% fewer messages"
+        if self.size_reduction >= 0:
+            return f"{100 * self.size_reduction:.1f}% size reduction ({fewer})"
+        return (f"no size reduction: {-100 * self.size_reduction:.1f}% larger with {fewer} (on a section this small "
+                "the rewritten files' Parquet metadata outweighs the records removed)")
+
     def summary(self) -> str:
         """Kafka's cleaner log line, in deltalog's words."""
         total_ms = max(self.map_ms + self.copy_ms, 1)
@@ -158,7 +168,7 @@ class CleanResult:
             f"  Cleaned in {self.copy_ms / 1000:,.1f} seconds ({100 * self.copy_ms / total_ms:.1f}% of total time)\n"
             f"  Start size: {self.bytes_read / 1e6:,.3f} MB ({self.records_read:,} messages)\n"
             f"  End size: {self.bytes_written / 1e6:,.3f} MB ({self.records_written:,} messages)\n"
-            f"  {100 * self.size_reduction:.1f}% size reduction ({100 * self.records_reduction:.1f}% fewer messages)\n"
+            f"  {self._reduction_text()}\n"
             f"  Tombstones stamped: {self.tombstones_stamped}, removed: {self.tombstones_removed}; "
             f"keyless records dropped: {self.keyless_dropped}"
             + (f"\n  Aborted records dropped: {self.aborted_dropped}; transaction markers stamped: "

@@ -114,8 +114,9 @@ class PassProgress:
 
     def line(self) -> str:
         done, total = self.tasks()
+        tasks = f"{done} Spark tasks done ({total} planned so far)" if total else "planning its first Spark job"
         return (f"cleaning {self.name}: {time.monotonic() - self._started:,.0f}s, dirty section "
-                f"[{self.section[0]}, {self.section[1]}) of {self.bytes:,} bytes, {done}/{total} Spark tasks done")
+                f"[{self.section[0]}, {self.section[1]}) of {self.bytes:,} bytes, {tasks}")
 
     def _tell(self, state: str) -> None:
         try:

@@ -2,69 +2,93 @@
 
 Each command group is a module with a ``register(subparsers)`` function that adds its sub-commands and
 binds each to a handler ``func(args) -> int`` via ``set_defaults(func=...)``. To add a command, write
-such a module and add it to :data:`COMMAND_MODULES`.
+such a module and add its commands to :data:`COMMANDS`.
+
+A command's module is imported only when that command runs (or its ``--help`` is asked for): ``deltalog --help``
+lists every command from :data:`COMMANDS` alone, so it imports neither the store nor pyarrow, and ``deltalog
+topics list`` imports neither Spark nor the cleaner (``tests/test_cli_startup.py`` checks which modules each
+loads; ``benchmarks/cli_startup.py`` times them).
 
 Exit codes (:mod:`deltalog.cli.exit_codes`): 0 success, 1 a failure to run (a
 :class:`~deltalog.errors.DeltalogError`, an OS error such as a store that cannot be written, or an error Spark
 raised), 2 bad usage (the command's usage is printed), 3 broken data found (``check``, ``doctor``); 130 on Ctrl-C. Errors are printed as
-``deltalog: error: ...`` on stderr, never as a traceback; a Spark error as Spark's message, without the Java
-stack. Every command takes ``--output text|json`` and ``--verbose`` (:mod:`deltalog.cli.output`).
+``deltalog: error: ...`` on stderr (under ``--output json``: one JSON object, ``{"error": ...}``), never as a
+traceback; a Spark error as Spark's message, without the Java stack. Every command takes the global options
+(``--store``, ``--storage-option``, ``--config``, ``--output text|json``, ``--verbose``: :mod:`deltalog.cli.output`),
+documented once, in ``deltalog --help``.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import re
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 from typing import NoReturn
 
-from deltalog import __version__, extras
-from deltalog.cli import (
-    check,
-    clean,
-    cleaner,
-    common,
-    configs,
-    consume,
-    consumer_groups,
-    demo,
-    doctor,
-    history,
-    output,
-    produce,
-    serve,
-    sql,
-    state,
-    store_errors,
-    topics,
-    transactions,
-    views,
-)
+from deltalog.cli import common, output
 from deltalog.cli.exit_codes import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE
 from deltalog.errors import DeltalogError
-from deltalog.log import damage
+from deltalog.version import __version__
 
-#: The command groups, in the order ``deltalog --help`` lists them.
-COMMAND_MODULES = [
-    topics,
-    produce,
-    consume,
-    history,
-    consumer_groups,
-    transactions,
-    demo,
-    doctor,
-    sql,
-    views,
-    state,
-    serve,
-    configs,
-    check,
-    clean,
-    cleaner,
-]
+#: Every command, in the order ``deltalog --help`` lists them: its name, the module of ``deltalog.cli`` whose
+#: ``register`` adds it, and its line in ``deltalog --help``, kept here so that listing the commands imports none of
+#: their modules (``tests/test_cli_startup.py`` checks that each module registers its commands with these lines).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "topics": ("topics", "create, list, describe, alter and delete topics"),
+    "create": ("topics", "same as 'topics create'"),
+    "list": ("topics", "same as 'topics list'"),
+    "describe": ("topics", "same as 'topics describe'"),
+    "alter": ("topics", "same as 'topics alter'"),
+    "produce": ("produce", "append records given as JSON lines or as Kafka's console lines"),
+    "consume": ("consume", "print a topic's records (all partitions, or one), optionally following new ones"),
+    "history": ("history", "list a topic's Delta commits (DESCRIBE HISTORY): appends, cleans, retention, ..."),
+    "consumer-groups": ("consumer_groups", "list, describe, reset and delete consumer groups (kafka-consumer-groups)"),
+    "transactions": ("transactions",
+                     "list and describe transactions, find hanging ones, abort (kafka-transactions)"),
+    "demo": ("demo", "replay the fruit-prices walkthrough on a fresh demo store"),
+    "doctor": ("doctor", "check Java, Spark, delta-rs and package versions, and say what to fix"),
+    "sql": ("sql", "run SQL over the topics' log and current-state views (DuckDB in-process, or Spark)"),
+    "views": ("views", "print the SQL views of the topics' log and current state for Spark, Databricks, DuckDB, "
+              "Trino"),
+    "serve": ("serve", "serve the store to Kafka clients (kcat, librdkafka, kafka-python) on a Kafka port"),
+    "ping": ("serve", "wait until a Kafka endpoint (deltalog serve, or a broker) answers; for scripts"),
+    "configs": ("configs", "users' SCRAM credentials for deltalog serve (kafka-configs --entity-type users)"),
+    "state": ("state", "the state tables: one row per live key, a plain Delta table beside each topic"),
+    "check": ("check", "check that compaction kept its guarantees (Great Expectations suites)"),
+    "clean": ("clean", "run cleaning passes now and print their figures"),
+    "cleaner": ("cleaner", "run the log cleaner (retention, compaction, VACUUM); manage uncleanable partitions"),
+    "status": ("cleaner", "cleaner metrics: dirty %%, uncleanable partitions, last clean, ..."),
+    "completion": ("completion", "print the shell completion script (bash, zsh, fish, tcsh, powershell)"),
+}
+
+#: The global options that take a value, so that :func:`command_word` can skip it (``--store DIR topics``).
+_GLOBAL_VALUE_OPTIONS = frozenset({"--store", "--storage-option", "--config", "-o", "--output"})
+
+#: The options every command takes, documented once in ``deltalog --help`` rather than in each command's help.
+_GLOBAL_ON_LEAVES = frozenset({"store", "command_storage_options", "bootstrap_server", "verbose"})
+_LEAF_EPILOG = ("Global options (--store, --storage-option, --config, --output/--json, --verbose; "
+                "see 'deltalog --help') are accepted before or after the command.")
+
+
+def command_module(name: str) -> ModuleType:
+    """The module of ``deltalog.cli`` that registers command ``name`` (imported now, if it was not). Imported with
+    ``__import__``, the import statement's own path, so ``python -X importtime`` lists it (``importlib``'s does not)."""
+    module = f"deltalog.cli.{COMMANDS[name][0]}"
+    __import__(module)
+    return sys.modules[module]
+
+
+def __getattr__(name: str) -> object:
+    """``deltalog.cli.COMMAND_MODULES``: every command module, imported (what tools that walk all the commands
+    want; the command line itself imports only the one it runs)."""
+    if name == "COMMAND_MODULES":
+        return [command_module(next(n for n, (m, _) in COMMANDS.items() if m == module))
+                for module in dict.fromkeys(m for m, _ in COMMANDS.values())]
+    raise AttributeError(f"module 'deltalog.cli' has no attribute {name!r}")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -84,11 +108,15 @@ class _Parser(argparse.ArgumentParser):
 _INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<choices>.*)\)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = "*") -> argparse.ArgumentParser:
+    """The command line's parser. ``command``: the command whose module is imported and registered, every other one
+    being a stub that only lists it (``None``: stubs only, for ``deltalog --help``); the default ``"*"`` registers
+    every command (documentation, tests, completion of a command not yet typed)."""
     parser = _Parser(
         prog="deltalog",
         description="Kafka's log compaction (cleanup.policy=compact) on Delta Lake tables and Spark.",
-        epilog="Run 'deltalog COMMAND --help' for the options of a command. "
+        epilog="The options above are global: every command also accepts them after its name, and accepts and "
+        "ignores Kafka's --bootstrap-server. Run 'deltalog COMMAND --help' for the options of a command. "
         "Start with 'deltalog demo' or 'deltalog doctor'.",
     )
     parser.add_argument("--version", action="version", version=f"deltalog {__version__}")
@@ -96,13 +124,43 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_global_output_option(parser)
     output.add_verbose_option(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
-    for module in COMMAND_MODULES:
-        module.register(subparsers)
-    for _, leaf in output.leaf_parsers(parser):  # --verbose also after the command, as --store
-        output.add_verbose_option(leaf, suppress_default=True)
+    registered: set[str] = set()
+    for name, (module_name, help_line) in COMMANDS.items():
+        if name in subparsers.choices:
+            continue
+        if command == "*" or (command is not None and COMMANDS.get(command, ("",))[0] == module_name):
+            if module_name not in registered:
+                registered.add(module_name)
+                command_module(name).register(subparsers)
+            continue
+        subparsers.add_parser(name, help=help_line, add_help=False)  # a stub: never parsed (main registers it first)
+    for _, leaf in output.leaf_parsers(parser):
+        if leaf.get_default("func") is None:  # a stub
+            continue
+        output.add_verbose_option(leaf, suppress_default=True)  # --verbose also after the command, as --store
         leaf.set_defaults(leaf_parser=leaf)  # for its usage on a usage error
         output.mark_output_unset(leaf)  # --output before the command applies unless one follows it
+        for action in leaf._actions:
+            if action.dest in _GLOBAL_ON_LEAVES:
+                action.help = argparse.SUPPRESS
+        leaf.epilog = f"{leaf.epilog}\n\n{_LEAF_EPILOG}" if leaf.epilog else _LEAF_EPILOG
     return parser
+
+
+def command_word(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs (its first word that is not a global option or an option's value), or ``None``
+    (``deltalog --help``, ``deltalog --version``, a misspelt command)."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--":
+            return None
+        elif word.startswith("-"):
+            skip = word in _GLOBAL_VALUE_OPTIONS
+        else:
+            return word if word in COMMANDS else None
+    return None
 
 
 #: kafka-topics.sh's action flags, and the ``deltalog topics`` subcommand each one names.
@@ -128,9 +186,11 @@ def kafka_topics_actions(argv: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the process exit code (the console script exits with it)."""
-    parser = build_parser()
+    argv = kafka_topics_actions(sys.argv[1:] if argv is None else argv)
+    _complete(argv)
+    parser = build_parser(command_word(argv))
     try:
-        args, extra = parser.parse_known_args(kafka_topics_actions(sys.argv[1:] if argv is None else argv))
+        args, extra = parser.parse_known_args(argv)
         if extra:  # said by the command's own parser: its usage, and the nearest option it has
             _unrecognized(getattr(args, "leaf_parser", None) or parser, extra)
     except SystemExit as e:  # --help, --version, and usage errors (argparse has printed them)
@@ -146,34 +206,66 @@ def main(argv: Sequence[str] | None = None) -> int:
         with output.command_output(bool(getattr(args, "verbose", False))):
             return int(func(args) or 0)
     except common.UsageError as e:  # the command's usage, then the error, as argparse prints its own
-        if leaf is not None:
+        if leaf is not None and not output.wants_json(args):
             leaf.print_usage(sys.stderr)
-        print(f"deltalog: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return _error(args, str(e), EXIT_USAGE, e)
     except (DeltalogError, OSError) as e:
         if isinstance(e, BrokenPipeError):  # `deltalog consume ... | head`: the reader has what it wanted
             return 0
-        print(f"deltalog: error: {_store_error(e, args) or e}", file=sys.stderr)
-        return EXIT_FAILURE
-    except KeyboardInterrupt:
+        return _error(args, str(_store_error(e, args) or e), EXIT_FAILURE, e)
+    except KeyboardInterrupt as e:
+        if output.wants_json(args):
+            return _error(args, "interrupted", EXIT_INTERRUPTED, e)
         print("deltalog: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except ImportError as e:  # a path that reached pyspark or great-expectations without asking first
+        from deltalog import extras
+
         missing = extras.from_import_error(e, f"deltalog {args.command}")
         if missing is None:
             raise
-        print(f"deltalog: error: {missing}", file=sys.stderr)
-        return EXIT_FAILURE
+        return _error(args, str(missing), EXIT_FAILURE, e)
     except Exception as e:
         unreachable = _store_error(e, args)  # obstore's and delta-rs's own errors: one line, not their dumps
         if unreachable is not None:
-            print(f"deltalog: error: {unreachable}", file=sys.stderr)
-            return EXIT_FAILURE
+            return _error(args, unreachable, EXIT_FAILURE, e)
         if not output.is_spark_error(e):
             raise
+        from deltalog.log import damage  # pyarrow: only once Spark has failed
+
         corrupt = damage.worker_error(e)  # a Spark task found a damaged file: its own words, not the stack
-        print(f"deltalog: error: {corrupt if corrupt is not None else output.spark_error_message(e)}", file=sys.stderr)
-        return EXIT_FAILURE
+        return _error(args, str(corrupt) if corrupt is not None else output.spark_error_message(e), EXIT_FAILURE, e)
+
+
+def _error(args: argparse.Namespace, message: str, code: int, error: BaseException) -> int:
+    """Say why the command failed on stderr: ``deltalog: error: ...``, or under ``--output json`` one JSON object
+    (``{"error": message, "type": the exception's class, "exit_code": code}``) a script reads as it reads the
+    command's output. Returns ``code``."""
+    if output.wants_json(args):
+        import json
+
+        print(json.dumps({"error": message, "type": type(error).__name__, "exit_code": code}, ensure_ascii=False),
+              file=sys.stderr)
+    else:
+        print(f"deltalog: error: {message}", file=sys.stderr)
+    return code
+
+
+def _complete(argv: Sequence[str]) -> None:
+    """Answer the shell's completion request (argcomplete's ``_ARGCOMPLETE``, set by the script ``deltalog completion
+    SHELL`` prints) and exit: the parser of the command on the line (all the command names while none is typed).
+    Does nothing, and imports nothing, on an ordinary run."""
+    if "_ARGCOMPLETE" not in os.environ:
+        return
+    import shlex
+
+    import argcomplete  # only while completing (above)
+
+    try:
+        words = shlex.split(os.environ.get("COMP_LINE", ""))[1:]
+    except ValueError:  # an unclosed quote on the line being completed
+        words = list(argv)
+    argcomplete.autocomplete(build_parser(command_word(kafka_topics_actions(words))))
 
 
 def _unrecognized(parser: argparse.ArgumentParser, extra: list[str]) -> NoReturn:
@@ -193,6 +285,8 @@ def _store_error(error: BaseException, args: argparse.Namespace) -> str | None:
         store = common.store_path(args)
     except DeltalogError:
         return None
+    from deltalog.cli import store_errors  # only on a failure
+
     return store_errors.one_line(error, store)
 
 

@@ -7,6 +7,7 @@ and 2, a usage error; see :mod:`deltalog.cli.exit_codes`); the validation result
 from __future__ import annotations
 
 import argparse
+import logging
 
 import deltalog.cli.common as common
 from deltalog.cli import output
@@ -50,8 +51,15 @@ def check(args: argparse.Namespace) -> int:
         if unknown:
             raise UnknownTopicOrPartitionError(f"topic {args.topic!r} has no partition {unknown[0]}; its partitions "
                                                f"are {known}")
-    result = store.check(args.topic, partitions=args.partitions, cleans=args.cleans, data_docs=args.data_docs,
-                         context=args.ge_context)
+    # the check logs a failing result's summary as a warning (for jobs and notebooks); this command prints the
+    # summary itself, so the log's copy would be the same report twice on the terminal
+    quality_log = logging.getLogger("deltalog.quality.check")
+    saved, quality_log.disabled = quality_log.disabled, True
+    try:
+        result = store.check(args.topic, partitions=args.partitions, cleans=args.cleans, data_docs=args.data_docs,
+                             context=args.ge_context)
+    finally:
+        quality_log.disabled = saved
     if output.wants_json(args):
         output.emit(result.as_dict())
     else:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
 from deltalog import extras
 from deltalog.errors import NoStoreError, UsageError
-from deltalog.storage import normalize_root
-from deltalog.store import Store
+
+if TYPE_CHECKING:
+    from deltalog.store import Store
 
 STORE_ENV = "DELTALOG_STORE"
 DEFAULT_STORE = "./deltalog-store"
@@ -89,6 +91,9 @@ def open_store(args: argparse.Namespace, *, create: bool = False) -> Store:
     """The store the command works on. Commands that only read pass ``create=False`` so that a typo in
     ``--store`` is an error rather than a new, empty store (on an object store as on a disk: a store is
     recognised by its marker, ``_deltalog/store.json``)."""
+    from deltalog.storage import normalize_root
+    from deltalog.store import Store  # the store (pyarrow, delta-rs): imported by the commands that open one
+
     where = store_path(args)
     try:
         return Store(where, storage_options=storage_options(args) or None,

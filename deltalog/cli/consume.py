@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable
 
 import deltalog.cli.common as common
-from deltalog.cli import console, offsets_formatter, output
-from deltalog.cli.jsonlines import record_to_json
+from deltalog.cli import console, offsets_formatter, output, progress
+from deltalog.cli.jsonlines import json_fields_of, record_to_json
 from deltalog.cli.kafka_text import FORMATTER_DEFAULTS, MessageFormatter
 from deltalog.coordinator.group.offsets_topic import validate_group_id
 from deltalog.errors import OffsetOutOfRangeError
@@ -176,7 +176,8 @@ def consume(args: argparse.Namespace) -> int:
             "partitions: add -p N, or use --offset earliest|latest)")
     snaps = _as_of_snapshots(store, topic, partitions, args)
     positions = start_positions(store, topic, partitions, args.offset, args.group, args.isolation_level, snaps)
-    write = _offsets_writer() if offsets_format else _writer(topic, formatter)
+    write = (_offsets_writer() if offsets_format
+             else _writer(topic, formatter, json_fields_of(store.topic_config(topic))))
     committer = None if args.group is None else _GroupCommitter(store, args.group, topic, partitions)
     consumer = _Consumer(store, topic, positions, follow=args.follow, page_size=max(args.page_size, 1),
                          committer=committer, isolation_level=args.isolation_level, snaps=snaps)
@@ -184,8 +185,15 @@ def consume(args: argparse.Namespace) -> int:
     count = 0
     code = 0
     stop_signal = _on_sigterm() if args.follow else None
+    # a counter of the records printed, on a terminal's stderr while the records themselves go to a file or a pipe
+    bar = progress.counter(f"consuming {topic}", unit=" records", show=False if progress.is_terminal(sys.stdout) else None)
+
+    def write_counted(partition: int, records: list[Record]) -> None:
+        write(partition, records)
+        bar.update(len(records))
+
     try:
-        count = consumer.run(write, max_messages=args.max_messages, timeout_ms=args.timeout_ms,
+        count = consumer.run(write_counted, max_messages=args.max_messages, timeout_ms=args.timeout_ms,
                              poll_interval_s=args.poll_interval_ms / 1000)
     except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) ends --follow: the records so far were printed
         count = consumer.count
@@ -198,6 +206,7 @@ def consume(args: argparse.Namespace) -> int:
             sys.stdout.flush()  # what is committed must have reached the reader
             committer.commit(consumer.printed)
     finally:
+        bar.close()
         if stop_signal is not None:
             stop_signal.restore()
         try:
@@ -242,11 +251,14 @@ def _offsets_writer() -> Callable[[int, list[Record]], None]:
     return write_offsets
 
 
-def _writer(topic: str, formatter: MessageFormatter | None) -> Callable[[int, list[Record]], None]:
+def _writer(topic: str, formatter: MessageFormatter | None, json_fields: frozenset[str] = frozenset()
+            ) -> Callable[[int, list[Record]], None]:
+    """Prints records: Kafka's text format with ``formatter``, else JSON lines, where a key or value the topic
+    encodes as JSON (``json_fields``) is printed as the JSON it holds."""
     if formatter is None:
         def write_json(partition: int, records: list[Record]) -> None:
             for r in records:
-                output.emit(record_to_json(r, topic, partition))
+                output.emit(record_to_json(r, topic, partition, json_fields))
         return write_json
     sys.stdout.flush()
     raw = sys.stdout.buffer

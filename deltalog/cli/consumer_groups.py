@@ -56,13 +56,22 @@ _DURATION = re.compile(r"([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d
 
 def _datetime(text: str) -> ToTime:
     """Kafka's ``--to-datetime`` (``Utils.getDateTime``): ``YYYY-MM-DDTHH:mm:SS.sss``, milliseconds required, then
-    an optional zone (``Z``, ``+hh``, ``+hh:mm``, ``+hhmm``); no zone is UTC, as Kafka appends ``Z``."""
+    an optional zone (``Z``, ``+hh``, ``+hh:mm``, ``+hhmm``); no zone is UTC, as Kafka appends ``Z``. Any other ISO
+    8601 date or time ``consume --as-of`` takes is taken too (``2024-01-31``, ``2024-01-31T09:30Z``), so one form of a
+    date works in both commands (:func:`deltalog.log.time_travel.parse_timestamp`)."""
     m = _DATETIME.fullmatch(text.strip())
     refusal = argparse.ArgumentTypeError(
         f"--to-datetime takes YYYY-MM-DDTHH:mm:SS.sss with an optional zone (Z, +hh:mm), e.g. "
-        f"2024-01-31T09:30:00.000 (UTC) or 2024-01-31T09:30:00.000+01:00, not {text!r}")
+        f"2024-01-31T09:30:00.000 (UTC) or 2024-01-31T09:30:00.000+01:00, or any ISO 8601 date or time as "
+        f"--as-of (2024-01-31, 2024-01-31T09:30Z), not {text!r}")
     if m is None:
-        raise refusal
+        from deltalog.errors import InvalidArgumentError
+        from deltalog.log.time_travel import parse_timestamp
+
+        try:
+            return ToTime(parse_timestamp(text.strip()))
+        except InvalidArgumentError:
+            raise refusal from None
     try:
         y, mo, d, h, mi, sec, ms, zone = m.groups()
         tz = timezone.utc

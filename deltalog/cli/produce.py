@@ -17,15 +17,17 @@ is what one commit holds.)
 from __future__ import annotations
 
 import argparse
+import io
 import itertools
+import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import pyarrow as pa
 
 import deltalog.cli.common as common
-from deltalog.cli import console, output
-from deltalog.cli.jsonlines import entries_from_lines
+from deltalog.cli import console, output, progress
+from deltalog.cli.jsonlines import entries_from_lines, json_fields_of
 from deltalog.cli.kafka_text import READER_DEFAULTS, LineMessageReader
 from deltalog.errors import InvalidRecordError, UnknownTopicOrPartitionError
 from deltalog.log import arrow_records
@@ -44,7 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "produce", help="append records given as JSON lines or as Kafka's console lines",
         description='Append records read from standard input (or --file). JSON lines by default, e.g. '
         '{"key": "grape", "value": "2.69"}; "value": null is a tombstone; "key_b64"/"value_b64" carry binary data; '
-        'optional "headers" (an object or [[name, value], ...]), "timestamp_ms" and "partition". With --input text, '
+        'optional "headers" (an object or [[name, value], ...]), "timestamp_ms" and "partition". On a topic with '
+        'value.encoding=json (key.encoding=json) the value (key) may be a JSON object, checked against value.schema '
+        '(key.schema): {"key": "7", "value": {"id": 7, "status": "paid"}}. With --input text, '
         "or any --property, lines as kafka-console-producer reads them: a value per line, or KEY<TAB>VALUE with "
         "--property parse.key=true (--property key.separator=: for KEY:VALUE). Each record goes to the partition "
         "Kafka's producer would pick: -p N, else murmur2 of its key modulo the partition count, else (no key) a "
@@ -75,6 +79,7 @@ def produce(args: argparse.Namespace) -> int:
     store = common.open_store(args)
     # Fail on an unknown topic or partition before reading the input.
     count = len(store.partitions(topic))
+    json_fields = json_fields_of(store.topic_config(topic))  # a json key or value may be given as JSON (jsonlines)
     if args.partition is not None:
         store.log(topic, args.partition)
     if args.file is not None and (not args.file.strip() or "\x00" in args.file):
@@ -84,10 +89,18 @@ def produce(args: argparse.Namespace) -> int:
     report = _Report(args, topic)
     try:
         if args.file is not None:
-            with open(args.file, encoding="utf-8") as f:
-                _stream(store, topic, _entries(f, source, text, args, count), source, text, args, report)
+            # a bar over the file's bytes, advanced batch by batch from the binary file's position
+            with open(args.file, "rb") as raw, progress.counter(
+                    f"producing to {topic}", unit="B", total=_size(raw)) as bar:
+                f = io.TextIOWrapper(raw, encoding="utf-8")
+                _stream(store, topic, _entries(f, source, text, args, count, json_fields), source, text, args, report,
+                        tick=lambda _n: bar.update(max(0, raw.tell() - bar.n)))
         else:
-            _stream(store, topic, _entries(sys.stdin, source, text, args, count), source, text, args, report)
+            # a counter of records, when the input is piped in (not while someone types it)
+            with progress.counter(f"producing to {topic}", unit=" records",
+                                  show=False if progress.is_terminal(sys.stdin) else None) as bar:
+                _stream(store, topic, _entries(sys.stdin, source, text, args, count, json_fields), source, text,
+                        args, report, tick=bar.update)
     except UnicodeDecodeError as e:
         raise report.partial(InvalidRecordError(
             f"{source} is not UTF-8 text ({e.reason} at byte {e.start} of a read); records are JSON lines (binary "
@@ -99,8 +112,8 @@ def produce(args: argparse.Namespace) -> int:
 
 
 def _stream(store: Store, topic: str, entries: Iterator[tuple[int, Record, int | None]], source: str, text: bool,
-            args: argparse.Namespace, report: _Report) -> None:
-    """Validate and produce the input ``--batch-size`` records at a time."""
+            args: argparse.Namespace, report: _Report, tick: Callable[[int], object] = lambda _n: None) -> None:
+    """Validate and produce the input ``--batch-size`` records at a time; ``tick(n)`` after each batch of ``n``."""
     config = store.topic_config(topic)
     while True:
         batch = list(itertools.islice(entries, args.batch_size))
@@ -123,6 +136,7 @@ def _stream(store: Store, topic: str, entries: Iterator[tuple[int, Record, int |
         else:
             result = store.produce(topic, records, partition=args.partition)
         report.add(result, lines)
+        tick(len(records))
 
 
 class _Report:
@@ -173,6 +187,12 @@ class _Report:
             print(f"Produced {self.count} record(s) to {self.topic}: {each}")
 
 
+def _size(f: io.BufferedReader) -> int | None:
+    """The size of a regular file (a bar's total); None for a pipe or a device (``--file /dev/stdin``)."""
+    st = os.fstat(f.fileno())
+    return st.st_size if os.path.isfile(f.name) and st.st_size > 0 else None
+
+
 def _ranges_text(ranges: list[list[int]]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
 
@@ -189,15 +209,15 @@ def _text_input(args: argparse.Namespace) -> bool:
     return text
 
 
-def _entries(stream: Iterable[str], source: str, text: bool, args: argparse.Namespace, count: int
-             ) -> Iterator[tuple[int, Record, int | None]]:
+def _entries(stream: Iterable[str], source: str, text: bool, args: argparse.Namespace, count: int,
+             json_fields: frozenset[str] = frozenset()) -> Iterator[tuple[int, Record, int | None]]:
     """Each record of the input, as it is read, with its line number and its own partition (JSON's
     ``partition``, if any)."""
     if text:
         for read in LineMessageReader(args.properties).read(stream, source):
             yield read.line, read.record, None
         return
-    for line, record, partition in entries_from_lines(stream, source):
+    for line, record, partition in entries_from_lines(stream, source, json_fields):
         if partition is not None and args.partition is None and partition >= count:
             raise UnknownTopicOrPartitionError(
                 f"{source} line {line}: partition {partition} of topic {console.topic_of(args)!r} does not exist; "

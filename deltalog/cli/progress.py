@@ -1,84 +1,113 @@
-"""Progress of long cleaning passes on stderr: a bar redrawn in place on a terminal, a log line otherwise.
+"""Progress of long commands on stderr, through tqdm: a bar (or a counter) redrawn in place on a terminal, nothing
+or a log line every so often otherwise. Progress never goes to stdout, which holds the results.
 
-``deltalog clean`` hands a :class:`CleanProgress` to the cleaning loop as its progress listener
-(:mod:`deltalog.cleaner.progress`): each pass reports when it starts, every interval while its Spark jobs run
-(tasks done / tasks so far), and when it ends. Progress never goes to stdout, which holds the results.
+* :func:`counter`: what ``produce`` (records read, and bytes of a ``--file``) and ``consume`` (records printed while
+  stdout goes to a file or a pipe) show: tqdm's own bar or counter, shown only when stderr is a terminal.
+* :class:`CleanProgress`: ``deltalog clean`` hands it to the cleaning loop as its progress listener
+  (:mod:`deltalog.cleaner.progress`): each pass reports when it starts, every interval while its Spark jobs run, and
+  when it ends. A pass's Spark jobs come one after another and their tasks are known only once a job is planned, so
+  the total grows while the pass runs: the terminal shows a counter of the tasks done (with those planned so far
+  beside it), which never goes backwards, rather than a fraction that would fall each time a job is planned.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from deltalog.cleaner.progress import PassStatus
+if TYPE_CHECKING:
+    from deltalog.cleaner.progress import PassStatus
 
 #: Seconds between redraws of the bar on a terminal.
 BAR_INTERVAL_S = 0.5
 #: Seconds between progress lines when stderr is not a terminal (a log file, CI).
 DEFAULT_LINE_INTERVAL_S = 10.0
-BAR_WIDTH = 24
+
+
+def counter(description: str, *, unit: str, total: int | None = None, stream: TextIO | None = None,
+            show: bool | None = None, unit_scale: bool = True) -> Any:
+    """A tqdm progress on ``stream`` (default stderr): a bar when ``total`` is known, else a counter with its rate.
+    ``show``: None shows it only when ``stream`` is a terminal (tqdm's own rule), so a log or CI stays quiet."""
+    from tqdm import tqdm  # the progress library: imported by the commands that draw one
+
+    return tqdm(total=total, desc=description, unit=unit, unit_scale=unit_scale, file=stream or sys.stderr,
+                disable=None if show is None else not show, leave=False, mininterval=BAR_INTERVAL_S,
+                dynamic_ncols=True)
+
+
+def is_terminal(stream: Any) -> bool:
+    """Whether ``stream`` is a terminal; a stream without ``isatty`` (a replaced ``sys.stdin``, a generator of
+    lines) is not."""
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty()) if callable(isatty) else False
 
 
 class CleanProgress:
-    """A :data:`~deltalog.cleaner.progress.ProgressListener` that shows passes on ``stream``."""
+    """A :data:`~deltalog.cleaner.progress.ProgressListener` that shows passes on ``stream``: one tqdm counter of
+    tasks done per running pass on a terminal, a log line per status otherwise."""
 
     def __init__(self, stream: TextIO, *, interval_s: float | None = None, tty: bool | None = None) -> None:
         self.stream = stream
-        self.tty = stream.isatty() if tty is None else tty
+        self.tty = is_terminal(stream) if tty is None else tty
         self.interval_s = interval_s if interval_s is not None else (BAR_INTERVAL_S if self.tty else
                                                                       DEFAULT_LINE_INTERVAL_S)
-        self._active: dict[str, PassStatus] = {}
+        self._bars: dict[str, Any] = {}
+        self._done: dict[str, int] = {}  # the most tasks each pass has shown done: shown counts never fall
+        self._planned: dict[str, int] = {}  # the most tasks each pass has had planned
         self._lock = threading.Lock()
-        self._drawn = False
 
     def __call__(self, status: PassStatus) -> None:
         with self._lock:
-            if status.state in ("finished", "failed"):
-                self._active.pop(status.partition, None)
+            done = max(status.tasks_done, self._done.get(status.partition, 0))
+            planned = max(status.tasks_total, self._planned.get(status.partition, 0))
+            ended = status.state in ("finished", "failed")
+            if ended:
+                self._done.pop(status.partition, None)
+                self._planned.pop(status.partition, None)
             else:
-                self._active[status.partition] = status
-            if self.tty:
-                self._redraw(status)
-            else:
-                self.stream.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line(status)}\n")
-            self.stream.flush()
+                self._done[status.partition] = done
+                self._planned[status.partition] = planned
+            if not self.tty:
+                self.stream.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line(status, done)}\n")
+                self.stream.flush()
+                return
+            from tqdm import tqdm
 
-    def _redraw(self, status: PassStatus) -> None:
-        if self._drawn:
-            self.stream.write("\r\x1b[K")  # back to the start of the line and clear it
-        if status.state in ("finished", "failed"):
-            self.stream.write(line(status) + "\n")
-        self._drawn = bool(self._active)
-        if self._active:
-            self.stream.write("  ".join(bar(s) for s in self._active.values()))
+            if ended:
+                bar = self._bars.pop(status.partition, None)
+                if bar is not None:
+                    bar.close()
+                tqdm.write(line(status, done), file=self.stream)
+                return
+            bar = self._bars.get(status.partition)
+            if bar is None:
+                bar = self._bars[status.partition] = counter(f"cleaning {status.partition}", unit=" tasks",
+                                                             stream=self.stream, show=True, unit_scale=False)
+            bar.update(done - bar.n)
+            bar.set_postfix_str(f"{planned} planned so far" if planned else "planning")
 
     def close(self) -> None:
-        """Clear a bar left on the terminal (when the loop stops between a pass's statuses)."""
+        """Clear the bars left on the terminal (when the loop stops between a pass's statuses)."""
         with self._lock:
-            if self.tty and self._drawn:
-                self.stream.write("\r\x1b[K")
-                self.stream.flush()
-            self._drawn = False
-            self._active.clear()
+            for bar in self._bars.values():
+                bar.close()
+            self._bars.clear()
+            self._done.clear()
+            self._planned.clear()
 
 
-def line(s: PassStatus) -> str:
-    """A status as one log line."""
+def line(s: PassStatus, done: int | None = None) -> str:
+    """A status as one log line (``done``: the tasks done to show, when more than the status says)."""
+    done = s.tasks_done if done is None else done
     if s.state == "started":
         return (f"cleaning {s.partition}: dirty section [{s.first_dirty_offset}, {s.first_uncleanable_offset}), "
                 f"{s.cleanable_bytes:,} bytes")
     if s.state == "finished":
-        return f"cleaned {s.partition} in {s.elapsed_s:.1f}s ({s.tasks_done} Spark tasks)"
+        return f"cleaned {s.partition} in {s.elapsed_s:.1f}s ({done} Spark tasks)"
     if s.state == "failed":
         return f"cleaning {s.partition} failed after {s.elapsed_s:.1f}s"
-    return f"cleaning {s.partition}: {s.elapsed_s:.0f}s, {s.tasks_done}/{s.tasks_total} Spark tasks done"
-
-
-def bar(s: PassStatus) -> str:
-    """A status as a progress bar: tasks done of the tasks Spark has planned so far."""
-    if s.tasks_total:
-        filled = BAR_WIDTH * s.tasks_done // s.tasks_total
-        gauge = "#" * filled + "-" * (BAR_WIDTH - filled)
-        return f"cleaning {s.partition} [{gauge}] {s.tasks_done}/{s.tasks_total} tasks {s.elapsed_s:.0f}s"
-    return f"cleaning {s.partition} [{'.' * BAR_WIDTH}] starting {s.elapsed_s:.0f}s"
+    if not s.tasks_total:
+        return f"cleaning {s.partition}: {s.elapsed_s:.0f}s, planning its first Spark job"
+    return f"cleaning {s.partition}: {s.elapsed_s:.0f}s, {done} Spark tasks done ({s.tasks_total} planned so far)"

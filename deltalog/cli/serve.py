@@ -20,9 +20,12 @@ from typing import Any
 
 import deltalog.cli.common as common
 from deltalog.cli import output
-from deltalog.errors import UsageError
+from deltalog.errors import DeltalogError, ProtocolError, UsageError
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
+DEFAULT_PING_TIMEOUT_MS = 30_000
+#: ApiVersions (api key 18), version 0: Kafka's first request of every client, answered before any authentication.
+_API_VERSIONS_KEY, _API_VERSIONS_VERSION = 18, 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -64,6 +67,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     common.needs_extras(p, "server")
     p.set_defaults(func=serve)
 
+    p = subparsers.add_parser(
+        "ping", help="wait until a Kafka endpoint (deltalog serve, or a broker) answers; for scripts",
+        description="Connect to HOST:PORT and send Kafka's ApiVersions request (what kafka-broker-api-versions "
+        "sends) until it is answered: exit 0 as soon as the endpoint answers, 1 when --timeout-ms passes first. "
+        "A script that starts 'deltalog serve &' runs 'deltalog ping' before its first client. PLAINTEXT "
+        "listeners only (a TLS listener is reachable, not checked).",
+    )
+    p.add_argument("address", metavar="HOST:PORT", nargs="?", default=None,
+                   help=f"the endpoint (default: --bootstrap-server, else {DEFAULT_LISTEN})")
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT", default=None, help="the same as HOST:PORT, as Kafka's "
+                   "tools name it")
+    p.add_argument("--timeout-ms", type=common.whole_number(0), default=DEFAULT_PING_TIMEOUT_MS, metavar="MS",
+                   help=f"how long to keep trying (default {DEFAULT_PING_TIMEOUT_MS}; 0: one try)")
+    output.add_output_option(p, text="one line: answered, and how long it took",
+                             json_help="one object: address, answered, seconds, api_count")
+    p.set_defaults(func=ping)
+
 
 def server_properties(args: argparse.Namespace) -> dict[str, str]:
     """The broker configs: ``--config``'s file, then each ``--override``, then ``--listen`` as a PLAINTEXT listener."""
@@ -95,6 +115,7 @@ def parse_listen(value: str) -> tuple[str, int]:
 def serve(args: argparse.Namespace) -> int:
     from deltalog.errors import InvalidConfigError
     from deltalog.server import protocol
+    from deltalog.server.broker_config import BrokerConfig
     from deltalog.server.limits import ConnectionLimits
     from deltalog.server.security import listener_security
     from deltalog.server.socket_server import SocketServer
@@ -104,6 +125,7 @@ def serve(args: argparse.Namespace) -> int:
         security = listener_security(props, plain_users_file=args.plain_users, jaas_file=args.jaas_config)
         security.check_bind()
         limits = ConnectionLimits.from_properties(props)
+        config = BrokerConfig.from_properties(props)
     except InvalidConfigError as e:
         raise UsageError(str(e)) from None
     if security.unused:
@@ -123,7 +145,7 @@ def serve(args: argparse.Namespace) -> int:
             raise UsageError(f"--broker-session-timeout-ms must be at least 2 (ms), not {timeout}")
         registration.update(session_timeout_ms=timeout, heartbeat_interval_ms=min(DEFAULT_HEARTBEAT_INTERVAL_MS,
                                                                                   max(1, timeout // 3)))
-    server = SocketServer(store, host, port, max_request_bytes=max_bytes, security=security, limits=limits,
+    server = SocketServer(store, host, port, max_request_bytes=max_bytes, security=security, limits=limits, config=config,
                           **registration)
 
     def stop(signum: int, frame: Any) -> None:
@@ -148,3 +170,68 @@ def serve(args: argparse.Namespace) -> int:
         server.close()
     print("deltalog serve: stopped", file=sys.stderr, flush=True)
     return 0
+
+
+def ping(args: argparse.Namespace) -> int:
+    """``deltalog ping``: ApiVersions until answered (see the parser's description)."""
+    import time
+
+    if args.address is not None and args.bootstrap_server is not None and args.address != args.bootstrap_server:
+        raise UsageError("give the endpoint once: HOST:PORT or --bootstrap-server")
+    address = args.address or args.bootstrap_server or DEFAULT_LISTEN
+    host, port = parse_listen(address.split(",")[0])
+    started = time.monotonic()
+    deadline = started + args.timeout_ms / 1000
+    last = ""
+    while True:
+        try:
+            count = api_versions(host, port, timeout_s=max(0.5, min(5.0, deadline - time.monotonic())))
+        except (OSError, ProtocolError) as e:
+            last = str(e) or type(e).__name__
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+            continue
+        seconds = time.monotonic() - started
+        if output.wants_json(args):
+            output.emit({"address": f"{host}:{port}", "answered": True, "seconds": round(seconds, 3),
+                         "api_count": count})
+        else:
+            print(f"{host}:{port} answered ApiVersions ({count} APIs) after {seconds:.1f}s", flush=True)
+        return 0
+    raise DeltalogError(f"{host}:{port} did not answer Kafka's ApiVersions within {args.timeout_ms} ms ({last}); "
+                        "is 'deltalog serve' running there?")
+
+
+def api_versions(host: str, port: int, *, timeout_s: float) -> int:
+    """Send one ApiVersions v0 request and read its answer; returns the number of APIs the endpoint lists. Raises
+    ``OSError`` (refused, reset, timed out) or :class:`~deltalog.errors.ProtocolError` (no answer, or one that is not
+    ApiVersions')."""
+    import socket
+    import struct
+
+    correlation = 0x6465_6C74  # any id: the answer must carry it back
+    client = b"deltalog-ping"
+    body = struct.pack(">hhih", _API_VERSIONS_KEY, _API_VERSIONS_VERSION, correlation, len(client)) + client
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        size = struct.unpack(">i", _read(sock, 4))[0]
+        if not 6 <= size <= 1 << 20:
+            raise ProtocolError(f"an answer of {size} bytes is not ApiVersions'")
+        answer = _read(sock, size)
+    got, error_code = struct.unpack(">ih", answer[:6])
+    if got != correlation:
+        raise ProtocolError(f"the answer carries correlation id {got}, not {correlation}")
+    if error_code != 0:
+        raise ProtocolError(f"ApiVersions answered error code {error_code}")
+    return struct.unpack(">i", answer[6:10])[0] if len(answer) >= 10 else 0
+
+
+def _read(sock: Any, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ProtocolError("the endpoint closed the connection before answering")
+        data += chunk
+    return data

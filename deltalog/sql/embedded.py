@@ -102,6 +102,7 @@ class EmbeddedSQL:
                 self._make_views(con, topic, as_of)
             self._query = query
             try:
+                _refuse_json_on_bytes(con, query)
                 try:
                     relation = con.sql(query)
                 except duckdb.ParserException:
@@ -197,6 +198,63 @@ class EmbeddedSQL:
 
 _STRING_OR_WORD = re.compile(r"""('(?:[^']|'')*')|("(?:[^"]|"")*")|(`[^`]*`)|\b(offset)\b(?!\s*(?:[0-9?$(]|-))""",
                              re.IGNORECASE)
+
+
+#: A query that may call a JSON function (DuckDB's ``json_*`` and its ``->`` / ``->>`` operators).
+_MAY_USE_JSON = re.compile(r"json|->", re.IGNORECASE)
+
+
+def _refuse_json_on_bytes(con: duckdb.DuckDBPyConnection, query: str) -> None:
+    """Refuse a JSON function applied to a ``key`` or ``value`` column that is a BLOB (a topic whose encoding is
+    ``bytes``, the default): DuckDB casts a BLOB to text with its bytes escaped (``"`` as ``\\x22``), so
+    ``json_extract_string(value, '$.f')`` would answer NULL on every row without an error. The query is read with
+    DuckDB's own parser (``json_serialize_sql``), not with patterns."""
+    if not _MAY_USE_JSON.search(query):
+        return
+    try:
+        tree = con.execute("SELECT json_serialize_sql(?)", [query]).fetchall()[0][0]
+    except Exception:  # noqa: BLE001 - not one statement DuckDB can serialize: the query itself will say why
+        return
+    import json
+
+    calls: list[tuple[str, str]] = []
+    tables: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE" and node.get("table_name"):
+                tables.add(str(node["table_name"]).lower())
+            if node.get("class") == "FUNCTION":
+                name = str(node.get("function_name", "")).lower()
+                args = node.get("arguments") or node.get("children") or []
+                first = args[0].get("expression", args[0]) if args and isinstance(args[0], dict) else None
+                if (name.startswith("json") or name in ("->", "->>")) and isinstance(first, dict) and \
+                        first.get("class") == "COLUMN_REF" and first["column_names"][-1].lower() in ("key", "value"):
+                    calls.append((name, first["column_names"][-1].lower()))
+            for child in node.values():
+                walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    parsed = json.loads(tree)
+    if parsed.get("error"):
+        return
+    walk(parsed)
+    if not calls or not tables:
+        return
+    blobs = con.execute("SELECT lower(table_name), lower(column_name) FROM information_schema.columns WHERE "
+                        "data_type = 'BLOB' AND lower(column_name) IN ('key', 'value')").fetchall()
+    for function, column in calls:
+        views = sorted(t for t, c in blobs if c == column and t in tables)
+        if views:
+            call = f"{function}({column}, ...)" if function.startswith("json") else f"{column} {function} ..."
+            raise QueryError(
+                f"{call} reads a BLOB: the {column} of {', '.join(views)} is bytes ({column}.encoding=bytes, the "
+                f"default), and DuckDB's JSON functions answer NULL on every BLOB. Decode it as UTF-8 text first: "
+                f"json_extract_string(decode({column}), '$.field'); or declare the topic's {column}.encoding=json "
+                f"with a {column}.schema (typed columns) or {column}.encoding=string ('deltalog topics alter TOPIC "
+                f"--config {column}.encoding=string')")
 
 
 def quote_bare_offset(query: str) -> str:
