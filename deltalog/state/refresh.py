@@ -1,6 +1,6 @@
 """Bringing a state table up to date: the new records of each partition, the latest per key, in one merge.
 
-A refresh reads, per partition, what a ``read_committed`` consumer would fetch (:mod:`deltalog.groups.fetch`: up
+A refresh reads, per partition, what a ``read_committed`` consumer would fetch (:mod:`deltalog.log.fetch`: up
 to the last stable offset, aborted records and markers left out) from the offset the table last applied (see
 :mod:`deltalog.state.table`) to the partition's last stable offset, as Kafka's consumers resume from their
 committed position. Of those records it keeps the latest of each key (:func:`~deltalog.state.rows.latest_per_key`)
