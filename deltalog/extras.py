@@ -21,6 +21,7 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "sql": (("duckdb",), "DuckDB (the embedded SQL engine)"),
     "server": (("kafka",), "kafka-python (Kafka's protocol structures, for `deltalog serve`)"),
     "polars": (("polars",), "Polars (a state table as a Polars frame)"),
+    "metrics": (("prometheus_client",), "prometheus_client (Kafka's cleaner gauges for Prometheus)"),
 }
 
 #: A module's top-level name -> the extra that brings it (for an import that failed anyway).

@@ -89,6 +89,11 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
                     "SCRAM-SHA-256=[iterations=4096,password=alice-secret]"],
         "demo": ["demo", "--store", str(tmp_path / "demo")],
         "completion": ["completion", "bash"],
+        "state refresh": ["state", "refresh", "st"],
+        "state history": ["state", "history", "st"],
+        "state show": ["state", "show", "st"],
+        "state lag": ["state", "lag", "st"],
+        "state compare": ["state", "compare", "st"],
     }
     # `serve` runs until SIGTERM: its JSON health line is tested with the process (tests/test_endpoint.py); `ping`
     # needs an endpoint to answer it (tests/test_serve_ready.py)
@@ -97,6 +102,8 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
     store = Store(root)
     UncleanablePartitions(store.storage).mark("extra", 1, RuntimeError("boom"), 0)
     store.create_topic("tx", config={"cleanup.policy": "compact"})
+    store.create_topic("st", config={"cleanup.policy": "compact", "state.table.enable": "true"})  # a state table
+    store.append("st", 0, [Record(key=b"k", value=b"v")])
     tx = store.producer(transactional_id="tx")
     tx.init_transactions()
     tx.begin_transaction()

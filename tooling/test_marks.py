@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -101,6 +100,9 @@ def guard(item: pytest.Item, monkeypatch: pytest.MonkeyPatch) -> None:
                         pytrace=False)
 
     if "spark" not in have:
+        # the cleaner job binds local_session at import: imported before the patch (the CLI imports it only when a
+        # command needs it), so it never binds a test's wrapper, and the patch below is undone with the test's
+        import deltalog.jobs.cleaner_job as job
         import deltalog.sql.session as session
 
         real = session.local_session
@@ -111,9 +113,7 @@ def guard(item: pytest.Item, monkeypatch: pytest.MonkeyPatch) -> None:
             return session
 
         monkeypatch.setattr(session, "local_session", local_session)
-        job = sys.modules.get("deltalog.jobs.cleaner_job")  # it binds local_session at import
-        if job is not None:
-            monkeypatch.setattr(job, "local_session", local_session)
+        monkeypatch.setattr(job, "local_session", local_session)
 
     real_getfixturevalue = pytest.FixtureRequest.getfixturevalue
 

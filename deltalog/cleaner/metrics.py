@@ -19,12 +19,15 @@ dashboards can chart it.
 
 from __future__ import annotations
 
+import io
+import json
 import random
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 import pyarrow as pa
+import pyarrow.json as pa_json
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import DeltaError, DeltaProtocolError, SchemaMismatchError, TableNotFoundError
 
@@ -35,6 +38,7 @@ from deltalog.errors import CorruptLogError
 from deltalog.log import delta
 from deltalog.log.log_manager import LogManager
 from deltalog.storage_faults import storage_full_as_error
+from deltalog.text import format_bytes
 from deltalog.text import format_table as text_table
 
 #: Under the store's state directory ``<root>/_deltalog``.
@@ -260,7 +264,12 @@ def metrics_rows(metrics: StoreMetrics, cycle: CycleFigures | None = None) -> pa
         "segments_deleted": cycle.segments_deleted if cycle else None,
         "files_vacuumed": cycle.files_vacuumed if cycle else None,
     })
-    return pa.Table.from_pylist(rows, schema=METRICS_SCHEMA)
+    # Through Arrow's JSON reader: pa.Table.from_pylist (and pa.array of a list) import pandas, seconds of an
+    # idle cycle's start in a fresh process where nothing else needs it.
+    data = "".join(json.dumps(row) + "\n" for row in rows).encode("utf-8")
+    table = pa_json.read_json(io.BytesIO(data), parse_options=pa_json.ParseOptions(
+        explicit_schema=METRICS_SCHEMA, unexpected_field_behavior="error"))
+    return table.cast(METRICS_SCHEMA)
 
 
 def metrics_table_uri(logs: LogManager) -> str:
@@ -352,13 +361,14 @@ def _secs(ms: int | None) -> str:
 
 
 def format_table(metrics: StoreMetrics) -> str:
-    """``deltalog status``: store-wide figures, then one line per partition. "last cleaner job cycle" is Kafka's
+    """``deltalog status``: store-wide figures, then one line per partition; sizes in the units ``describe`` prints
+    (:func:`deltalog.text.format_bytes`; JSON keeps bytes). "last cleaner job cycle" is Kafka's
     time-since-last-run-ms, a cycle of the cleaner job (``deltalog cleaner run``); a pass run by hand (``deltalog
     clean``, ``store.clean``) is not one, and shows in its partition's LAST CLEAN, which the line points to."""
     cleans = [p.time_since_last_clean_ms for p in metrics.partitions if p.time_since_last_clean_ms is not None]
     last_pass = f" (last pass of any partition: {_ago(min(cleans))})" if cleans else ""
     lines = [
-        f"uncleanable partitions: {metrics.uncleanable_partitions_count} ({metrics.uncleanable_bytes:,} bytes)   "
+        f"uncleanable partitions: {metrics.uncleanable_partitions_count} ({format_bytes(metrics.uncleanable_bytes)})   "
         f"max dirty: {metrics.max_dirty_percent:.1f}%   "
         f"max compaction delay: {_secs(metrics.max_compaction_delay_ms)}",
         f"last cleaner job cycle: {_ago(metrics.time_since_last_run_ms)}{last_pass}   "
@@ -371,7 +381,8 @@ def format_table(metrics: StoreMetrics) -> str:
         return "\n".join([*lines, "(no topics)"])
     header = ("TOPIC", "PART", "POLICY", "SIZE", "DIRTY%", "DIRTY BYTES", "MAX DELAY", "LAST CLEAN",
               "CLEAN TIME", "MAP%", "STATE")
-    rows = [(p.topic, p.partition, p.cleanup_policy, p.size_bytes, round(p.dirty_percent, 1), p.dirty_bytes,
+    rows = [(p.topic, p.partition, p.cleanup_policy, format_bytes(p.size_bytes), round(p.dirty_percent, 1),
+             format_bytes(p.dirty_bytes),
              _secs(p.max_compaction_delay_ms), _ago(p.time_since_last_clean_ms), _secs(p.last_clean_time_ms),
              None if p.map_utilization is None else round(100 * p.map_utilization, 1),
              f"UNCLEANABLE ({p.uncleanable_reason})"[:80] if p.uncleanable else "ok")

@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import logging
 import sys
+from collections.abc import Callable
 
 import deltalog.cli.common as common
 from deltalog.cleaner.log_cleaner import CycleResult
@@ -39,6 +40,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--config-file", metavar="FILE", help="a job config such as conf/deltalog.json")
     p.add_argument("--no-vacuum", action="store_true", help="skip VACUUM in each cycle")
     p.add_argument("--progress-interval", type=float, metavar="SECONDS", help="seconds between progress lines")
+    p.add_argument("--metrics-port", type=common.whole_number(0), metavar="PORT", default=None,
+                   help="serve Kafka's cleaner gauges for Prometheus on PORT (/metrics; kafka_log_logcleaner_*, "
+                   "kafka_log_logcleanermanager_*), updated after every cycle (default: no port)")
+    p.add_argument("--metrics-address", metavar="HOST", default="127.0.0.1",
+                   help="the address --metrics-port listens on (default 127.0.0.1; 0.0.0.0 for a scraper elsewhere)")
+    p.add_argument("--pushgateway", metavar="URL", default=None,
+                   help="push the same gauges to a Prometheus Pushgateway after every cycle (job deltalog-cleaner), "
+                   "for a scheduled run nothing scrapes")
     output.add_output_option(p, default=output.JSON, text="a summary line per cycle",
                              json_help="one object per cycle, the job's line")
     common.add_store_option(p)
@@ -80,6 +89,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               "figures are appended to the Delta table STORE/_deltalog/metrics by every job cycle.")
     output.add_output_option(p, text="a table per partition and the store's figures",
                              json_help="one object: the store's and every partition's metrics")
+    p.add_argument("--prometheus", action="store_true",
+                   help="print the figures as Prometheus' exposition text, under Kafka's JMX exporter names "
+                   "(kafka_log_logcleanermanager_max_dirty_percent, ...): for a textfile collector")
     common.add_store_option(p)
     p.set_defaults(func=status)
 
@@ -123,8 +135,12 @@ def run(args: argparse.Namespace) -> int:
 
     last: list[CycleResult] = []
 
+    exporter = _exporter(args, config)
+
     def show(cycle: CycleResult) -> None:
         last[:] = [cycle]
+        if exporter is not None:
+            exporter(cycle)
         if json_lines:
             output.emit(cycle_json(cycle))
         else:
@@ -140,6 +156,34 @@ def run(args: argparse.Namespace) -> int:
               "'deltalog cleaner reset-uncleanable TOPIC PARTITION'", file=sys.stderr)
         return 1
     return 0
+
+
+def _exporter(args: argparse.Namespace, config: JobConfig) -> Callable[[CycleResult], None] | None:
+    """With ``--metrics-port`` or ``--pushgateway``: what updates (and pushes) Kafka's cleaner gauges after each
+    cycle (:mod:`deltalog.cleaner.prometheus`); None without them."""
+    if args.metrics_port is None and args.pushgateway is None:
+        return None
+    from deltalog import extras
+    from deltalog.cleaner.prometheus import CleanerExporter
+    from deltalog.store import Store
+
+    extras.require("metrics", "deltalog cleaner run --metrics-port / --pushgateway")
+    exporter = CleanerExporter()
+    store = Store(config.root, storage_options=dict(config.storage_options) or None)
+    exporter.update(collect(store.log_manager))
+    if args.metrics_port is not None:
+        server = exporter.serve(args.metrics_port, args.metrics_address)
+        print(f"deltalog cleaner: metrics on http://{args.metrics_address}:{server.server_port}/metrics",
+              file=sys.stderr, flush=True)
+
+    def after(cycle: CycleResult) -> None:
+        exporter.update(collect(store.log_manager), cycle.cleans)
+        if args.pushgateway is not None:
+            try:
+                exporter.push(args.pushgateway)
+            except OSError as e:  # a gateway down must not stop the cleaner
+                logging.getLogger(__name__).warning("could not push metrics to %s: %s", args.pushgateway, e)
+    return after
 
 
 def reset_uncleanable(args: argparse.Namespace) -> int:
@@ -216,6 +260,15 @@ def delete_records(args: argparse.Namespace) -> int:
 def status(args: argparse.Namespace) -> int:
     store = common.open_store(args)
     metrics = collect(store.log_manager)
+    if args.prometheus:
+        from deltalog import extras
+        from deltalog.cleaner.prometheus import CleanerExporter
+
+        extras.require("metrics", "deltalog status --prometheus")
+        exporter = CleanerExporter()
+        exporter.update(metrics)
+        sys.stdout.write(exporter.text())
+        return 0
     lags = [store.state_lag(t) for t in store.state_table_topics()]
     if output.wants_json(args):
         output.emit({**metrics.as_dict(), "state_tables": [lag.as_dict() for lag in lags]})

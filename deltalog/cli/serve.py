@@ -20,7 +20,7 @@ from typing import Any
 
 import deltalog.cli.common as common
 from deltalog.cli import output
-from deltalog.errors import DeltalogError, UsageError
+from deltalog.errors import DeltalogError, ProtocolError, UsageError
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
 DEFAULT_PING_TIMEOUT_MS = 30_000
@@ -115,6 +115,7 @@ def parse_listen(value: str) -> tuple[str, int]:
 def serve(args: argparse.Namespace) -> int:
     from deltalog.errors import InvalidConfigError
     from deltalog.server import protocol
+    from deltalog.server.broker_config import BrokerConfig
     from deltalog.server.limits import ConnectionLimits
     from deltalog.server.security import listener_security
     from deltalog.server.socket_server import SocketServer
@@ -124,6 +125,7 @@ def serve(args: argparse.Namespace) -> int:
         security = listener_security(props, plain_users_file=args.plain_users, jaas_file=args.jaas_config)
         security.check_bind()
         limits = ConnectionLimits.from_properties(props)
+        config = BrokerConfig.from_properties(props)
     except InvalidConfigError as e:
         raise UsageError(str(e)) from None
     if security.unused:
@@ -143,7 +145,7 @@ def serve(args: argparse.Namespace) -> int:
             raise UsageError(f"--broker-session-timeout-ms must be at least 2 (ms), not {timeout}")
         registration.update(session_timeout_ms=timeout, heartbeat_interval_ms=min(DEFAULT_HEARTBEAT_INTERVAL_MS,
                                                                                   max(1, timeout // 3)))
-    server = SocketServer(store, host, port, max_request_bytes=max_bytes, security=security, limits=limits,
+    server = SocketServer(store, host, port, max_request_bytes=max_bytes, security=security, limits=limits, config=config,
                           **registration)
 
     def stop(signum: int, frame: Any) -> None:
@@ -184,7 +186,7 @@ def ping(args: argparse.Namespace) -> int:
     while True:
         try:
             count = api_versions(host, port, timeout_s=max(0.5, min(5.0, deadline - time.monotonic())))
-        except (OSError, ValueError) as e:
+        except (OSError, ProtocolError) as e:
             last = str(e) or type(e).__name__
             if time.monotonic() >= deadline:
                 break
@@ -203,7 +205,8 @@ def ping(args: argparse.Namespace) -> int:
 
 def api_versions(host: str, port: int, *, timeout_s: float) -> int:
     """Send one ApiVersions v0 request and read its answer; returns the number of APIs the endpoint lists. Raises
-    ``OSError`` (refused, reset, timed out) or ``ValueError`` (an answer that is not ApiVersions')."""
+    ``OSError`` (refused, reset, timed out) or :class:`~deltalog.errors.ProtocolError` (no answer, or one that is not
+    ApiVersions')."""
     import socket
     import struct
 
@@ -214,13 +217,13 @@ def api_versions(host: str, port: int, *, timeout_s: float) -> int:
         sock.sendall(struct.pack(">i", len(body)) + body)
         size = struct.unpack(">i", _read(sock, 4))[0]
         if not 6 <= size <= 1 << 20:
-            raise ValueError(f"an answer of {size} bytes is not ApiVersions'")
+            raise ProtocolError(f"an answer of {size} bytes is not ApiVersions'")
         answer = _read(sock, size)
     got, error_code = struct.unpack(">ih", answer[:6])
     if got != correlation:
-        raise ValueError(f"the answer carries correlation id {got}, not {correlation}")
+        raise ProtocolError(f"the answer carries correlation id {got}, not {correlation}")
     if error_code != 0:
-        raise ValueError(f"ApiVersions answered error code {error_code}")
+        raise ProtocolError(f"ApiVersions answered error code {error_code}")
     return struct.unpack(">i", answer[6:10])[0] if len(answer) >= 10 else 0
 
 
@@ -229,6 +232,6 @@ def _read(sock: Any, n: int) -> bytes:
     while len(data) < n:
         chunk = sock.recv(n - len(data))
         if not chunk:
-            raise ConnectionError("the endpoint closed the connection before answering")
+            raise ProtocolError("the endpoint closed the connection before answering")
         data += chunk
     return data

@@ -1,0 +1,97 @@
+"""Kafka's cleaner gauges for a monitoring stack, under the names Kafka's JMX exporter gives them: printed by
+``deltalog status --prometheus``, served on a port, and pushed to a Pushgateway by ``deltalog cleaner run`` after
+each cycle (a stand-in gateway here: a local HTTP server that keeps what it is sent)."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import subprocess
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from deltalog import Record, Store
+from deltalog.cleaner.metrics import collect
+from deltalog.cleaner.prometheus import GAUGES, CleanerExporter
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("DELTALOG_STORE", None)
+    return env
+
+
+def dirty_store(root: Path) -> Store:
+    store = Store(str(root))
+    store.create_topic("t", config={"cleanup.policy": "compact", "segment.ms": "1"})
+    store.append("t", 0, [Record(key=b"k", value=str(i).encode()) for i in range(4)])
+    store.roll("t", 0)  # the segment closes: dirty and cleanable
+    return store
+
+
+def test_the_exporter_serves_kafkas_gauges(tmp_path):
+    store = dirty_store(tmp_path / "store")
+    exporter = CleanerExporter()
+    exporter.update(collect(store.log_manager))
+    server = exporter.serve(0)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics", timeout=30) as answer:
+            text = answer.read().decode()
+    finally:
+        server.shutdown()
+    for name, _ in GAUGES.values():
+        assert f"# TYPE {name} gauge" in text
+    assert 'deltalog_partition_dirty_percent{partition="0",topic="t"}' in text
+
+
+@pytest.mark.subprocess
+def test_status_prints_the_exposition_text(tmp_path):
+    dirty_store(tmp_path / "store")
+    done = subprocess.run([sys.executable, "-m", "deltalog", "--store", str(tmp_path / "store"), "status",
+                           "--prometheus"], capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "kafka_log_logcleanermanager_uncleanable_partitions_count 0.0" in lines
+    assert any(line.startswith("kafka_log_logcleanermanager_max_dirty_percent ") for line in lines)
+    assert any(line.startswith('deltalog_partition_dirty_percent{partition="0",topic="t"} ') for line in lines)
+
+
+class _Gateway(http.server.BaseHTTPRequestHandler):
+    received: list[tuple[str, str, str]] = []
+
+    def do_PUT(self) -> None:  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
+        self.received.append((self.command, self.path, body))
+        self.send_response(200)
+        self.end_headers()
+
+    do_POST = do_PUT  # noqa: N815
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.spark
+@pytest.mark.subprocess
+def test_cleaner_run_pushes_to_a_pushgateway(tmp_path):
+    dirty_store(tmp_path / "store")
+    _Gateway.received = []
+    gateway = http.server.HTTPServer(("127.0.0.1", 0), _Gateway)
+    threading.Thread(target=gateway.serve_forever, daemon=True).start()
+    try:
+        done = subprocess.run([sys.executable, "-m", "deltalog", "--store", str(tmp_path / "store"), "cleaner", "run",
+                               "--once", "--no-vacuum", "--pushgateway", f"http://127.0.0.1:{gateway.server_port}"],
+                              capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=900)
+    finally:
+        gateway.shutdown()
+    assert done.returncode == 0, done.stderr[-3000:]
+    [(method, path, body)] = _Gateway.received
+    assert method == "PUT" and path == "/metrics/job/deltalog-cleaner"
+    assert "kafka_log_logcleanermanager_time_since_last_run_ms" in body
+    assert "kafka_log_logcleaner_max_buffer_utilization_percent" in body
