@@ -249,6 +249,10 @@ class Bench:
             con.close()
             shutil.rmtree(self.path("duckdb-spill"), ignore_errors=True)
             self._count(out, self.expected.num_rows)
+            # The same survivors as the pass's (checked against the same expectation), not only as many.
+            got = np.sort(pq.read_table(target, columns=[OFFSET]).column(OFFSET).to_numpy())
+            if not np.array_equal(got, self.expected.offsets):
+                raise BenchmarkFailure("DuckDB's dedupe kept other offsets than the latest record of each key")
 
         try:
             self._time("duckdb dedupe", run, check)

@@ -45,6 +45,28 @@ def _median(fn, repeat: int) -> tuple[float, object]:  # noqa: ANN001
     return statistics.median(times), out
 
 
+def _spark_rows(store: Store, key: str, repeat: int, out: dict[str, object]) -> None:
+    from deltalog.sql.session import local_session
+
+    spark = local_session("local[2]", {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"})
+    spark_store = Store(store.root, spark=spark)
+    files = DeltaTable(store.state_table_location("t")).file_uris()
+    state = lambda: spark.read.parquet(*files)  # noqa: E731 - what delta.`<location>` reads
+    view = "t_current"
+    spark_store.sql(f"SELECT count(*) FROM {view}", engine="spark").collect()  # warm up
+    state().count()
+    out["spark_state_count_s"], _ = _median(lambda: state().count(), repeat)
+    out["spark_view_count_s"], _ = _median(
+        lambda: spark_store.sql(f"SELECT count(*) FROM {view}", engine="spark").collect(), repeat)
+    out["spark_state_lookup_s"], _ = _median(
+        lambda: state().where(f"key = CAST('{key}' AS BINARY)").collect(), repeat)
+    out["spark_view_lookup_s"], _ = _median(
+        lambda: spark_store.sql(f"SELECT value FROM {view} WHERE key = CAST('{key}' AS BINARY)",
+                                engine="spark").collect(), repeat)
+    out["spark_count_speedup"] = out["spark_view_count_s"] / out["spark_state_count_s"]
+    out["spark_lookup_speedup"] = out["spark_view_lookup_s"] / out["spark_state_lookup_s"]
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--records", type=int, default=1_500_000)
@@ -54,6 +76,9 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--rounds", type=int, default=3, help="rounds of new records, each applied both ways")
     p.add_argument("--dir", default=None)
+    p.add_argument("--spark", action="store_true", help="also count and look up in Spark: the state table's "
+                   "snapshot files (spark.read.parquet, as delta-spark would read them) against the current-state "
+                   "view (store.sql(engine='spark'))")
     args = p.parse_args()
     root = Path(args.dir or tempfile.mkdtemp(prefix="state-bench-"))
     rng = np.random.default_rng(35)
@@ -78,6 +103,8 @@ def main() -> None:
             args.repeat)
     assert out["state_count"] == out["view_count"], out
     out["state_arrow_count_s"], _ = _median(lambda: store.state("t", columns=["offset"]).num_rows, args.repeat)
+    if args.spark:
+        _spark_rows(store, key, args.repeat, out)
     out["count_speedup"] = out["view_count_s"] / out["state_count_s"]
     out["lookup_speedup"] = out["view_lookup_s"] / out["state_lookup_s"]
 

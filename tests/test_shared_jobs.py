@@ -92,3 +92,13 @@ def test_shared_jobs_run_when_every_pass_still_running_has_submitted(spark, tmp_
         t.join(timeout=300)
     assert results == {0: [0, 0], 2: [2, 20]}
     assert (jobs.jobs_run, jobs.submissions) == (1, 2)
+
+
+def test_a_shared_job_spreads_each_pass_over_its_spark_tasks():
+    """Small passes share Spark tasks; a pass with several tasks (a large partition) gets them on different ones."""
+    from deltalog.cleaner.tasks import assign
+
+    slots = assign([3, 1, 1, 1], 3)  # payloads 0-2: the large pass; 3, 4, 5: three small ones
+    assert sorted(i for slot in slots for i in slot) == list(range(6))
+    assert all(len({0, 1, 2} & set(slot)) == 1 for slot in slots)
+    assert assign([1, 1], 8) == ((0,), (1,))

@@ -72,7 +72,14 @@ from deltalog.cleaner.task_plan import FileSlice, plan_runs
 from deltalog.cleaner.tasks import INLINE_PAYLOAD_BYTES, run_tasks
 from deltalog.cleaner.txn_plan import TxnCleaning, plan_txn_cleaning
 from deltalog.config import StoreConfig
-from deltalog.errors import CleaningFailedError, CommitConflictError, CorruptLogError, DeltalogError, StorageFullError
+from deltalog.errors import (
+    CleaningFailedError,
+    CommitConflictError,
+    CorruptLogError,
+    DeltalogError,
+    StorageFullError,
+    TaskError,
+)
 from deltalog.log import damage, delta
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import CONTROL, DELETE_HORIZON, KEY, OFFSET, PRODUCER_ID
@@ -515,7 +522,7 @@ def _failure(snap: LogSnapshot, phase: str, error: Exception, uri: str) -> Excep
         if full is not error:
             full.__cause__ = error
         return full
-    if isinstance(error, DeltalogError):
+    if isinstance(error, DeltalogError) and not isinstance(error, TaskError):  # a TaskError is a worker's text
         return error
     corrupt = damage.worker_error(error)  # a task's CorruptLogError names the damaged file: keep its type and words
     if corrupt is not None:

@@ -70,7 +70,8 @@ def run_task_groups(spark: Any, groups: Sequence[tuple[Callable[[Any], Any], Seq
     """Each group's ``[fn(p) for p in payloads]`` in one Spark job; a group's ``storage`` and ``work_dir`` hold its
     spilled payloads. With ``isolate`` (several passes' groups) a task that raises fails only its own group, whose
     entry is then a :class:`TaskError`; without, the job fails, as one pass's own job does. One Spark task a payload,
-    or at most ``max_tasks`` (consecutive payloads then share a task: small passes ride together)."""
+    or at most ``max_tasks``: then payloads share Spark tasks (small passes ride together), a group's payloads
+    spread over different ones (a large pass's runs still run side by side), see :func:`assign`."""
     owners = [g for g, (_fn, payloads, _s, _w) in enumerate(groups) for _ in payloads]
     n = len(owners)
     if n == 0:
@@ -87,10 +88,11 @@ def run_task_groups(spark: Any, groups: Sequence[tuple[Callable[[Any], Any], Seq
             items.append((storage, location))
     else:
         items = [(None, data) for data in pickled]
-    source = (tuple(fn for fn, _p, _s, _w in groups), tuple(owners), tuple(items), isolate)
-    slices = n if max_tasks is None else max(1, min(n, max_tasks))
+    slots = None if max_tasks is None or n <= max_tasks else assign([len(p) for _f, p, _s, _w in groups], max_tasks)
+    source = (tuple(fn for fn, _p, _s, _w in groups), tuple(owners), tuple(items), isolate, slots)
+    rows = n if slots is None else len(slots)
     try:
-        job = spark.range(0, n, 1, numPartitions=slices).mapInArrow(partial(_run_indexes, source), _RESULT_DDL)
+        job = spark.range(0, rows, 1, numPartitions=rows).mapInArrow(partial(_run_indexes, source), _RESULT_DDL)
         table = job.toArrow()
     finally:
         for storage, location in spilled:
@@ -114,26 +116,43 @@ def run_task_groups(spark: Any, groups: Sequence[tuple[Callable[[Any], Any], Seq
     return out
 
 
-def _run_indexes(source: tuple[tuple[Callable[[Any], Any], ...], tuple[int, ...], tuple[Any, ...], bool],
+def assign(sizes: Sequence[int], tasks: int) -> tuple[tuple[int, ...], ...]:
+    """The payload indexes (numbered group after group, ``sizes[g]`` payloads in group ``g``) each of ``tasks`` Spark
+    tasks runs: the groups with most payloads first, each payload to the task with the fewest so far, so one group's
+    payloads land on different tasks and small groups fill the gaps."""
+    starts = [sum(sizes[:g]) for g in range(len(sizes))]
+    slots: list[list[int]] = [[] for _ in range(tasks)]
+    for g in sorted(range(len(sizes)), key=lambda g: -sizes[g]):
+        for i in range(starts[g], starts[g] + sizes[g]):
+            min(slots, key=len).append(i)
+    return tuple(tuple(slot) for slot in slots if slot)
+
+
+def _run_indexes(source: tuple[tuple[Callable[[Any], Any], ...], tuple[int, ...], tuple[Any, ...], bool,
+                               tuple[tuple[int, ...], ...] | None],
                  batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The body of each Spark task (``mapInArrow``): run the payload of each task index it was given, with its
-    group's function; with ``isolate``, an error is returned as its traceback's text instead of failing the job."""
-    fns, owners, items, isolate = source
+    """The body of each Spark task (``mapInArrow``): run the payload of each task index it was given (or, with
+    ``slots``, of each payload its row is assigned), with its group's function; with ``isolate``, an error is
+    returned as its traceback's text instead of failing the job."""
+    fns, owners, items, isolate, slots = source
     for batch in batches:
-        for i in batch.column(0).to_pylist():
-            storage, item = items[i]
-            data = item if storage is None else storage.read_bytes(item)
-            fn = fns[owners[i]]
-            if isolate:
-                try:
-                    answer: tuple[bool, Any] = (True, fn(pickle.loads(data)))
-                except Exception as e:  # noqa: BLE001 - fails its own pass only, which reads the text
-                    answer = (False, "".join(traceback.format_exception(e)))
-            else:
-                answer = (True, fn(pickle.loads(data)))
-            result = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
-            yield pa.RecordBatch.from_arrays([pa.array([i], pa.int64()), pa.array([result], pa.binary())],
-                                             schema=_RESULT_SCHEMA)
+        for row in batch.column(0).to_pylist():
+            for i in (row,) if slots is None else slots[row]:
+                storage, item = items[i]
+                data = item if storage is None else storage.read_bytes(item)
+                result = pickle.dumps(_answer(fns[owners[i]], data, isolate), protocol=pickle.HIGHEST_PROTOCOL)
+                yield pa.RecordBatch.from_arrays([pa.array([i], pa.int64()), pa.array([result], pa.binary())],
+                                                 schema=_RESULT_SCHEMA)
+
+
+def _answer(fn: Callable[[Any], Any], data: bytes, isolate: bool) -> tuple[bool, Any]:
+    """(True, ``fn(payload)``); with ``isolate``, (False, the traceback's text) when it raises."""
+    if not isolate:
+        return True, fn(pickle.loads(data))
+    try:
+        return True, fn(pickle.loads(data))
+    except Exception as e:  # noqa: BLE001 - fails its own pass only, which reads the text
+        return False, "".join(traceback.format_exception(e))
 
 
 #: The layout of :func:`save_arrays`' files: this line, a 4-byte little-endian header length, the JSON header

@@ -170,14 +170,27 @@ def _judge_error(damaged: DamagedStore, error: BaseException) -> tuple[bool, str
     return True, f"{type(error).__name__}: {text[:700]}"
 
 
+def _json_error(err: str) -> bool:
+    """Whether ``err`` ends with the one JSON object a command under ``--output json`` (the default of
+    ``deltalog cleaner run``) says its error with: ``{"error": ..., "type": ..., "exit_code": ...}``."""
+    import json
+
+    lines = err.strip().splitlines()
+    try:
+        said = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        return False
+    return isinstance(said, dict) and isinstance(said.get("error"), str)
+
+
 def _judge_cli(damaged: DamagedStore, code: int, out: str, err: str, *, in_stdout: bool = False) -> tuple[bool, str]:
     if "Traceback" in err:
         return False, f"traceback: {err.strip().splitlines()[-1][:300]}"
     if code == 0:
         return False, "exit 0"
     text = out if in_stdout else err
-    if not in_stdout and "deltalog: error:" not in err:
-        return False, f"exit {code} without 'deltalog: error:': {err[:300]}"
+    if not in_stdout and "deltalog: error:" not in err and not _json_error(err):
+        return False, f"exit {code} without 'deltalog: error:' (or, under --output json, an error object): {err[:300]}"
     if not names_damage(text, damaged):
         return False, f"exit {code}, the partition or the file not named: {(text or err)[:300]}"
     line = next((ln for ln in text.splitlines() if basename(damaged.file) in ln), text)
