@@ -102,7 +102,7 @@ def kp_conf(server, user):
 
 
 def test_a_team_user_reaches_only_its_topics_and_group(store, secured):
-    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import ACL, ACLFilter, ACLOperation, ACLPermissionType, ResourcePattern, ResourcePatternFilter
     from kafka.admin import ACLResourcePatternType as KPT
     from kafka.admin import ResourceType as KRT
@@ -140,6 +140,15 @@ def test_a_team_user_reaches_only_its_topics_and_group(store, secured):
     consumer.close()
     assert got == b"mine"
     assert [o.offset for o in store.offsets_topic.committed("alice-group").values()] == [1]
+
+    # a topic it may see (DESCRIBE) but not read: the Fetch is refused
+    AclStore(store.storage).create([binding(RT.TOPIC, "bob-orders", OP.DESCRIBE)])
+    secured.apis.authz.authorizer.invalidate()
+    reader = KafkaConsumer(auto_offset_reset="earliest", **kp_conf(secured, "alice"))
+    reader.assign([TopicPartition("bob-orders", 0)])
+    with pytest.raises(TopicAuthorizationFailedError):
+        reader.poll(timeout_ms=5000)
+    reader.close()
 
     thief = KafkaConsumer("alice-orders", group_id="bob-group", auto_offset_reset="earliest",
                           consumer_timeout_ms=5_000, **kp_conf(secured, "alice"))
@@ -299,3 +308,38 @@ def test_deltalog_acls_command_adds_lists_and_removes_like_kafka_acls(store, cap
     assert main([*root, "acls", "--add", "--allow-principal", "alice", "--topic", "t"]) != 0
     assert main([*root, "acls", "--add", "--allow-principal", "User:alice", "--operation", "Fly", "--topic", "t"]) == 2
     assert "is not one of" in capsys.readouterr().err
+
+
+def test_confluent_kafka_team_user_and_refused_reads_and_auto_creation(store, secured):
+    """librdkafka as the team user: produce and consume in its group on its topic; producing to another topic is
+    TOPIC_AUTHORIZATION_FAILED; a topic it may not create is not auto-created."""
+    from confluent_kafka import Consumer, KafkaError, Producer
+
+    AclStore(store.storage).create([binding(RT.TOPIC, "alice-", op, pattern=PT.PREFIXED) for op in (OP.READ, OP.WRITE)]
+                                   + [binding(RT.GROUP, "alice-group", OP.READ)])
+    conf = {"bootstrap.servers": f"127.0.0.1:{secured.port}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"}
+    errors = []
+    producer = Producer({**conf, "enable.idempotence": True})
+    for topic in ("alice-orders", "bob-orders"):
+        producer.produce(topic, b"from librdkafka", on_delivery=lambda err, msg: errors.append(err and err.code()))
+    producer.flush(20)
+    assert sorted(errors, key=str) == [KafkaError.TOPIC_AUTHORIZATION_FAILED, None]
+    consumer = Consumer({**conf, "group.id": "alice-group", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["alice-orders"])
+    msg = None
+    for _ in range(60):
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            break
+    assert msg is not None and msg.value() == b"from librdkafka"
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    # Metadata asking for an unknown topic: auto-creation needs CREATE, so nothing is created
+    probe = Producer(conf)
+    probe.list_topics("alice-new", timeout=10)
+    assert not store.topic_exists("alice-new")
+    AclStore(store.storage).create([binding(RT.TOPIC, "alice-", OP.CREATE, pattern=PT.PREFIXED)])
+    secured.apis.authz.authorizer.invalidate()
+    probe.list_topics("alice-new", timeout=10)
+    assert store.topic_exists("alice-new")
