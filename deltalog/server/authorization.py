@@ -73,7 +73,7 @@ def refusal(request: p.Request, code: int) -> Any:
     (OffsetCommit, TxnOffsetCommit, AddPartitionsToTxn, AlterUserScramCredentials, CreateAcls, DeleteAcls)."""
     cls = request.response_class
     body = request.body
-    message = {"error_message": f"{request.principal} is not authorized (Kafka error {code})"}
+    message = {"error_message": _MESSAGES.get(code, "Not authorized") + f" ({request.principal})"}
     kind = p.SERVED[request.api_key].request
     if kind is p.OffsetFetchRequest:
         return _offset_fetch_refusal(request, code)
@@ -103,6 +103,15 @@ def refusal(request: p.Request, code: int) -> Any:
         return cls(throttle_time_ms=0, filter_results=[cls.DeleteAclsFilterResult(
             error_code=code, matching_acls=[], **message) for _ in body.filters])
     raise AssertionError(f"no refusal for API key {request.api_key}")
+
+
+#: Kafka's messages for the refusals (``Errors``' default messages).
+_MESSAGES = {
+    p.GROUP_AUTHORIZATION_FAILED: "Not authorized to access group",
+    p.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed",
+    p.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed",
+    p.TOPIC_AUTHORIZATION_FAILED: "Not authorized to access topics: [Topic authorization failed.]",
+}
 
 
 def _offset_fetch_refusal(request: p.Request, code: int) -> Any:
