@@ -13,6 +13,8 @@ from deltalog.errors import InvalidAclError, InvalidConfigError
 from deltalog.server.broker_config import BrokerConfig
 from deltalog.server.security import listener_security
 from deltalog.server.socket_server import SocketServer
+from deltalog.structs import OffsetAndMetadata
+from deltalog.structs import TopicPartition as TopicPartitionD
 
 OP, RT, PT, PERM = AclOperation, ResourceType, PatternType, AclPermissionType
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
@@ -343,3 +345,37 @@ def test_confluent_kafka_team_user_and_refused_reads_and_auto_creation(store, se
     secured.apis.authz.authorizer.invalidate()
     probe.list_topics("alice-new", timeout=10)
     assert store.topic_exists("alice-new")
+
+
+def test_admin_requests_of_a_team_user_are_refused_per_resource(store, secured):
+    """CreateTopics, DescribeConfigs, DescribeGroups, DeleteGroups and ListGroups, each answering
+    Kafka's code for the resource refused and serving the allowed ones."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+    from kafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
+
+    store.offsets_topic.commit("alice-group", {TopicPartitionD("alice-orders", 0): OffsetAndMetadata(0, "", -1)}, 0)
+    store.offsets_topic.commit("bob-group", {TopicPartitionD("bob-orders", 0): OffsetAndMetadata(0, "", -1)}, 0)
+    AclStore(store.storage).create([binding(RT.TOPIC, "alice-", OP.ALL, pattern=PT.PREFIXED),
+                                    binding(RT.GROUP, "alice-group", OP.READ)])
+    admin = KafkaAdminClient(**kp_conf(secured, "alice"))
+    admin.create_topics([NewTopic("alice-new", 1, 1)])  # ALL on alice-* includes CREATE
+    with pytest.raises(TopicAuthorizationFailedError):
+        admin.create_topics([NewTopic("bob-new", 1, 1)])
+    assert store.topic_exists("alice-new") and not store.topic_exists("bob-new")
+    own = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "alice-orders")])
+    assert "cleanup.policy" in own["topic"]["alice-orders"]
+    refused = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "bob-orders")])
+    assert refused["topic"]["bob-orders"] == {}  # kafka-python drops the resource's TOPIC_AUTHORIZATION_FAILED
+    assert [g["group_id"] for g in admin.list_groups()] == ["alice-group"]  # bob-group exists, but is not its
+    with pytest.raises(GroupAuthorizationFailedError):
+        admin.describe_groups(["bob-group"])
+    with pytest.raises(GroupAuthorizationFailedError):  # FindCoordinator for the group already refuses
+        admin.delete_groups(["bob-group"])
+    AclStore(store.storage).create([binding(RT.GROUP, "bob-group", OP.DESCRIBE)])  # found, described, not deleted
+    secured.apis.authz.authorizer.invalidate()
+    assert admin.describe_groups(["bob-group"])
+    deleted = admin.delete_groups(["bob-group"])
+    assert "bob-group" in repr(deleted) and "GroupAuthorizationFailed" in repr(deleted), deleted
+    admin.close()
+    assert "bob-group" in store.list_consumer_groups()

@@ -200,8 +200,8 @@ class KafkaApis:
             for name in names:
                 parts = self._partitions(name)
                 if parts == p.UNKNOWN_TOPIC_OR_PARTITION and allowed and self.config.auto_create_topics_enable:
-                    parts = self.authz.create_topic_code(request, name) or self._auto_create(name)
-                elif not isinstance(parts, int) or parts == p.UNKNOWN_TOPIC_OR_PARTITION:
+                    parts = self.authz.create_topic_code(request, name) or self._auto_create(name)  # CREATE
+                else:
                     parts = self.authz.topic_code(request, OP.DESCRIBE, name) or parts
                 if isinstance(parts, int):
                     topics.append(cls.MetadataResponseTopic(error_code=parts, name=name,
