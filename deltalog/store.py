@@ -5,7 +5,8 @@
 * the :class:`~deltalog.log.log_manager.LogManager` (topics, partition logs, leases) over the store's
   :class:`~deltalog.storage.Storage` (a local path or an object-store URI with its storage options), which
   appends and reads through delta-rs and pyarrow directly, so producing and consuming never start Spark;
-* the Spark session: the one given as ``spark=`` (classic or Spark Connect, used as it is), or the embedded
+* the Spark session: the one given as ``spark=`` (classic or Spark Connect, used as it is; or a function that
+  returns one, called the first time a Spark job runs, as the scheduled job gives it), or the embedded
   one created the first time a Spark job runs (:mod:`deltalog.sql.session`: a Spark Connect session when
   ``SPARK_REMOTE`` is set, else a local classic one);
 * the store-wide settings (:class:`~deltalog.config.StoreConfig`, Kafka's broker keys: ``log.cleaner.*``,
@@ -22,7 +23,7 @@ from __future__ import annotations
 import functools
 import os
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from deltalog import extras
@@ -139,7 +140,7 @@ class Store:
         *,
         storage_options: Mapping[str, Any] | None = None,
         clock: Clock | None = None,
-        spark: SparkSession | None = None,
+        spark: SparkSession | Callable[[], SparkSession] | None = None,
         config: Mapping[str, Any] | None = None,
         create: bool = True,
     ) -> None:
@@ -153,8 +154,13 @@ class Store:
                                        f"not {shown(clock)}")
         self.clock: Clock = clock or WallClock()
         self.config = StoreConfig.from_properties(validate_config_mapping(config, "store config"))
+        # A function that returns the session (the scheduled job's) is called the first time a Spark job runs,
+        # so a cycle with nothing to clean never starts a JVM; a session is used as it is.
+        self._spark_factory: Callable[[], SparkSession] | None = None
+        if spark is not None and callable(spark) and not hasattr(spark, "createDataFrame"):
+            self._spark_factory, spark = spark, None
         self._spark = spark
-        self._spark_given = spark is not None
+        self._spark_given = spark is not None or self._spark_factory is not None
         self._embedded: Any = None
         #: The registry of topics and partition logs every service works on (``create=False``: raises
         #: :class:`~deltalog.errors.NoStoreError` where there is no store).
@@ -174,6 +180,9 @@ class Store:
     def spark(self) -> SparkSession:
         """The session Spark jobs run on: the one given, or the embedded one (created on first use)."""
         if self._spark is None:
+            if self._spark_factory is not None:
+                self._spark = self._spark_factory()
+                return self._spark
             # Imported here, not at the top: pyspark is slow to import, and producers never need it.
             from deltalog.sql.session import local_session
 

@@ -266,3 +266,39 @@ def test_only_one_class_keeps_the_kills_and_the_damage_of_the_previous_report(tm
     kill_rows = [line for line in before.splitlines() if line.startswith("| producers ")]
     assert kill_rows and all(row in after for row in kill_rows)
     assert f"| {CLASSES['clock']} | 1 | 1 |" in after and f"## {CLASSES['clock']}" in after
+
+
+# -- clock skew between writers (time travel) ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", ["behind-1h", "ahead-1h"])
+def test_writer_clocks_a_skewed_writer_leaves_time_travel_right(tmp_path, case):
+    from tooling.reliability.writer_clock_attacks import libfaketime, writer_clock_run
+
+    if libfaketime() is None:
+        pytest.skip("libfaketime is not installed (apt-get install faketime)")
+    o = writer_clock_run(_harness(tmp_path), case)
+    assert o.held, o.problems
+    assert o.injected == 3 and o.acked >= 6 and o.errors_named == 1
+
+
+def test_writer_clocks_catch_time_travel_on_the_writers_own_timestamps(tmp_path, monkeypatch):
+    """Resolving ``timestamp_as_of`` on the raw commit timestamps (newest version whose own timestamp is at or
+    before T, as before Delta's rule was applied) is caught: data before the topic existed, records from after T."""
+    from deltalog.errors import VersionNotAvailableError
+    from deltalog.log import time_travel
+    from tooling.reliability.writer_clock_attacks import libfaketime, writer_clock_run
+
+    if libfaketime() is None:
+        pytest.skip("libfaketime is not installed (apt-get install faketime)")
+
+    def raw_version_at(dt, timestamp_ms, name):
+        for entry in dt.history():
+            if entry.get("timestamp") is not None and int(entry["timestamp"]) <= timestamp_ms:
+                return int(entry["version"])
+        raise VersionNotAvailableError(f"{name} did not exist")
+
+    monkeypatch.setattr(time_travel, "version_at", raw_version_at)
+    o = writer_clock_run(_harness(tmp_path), "behind-1h")
+    assert not o.held
+    assert any("before the topic was created" in p for p in o.problems) or o.changed

@@ -285,3 +285,27 @@ def test_the_job_cleans_a_store_on_s3_named_by_its_config(s3_server, s3_store_ur
     assert json.loads(out.getvalue())["cleaned"] == ["t-0"]
     assert latest(store, "t", 0) == {b"k0": b"v2", b"k1": b"v2", b"k2": b"v2", b"active": b"a"}
     assert store.leases.holder("t", 0) is None
+
+
+@pytest.mark.subprocess
+def test_an_idle_cycle_of_the_job_starts_no_spark(tmp_path):
+    """The scheduled job starts Spark only when a pass runs: on a store with nothing to clean, its cycle (retention,
+    VACUUM, metrics) reads the Delta logs and exits without a JVM, as ``deltalog clean`` does."""
+    root = tmp_path / "store"
+    store = Store(root)
+    store.create_topic("t", 3, config={"cleanup.policy": "compact"})
+    for p in range(3):
+        store.append("t", p, [Record(f"k{i}", "v") for i in range(5)])  # the active segment only: not cleanable
+    probe = ("import sys\n"
+             "from deltalog.jobs.cleaner_job import main\n"
+             "code = main(['--store', sys.argv[1], '--once'])\n"
+             "ctx = sys.modules.get('pyspark.core.context') or sys.modules.get('pyspark.context')\n"
+             "started = ctx is not None and ctx.SparkContext._active_spark_context is not None\n"
+             "print('JVM' if started else 'no JVM', file=sys.stderr)\n"
+             "sys.exit(code)\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(root)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1] == "no JVM", done.stderr[-3000:]
+    cycle = json.loads(done.stdout.strip().splitlines()[-1])
+    assert cycle["passes"] == 0 and cycle["cleaned"] == []

@@ -22,6 +22,7 @@ from deltalog import Record, Store
 from deltalog.errors import VersionNotAvailableError
 from deltalog.log import time_travel
 from deltalog.log.history import HistoryEntry
+from tests.conftest import run_cli
 
 HOUR_MS = 3_600_000
 LIBFAKETIME = next((p for p in ("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
@@ -87,7 +88,7 @@ def test_a_time_before_the_topic_existed_is_refused_under_skew(store):
     assert _values(store.read("t", 0, "earliest", timestamp_as_of=created + 1)) == [b"v"]
 
 
-def test_history_lists_versions_in_order_and_names_the_adjusted_commits(store):
+def test_history_lists_versions_in_order_and_names_the_adjusted_commits(store, capsys):
     store.create_topic("t", 1)
     created = _writer_ts(store, "t", 0)
     store.append("t", 0, [Record(b"k", b"1")])
@@ -101,6 +102,8 @@ def test_history_lists_versions_in_order_and_names_the_adjusted_commits(store):
                                                                                     created + 1)]
     # with a limit, a commit keeps the time it has without one
     assert store.history("t", 0, limit=2)[1].timestamp_ms == created + 1
+    code, out, _ = run_cli(capsys, "--store", store.root, "history", "t")
+    assert code == 0 and " +  " in out and "+ its writer's clock stamped it at or before the commit before it" in out
 
 
 @pytest.mark.subprocess

@@ -609,3 +609,28 @@ def test_a_store_is_what_the_endpoint_needs_of_one(store):
         wanted = list(inspect.signature(getattr(ServedStore, name)).parameters)[1:]
         have = inspect.signature(getattr(store, name)).parameters
         assert all(p in have for p in wanted), (name, wanted, list(have))
+
+
+def test_metadata_creates_a_topic_a_client_asks_for_unless_auto_create_is_off(store):
+    from kafka.admin import ConfigResourceType
+
+    from deltalog.server.broker_config import BrokerConfig
+
+    with SocketServer(store, "127.0.0.1", 0, config=BrokerConfig.from_properties({"num.partitions": "3"})) as server:
+        prod = producer(server)
+        prod.send("made-on-demand", key=b"k", value=b"v").get(timeout=10)
+        prod.close()
+        assert store.partitions("made-on-demand") == [0, 1, 2]
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap(server))
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(server.node_id))],
+                                           config_filter="all")
+        configs = described["broker"][str(server.node_id)]
+        assert configs["num.partitions"]["value"] == "3" and configs["socket.listen.backlog.size"]["value"] == "50"
+        admin.close()
+    off = BrokerConfig.from_properties({"auto.create.topics.enable": "false"})
+    with SocketServer(store, "127.0.0.1", 0, config=off) as server:
+        prod = producer(server, max_block_ms=2000)
+        with pytest.raises(Exception, match="(?i)topic|metadata|timeout"):
+            prod.send("never-made", key=b"k", value=b"v").get(timeout=5)
+        prod.close(timeout=1)
+    assert not store.topic_exists("never-made")

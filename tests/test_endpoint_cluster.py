@@ -207,6 +207,31 @@ def test_two_endpoints_register_list_each_other_place_coordinators_alike_and_exp
     assert not any(store.log_manager.storage.list_files(store.log_manager.storage.location("_deltalog", "brokers")))
 
 
+def test_endpoints_of_different_listeners_send_clients_only_to_their_own(store):
+    """Kafka answers Metadata and FindCoordinator with the endpoints of the listener the client came in on: an
+    endpoint of listener INTERNAL and one of PLAINTEXT on one store never name each other."""
+    from deltalog.server.security import listener_security
+
+    store.create_topic("split", 4)
+    internal = listener_security({"listeners": "INTERNAL://127.0.0.1:0",
+                                  "listener.security.protocol.map": "INTERNAL:PLAINTEXT,PLAINTEXT:PLAINTEXT"})
+    a = SocketServer(store, "127.0.0.1", 0).start()
+    b = SocketServer(store, "127.0.0.1", 0, security=internal).start()
+    c = SocketServer(store, "127.0.0.1", 0).start()
+    try:
+        assert {x.node_id for x in metadata(a.port).brokers} == {a.node_id, c.node_id}
+        assert [x.node_id for x in metadata(b.port).brokers] == [b.node_id]
+        leaders = {q.leader_id for t in metadata(b.port).topics if t.name == "split" for q in t.partitions}
+        assert leaders == {b.node_id}
+        groups = [f"g{i}" for i in range(8)]
+        assert {coordinator(b.port, g) for g in groups} == {b.node_id}
+        assert {coordinator(a.port, g) for g in groups} <= {a.node_id, c.node_id}
+    finally:
+        for server in (a, b, c):
+            server.shutdown()
+            server.close()
+
+
 def test_admin_apis_from_kafka_python_and_raw_requests(store, endpoint_server):
     port = endpoint_server.port
     store.create_topic("grow", 2, config={"retention.ms": "5000", "cleanup.policy": "compact"})

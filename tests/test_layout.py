@@ -268,3 +268,22 @@ def test_what_only_the_command_line_uses_lives_in_cli():
     bad = sorted((m, t) for m, targets in graph.items() if not m.startswith("deltalog.cli")
                  and m != "deltalog.__main__" for t in targets if t.startswith("deltalog.cli"))
     assert bad == []
+
+
+def test_every_import_of_deltalog_names_a_module_that_exists():
+    """An import of a module that is gone (after a move) fails at run time only where it runs: under
+    ``TYPE_CHECKING`` or inside a function that no test reaches, it would never fail. Every ``deltalog.*`` module an
+    import names must exist."""
+    mods = module_names()
+    missing = []
+    for path in mods.values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [node.module]
+            else:
+                continue
+            missing += [f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {t}" for t in targets
+                        if t.split(".")[0] == "deltalog" and t not in mods]
+    assert missing == []

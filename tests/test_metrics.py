@@ -54,9 +54,9 @@ def test_collect_reports_dirty_percent_delay_and_uncleanable(filled, clock):
 def test_each_cycle_appends_rows_and_time_since_last_run(filled, clock):
     store = filled
     now = clock.now_ms()
-    record_cycle(store.log_manager, CycleResult(now - 10, now, (), (), (), (), (), ()))
+    record_cycle(store.log_manager, CycleResult(started_ms=now - 10, finished_ms=now))
     clock.advance(2_000)
-    m = record_cycle(store.log_manager, CycleResult(clock.now_ms(), clock.now_ms(), (), (), (), (), (), ()))
+    m = record_cycle(store.log_manager, CycleResult(started_ms=clock.now_ms(), finished_ms=clock.now_ms()))
     assert m.last_run_ms == clock.now_ms() and m.time_since_last_run_ms == 0
     assert collect(store.log_manager, clock.now_ms() + 5).time_since_last_run_ms == 5
     table = DeltaTable(metrics_table_uri(store.log_manager)).to_pyarrow_table()

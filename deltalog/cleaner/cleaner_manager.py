@@ -99,6 +99,30 @@ class LogCleanerManager:
             self._in_progress.add((chosen.snapshot.topic, chosen.snapshot.partition))
             return chosen
 
+    def grab_filthiest_batch(self, now_ms: int, topics: Iterable[str] | None = None,
+                             exclude: Iterable[PartitionId] = (),
+                             on_damage: Callable[[PartitionLog, CorruptLogError], None] | None = None, *,
+                             budget: int, pass_capacity: int, limit: int) -> list[LogToClean]:
+        """The eligible partitions a round cleans side by side (their Spark work in shared jobs), filthiest first,
+        now marked in progress: as many as ``limit``, while the keys their maps may hold (each pass's cleanable
+        records, at most ``pass_capacity``: its share of the dedupe buffer) stay within ``budget`` (the whole
+        buffer); always at least the filthiest one. Empty if none is eligible."""
+        with self._lock:
+            ranked = self.logs_to_clean(now_ms, topics, set(exclude) | self._in_progress, on_damage)
+            chosen: list[LogToClean] = []
+            used = 0
+            for ltc in ranked:
+                if len(chosen) >= limit:
+                    break
+                need = min(_cleanable_records(ltc), pass_capacity)
+                if chosen and used + need > budget:
+                    continue  # a smaller one further down may still fit
+                chosen.append(ltc)
+                used += need
+            for ltc in chosen:
+                self._in_progress.add((ltc.snapshot.topic, ltc.snapshot.partition))
+            return chosen
+
     def done_cleaning(self, tp: PartitionId) -> None:
         """Kafka's ``doneCleaning``: the partition may be chosen again."""
         with self._lock:
@@ -177,3 +201,9 @@ class LogCleanerManager:
             return partition in self.logs.partitions(topic) and self.logs.topic_id(topic) == topic_id
         except UnknownTopicOrPartitionError:
             return False
+
+
+def _cleanable_records(ltc: LogToClean) -> int:
+    """The records of the cleanable section, from the Delta stats: the most keys its pass's map can hold."""
+    start, stop = ltc.first_dirty_offset, ltc.first_uncleanable_offset
+    return sum(f.num_records for f in ltc.snapshot.files if f.min_offset < stop and f.max_offset >= start)

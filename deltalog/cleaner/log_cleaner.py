@@ -51,6 +51,7 @@ from deltalog.cleaner.cleaner_manager import LogCleanerManager
 from deltalog.cleaner.log_to_clean import LogToClean
 from deltalog.cleaner.maintenance import StoreMaintenance
 from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, PassProgress, ProgressListener
+from deltalog.cleaner.shared_jobs import SharedJobs, sharing
 from deltalog.cleaner.uncleanable import PartitionId
 from deltalog.config import StoreConfig
 from deltalog.coordinator.group.offsets_topic import OffsetsTopic
@@ -83,6 +84,8 @@ log = logging.getLogger(__name__)
 _SPARK_STOPPED = ("SparkContext was shut down", "Cannot call methods on a stopped SparkContext")
 #: Upper bound on passes in one run of the loop, so a bug can never spin forever.
 MAX_PASSES = 100_000
+#: Partitions one round cleans side by side at most (a driver thread each, their Spark work in shared jobs).
+MAX_ROUND_PARTITIONS = 64
 
 #: Returns the Spark session passes run on; called only when a pass is about to run, so a loop with
 #: nothing to clean never starts Spark.
@@ -92,53 +95,117 @@ SparkProvider = Callable[[], "SparkSession"]
 CheckAfterClean = Callable[[str, Sequence[CleanResult]], dict[int, CheckFailedError]]
 
 
+#: The kinds of :class:`PassOutcome`: what became of a partition the loop did not (only) clean.
+FAILED = "failed"  # its pass (or the check after it) threw: now uncleanable
+RETRIED = "retried"  # the storage failed its pass (a full disk): not marked, tried again next time
+CONFLICT = "conflict"  # its pass lost a commit race: tried again next time
+BUSY = "busy"  # another run held its lease
+INTERRUPTED = "interrupted"  # its pass was cut short by the cleaner stopping: not a failure
+UNCLEANABLE = "uncleanable"  # skipped: marked uncleanable before this round
+OUTCOME_KINDS = (FAILED, RETRIED, CONFLICT, BUSY, INTERRUPTED, UNCLEANABLE)
+
+
 @dataclass(frozen=True)
-class PassFailure:
-    """A partition whose pass (or the check after it) threw: it is now uncleanable."""
+class PassOutcome:
+    """What became of one partition in a round, other than a clean: its ``kind`` (one of
+    :data:`OUTCOME_KINDS`) and, for a pass that threw, the error (its type and message kept as text too, for
+    the job's output and the uncleanable mark). A new kind of outcome is a new constant here, nothing else."""
 
     topic: str
     partition: int
-    error_type: str
-    message: str
+    kind: str
+    error_type: str = ""
+    message: str = ""
+    error: BaseException | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def of_error(cls, tp: PartitionId, kind: str, error: BaseException, *, error_type: str | None = None,
+                 message: str | None = None) -> PassOutcome:
+        return cls(tp[0], tp[1], kind, error_type or type(error).__name__,
+                   plain(str(error)) if message is None else message, error)
+
+    @property
+    def tp(self) -> PartitionId:
+        return (self.topic, self.partition)
 
 
-@dataclass(frozen=True)
-class CleaningRound:
-    """What one run of the loop did, as data."""
+@dataclass(frozen=True, kw_only=True)
+class Outcomes:
+    """The passes that committed and one list of what became of the other partitions; the views by kind
+    (``failures``, ``busy``, ...) are read from that list."""
 
-    cleans: tuple[CleanResult, ...]
-    failures: tuple[PassFailure, ...]  # newly uncleanable
-    conflicts: tuple[PartitionId, ...]  # passes that lost a commit race; tried again next time
-    busy: tuple[PartitionId, ...]  # partitions another run held
-    uncleanable: tuple[PartitionId, ...]  # skipped: marked uncleanable before this round
-    errors: tuple[BaseException, ...] = field(default=(), repr=False, compare=False)
-    interrupted: tuple[PartitionId, ...] = ()  # passes cut short by the cleaner being stopped; not failures
-    #: Passes the storage failed (a full disk): not marked uncleanable, tried again next time; their errors.
-    retried: tuple[PassFailure, ...] = ()
-    retried_errors: tuple[BaseException, ...] = field(default=(), repr=False, compare=False)
+    cleans: tuple[CleanResult, ...] = ()
+    outcomes: tuple[PassOutcome, ...] = ()
 
+    def of_kind(self, kind: str) -> tuple[PassOutcome, ...]:
+        return tuple(o for o in self.outcomes if o.kind == kind)
 
-@dataclass(frozen=True)
-class CycleResult:
-    """What one cycle did, as data (also summarised in the metrics table)."""
+    def _partitions(self, kind: str) -> tuple[PartitionId, ...]:
+        return tuple(o.tp for o in self.of_kind(kind))
 
-    started_ms: int
-    finished_ms: int
-    retention: tuple[RetentionResult, ...]
-    cleans: tuple[CleanResult, ...]
-    failures: tuple[PassFailure, ...]
-    conflicts: tuple[PartitionId, ...]  # passes that lost a commit race; tried again next cycle
-    busy: tuple[PartitionId, ...]  # partitions another run held
-    uncleanable: tuple[PartitionId, ...]  # skipped: marked before this cycle
-    vacuum: tuple[VacuumResult, ...] = field(default=())
-    #: Committed offsets removed by ``offsets.retention.minutes`` this cycle.
-    offsets_expired: int = 0
-    #: Passes the storage failed (a full disk): not marked uncleanable, tried again next cycle.
-    retried: tuple[PassFailure, ...] = ()
+    @property
+    def failures(self) -> tuple[PassOutcome, ...]:
+        """Newly uncleanable partitions, each with its error."""
+        return self.of_kind(FAILED)
+
+    @property
+    def errors(self) -> tuple[BaseException, ...]:
+        return tuple(o.error for o in self.failures if o.error is not None)
+
+    @property
+    def retried(self) -> tuple[PassOutcome, ...]:
+        """Passes the storage failed (a full disk): not marked uncleanable, tried again next time."""
+        return self.of_kind(RETRIED)
+
+    @property
+    def retried_errors(self) -> tuple[BaseException, ...]:
+        return tuple(o.error for o in self.retried if o.error is not None)
+
+    @property
+    def conflicts(self) -> tuple[PartitionId, ...]:
+        """Passes that lost a commit race; tried again next time."""
+        return self._partitions(CONFLICT)
+
+    @property
+    def busy(self) -> tuple[PartitionId, ...]:
+        """Partitions another run held."""
+        return self._partitions(BUSY)
+
+    @property
+    def interrupted(self) -> tuple[PartitionId, ...]:
+        """Passes cut short by the cleaner being stopped; not failures."""
+        return self._partitions(INTERRUPTED)
+
+    @property
+    def uncleanable(self) -> tuple[PartitionId, ...]:
+        """Skipped: marked uncleanable before this round."""
+        return self._partitions(UNCLEANABLE)
 
     @property
     def did_clean(self) -> bool:
         return bool(self.cleans)
+
+    @property
+    def newly_uncleanable(self) -> list[PartitionId]:
+        return list(self._partitions(FAILED))
+
+
+@dataclass(frozen=True, kw_only=True)
+class CleaningRound(Outcomes):
+    """What one run of the loop did, as data."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CycleResult(Outcomes):
+    """What one cycle did, as data (also summarised in the metrics table): its cleaning round's passes and
+    outcomes, and the store's maintenance around it."""
+
+    started_ms: int
+    finished_ms: int
+    retention: tuple[RetentionResult, ...] = ()
+    vacuum: tuple[VacuumResult, ...] = ()
+    #: Committed offsets removed by ``offsets.retention.minutes`` this cycle.
+    offsets_expired: int = 0
 
     @property
     def segments_deleted(self) -> int:
@@ -147,10 +214,6 @@ class CycleResult:
     @property
     def files_vacuumed(self) -> int:
         return sum(v.files_deleted for v in self.vacuum)
-
-    @property
-    def newly_uncleanable(self) -> list[PartitionId]:
-        return [(f.topic, f.partition) for f in self.failures]
 
     def summary(self) -> str:
         return (f"cleaner cycle: {len(self.cleans)} pass(es) on "
@@ -173,27 +236,22 @@ class _RoundState:
         self.done_for_now: set[PartitionId] = set()  # busy, failed, lost a race, or made no progress
         self.passes = 0
         self.cleans: list[CleanResult] = []
-        self.failures: list[PassFailure] = []
-        self.errors: list[BaseException] = []
-        self.conflicts: list[PartitionId] = []
-        self.busy: list[PartitionId] = []
-        self.interrupted: list[PartitionId] = []
-        self.retried: list[PassFailure] = []
-        self.retried_errors: list[BaseException] = []
+        self.outcomes: list[PassOutcome] = []
 
-    def next_pass(self) -> set[PartitionId] | None:
-        """The partitions the next grab leaves out, counting the pass; None once :data:`MAX_PASSES` ran."""
+    def next_pass(self, more: int = 0) -> set[PartitionId] | None:
+        """The partitions the next grab leaves out, counting the pass (and ``more`` of a round's other passes);
+        None once :data:`MAX_PASSES` ran."""
         with self.lock:
             if self.passes >= MAX_PASSES:
                 return None
-            self.passes += 1
+            self.passes += 1 + more
             return self.done_for_now | self.uncleanable
 
-    def set_aside(self, tp: PartitionId, into: list[PartitionId] | None = None) -> None:
-        """``tp``'s turn is over for this round (noted in ``into`` when given)."""
+    def set_aside(self, tp: PartitionId, outcome: PassOutcome | None = None) -> None:
+        """``tp``'s turn is over for this round (with ``outcome`` when there is one to report)."""
         with self.lock:
-            if into is not None:
-                into.append(tp)
+            if outcome is not None:
+                self.outcomes.append(outcome)
             self.done_for_now.add(tp)
 
     def claim(self, tp: PartitionId) -> bool:
@@ -204,17 +262,9 @@ class _RoundState:
             self.done_for_now.add(tp)
             return True
 
-    def failed(self, failure: PassFailure, error: BaseException) -> None:
+    def add(self, outcome: PassOutcome) -> None:
         with self.lock:
-            self.failures.append(failure)
-            self.errors.append(error)
-
-    def storage_failed(self, tp: PartitionId, error: BaseException) -> None:
-        """A pass the storage failed (a full disk): tried again next time, not marked uncleanable."""
-        with self.lock:
-            self.retried.append(PassFailure(*tp, type(error).__name__, plain(str(error))))
-            self.retried_errors.append(error)
-            self.done_for_now.add(tp)
+            self.outcomes.append(outcome)
 
     def cleaned(self, ltc: LogToClean, result: CleanResult | None) -> None:
         with self.lock:
@@ -224,9 +274,8 @@ class _RoundState:
                 self.cleans.append(result)
 
     def result(self) -> CleaningRound:
-        return CleaningRound(tuple(self.cleans), tuple(self.failures), tuple(self.conflicts), tuple(self.busy),
-                             tuple(sorted(self.uncleanable)), tuple(self.errors), tuple(self.interrupted),
-                             tuple(self.retried), tuple(self.retried_errors))
+        skipped = tuple(PassOutcome(t, p, UNCLEANABLE) for t, p in sorted(self.uncleanable))
+        return CleaningRound(cleans=tuple(self.cleans), outcomes=tuple(self.outcomes) + skipped)
 
 
 def _sleep_wall(ms: int, stop: threading.Event) -> None:
@@ -245,7 +294,7 @@ class LogCleaner:
                  progress_interval_s: float = DEFAULT_PROGRESS_INTERVAL_S, progress: ProgressListener | None = None,
                  check_after_clean: CheckAfterClean | None = None,
                  sleep: Callable[[int], None] | None = None, map_slots: int | None = None,
-                 offsets: OffsetsTopic | None = None) -> None:
+                 offsets: OffsetsTopic | None = None, shared_jobs: bool = True) -> None:
         self.logs = logs
         #: The store's scheduled tasks around the loop (retention, VACUUM, the coordinators' timers), run by
         #: each cycle; it keeps when each timer last ran for as long as this cleaner lives.
@@ -263,6 +312,11 @@ class LogCleaner:
         self.check_after_clean = check_after_clean
         #: Offset map slots per pass, when set: Kafka's tests build a Cleaner on a small map the same way.
         self.map_slots = map_slots
+        #: Whether a round cleans its partitions side by side with their Spark work in shared jobs
+        #: (:mod:`deltalog.cleaner.shared_jobs`); False: ``threads`` cleaner threads, a pass and its jobs at a time.
+        self.shared_jobs = shared_jobs
+        #: Each round of side-by-side passes so far: (partitions, Spark jobs they shared).
+        self.rounds: list[tuple[int, int]] = []
         self.stop_event = threading.Event()
         self._sleep = sleep
         self.cycles_run = 0
@@ -334,7 +388,9 @@ class LogCleaner:
         self.maintenance.abort_timed_out_transactions()
         self.repair_duplicated_offsets(wanted)
         state = _RoundState(self.manager.uncleanable_partitions())
-        if self.threads == 1:
+        if self.shared_jobs:
+            self._do_rounds(state, wanted)
+        elif self.threads == 1:
             self._do_work(state, wanted)
         else:
             workers = [threading.Thread(target=self._do_work, args=(state, wanted),
@@ -345,7 +401,7 @@ class LogCleaner:
                 w.join()
         if state.passes >= MAX_PASSES:
             log.error("the cleaning loop stopped after %d passes with partitions still eligible", MAX_PASSES)
-        self._check(state.cleans, state.failures, state.errors)
+        state.outcomes += self._check(state.cleans)
         return state.result()
 
     def repair_duplicated_offsets(self, topics: Sequence[str] | None = None) -> int:
@@ -400,6 +456,12 @@ class LogCleaner:
                                           on_damage=lambda plog, error: self._damaged(state, plog, error))
         if ltc is None:
             return False
+        self._clean_grabbed(state, ltc)
+        return True
+
+    def _clean_grabbed(self, state: _RoundState, ltc: LogToClean) -> None:
+        """Clean a partition taken in progress; a pass that throws (Kafka's ``LogCleaningException``) marks it
+        uncleanable before it leaves the in-progress set."""
         tp = (ltc.snapshot.topic, ltc.snapshot.partition)
         try:
             self._clean_filthiest_log(state, ltc)
@@ -407,7 +469,50 @@ class LogCleaner:
             self._pass_failed(state, ltc, e)
         finally:
             self.manager.done_cleaning(tp)
-        return True
+
+    def _do_rounds(self, state: _RoundState, wanted: list[str] | None) -> None:
+        """The loop with shared Spark jobs: each round takes the filthiest eligible partitions that fit in the
+        dedupe buffer together (:meth:`LogCleanerManager.grab_filthiest_batch`), cleans each on a thread of its own
+        (planned, leased, committed and marked on its own, as in :meth:`_try_clean_filthiest_log`), their Spark
+        tasks run in shared jobs (:mod:`deltalog.cleaner.shared_jobs`); until no partition is eligible."""
+        budget = self.config.offset_map_capacity_for(1)
+        capacity = (int(self.map_slots * self.config.io_buffer_load_factor) if self.map_slots is not None
+                    else self.config.offset_map_capacity_for(self.threads))
+        while not self.stop_event.is_set():
+            exclude = state.next_pass()
+            if exclude is None:
+                return
+            batch = self.manager.grab_filthiest_batch(
+                self.clock.now_ms(), wanted, exclude=exclude,
+                on_damage=lambda plog, error: self._damaged(state, plog, error),
+                budget=budget, pass_capacity=capacity, limit=MAX_ROUND_PARTITIONS)
+            if not batch:
+                return
+            if len(batch) == 1:  # nothing to share: the pass runs its own jobs, on this thread
+                self._clean_grabbed(state, batch[0])
+                continue
+            state.next_pass(len(batch) - 2)
+            self._clean_round(state, batch)
+
+    def _clean_round(self, state: _RoundState, batch: list[LogToClean]) -> None:
+        jobs = SharedJobs(self.spark(), len(batch))
+        first = len(state.cleans)
+
+        def clean(ltc: LogToClean) -> None:
+            with sharing(jobs):
+                self._clean_grabbed(state, ltc)
+
+        workers = [threading.Thread(target=clean, args=(ltc,), name=f"deltalog-cleaner-round-{i}")
+                   for i, ltc in enumerate(batch)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        rank = {(ltc.snapshot.topic, ltc.snapshot.partition): i for i, ltc in enumerate(batch)}
+        with state.lock:  # the round's passes in its order (filthiest first), not in the order they finished
+            state.cleans[first:] = sorted(state.cleans[first:], key=lambda r: rank.get((r.topic, r.partition), 0))
+        self.rounds.append((len(batch), jobs.jobs_run))
+        log.info("a round cleaned %d partition(s) side by side in %d shared Spark job(s)", len(batch), jobs.jobs_run)
 
     def _clean_filthiest_log(self, state: _RoundState, ltc: LogToClean) -> None:
         """The rest of Kafka's ``cleanFilthiestLog``: ``cleanLog`` on the partition taken (:meth:`clean_log`). A
@@ -417,10 +522,10 @@ class LogCleaner:
         try:
             result = self.clean_log(ltc)
         except PartitionBusyError:
-            state.set_aside(tp, state.busy)
+            state.set_aside(tp, PassOutcome(*tp, BUSY))
         except CommitConflictError as e:
             log.info("cleaning %s-%d lost a commit race; it is tried again next time: %s", *tp, e)
-            state.set_aside(tp, state.conflicts)
+            state.set_aside(tp, PassOutcome.of_error(tp, CONFLICT, e))
         else:
             state.cleaned(ltc, result)
 
@@ -431,16 +536,15 @@ class LogCleaner:
         if self._stopping(error):
             log.warning("cleaning %s-%d was cut short because the cleaner is stopping; it is not marked "
                         "uncleanable and is cleaned next time: %s", *tp, error)
-            state.set_aside(tp, state.interrupted)
+            state.set_aside(tp, PassOutcome.of_error(tp, INTERRUPTED, error))
         elif is_transient(error):
             log.warning("cleaning %s-%d failed on the storage; it is not marked uncleanable and is cleaned next "
                         "time: %s", *tp, error)
-            state.storage_failed(tp, error)
+            state.set_aside(tp, PassOutcome.of_error(tp, RETRIED, error))
         else:
             mark = self.manager.mark_uncleanable(ltc, error, self.clock.now_ms(), self.logs.leases.owner)
-            state.set_aside(tp)
-            if mark is not None:
-                state.failed(PassFailure(*tp, mark.error_type, mark.message), error)
+            state.set_aside(tp, None if mark is None else PassOutcome.of_error(
+                tp, FAILED, error, error_type=mark.error_type, message=mark.message))
 
     def _damaged(self, state: _RoundState, plog: PartitionLog, error: CorruptLogError) -> None:
         """A partition whose Delta log cannot be read while ranking: marked uncleanable, the others still
@@ -449,7 +553,8 @@ class LogCleaner:
             return
         mark = self.manager.mark_damaged(plog, error, self.clock.now_ms(), self.logs.leases.owner)
         if mark is not None:
-            state.failed(PassFailure(plog.topic, plog.partition, mark.error_type, mark.message), error)
+            state.add(PassOutcome.of_error((plog.topic, plog.partition), FAILED, error, error_type=mark.error_type,
+                                           message=mark.message))
 
     def _stopping(self, error: BaseException) -> bool:
         """Whether a pass failed because the cleaner is being stopped rather than because of its partition.
@@ -461,11 +566,12 @@ class LogCleaner:
             return True
         return any(sign in str(e) for e in error_chain(error) for sign in _SPARK_STOPPED)
 
-    def _check(self, cleans: list[CleanResult], failures: list[PassFailure], errors: list[BaseException]) -> None:
+    def _check(self, cleans: list[CleanResult]) -> list[PassOutcome]:
         """``deltalog.check.after.clean``: check every partition the loop cleaned; a broken guarantee marks it
         uncleanable (the clean has committed by then: the mark keeps the cleaner off it until someone looks)."""
         if self.check_after_clean is None or not cleans:
-            return
+            return []
+        failures: list[PassOutcome] = []
         by_topic: dict[str, list[CleanResult]] = {}
         for r in cleans:
             by_topic.setdefault(r.topic, []).append(r)
@@ -479,8 +585,9 @@ class LogCleaner:
                 ltc = LogToClean.for_log(plog, plog.snapshot(), self.clock.now_ms())
                 mark = self.manager.mark_uncleanable(ltc, error, self.clock.now_ms(), self.logs.leases.owner)
                 if mark is not None:
-                    failures.append(PassFailure(topic, partition, mark.error_type, mark.message))
-                    errors.append(error)
+                    failures.append(PassOutcome.of_error((topic, partition), FAILED, error,
+                                                         error_type=mark.error_type, message=mark.message))
+        return failures
 
     def clean_partition(self, topic: str, partition: int, *, force: bool = False) -> CleanResult | None:
         """One pass over one partition if it is eligible (or, with ``force``, if it has any cleanable section
@@ -512,11 +619,9 @@ class LogCleaner:
                 self.manager.mark_uncleanable(ltc, e, self.clock.now_ms(), self.logs.leases.owner)
             raise
         if result is not None:
-            failures: list[PassFailure] = []
-            errors: list[BaseException] = []
-            self._check([result], failures, errors)
-            if errors:
-                raise errors[0]
+            failures = self._check([result])
+            if failures:
+                raise failures[0].error  # type: ignore[misc] - a failure always carries its error
         return result
 
     # -- a cycle -------------------------------------------------------------------------------------------
@@ -530,9 +635,9 @@ class LogCleaner:
         self.maintenance.expire_transactional_ids()
         cleaning = self.clean_filthiest_logs()
         vacuumed = self.maintenance.vacuum()
-        result = CycleResult(started, self.clock.now_ms(), tuple(retention), cleaning.cleans, cleaning.failures,
-                             cleaning.conflicts, cleaning.busy, cleaning.uncleanable, tuple(vacuumed), expired,
-                             cleaning.retried)
+        result = CycleResult(started_ms=started, finished_ms=self.clock.now_ms(), cleans=cleaning.cleans,
+                             outcomes=cleaning.outcomes, retention=tuple(retention), vacuum=tuple(vacuumed),
+                             offsets_expired=expired)
         self.cycles_run += 1
         if self.metrics:
             try:

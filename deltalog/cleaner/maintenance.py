@@ -61,7 +61,7 @@ class StoreMaintenance:
         """Kafka's ``LogManager.cleanupLogs``: retention on every partition (``delete`` and ``compact,delete``
         topics lose old segments, any topic loses segments below its log start offset); the partitions that
         lost a segment. One partition's failure does not stop the others."""
-        return [r for r in apply_retention(self.logs, keep_going=True) if r.segments_deleted]
+        return [r for r in apply_retention(self.logs, keep_going=True, only_due=True) if r.segments_deleted]
 
     def abort_timed_out_transactions(self) -> list[str]:
         """The ``TransactionCoordinator``'s ``transaction-abort`` timer (``abortTimedOutTransactions``), run before
@@ -112,7 +112,7 @@ class StoreMaintenance:
         if not self.vacuum_enabled:
             return []
         now = self.clock.now_ms()
-        return [v for v in (*vacuum_store(self.logs, dry_run=False, keep_going=True),
+        return [v for v in (*vacuum_store(self.logs, dry_run=False, keep_going=True, only_due=True),
                             vacuum_staged(self.logs.storage, now, dry_run=False),
                             vacuum_temp_files(self.logs.storage, now, dry_run=False)) if v.files]
 

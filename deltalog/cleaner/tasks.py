@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import pickle
 import struct
+import threading
+import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -38,29 +40,66 @@ _RESULT_SCHEMA = pa.schema([pa.field("index", pa.int64()), pa.field("result", pa
 _RESULT_DDL = "index long, result binary"
 
 
+_bound = threading.local()
+
+
+class TaskError(RuntimeError):
+    """A task of a shared job that raised: its worker's traceback as text, as Spark reports a failed task's error, so
+    the pass reads it the same way (the last ``SomeError: message`` line says what went wrong)."""
+
+
+def bind(jobs: Any) -> None:
+    """Route this thread's :func:`run_tasks` through ``jobs`` (a :class:`~deltalog.cleaner.shared_jobs.SharedJobs`;
+    None: run them itself). Only the driver binds; the workers never see it."""
+    _bound.jobs = jobs
+
+
 def run_tasks(spark: Any, fn: Callable[[P], R], payloads: Sequence[P], *, storage: Storage, work_dir: str) -> list[R]:
     """``[fn(p) for p in payloads]``, one Spark task each (all in one wave when the session has the cores),
     in ``payloads``' order. ``fn`` must be importable by the workers (a module-level function, or a
-    ``partial`` of one); ``work_dir`` (a location of the store) holds spilled payloads while the job runs."""
-    n = len(payloads)
-    if n == 0:
+    ``partial`` of one); ``work_dir`` (a location of the store) holds spilled payloads while the job runs. On a
+    thread bound to a round's shared jobs (:func:`bind`), the tasks run in a job shared with the round's other
+    passes."""
+    if len(payloads) == 0:
         return []
-    pickled = [pickle.dumps(p, protocol=pickle.HIGHEST_PROTOCOL) for p in payloads]
-    spilled: list[str] = []
+    jobs = getattr(_bound, "jobs", None)
+    if jobs is not None:
+        return jobs.run(fn, payloads, storage=storage, work_dir=work_dir)
+    out = run_task_groups(spark, [(fn, payloads, storage, work_dir)], isolate=False)[0]
+    assert not isinstance(out, BaseException)
+    return out
+
+
+def run_task_groups(spark: Any, groups: Sequence[tuple[Callable[[Any], Any], Sequence[Any], Storage, str]], *,
+                    isolate: bool, max_tasks: int | None = None) -> list[list[Any] | BaseException]:
+    """Each group's ``[fn(p) for p in payloads]`` in one Spark job; a group's ``storage`` and ``work_dir`` hold its
+    spilled payloads. With ``isolate`` (several passes' groups) a task that raises fails only its own group, whose
+    entry is then a :class:`TaskError`; without, the job fails, as one pass's own job does. One Spark task a payload,
+    or at most ``max_tasks`` (consecutive payloads then share a task: small passes ride together)."""
+    owners = [g for g, (_fn, payloads, _s, _w) in enumerate(groups) for _ in payloads]
+    n = len(owners)
+    if n == 0:
+        return [[] for _ in groups]
+    pickled = [pickle.dumps(p, protocol=pickle.HIGHEST_PROTOCOL) for _fn, payloads, _s, _w in groups for p in payloads]
+    spilled: list[tuple[Storage, str]] = []
     if sum(map(len, pickled)) > INLINE_PAYLOAD_BYTES:
+        items: list[tuple[Storage | None, Any]] = []
         for i, data in enumerate(pickled):
+            _fn, _p, storage, work_dir = groups[owners[i]]
             location = join(work_dir, f"task-{i:05d}.pkl")
             storage.write_bytes(location, data)
-            spilled.append(location)
-        source: tuple[Any, ...] = (storage, tuple(spilled))
+            spilled.append((storage, location))
+            items.append((storage, location))
     else:
-        source = (None, tuple(pickled))
+        items = [(None, data) for data in pickled]
+    source = (tuple(fn for fn, _p, _s, _w in groups), tuple(owners), tuple(items), isolate)
+    slices = n if max_tasks is None else max(1, min(n, max_tasks))
     try:
-        job = spark.range(0, n, 1, numPartitions=n).mapInArrow(partial(_run_indexes, fn, source), _RESULT_DDL)
+        job = spark.range(0, n, 1, numPartitions=slices).mapInArrow(partial(_run_indexes, source), _RESULT_DDL)
         table = job.toArrow()
     finally:
-        if spilled:
-            storage.delete_many(spilled)
+        for storage, location in spilled:
+            storage.delete_many([location])
     indexes = table.column("index").to_pylist()
     results = table.column("result").to_pylist()
     if sorted(indexes) != list(range(n)):  # a task that ran twice or not at all would be a Spark bug; say so
@@ -68,17 +107,36 @@ def run_tasks(spark: Any, fn: Callable[[P], R], payloads: Sequence[P], *, storag
     ordered: list[Any] = [None] * n
     for i, data in zip(indexes, results, strict=True):
         ordered[i] = pickle.loads(data)
-    return ordered
+    out: list[list[Any] | BaseException] = [[] for _ in groups]
+    for i, (ok, value) in enumerate(ordered):
+        g = owners[i]
+        if isinstance(out[g], BaseException):
+            continue
+        if ok:
+            out[g].append(value)  # type: ignore[union-attr]
+        else:
+            out[g] = TaskError(value)
+    return out
 
 
-def _run_indexes(fn: Callable[[Any], Any], source: tuple[Storage | None, tuple[Any, ...]],
+def _run_indexes(source: tuple[tuple[Callable[[Any], Any], ...], tuple[int, ...], tuple[Any, ...], bool],
                  batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The body of each Spark task (``mapInArrow``): run the payload of each task index it was given."""
-    storage, items = source
+    """The body of each Spark task (``mapInArrow``): run the payload of each task index it was given, with its
+    group's function; with ``isolate``, an error is returned as its traceback's text instead of failing the job."""
+    fns, owners, items, isolate = source
     for batch in batches:
         for i in batch.column(0).to_pylist():
-            data = items[i] if storage is None else storage.read_bytes(items[i])
-            result = pickle.dumps(fn(pickle.loads(data)), protocol=pickle.HIGHEST_PROTOCOL)
+            storage, item = items[i]
+            data = item if storage is None else storage.read_bytes(item)
+            fn = fns[owners[i]]
+            if isolate:
+                try:
+                    answer: tuple[bool, Any] = (True, fn(pickle.loads(data)))
+                except Exception as e:  # noqa: BLE001 - fails its own pass only, which reads the text
+                    answer = (False, "".join(traceback.format_exception(e)))
+            else:
+                answer = (True, fn(pickle.loads(data)))
+            result = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
             yield pa.RecordBatch.from_arrays([pa.array([i], pa.int64()), pa.array([result], pa.binary())],
                                              schema=_RESULT_SCHEMA)
 

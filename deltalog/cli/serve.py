@@ -115,6 +115,7 @@ def parse_listen(value: str) -> tuple[str, int]:
 def serve(args: argparse.Namespace) -> int:
     from deltalog.errors import InvalidConfigError
     from deltalog.server import protocol
+    from deltalog.server.broker_config import BrokerConfig
     from deltalog.server.limits import ConnectionLimits
     from deltalog.server.security import listener_security
     from deltalog.server.socket_server import SocketServer
@@ -124,6 +125,7 @@ def serve(args: argparse.Namespace) -> int:
         security = listener_security(props, plain_users_file=args.plain_users, jaas_file=args.jaas_config)
         security.check_bind()
         limits = ConnectionLimits.from_properties(props)
+        config = BrokerConfig.from_properties(props)
     except InvalidConfigError as e:
         raise UsageError(str(e)) from None
     if security.unused:
@@ -143,7 +145,7 @@ def serve(args: argparse.Namespace) -> int:
             raise UsageError(f"--broker-session-timeout-ms must be at least 2 (ms), not {timeout}")
         registration.update(session_timeout_ms=timeout, heartbeat_interval_ms=min(DEFAULT_HEARTBEAT_INTERVAL_MS,
                                                                                   max(1, timeout // 3)))
-    server = SocketServer(store, host, port, max_request_bytes=max_bytes, security=security, limits=limits,
+    server = SocketServer(store, host, port, max_request_bytes=max_bytes, security=security, limits=limits, config=config,
                           **registration)
 
     def stop(signum: int, frame: Any) -> None:

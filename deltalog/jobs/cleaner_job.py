@@ -240,7 +240,10 @@ def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = N
     ``on_cycle``, that called with each cycle's result instead: ``deltalog cleaner run --output text``);
     returns the number of cycles run."""
     if spark is None:
-        spark = local_session(config.spark_master, dict(config.spark_conf), app_name="deltalog-cleaner")
+        # Started when the first pass runs, not before: a cycle with nothing to clean needs no JVM (retention,
+        # VACUUM and the metrics read the Delta logs only), as ``deltalog clean`` does on an idle store.
+        def spark() -> Any:
+            return local_session(config.spark_master, dict(config.spark_conf), app_name="deltalog-cleaner")
     store = Store(config.root, storage_options=dict(config.storage_options) or None, spark=spark, clock=clock,
                   config=dict(config.cleaner))
     cleaner = store.log_cleaner(vacuum=config.vacuum, progress_interval_s=config.progress_interval_s,

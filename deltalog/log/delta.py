@@ -174,8 +174,12 @@ def create_table(storage: Storage, uri: str, properties: Mapping[str, str], txns
         except TableNotFoundError:
             if is_storage_full(error):
                 raise full_storage_error(error, uri, f"creating the Delta table {uri}") from error
-            raise StorageError(f"creating the Delta table at {uri} failed and it was not created: {plain(str(error))}. "
-                               "Nothing was written; try again") from error
+            if _local(uri):
+                raise StorageError(f"creating the Delta table at {uri} failed and it was not created: "
+                                   f"{plain(str(error))}. Nothing was written; try again") from error
+            raise StorageError(f"creating the Delta table at {uri} failed and it is not there yet: "
+                               f"{plain(str(error))}. A write the store did not answer may still create it; creating "
+                               "it again is safe (a Delta table's version 0 is written once)") from error
         except Exception:  # noqa: BLE001 - the store still fails: try again, then say it is unknown
             time.sleep(0.2 * (attempt + 1))
             continue

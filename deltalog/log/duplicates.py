@@ -17,6 +17,7 @@ offset; the cleaner runs it before a pass.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -89,17 +90,44 @@ def find(storage: Storage, uri: str, topic: str, partition: int, version: int, f
     shown: list[int] = []
     holding: list[str] = []
     for group in groups:
-        columns = [storage.parquet_file(join(uri, f.path)).read(columns=[OFFSET]).column(OFFSET).to_numpy()
-                   for f in group]
-        offsets, counts = np.unique(np.concatenate(columns), return_counts=True)
-        twice = (counts > 1) & (offsets >= log_start_offset)
+        offsets, counts, by_file = _held_twice(storage, uri, group)
+        twice = offsets >= log_start_offset
         if not twice.any():
             continue
         dup = offsets[twice]
         count += int(twice.sum())
         extra += int((counts[twice] - 1).sum())
         shown.extend(int(o) for o in dup[:SHOWN - len(shown)])
-        holding.extend(f.path for f, col in zip(group, columns, strict=True) if np.isin(col, dup).any())
+        holding.extend(path for path, held in by_file if np.isin(held, dup).any())
     if not count:
         return None
     return DuplicatedOffsets(topic, partition, version, count, extra, tuple(shown[:SHOWN]), tuple(holding))
+
+
+#: Groups of files already read: a Delta data file never changes, so a group's answer never goes stale (a
+#: partition another engine Z-ordered keeps overlapping files until its next clean lays them out again).
+_cache: dict[tuple[str, tuple[str, ...]], tuple[np.ndarray, np.ndarray, tuple[tuple[str, np.ndarray], ...]]] = {}
+_cache_lock = threading.Lock()
+CACHE_GROUPS = 1024
+
+
+def _held_twice(storage: Storage, uri: str, group: Sequence[DataFile]
+                ) -> tuple[np.ndarray, np.ndarray, tuple[tuple[str, np.ndarray], ...]]:
+    """The offsets ``group``'s files hold more than once, how many times each, and each file's of them."""
+    key = (uri, tuple(sorted(f.path for f in group)))
+    with _cache_lock:
+        hit = _cache.get(key)
+    if hit is not None:
+        return hit
+    columns = [storage.parquet_file(join(uri, f.path)).read(columns=[OFFSET]).column(OFFSET).to_numpy()
+               for f in group]
+    offsets, counts = np.unique(np.concatenate(columns), return_counts=True)
+    twice = counts > 1
+    dup = offsets[twice]
+    answer = (dup, counts[twice], tuple((f.path, col[np.isin(col, dup)]) for f, col in zip(group, columns, strict=True)))
+    with _cache_lock:
+        if len(_cache) >= CACHE_GROUPS:
+            _cache.clear()
+        _cache[key] = answer
+    return answer
+

@@ -503,15 +503,24 @@ class LogManager:
         return [self.log(t, p) for t in topics for p in self.partitions(t)]
 
     def each_leased(self, topic: str | None, purpose: str, step: Callable[[PartitionLog], T], *,
-                    keep_going: bool = False) -> list[T]:
+                    keep_going: bool = False, needed: Callable[[PartitionLog], bool] | None = None) -> list[T]:
         """``step(log)`` on every partition (of ``topic``, or of the store) under its lease, in order.
 
         A partition whose lease another run holds is skipped this time, as Kafka's retention skips a
         partition whose cleaning it cannot pause. With ``keep_going`` an error is logged and the next
-        partition is done (the cleaner job's cycle: retried next cycle); without, it propagates.
+        partition is done (the cleaner job's cycle: retried next cycle); without, it propagates. ``needed``,
+        when given, says from what this process already knows of the partition (its cached snapshot, a listing)
+        whether ``step`` could do anything; a partition it says no to is not leased at all, so an idle store's
+        cycle writes nothing per partition (``step`` plans again under the lease, so a stale yes is harmless).
         """
         out: list[T] = []
         for plog in self.logs(topic):
+            try:
+                if needed is not None and not needed(plog):
+                    continue
+            except Exception as e:
+                self._step_failed(purpose, plog, e, keep_going)
+                continue
             lease = self.leases.acquire(plog.topic, plog.partition, purpose)
             if lease is None:
                 log.info("%s skipped %s-%d: another run holds its lease", purpose, plog.topic, plog.partition)
@@ -519,14 +528,19 @@ class LogManager:
             try:
                 out.append(step(plog))
             except Exception as e:
-                if not keep_going:
-                    raise
-                damaged = isinstance(e, CorruptLogError)  # its message names the file: a stack would add nothing
-                log.error("%s of %s-%d failed; it is tried again next cycle%s", purpose, plog.topic, plog.partition,
-                          f": {e}" if damaged else "", exc_info=None if damaged else e)
+                self._step_failed(purpose, plog, e, keep_going)
             finally:
                 lease.release()
         return out
+
+    @staticmethod
+    def _step_failed(purpose: str, plog: PartitionLog, error: Exception, keep_going: bool) -> None:
+        """Raise ``error``, or with ``keep_going`` log it (the partition is tried again next cycle)."""
+        if not keep_going:
+            raise error
+        damaged = isinstance(error, CorruptLogError)  # its message names the file: a stack would add nothing
+        log.error("%s of %s-%d failed; it is tried again next cycle%s", purpose, plog.topic, plog.partition,
+                  f": {error}" if damaged else "", exc_info=None if damaged else error)
 
 
 def _is_partition_number(partition: object) -> bool:

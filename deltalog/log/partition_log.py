@@ -28,6 +28,7 @@ from deltalog.errors import (
     VersionNotAvailableError,
 )
 from deltalog.log import (
+    app_txns,
     arrow_records,
     damage,
     delta,
@@ -742,19 +743,25 @@ def snapshot_of(dt: DeltaTable, topic: str, partition: int, storage: Storage | N
     parts = files
     if storage is not None and uri is not None and layout.foreign_layout(files):
         files, parts = layout.with_data_figures(storage, uri, files)
-    leo = delta.txn_version(dt, delta.TXN_LOG_END_OFFSET) or 0
-    active = delta.txn_version(dt, delta.TXN_ACTIVE_SEGMENT) or 0
+    positions = (delta.TXN_LOG_END_OFFSET, delta.TXN_ACTIVE_SEGMENT, delta.TXN_LOG_START_OFFSET,
+                 delta.TXN_ACTIVE_SEGMENT_OPENED, delta.TXN_CLEANER_CHECKPOINT)
+    if storage is not None and uri is not None:  # one read of the log since this process last read it
+        txns = app_txns.txn_versions(dt, storage, uri, positions)
+    else:
+        txns = {a: delta.txn_version(dt, a) for a in positions}
+    leo = txns[delta.TXN_LOG_END_OFFSET] or 0
+    active = txns[delta.TXN_ACTIVE_SEGMENT] or 0
     return LogSnapshot(
         topic=topic,
         partition=partition,
         version=dt.version(),
         config=config_from_table_properties(props),
         topic_id=props.get(delta.PROP_TOPIC_ID),
-        log_start_offset=delta.txn_version(dt, delta.TXN_LOG_START_OFFSET) or 0,
+        log_start_offset=txns[delta.TXN_LOG_START_OFFSET] or 0,
         log_end_offset=leo,
         active_segment_base=active,
-        active_segment_opened_ms=delta.txn_version(dt, delta.TXN_ACTIVE_SEGMENT_OPENED),
-        cleaner_checkpoint=delta.txn_version(dt, delta.TXN_CLEANER_CHECKPOINT),
+        active_segment_opened_ms=txns[delta.TXN_ACTIVE_SEGMENT_OPENED],
+        cleaner_checkpoint=txns[delta.TXN_CLEANER_CHECKPOINT],
         files=files,
         segments=build_segments(parts, active, leo),
     )

@@ -4,7 +4,8 @@
 The ephemeral mode (:class:`deltalog.quality.check._Runner`) builds every suite in code and forgets it; a team
 that keeps a Great Expectations project wants the suites, the runs and the results in it. Given a context
 (an ``AbstractDataContext``, or the directory of a file context: the project root holding ``gx/``, or ``gx/``
-itself), every object lives there under a stable name per topic and kind of suite (``partition``, ``clean``):
+itself), every object lives there under a stable name per topic and kind of suite (``partition``, ``clean``,
+``state`` for a topic with a state table):
 
 =================================================  ==============================================================
 Great Expectations object                          name

@@ -33,6 +33,7 @@ from deltalog.errors import (
     CorruptStateError,
     DeltalogError,
     InvalidConfigError,
+    TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from deltalog.log import fetch as group_fetch
@@ -40,6 +41,7 @@ from deltalog.log.record import COMMIT, OFFSET, TIMESTAMP
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
 from deltalog.server import admin_apis, group_commit, sasl, scram_apis, txn_apis
 from deltalog.server import protocol as p
+from deltalog.server.broker_config import DEFAULT_CONFIG, BrokerConfig
 from deltalog.server.placement import GROUP, Placement, offsets_partitions
 from deltalog.server.record_batches import batch_last_offset, control_batch, decode_records, encode_batch
 from deltalog.server.registry import Broker
@@ -53,6 +55,8 @@ NODE_ID = 0
 #: Kafka's ``ListOffsetsRequest`` timestamps for the earliest and latest offsets.
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+#: Kafka's ``ConfigResource.Type.BROKER``.
+BROKER_RESOURCE = 4
 #: Records read per partition per fetch, at most (the bytes budget usually stops before).
 FETCH_MAX_RECORDS = 10_000
 #: How often a fetch waiting for ``min_bytes`` looks at the log again (Kafka parks it in a purgatory instead).
@@ -71,14 +75,16 @@ class KafkaApis:
     lock around store calls; a fetch waiting for data waits outside it.
     """
 
-    def __init__(self, store: ServedStore, advertised: tuple[str, int], placement: Placement | None = None) -> None:
+    def __init__(self, store: ServedStore, advertised: tuple[str, int], placement: Placement | None = None, *,
+                 config: BrokerConfig | None = None, listener: str = "PLAINTEXT") -> None:
         self.store = store
+        self.config = config or BrokerConfig()
         self.advertised = advertised
         self.cluster_id = "deltalog-" + store.root.rsplit("/", 1)[-1][:40]
         self.lock = threading.RLock()
         self.group_metadata = GroupMetadataLog(store, self.lock)
         self.groups = GroupCoordinator(persist=self.group_metadata.persist, load=self.group_metadata.load)
-        self.placement = placement or Placement(lambda: Broker(NODE_ID, *advertised), None,
+        self.placement = placement or Placement(lambda: Broker(NODE_ID, *advertised, listener), None,
                                                 lambda: offsets_partitions(store))
         self._view: tuple[int, list[Broker]] = (-1, [])
         self._view_since = time.monotonic()
@@ -141,6 +147,21 @@ class KafkaApis:
             log.error("Metadata: %s", e)
             return p.KAFKA_STORAGE_ERROR
 
+    def _auto_create(self, topic: str) -> list[int] | int:
+        """Kafka's ``AutoTopicCreationManager``: a topic a client asked for, created with ``num.partitions`` and the
+        store's defaults; a name Kafka refuses answers INVALID_TOPIC_EXCEPTION, internal names are never created."""
+        if topic.startswith("__"):
+            return p.UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            self.store.create_topic(topic, self.config.num_partitions)
+            log.info("created topic %s (%d partitions) for a client's Metadata request (auto.create.topics.enable)",
+                     topic, self.config.num_partitions)
+        except TopicExistsError:
+            pass  # another endpoint or client created it meanwhile
+        except DeltalogError as e:
+            return e.errno
+        return self._partitions(topic)
+
     def _topic_uuid(self, topic: str) -> uuid.UUID | None:
         """The topic's id (KIP-516) as Metadata v10+ carries it: a client that sees the id of a topic change knows
         it was deleted and created again (KAFKA-12257). None (Kafka's zero id) for a topic made before ids."""
@@ -160,8 +181,11 @@ class KafkaApis:
             else:
                 names = [t.name for t in body.topics]
             topics = []
+            allowed = request.api_version < 4 or body.allow_auto_topic_creation
             for name in names:
                 parts = self._partitions(name)
+                if parts == p.UNKNOWN_TOPIC_OR_PARTITION and allowed and self.config.auto_create_topics_enable:
+                    parts = self._auto_create(name)
                 if isinstance(parts, int):
                     topics.append(cls.MetadataResponseTopic(error_code=parts, name=name,
                                                             is_internal=False, partitions=[]))
@@ -366,7 +390,7 @@ class KafkaApis:
         out = []
         for t in body.topics:
             code, message = p.NONE, None
-            partitions = t.num_partitions if t.num_partitions > 0 else 1  # -1: the broker's num.partitions
+            partitions = t.num_partitions if t.num_partitions > 0 else self.config.num_partitions  # -1: num.partitions
             config = {c.name: c.value for c in t.configs}
             if t.replication_factor not in (-1, 1):
                 code, message = p.INVALID_REPLICATION_FACTOR, (
@@ -463,9 +487,12 @@ class KafkaApis:
         result = cls.DescribeConfigsResult
         out = []
         for r in body.resources:
-            if r.resource_type != 2:  # TOPIC; brokers (4) and others are not served yet
+            if r.resource_type == BROKER_RESOURCE:
+                out.append(self._describe_broker(result, r))
+                continue
+            if r.resource_type != 2:  # TOPIC
                 out.append(result(error_code=p.INVALID_REQUEST, error_message=(
-                    f"resource type {r.resource_type} is not served: only topics (2)"),
+                    f"resource type {r.resource_type} is not served: topics (2) and brokers (4)"),
                     resource_type=r.resource_type, resource_name=r.resource_name, configs=[]))
                 continue
             with self.lock:
@@ -484,6 +511,22 @@ class KafkaApis:
                               resource_name=r.resource_name, configs=configs))
         return cls(throttle_time_ms=0, results=out)
 
+
+    def _describe_broker(self, result: Any, r: Any) -> Any:
+        """A broker's configs (Kafka's DescribeConfigs on ``ConfigResource.Type.BROKER``): this endpoint's, named by
+        its node id (or "", the cluster's default), as it was started; secrets are sensitive and have no value."""
+        me = str(self.placement.me.node_id)
+        if r.resource_name not in ("", me):
+            return result(error_code=p.INVALID_REQUEST, error_message=(
+                f"broker {r.resource_name!r}: this endpoint is broker {me}; ask that broker for its configs"),
+                resource_type=BROKER_RESOURCE, resource_name=r.resource_name, configs=[])
+        wanted = None if r.configuration_keys is None else set(r.configuration_keys)
+        configs = [result.DescribeConfigsResourceResult(
+            name=k, value=v, read_only=True, is_default=source == DEFAULT_CONFIG, config_source=source,
+            is_sensitive=sensitive, synonyms=[], config_type=0, documentation=None)
+            for k, v, source, sensitive in self.config.described() if wanted is None or k in wanted]
+        return result(error_code=p.NONE, error_message=None, resource_type=BROKER_RESOURCE,
+                      resource_name=r.resource_name, configs=configs)
 
     # -- group offsets (the group coordinator: this endpoint, for the groups placement gives it) ------------
 

@@ -85,9 +85,12 @@ class Placement:
         return self._me()
 
     def brokers(self) -> list[Broker]:
-        """The live endpoints, ordered by node id."""
-        live = self._live() if self._live is not None else []
-        return sorted(live) if live else [self.me]
+        """The live endpoints of this endpoint's listener, ordered by node id: Kafka answers Metadata and
+        FindCoordinator with the brokers' endpoints for the listener the request came in on, so a SASL client is
+        never sent to a PLAINTEXT endpoint of the same store (``listener.security.protocol.map`` names each)."""
+        me = self.me
+        live = [b for b in (self._live() if self._live is not None else []) if b.listener == me.listener]
+        return sorted(live) if live else [me]
 
     def leader(self, topic: str, partition: int, brokers: list[Broker] | None = None) -> Broker:
         """The endpoint Metadata names as ``topic``-``partition``'s leader."""
@@ -118,16 +121,18 @@ class Placement:
         return self.coordinator(key_type, key).node_id == self.me.node_id
 
 
-def for_endpoint(store: ServedStore, advertised: tuple[str, int], **registry_options: Any) -> tuple[BrokerRegistry, Placement]:
+def for_endpoint(store: ServedStore, advertised: tuple[str, int], listener: str = "PLAINTEXT",
+                 **registry_options: Any) -> tuple[BrokerRegistry, Placement]:
     """Register an endpoint advertised at ``advertised`` in ``store`` (``node_id``, ``session_timeout_ms``,
     ``heartbeat_interval_ms``: :class:`~deltalog.server.registry.BrokerRegistry`'s) and the placement it answers
     with. Raises :class:`~deltalog.errors.DuplicateBrokerRegistrationError` for a node id another live endpoint
     holds."""
-    registry = BrokerRegistry(store.log_manager.storage, store.clock, *advertised, **registry_options)
+    registry = BrokerRegistry(store.log_manager.storage, store.clock, *advertised, listener=listener,
+                              **registry_options)
     registry.register()
 
     def me() -> Broker:
-        return Broker(registry.node_id if registry.node_id is not None else -1, *advertised)
+        return Broker(registry.node_id if registry.node_id is not None else -1, *advertised, listener)
 
     return registry, Placement(me, registry.live, lambda: offsets_partitions(store), lambda: registry.epoch,
                                handover_ms=2 * registry.refresh_ms)

@@ -54,11 +54,13 @@ _SUFFIX = ".json"
 
 @dataclass(frozen=True, order=True)
 class Broker:
-    """One live endpoint, as Metadata lists it (Kafka's ``Node``)."""
+    """One live endpoint, as Metadata lists it (Kafka's ``Node``), and the name of its listener (Kafka's
+    ``ListenerName``: clients are sent only to endpoints of the listener they came in on)."""
 
     node_id: int
     host: str
     port: int
+    listener: str = "PLAINTEXT"
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,8 @@ class BrokerRegistry:
     heartbeat and deletes this endpoint's file.
     """
 
-    def __init__(self, storage: Storage, clock: Clock, host: str, port: int, *, node_id: int | None = None,
+    def __init__(self, storage: Storage, clock: Clock, host: str, port: int, *, listener: str = "PLAINTEXT",
+                 node_id: int | None = None,
                  session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
                  heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS, refresh_ms: int = DEFAULT_REFRESH_MS,
                  owner: str | None = None) -> None:
@@ -99,7 +102,7 @@ class BrokerRegistry:
                 f"broker.session.timeout.ms ({session_timeout_ms}), or a live endpoint would expire between beats")
         self.storage = storage
         self.clock = clock
-        self.host, self.port = host, port
+        self.host, self.port, self.listener = host, port, listener
         self.wanted_node_id = None if node_id is None else validate_node_id(node_id)
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
@@ -123,7 +126,8 @@ class BrokerRegistry:
         return self.storage.location(*BROKERS_DIR, f"{node_id}{_SUFFIX}")
 
     def _payload(self, node_id: int, now_ms: int) -> dict[str, object]:
-        return {"node_id": node_id, "host": self.host, "port": self.port, "owner": self.owner,
+        return {"node_id": node_id, "host": self.host, "port": self.port, "listener": self.listener,
+                "owner": self.owner,
                 "registered_ms": self._registered_ms or now_ms, "expires_ms": now_ms + self.session_timeout_ms}
 
     @staticmethod
@@ -132,7 +136,8 @@ class BrokerRegistry:
         no registration: its node id can be taken over by compare-and-swap, which a live holder's renewal notices)."""
         try:
             d = json.loads(data)
-            return Registration(Broker(int(d["node_id"]), str(d["host"]), int(d["port"])), str(d["owner"]),
+            broker = Broker(int(d["node_id"]), str(d["host"]), int(d["port"]), str(d.get("listener", "PLAINTEXT")))
+            return Registration(broker, str(d["owner"]),
                                 int(d["registered_ms"]), int(d["expires_ms"]))
         except (ValueError, KeyError, TypeError):
             return None

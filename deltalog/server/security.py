@@ -17,7 +17,7 @@ SASL_SSL       yes                     PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
 ============== ======================= ================================================
 
 Where deltalog differs from Kafka, and why: one listener per ``deltalog serve`` process (Kafka's broker runs
-several; a Metadata answer names the listener's own address, and the endpoint has one); keystores and truststores
+several; each endpoint registers its listener's name and Metadata names the endpoints of that listener only); keystores and truststores
 are PEM only (``ssl.keystore.type=PEM``, Kafka's own PEM support of KIP-651: Python's ``ssl`` reads PEM, not JKS
 or PKCS12; convert with ``openssl pkcs12 -in keystore.p12 -nodes -out keystore.pem``), and ``ssl.keystore.type``
 left unset means PEM (Kafka's default JKS cannot be read); ``sasl.enabled.mechanisms`` has no default (Kafka's
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltalog.errors import InvalidConfigError
-from deltalog.server import limits, sasl
+from deltalog.server import broker_config, limits, sasl
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = {name: name for name in PROTOCOLS}
@@ -49,7 +49,8 @@ SSL_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password
             "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
             "ssl.protocol")
 KNOWN_KEYS = ("listeners", "advertised.listeners", "listener.security.protocol.map", "sasl.enabled.mechanisms",
-              "sasl.server.max.receive.size", "socket.request.max.bytes", *SSL_KEYS, *limits.KEYS.values())
+              "sasl.server.max.receive.size", "socket.request.max.bytes", *SSL_KEYS, *limits.KEYS.values(),
+              *broker_config.KEYS)
 _LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:\[\]]*):(?P<port>\d+)")
 
 

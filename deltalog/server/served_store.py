@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from deltalog.clock import Clock
     from deltalog.config import TopicConfig
-    from deltalog.groups.offsets_topic import OffsetsTopic
+    from deltalog.coordinator.group.offsets_topic import OffsetsTopic
     from deltalog.log.log_manager import LogManager
     from deltalog.log.partition_log import PartitionLog
     from deltalog.log.retention import DeleteRecordsResult

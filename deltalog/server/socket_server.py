@@ -45,6 +45,7 @@ from typing import Any
 
 from deltalog.scram import ScramCredentials
 from deltalog.server import protocol as p
+from deltalog.server.broker_config import BrokerConfig
 from deltalog.server.kafka_apis import FETCH_POLL_S, KafkaApis, fetch_deadline
 from deltalog.server.limits import ConnectionLimits
 from deltalog.server.placement import for_endpoint
@@ -603,9 +604,10 @@ class SocketServer:
     def __init__(self, store: ServedStore, host: str = "127.0.0.1", port: int = 9092, *,
                  advertised_host: str | None = None, max_request_bytes: int = p.DEFAULT_MAX_REQUEST_BYTES,
                  security: ListenerSecurity | None = None, limits: ConnectionLimits | None = None,
-                 **registration: Any) -> None:
+                 config: BrokerConfig | None = None, **registration: Any) -> None:
         """``security`` (:mod:`deltalog.server.security`): TLS and SASL; without it PLAINTEXT, loopback addresses
-        only. ``limits``: :class:`~deltalog.server.limits.ConnectionLimits` (Kafka's defaults when None).
+        only. ``limits``: :class:`~deltalog.server.limits.ConnectionLimits` (Kafka's defaults when None);
+        ``config``: :class:`~deltalog.server.broker_config.BrokerConfig` (topic auto-creation, DescribeConfigs).
         ``registration``: ``node_id``, ``session_timeout_ms``, ``heartbeat_interval_ms`` of the endpoint's entry
         among the store's live endpoints (:func:`deltalog.server.placement.for_endpoint`)."""
         self.security = security or ListenerSecurity(host=host, port=port)
@@ -628,12 +630,12 @@ class SocketServer:
         if self.security.advertised is not None:  # advertised.listeners: what Metadata and the registry give clients
             advertised = (self.security.advertised[0], self.security.advertised[1] or self.port)
         try:
-            self.registry, placement = for_endpoint(store, advertised, **registration)
+            self.registry, placement = for_endpoint(store, advertised, self.security.name, **registration)
         except BaseException:
             self._socket.close()
             raise
         self.node_id = self.registry.node_id
-        self.apis = KafkaApis(store, advertised, placement)
+        self.apis = KafkaApis(store, advertised, placement, config=config, listener=self.security.name)
         scram_lookup = ScramCredentials(store.storage).get if self.security.is_sasl else None
         self._network = _NetworkThread(self._socket, _Handlers(self.apis), self.security, scram_lookup, self.limits,
                                        max_request_bytes)

@@ -1,6 +1,6 @@
 """Bringing a state table up to date: the new records of each partition, the latest per key, in one merge.
 
-A refresh reads, per partition, what a ``read_committed`` consumer would fetch (:mod:`deltalog.groups.fetch`: up
+A refresh reads, per partition, what a ``read_committed`` consumer would fetch (:mod:`deltalog.log.fetch`: up
 to the last stable offset, aborted records and markers left out) from the offset the table last applied (see
 :mod:`deltalog.state.table`) to the partition's last stable offset, as Kafka's consumers resume from their
 committed position. Of those records it keeps the latest of each key (:func:`~deltalog.state.rows.latest_per_key`)
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 
@@ -138,6 +139,14 @@ def merge(dt: DeltaTable, config: TopicConfig, source: pa.Table, reads: list[Par
     return dict(builder.execute())
 
 
+def _append(dt: DeltaTable, source: pa.Table, reads: list[PartitionRead], records_read: int) -> dict[str, object]:
+    """The first rows of an empty table (its first refresh): a plain append, which a MERGE into no rows would
+    only slow down, in one commit with the offsets."""
+    rows = source.filter(pc.invert(source.column(DELETED))).drop_columns([DELETED])
+    write_deltalake(dt, rows, mode="append", commit_properties=_commit_properties(reads, OPERATION, records_read))
+    return {"num_source_rows": source.num_rows, "num_target_rows_inserted": rows.num_rows}
+
+
 def _mark_offsets(dt: DeltaTable, reads: list[PartitionRead], records_read: int) -> None:
     """A commit of the new offsets alone: records were read (markers, aborted or keyless records), none changes
     a row."""
@@ -151,7 +160,7 @@ def rebuild(logs: LogManager, topic: str, config: TopicConfig, table: state_tabl
     began = time.monotonic()
     reads = [read_partition(logs.log(topic, p), 0) for p in logs.partitions(topic)]
     source = _source(reads, config)
-    rows = source.filter(pa.compute.invert(source.column(DELETED))).drop_columns([DELETED])
+    rows = source.filter(pc.invert(source.column(DELETED))).drop_columns([DELETED])
     records_read = sum(r.records_read for r in reads)
     topic_id = logs.topic_id(topic)
     props = {**state_table.TABLE_PROPERTIES, state_table.PROP_TOPIC: topic,
@@ -205,7 +214,9 @@ def refresh(logs: LogManager, topic: str, *, full: bool = False) -> RefreshResul
                    if r.log_start_offset > starts[r.partition] and applied[r.partition] > starts[r.partition]}
         source = _source(reads, config)
         try:
-            if source.num_rows or trimmed:
+            if source.num_rows and not trimmed and not dt.file_uris():
+                metrics = _append(dt, source, reads, records_read)  # an empty table: nothing to match
+            elif source.num_rows or trimmed:
                 metrics = merge(dt, config, source, reads, trimmed, records_read)
             else:
                 metrics = {}

@@ -11,9 +11,10 @@
   (:mod:`tooling.reliability.model`).
 * :mod:`tooling.reliability.attacks` and its classes (:mod:`~tooling.reliability.state_attacks`,
   :mod:`~tooling.reliability.clock_attacks`, :mod:`~tooling.reliability.disk_attacks`,
-  :mod:`~tooling.reliability.store_fault_attacks`; run in series by :mod:`~tooling.reliability.attack_runs`,
-  reported by :mod:`~tooling.reliability.attack_report`): documents outside the Delta logs damaged or lost, a
-  producer's clock a day off, a full disk, and an object store's failed answers, judged by the same model.
+  :mod:`~tooling.reliability.store_fault_attacks`, :mod:`~tooling.reliability.writer_clock_attacks`; run in
+  series by :mod:`~tooling.reliability.attack_runs`, reported by :mod:`~tooling.reliability.attack_report`):
+  documents outside the Delta logs damaged or lost, a producer's clock a day off, a full disk, an object store's
+  failed answers, and writers whose clocks disagree under time travel, judged by the same model.
 * ``python -m tooling.reliability`` runs them all and writes ``docs/RELIABILITY.md``.
 
 The tests (``tests/test_hostile_input.py``, ``tests/test_crash_harness.py``, ``tests/test_attack_harness.py``)

@@ -45,6 +45,16 @@ ABOUT = {
                      "the producers are done, a DELETE, which every read must refuse naming it, then Delta's RESTORE. "
                      "Faults injected counts the other engine's commits that landed. Besides the model's verdict, no "
                      "partition may hold an offset twice (`describe`'s `duplicated_offsets`).",
+    "writer-clocks": "`tooling/reliability/writer_clock_attacks.py`: appends alternate between this process and a "
+                     "writer process whose system clock libfaketime moves 2 s behind, 1 h behind or 1 h ahead (its "
+                     "Delta commits carry that clock's timestamps, as a writer on another host's would). Between "
+                     "every two commits a time T is noted on the wall clock; a read as of each T must hold no record "
+                     "the wall-clock writer appended after T (offsets changed) and, when no writer ran ahead, every "
+                     "record acknowledged before T (records lost: with a writer ahead, Delta's rule pushes later "
+                     "commits' times forward, so that case checks the first property only); `history` must list "
+                     "versions in order with increasing times, and a time before the topic existed must be refused "
+                     "(`VersionNotAvailableError`, counted as errors naming the file). Faults injected counts the "
+                     "skewed writer's commits.",
 }
 
 _OTHER_PARTS = {"kills": "## Kills", "concurrency": "## Concurrency", "hostile": "## Hostile input",

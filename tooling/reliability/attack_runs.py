@@ -66,9 +66,18 @@ def run_class(cls: str, runs: int, workdir: Path, log: Callable[[str], None], *,
         for n in range(runs):
             h = harness(n)
             out.append(engine_run(h, engine_cases[n % len(engine_cases)], clean=_cleaner(h) if clean else None))
+    elif cls == "writer-clocks":
+        out = _writer_clocks(runs, harness)
     else:
         out = _store_faults(runs, harness, log, seed=seed, clean=clean, s3=s3)
     return out
+
+
+def _writer_clocks(runs: int, harness: Callable[..., Harness]) -> list[AttackOutcome]:
+    from tooling.reliability.writer_clock_attacks import CASES, writer_clock_run
+
+    cases = list(CASES)
+    return [writer_clock_run(harness(n), cases[n % len(cases)]) for n in range(runs)]
 
 
 def _store_faults(runs: int, harness: Callable[..., Harness], log: Callable[[str], None], *, seed: int, clean: bool,

@@ -45,6 +45,7 @@ CLASSES = {
     "disk": "A full disk",
     "store-faults": "Object-store faults between the client and the store",
     "other-engines": "Other engines at the same time",
+    "writer-clocks": "Clock skew between writers",
 }
 
 

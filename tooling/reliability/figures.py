@@ -51,8 +51,8 @@ DEFAULT_OUT = Path(__file__).resolve().parents[2] / "docs" / "RELIABILITY.md"
 #: The parts ``--skip`` and ``--only`` take: the first four, then the attack classes.
 PARTS = ("hostile", "kills", "concurrency", "damage", *CLASSES)
 #: Runs of each attack class: every case of the class at least twice (one case for the disk).
-ATTACK_RUNS = {"state": 16, "clock": 8, "disk": 6, "store-faults": 12, "other-engines": 8}
-QUICK_ATTACK_RUNS = {"state": 8, "clock": 4, "disk": 1, "store-faults": 4, "other-engines": 4}
+ATTACK_RUNS = {"state": 16, "clock": 8, "disk": 6, "store-faults": 12, "other-engines": 8, "writer-clocks": 9}
+QUICK_ATTACK_RUNS = {"state": 8, "clock": 4, "disk": 1, "store-faults": 4, "other-engines": 4, "writer-clocks": 3}
 
 
 @dataclass

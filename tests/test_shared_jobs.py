@@ -1,0 +1,94 @@
+"""A round of the cleaning loop cleans many partitions side by side with their Spark work in two shared jobs
+(cleaner/shared_jobs.py), each partition still cleaned, committed and judged on its own: the same survivors as one
+pass at a time, and a failing partition fails alone."""
+
+from __future__ import annotations
+
+import os
+
+from deltalog import Record, Store
+from deltalog.cleaner.shared_jobs import SharedJobs
+
+PARTITIONS = 5
+
+
+def dirty(store, topic, partition, rounds=3):
+    for r in range(rounds):
+        store.append(topic, partition, [Record(f"k{i}", f"v{r}-{partition}") for i in range(4 + partition)])
+        store.append(topic, partition, [Record(f"gone{partition}", None)])  # a tombstone, kept until its horizon
+        store.roll(topic, partition)
+    store.append(topic, partition, [Record("active", "a")])
+
+
+def build(root, clock, spark):
+    store = Store(root, clock=clock, spark=spark)
+    store.create_topic("t", PARTITIONS, config={"cleanup.policy": "compact"})
+    for p in range(PARTITIONS):
+        dirty(store, "t", p)
+    return store
+
+
+def survivors(store):
+    return {p: [(r.offset, r.key, r.value) for r in store.read("t", p, "earliest")] for p in range(PARTITIONS)}
+
+
+def test_a_round_shares_two_jobs_and_keeps_what_one_pass_at_a_time_keeps(tmp_path, clock, spark):
+    shared = build(tmp_path / "shared", clock, spark)
+    alone = build(tmp_path / "alone", clock, spark)
+    cleaner = shared.log_cleaner()
+    round_ = cleaner.clean_filthiest_logs()
+    assert sorted(r.partition for r in round_.cleans) == list(range(PARTITIONS)) and round_.outcomes == ()
+    assert cleaner.rounds == [(PARTITIONS, 2)]  # pass 1 of all in one Spark job, pass 2 of all in one more
+    one_at_a_time = alone.log_cleaner(shared_jobs=False).clean_filthiest_logs()
+    assert sorted(r.partition for r in one_at_a_time.cleans) == list(range(PARTITIONS))
+    assert survivors(shared) == survivors(alone)
+    for p in range(PARTITIONS):  # one Delta commit per partition, as before
+        history = shared.log("t", p).table().history()
+        assert sum(1 for h in history if h.get("deltalog.operation") == "clean") == 1
+    by_partition = {r.partition: r for r in round_.cleans}
+    for r in one_at_a_time.cleans:
+        mine = by_partition[r.partition]
+        assert (mine.records_read, mine.records_written, mine.end_offset) == (r.records_read, r.records_written,
+                                                                              r.end_offset)
+
+
+def test_a_failing_partition_fails_alone_in_a_shared_round(tmp_path, clock, spark):
+    store = build(tmp_path / "store", clock, spark)
+    log = store.log("t", 2)
+    victim = os.path.join(log.uri, log.snapshot().files[0].path)
+    with open(victim, "r+b") as f:  # a torn Parquet footer: pass 1's task for t-2 fails
+        f.seek(-12, os.SEEK_END)
+        f.write(b"\0" * 12)
+    cleaner = store.log_cleaner()
+    round_ = cleaner.clean_filthiest_logs()
+    assert sorted(r.partition for r in round_.cleans) == [0, 1, 3, 4]
+    assert [(f.topic, f.partition) for f in round_.failures] == [("t", 2)]
+    assert os.path.basename(victim) in round_.failures[0].message
+
+
+def test_shared_jobs_run_when_every_pass_still_running_has_submitted(spark, tmp_path):
+    """Three passes, one of which leaves without Spark work: the other two share one job, and get their own
+    results back."""
+    import threading
+
+    from deltalog.storage import Storage
+
+    storage = Storage(str(tmp_path))
+    jobs = SharedJobs(spark, 3)
+    results: dict[int, list[int]] = {}
+
+    def party(i: int) -> None:
+        try:
+            if i == 1:
+                return
+            results[i] = jobs.run(abs, [-i, -10 * i], storage=storage, work_dir=str(tmp_path / "work"))
+        finally:
+            jobs.leave()
+
+    threads = [threading.Thread(target=party, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert results == {0: [0, 0], 2: [2, 20]}
+    assert (jobs.jobs_run, jobs.submissions) == (1, 2)
