@@ -33,8 +33,6 @@ BUILTIN_RAISES = {
     "deltalog/log/faults.py": "DELTALOG_FAULT_KILL, the crash harness's variable, never a user's",
     "deltalog/storage/local.py": "read_parquet's documented FileNotFoundError, which the log's readers turn into "
                            "CorruptLogError",
-    "deltalog/cli/serve.py": "deltalog ping's probe: a ValueError for an answer that is not ApiVersions', caught by "
-                             "its retry loop beside OSError, which ends in DeltalogError",
 }
 #: Exceptions that are Python's protocol, not errors: a module's ``__getattr__``, an iterator's end, an exit code.
 PROTOCOL = {"AttributeError", "StopIteration", "SystemExit", "KeyboardInterrupt", "AssertionError"}
