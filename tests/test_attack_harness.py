@@ -275,8 +275,7 @@ def test_only_one_class_keeps_the_kills_and_the_damage_of_the_previous_report(tm
 def test_writer_clocks_a_skewed_writer_leaves_time_travel_right(tmp_path, case):
     from tooling.reliability.writer_clock_attacks import libfaketime, writer_clock_run
 
-    if libfaketime() is None:
-        pytest.skip("libfaketime is not installed (apt-get install faketime)")
+    assert libfaketime() is not None, "libfaketime could not be installed (apt-get install faketime)"
     o = writer_clock_run(_harness(tmp_path), case)
     assert o.held, o.problems
     assert o.injected == 3 and o.acked >= 6 and o.errors_named == 1
@@ -289,8 +288,7 @@ def test_writer_clocks_catch_time_travel_on_the_writers_own_timestamps(tmp_path,
     from deltalog.log import time_travel
     from tooling.reliability.writer_clock_attacks import libfaketime, writer_clock_run
 
-    if libfaketime() is None:
-        pytest.skip("libfaketime is not installed (apt-get install faketime)")
+    assert libfaketime() is not None, "libfaketime could not be installed (apt-get install faketime)"
 
     def raw_version_at(dt, timestamp_ms, name):
         for entry in dt.history():

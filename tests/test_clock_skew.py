@@ -3,7 +3,7 @@ DeltaHistoryManager makes them (a commit's time is ``max(its own, the previous c
 
 A commit's ``timestamp`` in ``_delta_log`` is its writer's clock. Two ways to get a writer whose clock is wrong: a
 commit rewritten as such a writer would have stamped it (always here), and a real writer process whose clock runs
-behind under libfaketime (``apt-get install faketime``; skipped without it), which is how a skewed host commits
+behind under libfaketime (Debian's ``faketime``, installed by ``tooling.services.ensure_libfaketime``), which is how a skewed host commits
 through delta-rs (delta-rs takes the commit info's ``timestamp`` from the system clock and refuses one set by the
 caller)."""
 
@@ -25,9 +25,6 @@ from deltalog.log.history import HistoryEntry
 from tests.conftest import run_cli
 
 HOUR_MS = 3_600_000
-LIBFAKETIME = next((p for p in ("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
-                                "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
-                                "/usr/lib/faketime/libfaketime.so.1") if os.path.exists(p)), None)
 
 
 def _restamp(store: Store, topic: str, version: int, timestamp_ms: int) -> None:
@@ -107,7 +104,6 @@ def test_history_lists_versions_in_order_and_names_the_adjusted_commits(store, c
 
 
 @pytest.mark.subprocess
-@pytest.mark.skipif(LIBFAKETIME is None, reason="libfaketime is not installed (apt-get install faketime)")
 def test_a_real_writer_an_hour_behind_cannot_read_data_before_the_topic_existed(tmp_path):
     root = tmp_path / "store"
     store = Store(root)
@@ -117,7 +113,9 @@ def test_a_real_writer_an_hour_behind_cannot_read_data_before_the_topic_existed(
     store.append("t", 0, [Record(b"k", b"b")])
     code = ("import sys; from deltalog import Record, Store; "
             "Store(sys.argv[1]).append('t', 0, [Record(b'k', b'c')])")
-    env = {**os.environ, "LD_PRELOAD": LIBFAKETIME, "FAKETIME": "-3600", "PYTHONPATH": os.getcwd()}
+    from tooling.services import ensure_libfaketime
+
+    env = {**os.environ, "LD_PRELOAD": ensure_libfaketime(), "FAKETIME": "-3600", "PYTHONPATH": os.getcwd()}
     subprocess.run([sys.executable, "-c", code, str(root)], env=env, check=True, timeout=120)
     entries = Store(root).history("t", 0)
     assert [e.version for e in entries] == [3, 2, 1, 0]

@@ -130,3 +130,40 @@ def test_a_clean_racing_an_optimize_serves_every_offset_once(spark_store, clock,
     offsets = [r.offset for r in read]
     assert offsets == sorted(set(offsets))
     assert {r.key: (r.offset, r.value) for r in read} == latest  # every key's latest, nothing older won
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_retention_after_an_optimize_that_follows_its_relayout_keeps_every_record_above_the_log_start(
+        store, clock, monkeypatch, engine):
+    """Retention lays merged files out again before it drops segments; an OPTIMIZE that merges them again right
+    after that relayout must make retention plan again, not drop the merged file with the records it keeps."""
+    store.create_topic("r", 1, config={"cleanup.policy": "delete", "segment.ms": SEGMENT_MS, "retention.ms": 5000})
+    for i in range(6):
+        store.append("r", 0, [Record(key=f"k{j}".encode(), value=f"{i}.{j}".encode()) for j in range(3)])
+        clock.advance(2 * SEGMENT_MS)
+    log = store.log("r", 0)
+    optimize(log.uri, "compact")  # retention relays it out first
+    ran = at_point(monkeypatch, "relayout:after-commit", lambda: optimize(log.uri, engine))
+    result = store.delete_old_segments("r")[0]
+    assert ran
+    start = result.log_start_offset
+    assert start > 0
+    assert sorted(table_offsets(log.uri)) == list(range(start, 18))
+    assert [r.offset for r in store.read("r", 0, start)] == list(range(start, 18))
+
+
+def test_a_clean_after_an_optimize_that_follows_its_relayout_loses_nothing(spark_store, clock, monkeypatch):
+    store = spark_store
+    _keyed(store, clock)
+    log = store.log("t", 0)
+    records = {r.offset: (r.key, r.value) for r in store.read("t", 0, 0)}
+    latest = {k: (o, v) for o, (k, v) in sorted(records.items())}
+    optimize(log.uri, "compact")  # the clean relays it out first
+    ran = at_point(monkeypatch, "relayout:after-commit", lambda: optimize(log.uri, "z_order"))
+    store.clean()
+    store.clean()  # the round after lays the files out again and cleans
+    assert ran
+    assert served_twice(log.uri) == {}
+    read = store.read("t", 0, 0)
+    assert {r.key: (r.offset, r.value) for r in read} == latest
+    assert all(records[r.offset] == (r.key, r.value) for r in read)

@@ -54,6 +54,9 @@ def test_a_partition_holding_offsets_twice_is_named_by_every_reader(store, clock
     consumer = store.consumer("t", group_id="g", auto_offset_reset="earliest")
     with pytest.raises(CorruptLogError, match=f"twice at version {version}"):
         consumer.poll(timeout_ms=0)
+    pytest.importorskip("duckdb")
+    with pytest.raises(CorruptLogError, match=f"twice at version {version}"):
+        store.sql("SELECT count(*) FROM t", engine="embedded")  # the embedded SQL engine
     state = store.describe("t")[0]
     assert state.duplicated_offsets == 20 and f"version {version}" in state.duplicates
     assert state.eligible_for_cleaning  # never "clean" over it

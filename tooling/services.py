@@ -63,6 +63,23 @@ def free_port(host: str = LOOPBACK) -> int:
         return s.getsockname()[1]
 
 
+def _apt_install(package: str) -> subprocess.CompletedProcess:
+    """``apt-get install PACKAGE`` (``apt-get update`` first when the lists are stale); raises
+    :class:`ServiceError` when the machine has no apt-get."""
+    apt = shutil.which("apt-get")
+    if apt is None:
+        raise ServiceError(f"{package} is missing and there is no apt-get to install it: install Debian/Ubuntu's "
+                           f"{package} package (apt-get install {package}) or your system's equivalent")
+    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    cmd = [*sudo, apt, "install", "-y", "--no-install-recommends", package]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        subprocess.run([*sudo, apt, "update"], capture_output=True)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    return done
+
+
 def ensure_kcat() -> str:
     """The path of ``kcat`` (librdkafka's command-line client, Debian's package), installed with apt-get when it is
     missing and the machine has apt-get (CI images; tests of the Kafka endpoint run it). Raises
@@ -70,20 +87,34 @@ def ensure_kcat() -> str:
     found = shutil.which("kcat")
     if found:
         return found
-    apt = shutil.which("apt-get")
-    if apt is None:
-        raise ServiceError("kcat is missing and there is no apt-get to install it: install kcat (Debian/Ubuntu: "
-                           "apt-get install kcat; macOS: brew install kcat)")
-    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
-    done = subprocess.run([*sudo, apt, "install", "-y", "--no-install-recommends", "kcat"], capture_output=True,
-                          text=True, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-    if done.returncode != 0:
-        subprocess.run([*sudo, apt, "update"], capture_output=True)
-        done = subprocess.run([*sudo, apt, "install", "-y", "--no-install-recommends", "kcat"], capture_output=True,
-                              text=True, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    done = _apt_install("kcat")
     found = shutil.which("kcat")
     if not found:
         raise ServiceError(f"apt-get install kcat failed: {done.stderr[-2000:]}")
+    return found
+
+
+#: Where Debian's ``faketime`` package puts the preload library, by architecture.
+LIBFAKETIME_PATHS = ("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+                     "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1")
+
+
+def find_libfaketime() -> str | None:
+    """The path of libfaketime's preload library, or None when it is not installed."""
+    return next((p for p in LIBFAKETIME_PATHS if os.path.exists(p)), None)
+
+
+def ensure_libfaketime() -> str:
+    """The path of libfaketime (Debian's ``faketime``: ``LD_PRELOAD`` moves a process's clock), installed with
+    apt-get when missing: the clock-skew tests run a writer process whose clock is really off, as on another host.
+    Raises :class:`ServiceError` when it cannot be had, so those tests fail rather than skip."""
+    found = find_libfaketime()
+    if found:
+        return found
+    done = _apt_install("faketime")
+    found = find_libfaketime()
+    if not found:
+        raise ServiceError(f"apt-get install faketime failed: {done.stderr[-2000:]}")
     return found
 
 

@@ -363,6 +363,11 @@ class LogCleaner:
                 ltc = LogToClean.for_log(plog, snap, self.clock.now_ms())
                 if ltc.first_uncleanable_offset <= ltc.first_dirty_offset:
                     return None
+            merged = [f.path for f in snap.files
+                      if not f.deltalog_layout and f.min_offset < ltc.first_uncleanable_offset]
+            if merged:  # another engine's OPTIMIZE merged the pass's segments again since the relayout
+                raise CommitConflictError(f"cleaning {topic}-{partition}: another engine merged segments again at "
+                                          f"version {snap.version} ({merged[0]}); the next round lays them out again")
             cleaner = self._cleaner()
             with PassProgress(cleaner.spark, ltc, self.progress_interval_s, self.progress):
                 result = cleaner.clean(ltc, plog)

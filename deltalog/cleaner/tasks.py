@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from deltalog.errors import CorruptLogError
+from deltalog.errors import CorruptLogError, TaskError
 from deltalog.storage import Storage, join
 
 P = TypeVar("P")
@@ -41,11 +41,6 @@ _RESULT_DDL = "index long, result binary"
 
 
 _bound = threading.local()
-
-
-class TaskError(RuntimeError):
-    """A task of a shared job that raised: its worker's traceback as text, as Spark reports a failed task's error, so
-    the pass reads it the same way (the last ``SomeError: message`` line says what went wrong)."""
 
 
 def bind(jobs: Any) -> None:

@@ -186,7 +186,7 @@ def consume(args: argparse.Namespace) -> int:
     code = 0
     stop_signal = _on_sigterm() if args.follow else None
     # a counter of the records printed, on a terminal's stderr while the records themselves go to a file or a pipe
-    bar = progress.counter(f"consuming {topic}", unit=" records", show=False if sys.stdout.isatty() else None)
+    bar = progress.counter(f"consuming {topic}", unit=" records", show=False if progress.is_terminal(sys.stdout) else None)
 
     def write_counted(partition: int, records: list[Record]) -> None:
         write(partition, records)

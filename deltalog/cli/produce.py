@@ -98,7 +98,7 @@ def produce(args: argparse.Namespace) -> int:
         else:
             # a counter of records, when the input is piped in (not while someone types it)
             with progress.counter(f"producing to {topic}", unit=" records",
-                                  show=False if sys.stdin.isatty() else None) as bar:
+                                  show=False if progress.is_terminal(sys.stdin) else None) as bar:
                 _stream(store, topic, _entries(sys.stdin, source, text, args, count, json_fields), source, text,
                         args, report, tick=bar.update)
     except UnicodeDecodeError as e:

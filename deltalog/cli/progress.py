@@ -37,13 +37,20 @@ def counter(description: str, *, unit: str, total: int | None = None, stream: Te
                 dynamic_ncols=True)
 
 
+def is_terminal(stream: Any) -> bool:
+    """Whether ``stream`` is a terminal; a stream without ``isatty`` (a replaced ``sys.stdin``, a generator of
+    lines) is not."""
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty()) if callable(isatty) else False
+
+
 class CleanProgress:
     """A :data:`~deltalog.cleaner.progress.ProgressListener` that shows passes on ``stream``: one tqdm counter of
     tasks done per running pass on a terminal, a log line per status otherwise."""
 
     def __init__(self, stream: TextIO, *, interval_s: float | None = None, tty: bool | None = None) -> None:
         self.stream = stream
-        self.tty = stream.isatty() if tty is None else tty
+        self.tty = is_terminal(stream) if tty is None else tty
         self.interval_s = interval_s if interval_s is not None else (BAR_INTERVAL_S if self.tty else
                                                                       DEFAULT_LINE_INTERVAL_S)
         self._bars: dict[str, Any] = {}

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from deltalog.errors import InvalidConfigError, OffsetOutOfRangeError
+from deltalog.errors import CommitConflictError, InvalidConfigError, OffsetOutOfRangeError
 from deltalog.log import delta, layout
 from deltalog.log.delta import DataFile
 from deltalog.log.log_manager import LogManager
@@ -151,7 +151,11 @@ def delete_old_segments(log_: PartitionLog, now_ms: int) -> RetentionResult:
             return RetentionResult(snap.topic, snap.partition, snap.log_start_offset, snap.log_start_offset,
                                    (), 0, None, now_ms)
         bases = {d.base_offset for d in doomed}
-        files = [f for s in snap.segments if s.base_offset in bases for f in s.files]
+        files = list({f.path: f for s in snap.segments if s.base_offset in bases for f in s.files}.values())
+        merged = [f.path for f in files if not f.deltalog_layout]
+        if merged:  # another engine's OPTIMIZE merged segments again since the relayout: its file holds kept ones
+            raise CommitConflictError(f"retention of {snap.topic}-{snap.partition}: another engine merged segments "
+                                      f"again at version {snap.version} ({merged[0]}); laying them out again")
         new_start = max(snap.log_start_offset, doomed[-1].end_offset)
         version = _commit_removal(log_, snap, files, new_start, now_ms, "retention", {
             "segments_deleted": len(doomed),

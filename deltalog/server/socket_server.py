@@ -354,7 +354,11 @@ class _NetworkThread:
     def _accept(self) -> None:
         try:
             sock, peer = self.listener.accept()
-        except (BlockingIOError, OSError):
+        except BlockingIOError:
+            return
+        except OSError as e:  # out of file descriptors (EMFILE): the kernel keeps the connection queued meanwhile
+            log.warning("cannot accept a connection: %s", e)
+            time.sleep(0.1)  # not a busy loop on a listening socket that stays readable
             return
         ip = peer[0] if isinstance(peer, tuple) else str(peer)
         if len(self.channels) >= self.limits.max_connections:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from deltalog import extras
-from deltalog.errors import DeltalogError, InvalidTopicError, QueryError
+from deltalog.errors import CorruptLogError, DeltalogError, InvalidTopicError, QueryError
 from deltalog.log import damage, time_travel
 from deltalog.log.record import RECORD_SCHEMA
 from deltalog.sql import ddl
@@ -138,6 +138,8 @@ class EmbeddedSQL:
             if as_of is None:
                 snap = log.snapshot()
                 damage.raise_data_damage(log.storage, log.uri, snap.files)
+                if (twice := log.duplicated_offsets(snap)) is not None:  # never served twice, by SQL either
+                    raise CorruptLogError(twice.message())
             else:
                 snap = time_travel.snapshot_as_of(log, as_of)  # checks its files are there
             files = snap.files_from(snap.log_start_offset)

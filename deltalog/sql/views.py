@@ -37,7 +37,7 @@ from collections.abc import Iterable
 
 from pyspark.sql import DataFrame, SparkSession
 
-from deltalog.errors import InvalidTopicError
+from deltalog.errors import CorruptLogError, InvalidTopicError
 from deltalog.log import damage, time_travel
 from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
@@ -72,6 +72,8 @@ def _snapshots(logs: LogManager, topic: str, as_of: time_travel.AsOf | None = No
         if as_of is None:
             snap = log.snapshot()
             damage.raise_data_damage(log.storage, log.uri, snap.files)
+            if (twice := log.duplicated_offsets(snap)) is not None:  # never served twice, by SQL either
+                raise CorruptLogError(twice.message())
         else:
             snap = time_travel.snapshot_as_of(log, as_of)  # checks its files are there
         out.append((log, snap))

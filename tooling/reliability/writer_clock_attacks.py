@@ -40,8 +40,6 @@ CASES: dict[str, tuple[str, int]] = {
 }
 #: Appends per run, alternating: the skewed writer first (so it makes the topic's first record commit).
 APPENDS = 6
-LIBFAKETIME_PATHS = ("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
-                     "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1")
 
 _WRITER = ("import json, sys; from deltalog import Record, Store; "
            "print(json.dumps(Store(sys.argv[1]).append(sys.argv[2], 0, "
@@ -49,7 +47,14 @@ _WRITER = ("import json, sys; from deltalog import Record, Store; "
 
 
 def libfaketime() -> str | None:
-    return next((p for p in LIBFAKETIME_PATHS if os.path.exists(p)), None)
+    """libfaketime's preload library, installed (Debian's ``faketime``) when missing and apt-get can; None when it
+    cannot be had, which the run reports as a problem."""
+    from tooling.services import ServiceError, ensure_libfaketime
+
+    try:
+        return ensure_libfaketime()
+    except ServiceError:
+        return None
 
 
 def _skewed_append(root: str, values: list[str], offset_s: int, preload: str) -> list[int]:
