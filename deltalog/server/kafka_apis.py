@@ -308,10 +308,11 @@ class KafkaApis:
         size = 0
         errors = False
         topics = []
-        with self.lock:
+        refused_by_topic = {t.topic: self.authz.topic_code(request, OP.READ, t.topic) for t in body.topics}
+        with self.lock:  # (the ACLs are looked at outside it: a refresh reads a file)
             for t in body.topics:
                 parts = []
-                refused = self.authz.topic_code(request, OP.READ, t.topic)
+                refused = refused_by_topic[t.topic]
                 for fp in t.partitions:
                     part = self._fetch_partition(cls, t.topic, fp, level, min(budget - size, fp.partition_max_bytes),
                                                  first=size == 0, refused=refused)
