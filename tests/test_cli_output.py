@@ -87,6 +87,7 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
         "doctor": ["doctor", "--no-spark"],
         "configs": ["configs", "--alter", "--entity-type", "users", "--entity-name", "alice", "--add-config",
                     "SCRAM-SHA-256=[iterations=4096,password=alice-secret]"],
+        "acls": ["acls", "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "t"],
         "demo": ["demo", "--store", str(tmp_path / "demo")],
         "completion": ["completion", "bash"],
         "state refresh": ["state", "refresh", "st"],
@@ -138,6 +139,8 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
     assert shapes["check"][0]["success"] is True and "ok" in shapes["doctor"][0]
     assert shapes["demo"][0]["offsets"] == list(range(9))
     assert shapes["configs"] and all(isinstance(o, dict) for o in shapes["configs"])
+    assert shapes["acls"] == [{"resource_type": "TOPIC", "resource_name": "t", "pattern_type": "LITERAL",
+                               "principal": "User:alice", "host": "*", "operation": "READ", "permission": "ALLOW"}]
     assert [(o["topic"], o["partition"], o["error_type"]) for o in shapes["cleaner reset-uncleanable"]] == [
         ("extra", 1, "RuntimeError")]
     code, out, _ = run(capsys, "--store", root, "cleaner", "run", "--once", "--no-vacuum", "--output", "text")
