@@ -41,6 +41,45 @@ def test_notebooks_are_committed_with_the_outputs_of_their_code(name):
         assert any("image/png" in o.get("data", {}) for o in outputs), "the walkthrough's plot is not in the notebook"
 
 
+class _Widgets:
+    """Databricks' ``dbutils.widgets`` as far as the parameter cell uses it: a text widget a job has set."""
+
+    def __init__(self, value):
+        self.value, self.defaults = value, {}
+
+    def text(self, name, default, label):
+        self.defaults[name] = default
+
+    def get(self, name):
+        return self.value or self.defaults[name]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_store_is_the_widget_on_databricks_else_the_variable_else_a_temporary_folder(name, monkeypatch, tmp_path):
+    import tempfile
+    import types
+
+    import nbformat
+
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    [cell] = [c for c in nb.cells if c.cell_type == "code" and "ROOT =" in c.source]
+
+    def root(**names):
+        scope = dict(names)
+        exec(cell.source, scope)
+        return scope["ROOT"]
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv("DELTALOG_STORE", raising=False)
+    assert root().startswith(str(tmp_path))  # a laptop: a local temporary folder
+    monkeypatch.setenv("DELTALOG_STORE", "s3://bucket/stores/")
+    first, second = root(), root()
+    assert first.startswith("s3://bucket/stores/") and "//" not in first[5:] and first != second  # a run's own
+    widgets = _Widgets("abfss://c@a.dfs.core.windows.net/x")
+    assert root(dbutils=types.SimpleNamespace(widgets=widgets)).startswith("abfss://c@a.dfs.core.windows.net/x/")
+    assert widgets.defaults == {"store": "s3://bucket/stores/"}  # the widget's default is the variable
+
+
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
     pytest.importorskip("nbclient")
