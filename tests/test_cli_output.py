@@ -127,7 +127,7 @@ def test_every_command_prints_json_lines(capsys, monkeypatch, tmp_path, spark):
         assert objects and all(isinstance(o, dict) for o in objects), (name, out)
         shapes[name] = objects
     assert shapes["topics create"] == [{"topic": "extra", "partitions": 2, "config": shapes["topics create"][0]["config"]}]
-    assert [o["topic"] for o in shapes["list"]] == ["extra", "extra2", "t", "tx"]
+    assert [o["topic"] for o in shapes["list"]] == ["extra", "extra2", "st", "t", "tx"]
     assert [(o["partition"], o["offset"], o["line"]) for o in shapes["produce"]] == [(1, 0, 1), (0, 0, 2)]
     assert [(o["partition"], o["key"]) for o in shapes["consume"]] == [(0, "lime"), (1, "grape")]
     assert [(o["partition"], o["current_offset"], o["lag"]) for o in shapes["consumer-groups"]] == [(0, 1, 0),

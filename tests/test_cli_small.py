@@ -52,3 +52,19 @@ def test_dir_of_the_package_names_what_it_imports_on_first_use(tmp_path):
                            "print('Store' in names, 'Record' in names, 'pyarrow' in sys.modules)"],
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert done.stdout.split() == ["True", "True", "False"], done.stderr
+
+
+@pytest.mark.spark
+def test_a_failing_check_prints_its_report_once(spark_store, clock):
+    """``deltalog check`` as a process on a topic whose clean section holds a key twice: the report is on stdout
+    once, and the log's copy of it (a warning, for jobs and notebooks) does not reach the terminal too."""
+    from test_quality import TOPIC, damage_row, first_clean
+
+    first_clean(spark_store, clock)
+    damage_row(spark_store, 1, b"lime", b"0.49")  # an old lime, back below the checkpoint
+    done = subprocess.run([sys.executable, "-m", "deltalog", "--store", spark_store.root, "check", TOPIC, "--cleans",
+                           "none"], capture_output=True, text=True, cwd=Path(spark_store.root).parent, timeout=900,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert done.stdout.count("clean_section_keys_unique") >= 1
+    assert "clean_section_keys_unique" not in done.stderr, done.stderr[-3000:]

@@ -56,7 +56,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "Trino"),
     "serve": ("serve", "serve the store to Kafka clients (kcat, librdkafka, kafka-python) on a Kafka port"),
     "ping": ("serve", "wait until a Kafka endpoint (deltalog serve, or a broker) answers; for scripts"),
-    "configs": ("configs", "users' SCRAM credentials for deltalog serve (kafka-configs --entity-type users)"),
+    "configs": ("configs", "users' SCRAM credentials and topic configs, as kafka-configs (--entity-type users|topics)"),
     "state": ("state", "the state tables: one row per live key, a plain Delta table beside each topic"),
     "check": ("check", "check that compaction kept its guarantees (Great Expectations suites)"),
     "clean": ("clean", "run cleaning passes now and print their figures"),

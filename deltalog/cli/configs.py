@@ -32,7 +32,7 @@ _ENTRY = re.compile(r"\s*(?P<key>[^=,\s]+)\s*=\s*(?:\[(?P<list>[^\]]*)\]|(?P<val
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "configs", help="users' SCRAM credentials for deltalog serve (kafka-configs --entity-type users)",
+        "configs", help="users' SCRAM credentials and topic configs, as kafka-configs (--entity-type users|topics)",
         description="Add, delete and describe the SCRAM-SHA-256 / SCRAM-SHA-512 credentials deltalog serve "
         "checks (Kafka's kafka-configs.sh --entity-type users). Only the salt, iteration count, stored key and "
         "server key are kept in the store, never the password. Topic configs too, as kafka-configs.sh "
