@@ -60,10 +60,12 @@ VIEW_LOG = "store.log_frame(topic).count()"
 PARQUET_LOG = "the same count over spark.read.parquet"
 VIEW_STATE = "store.current_state(topic).count()"
 PARQUET_STATE = "the same current-state query over spark.read.parquet"
-#: The least work a pass can do here: pyarrow reads, dedupes and writes, one process, no Spark.
-FLOOR = "floor: pyarrow read + dedupe + write, one process"
-#: The floor holds the whole log decoded; it runs only if its estimated peak fits this share of the free memory.
-FLOOR_MEMORY_SHARE = 0.6
+#: A plain pyarrow dedupe of the same files, one process, no Spark (row 20). It was meant as the least work a pass
+#: can do, a floor; the pass beats it at the medium preset (it reads every column of every file, the pass does
+#: not), so it is reported as the baseline it is: what a hand-written pyarrow job would take.
+PYARROW_BASELINE = "pyarrow baseline: read + dedupe + write, one process"
+#: The baseline holds the whole log decoded; it runs only if its estimated peak fits this share of the free memory.
+BASELINE_MEMORY_SHARE = 0.6
 
 
 def available_memory() -> int:
@@ -263,18 +265,19 @@ class Bench:
             shutil.rmtree(out, ignore_errors=True)
 
     def floor_pass(self, rnd: int) -> None:
-        """The floor: the least work a pass does on this machine, without Spark or Delta. Every file of the
+        """The pyarrow baseline (row 20), once called the floor: a plain pyarrow dedupe. Every file of the
         partition read whole with pyarrow (a thread per core: Arrow's decoders release the GIL), the latest
         record of each key kept (an Arrow hash group-by), surviving tombstones given their delete horizon as a
         pass stamps them, and the survivors written as Parquet with the pass's options
         (``parquet_write_options``, row groups of ``row_group_rows``), one file per core, in parallel. No map, no
-        bitmap, no commit, no bounded memory: a pass cannot do less reading, deciding and writing than this."""
+        bitmap, no commit, no bounded memory; but it reads every column of every file, which pass 1 does not, so it
+        is no lower bound for a pass."""
         from concurrent.futures import ThreadPoolExecutor
 
         need, free = self._floor_memory(), available_memory()
-        if need > FLOOR_MEMORY_SHARE * free:
-            self._skip(FLOOR, f"holding the whole log decoded takes ~{need / 2**30:.1f} GiB, more than "
-                              f"{FLOOR_MEMORY_SHARE:.0%} of the {free / 2**30:.1f} GiB available")
+        if need > BASELINE_MEMORY_SHARE * free:
+            self._skip(PYARROW_BASELINE, f"holding the whole log decoded takes ~{need / 2**30:.1f} GiB, more than "
+                              f"{BASELINE_MEMORY_SHARE:.0%} of the {free / 2**30:.1f} GiB available")
             return
         out = self.fresh("floor")
         os.makedirs(out)
@@ -308,7 +311,7 @@ class Bench:
             if not np.array_equal(got, self.expected.offsets):
                 raise BenchmarkFailure("the floor's survivors are not the latest record of each key")
 
-        self._time(FLOOR, run, check)
+        self._time(PYARROW_BASELINE, run, check)
 
     def _floor_memory(self) -> int:
         """What the floor holds at its peak, estimated: the log decoded (the files' uncompressed sizes, from their
@@ -498,6 +501,11 @@ class Bench:
 
         cli_startup(self, rnd)
 
+    def cold_pass(self, rnd: int) -> None:
+        from benchmarks.cold_pass import cold_pass
+
+        cold_pass(self, rnd)
+
     def _rows(self, df: Any, expected: int) -> None:
         got = df.count()
         if got != expected:
@@ -680,7 +688,8 @@ class Bench:
 #: The cases of a round, in the order they run.
 CASE_ORDER = ("clean_pass", "clean_pass_connect", "clean_pass_s3", "row_number_dedupe", "read_rewrite",
               "duckdb_dedupe", "floor_pass", "delta_merge", "map_build", "appends", "current_state_reads",
-              "kafka_source", "transaction_cases", "embedded_sql", "spark_views", "endpoint_cases", "cli_startup")
+              "kafka_source", "transaction_cases", "embedded_sql", "spark_views", "endpoint_cases", "cli_startup",
+              "cold_pass")
 #: The cases each report row needs (``python -m benchmarks --rows``).
 ROW_CASES = {
     1: ("clean_pass", "row_number_dedupe"), 2: ("clean_pass", "read_rewrite"), 3: ("clean_pass", "duckdb_dedupe"),
@@ -689,4 +698,5 @@ ROW_CASES = {
     10: ("kafka_source",), 11: ("kafka_source",), 12: ("kafka_source",), 13: ("appends",), 14: ("transaction_cases",),
     15: ("embedded_sql",), 16: ("spark_views",), 17: ("spark_views",),
     18: ("endpoint_cases",), 19: ("endpoint_cases",), 20: ("clean_pass", "floor_pass"), 21: ("cli_startup",),
+    22: ("cold_pass",),
 }

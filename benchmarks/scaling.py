@@ -1,13 +1,13 @@
 """``python -m benchmarks.scaling --presets small,medium,large``: does a pass's time grow linearly with the records?
 
-Runs the cases behind rows 3 and 20 (the pass, DuckDB's dedupe and the floor, side by side, checked every round as
+Runs the cases behind rows 3 and 20 (the pass, DuckDB's dedupe and the pyarrow baseline (once called the floor), side by side, checked every round as
 ``python -m benchmarks`` checks them) at each preset in turn, in one Spark session, each preset's files removed
 before the next is generated (the large preset's take ~6 GB, and each pass copies them). Each preset's figures go
 to a JSON-lines file as soon as they are measured (``--out``), so presets run at different times can be put in one
 table: ``--table`` prints the markdown table of such a file (records in the log, MB of files, pass seconds and
-seconds per million records, DuckDB, floor, the load before and after) without running anything.
+seconds per million records, DuckDB, the pyarrow baseline, the load before and after) without running anything.
 
-A case that cannot run at a size (the floor holds the whole log decoded; DuckDB may run out of memory) is reported
+A case that cannot run at a size (the pyarrow baseline holds the whole log decoded; DuckDB may run out of memory) is reported
 as skipped, with the reason, instead of timed.
 """
 
@@ -31,7 +31,7 @@ DUCKDB = "duckdb dedupe"
 
 def measure(spark: Any, preset: str, values: str, cores: int, repeats: int, work_root: str | None) -> dict[str, Any]:
     """Rows 3 and 20 at ``preset``: the medians, every round, and the load around them."""
-    from benchmarks.runner import FLOOR, Bench
+    from benchmarks.runner import PYARROW_BASELINE, Bench
 
     w = with_values(PRESETS[preset], values)
     work = tempfile.mkdtemp(prefix=f"deltalog-scaling-{preset}-", dir=work_root)
@@ -51,7 +51,7 @@ def measure(spark: Any, preset: str, values: str, cores: int, repeats: int, work
         # Each pass's own figures (map_ms, copy_ms, records and bytes read and written): where its time went.
         "passes": t.figures.get("clean", []),
     }
-    for key, name in (("pass", PASS), ("duckdb", DUCKDB), ("floor", FLOOR)):
+    for key, name in (("pass", PASS), ("duckdb", DUCKDB), ("floor", PYARROW_BASELINE)):
         row[key] = t.median(name) if name in t.seconds else None
     return row
 
@@ -59,7 +59,7 @@ def measure(spark: Any, preset: str, values: str, cores: int, repeats: int, work
 def table(rows: list[dict[str, Any]]) -> str:
     """The scaling table of measured rows (one line each, in the order given)."""
     lines = ["| preset (values) | records in the log | MB of files | pass (s) | s per M records | DuckDB (s) | "
-             "floor (s) | pass / DuckDB | pass / floor | load before / after |",
+             "pyarrow baseline (s) | pass / DuckDB | pass / pyarrow | load before / after |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         def cell(key: str, r: dict[str, Any] = r) -> str:

@@ -18,7 +18,7 @@ import pytest
 
 from benchmarks import check
 from benchmarks import workload as wl
-from benchmarks.runner import FLOOR, Bench
+from benchmarks.runner import PYARROW_BASELINE, Bench
 from deltalog.log.record import KEY, OFFSET, SEGMENT, VALUE
 
 SMALL = wl.Workload("test", records=20_000, keys=2_000, segment_records=5_000, append_records=1_000,
@@ -54,7 +54,7 @@ def test_the_floor_writes_the_latest_record_of_each_key(tmp_path, values):
     bench = Bench(wl.with_values(SMALL, values), str(tmp_path), spark=None, cores=2, log=lambda _: None)
     bench.setup()
     bench.floor_pass(0)  # checks its survivors against the independent group-by, raising BenchmarkFailure
-    assert len(bench.t.seconds[FLOOR]) == 1
+    assert len(bench.t.seconds[PYARROW_BASELINE]) == 1
     written = pq.read_table([str(p) for p in sorted((tmp_path / "floor").iterdir())])
     assert written.num_rows == bench.expected.num_rows < bench.gen.total_records
     assert written.column(KEY).equals(bench.expected.table([KEY]).column(KEY))
@@ -152,7 +152,7 @@ def test_the_scaling_table_puts_time_per_million_records_beside_the_baselines(tm
     def row(preset: str, records: int, seconds: float, floor: float | None) -> dict[str, object]:
         return {"preset": preset, "workload": "random", "records": records, "mb": records * 1.14e-4, "pass": seconds,
                 "duckdb": seconds / 2, "floor": floor, "load_before": [3.0, 2.0, 1.0], "load_after": [9.0, 5.0, 2.0],
-                "skipped": {} if floor else {FLOOR: ["holding the whole log decoded takes ~20 GiB"]}}
+                "skipped": {} if floor else {PYARROW_BASELINE: ["holding the whole log decoded takes ~20 GiB"]}}
 
     out = tmp_path / "scaling.jsonl"
     out.write_text("".join(json.dumps(r) + "\n" for r in (row("small", 900_000, 0.9, 0.3),
@@ -162,4 +162,22 @@ def test_the_scaling_table_puts_time_per_million_records_beside_the_baselines(tm
     assert lines[2].split(" | ")[1:6] == ["900,000", "103", "0.90", "1.000", "0.45"]
     assert lines[3].split(" | ")[1:8] == ["50,000,000", "5,700", "60.00", "1.200", "30.00", "skipped", "2.00x"]
     assert lines[3].endswith("| 3 / 9 |")
-    assert lines[-1] == f"- skipped: large (random) {FLOOR}: skipped in 1 round(s): holding the whole log decoded takes ~20 GiB"
+    assert lines[-1] == f"- skipped: large (random) {PYARROW_BASELINE}: skipped in 1 round(s): holding the whole log decoded takes ~20 GiB"
+
+
+@pytest.mark.spark
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_the_cold_pass_row_times_a_fresh_process_and_duckdb_s_own(tmp_path):
+    """Row 22: a fresh process starts Spark and runs two passes on fresh copies (each must find work), DuckDB's
+    dedupe runs as a process of its own and writes as many survivors as expected."""
+    from benchmarks.cold_pass import COLD, DUCKDB_PROCESS, PROCESS, SESSION, WARM
+
+    bench = Bench(SMALL, str(tmp_path), spark=None, cores=2, log=lambda _: None)
+    bench.setup()
+    bench.cold_pass(0)
+    for name in (PROCESS, SESSION, COLD, WARM, DUCKDB_PROCESS):
+        assert len(bench.t.seconds[name]) == 1 and bench.t.seconds[name][0] > 0, name
+    figures = bench.t.figures["cold pass"][0]
+    assert figures["process"] > figures["session"] + figures["cold"]["seconds"] + figures["warm"]["seconds"]
+    assert figures["cold"]["map"] > 0 and figures["warm"]["copy"] > 0

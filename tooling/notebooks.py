@@ -5,6 +5,8 @@ running them. This command runs each in a fresh Jupyter kernel from top to botto
 directory, the figures rendered inline as PNG), then writes it back with its outputs and, in its metadata
 (``deltalog.sources``), a hash of its code cells: ``tests/test_notebooks.py`` checks that every committed notebook
 was executed from the code it holds now, so a code change without a regeneration fails there, naming this command.
+Each notebook's install cell (``%pip install``) carries the ``skip-execution`` tag, which nbclient honours: it is
+committed unexecuted, for users on a fresh cluster, and left out here, where deltalog is installed.
 """
 
 from __future__ import annotations
