@@ -190,7 +190,11 @@ def test_killed_cleaner_runs_lose_nothing_and_the_next_pass_completes(harness):
     _assert_survived(outcomes[1:])
     _assert_survived(outcomes[:1], expect_killed=False)
     assert [o.where.split(" (")[0] for o in outcomes[1:]] == ["at clean:after-commit #1", "at clean:before-commit #2"]
-    assert all(o.next_pass.startswith(("1 ", "2 ", "3 ", "4 ")) for o in outcomes[1:]), [o.next_pass for o in outcomes]
+    # A round's passes run side by side (cleaner/shared_jobs.py) and commit at nearly the same moment: by the time
+    # the first commit's hook kills the process, the round's other commits may all have landed, so the pass after
+    # a kill at after-commit #1 may find nothing left to clean; a kill before commit #2 always leaves work.
+    assert all("failures 0" in o.next_pass for o in outcomes[1:]), [o.next_pass for o in outcomes]
+    assert outcomes[2].next_pass.startswith(("1 ", "2 ", "3 ", "4 ")), [o.next_pass for o in outcomes]
     report = render(Run(datetime.now(timezone.utc), {}, cleaner_kills=outcomes))
     assert "| cleaner runs killed at a cleaning/retention commit boundary | 2 | 2 | 2 |" in report, report
     assert "| clean:before-commit@2 | cli | 1 | 1 | 1 of 1 |" in report, report
