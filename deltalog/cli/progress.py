@@ -32,7 +32,16 @@ def counter(description: str, *, unit: str, total: int | None = None, stream: Te
     ``show``: None shows it only when ``stream`` is a terminal (tqdm's own rule), so a log or CI stays quiet."""
     from tqdm import tqdm  # the progress library: imported by the commands that draw one
 
-    return tqdm(total=total, desc=description, unit=unit, unit_scale=unit_scale, file=stream or sys.stderr,
+    class _Progress(tqdm):
+        """tqdm, drawing its last count once before ``leave=False`` clears it: work that ends within one redraw
+        interval still shows where it ended (100% of a file), not only its start."""
+
+        def close(self) -> None:
+            if not self.disable:
+                self.refresh()
+            super().close()
+
+    return _Progress(total=total, desc=description, unit=unit, unit_scale=unit_scale, file=stream or sys.stderr,
                 disable=None if show is None else not show, leave=False, mininterval=BAR_INTERVAL_S,
                 dynamic_ncols=True)
 
