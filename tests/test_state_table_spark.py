@@ -62,6 +62,16 @@ def test_each_job_cycle_refreshes_the_state_tables_even_of_topics_never_cleaned(
     assert line["state_tables"]["refreshed"]["plain"]["records_read"] == 2
     assert list(line["state_tables"]["refreshed"]) == ["plain"] and line["state_tables"]["failed"] == {}
     assert store.state("plain").to_pylist()[0]["value"] == b"2"
+    # the cycle refreshed before recording its metrics: the metrics table holds the lag after the refresh
+    from deltalake import DeltaTable
+
+    from deltalog.cleaner.metrics import metrics_table_uri
+
+    rows = DeltaTable(metrics_table_uri(store.log_manager)).to_pyarrow_table().to_pylist()
+    [plain] = [r for r in rows if r["topic"] == "plain"]
+    assert (plain["state_applied_offset"], plain["state_offsets_behind"], plain["state_time_behind_ms"]) == (2, 0, 0)
+    [off] = [r for r in rows if r["topic"] == "off"]
+    assert off["state_offsets_behind"] is None
 
 
 def test_printed_spark_statement_reads_the_state_table_snapshot(spark_store):
