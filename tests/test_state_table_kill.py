@@ -63,3 +63,66 @@ def test_kill_9_during_refresh_loses_nothing_and_applies_nothing_twice(tmp_path)
     for before, after in zip(applied, applied[1:], strict=False):
         assert all(after[p] > before[p] or after[p] == before[p] for p in before)
         assert after != before
+
+
+OPTIMIZE = """
+import sys
+from deltalake import DeltaTable
+for uri in sys.argv[1:]:
+    DeltaTable(uri).optimize.compact()
+print("optimized", flush=True)
+"""
+
+
+def _optimize_in_another_process(*uris: str) -> None:
+    """delta-rs's OPTIMIZE of ``uris`` in a process of its own (another engine, as Databricks' would be)."""
+    done = subprocess.run([sys.executable, "-c", OPTIMIZE, *uris], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert done.returncode == 0 and "optimized" in done.stdout, done.stderr
+
+
+def test_a_rebuild_that_loses_the_race_to_another_writer_says_so(tmp_path, monkeypatch, capsys):
+    """Another process commits to the state table (an OPTIMIZE) while a rebuild reads the log: the rebuild commits
+    nothing and raises deltalog's CommitConflictError naming the topic and what to do, not delta-rs's error."""
+    from deltalog.errors import CommitConflictError
+    from deltalog.state import refresh as state_refresh
+
+    store = Store(tmp_path / "s")
+    store.create_topic("t", 2, config={"cleanup.policy": "compact", "state.table.enable": "true"})
+    for i in range(3):  # three commits, three files: something for OPTIMIZE to compact
+        store.append("t", i % 2, [Record(f"k{i}{j}", f"v{i}") for j in range(5)])
+        store.refresh_state("t")
+    location = store.state_table_location("t")
+    before = store.state_history("t", limit=1)[0].version
+    real_read = state_refresh.read_partition
+    calls = []
+
+    def read_while_another_writer_commits(log, applied):  # noqa: ANN001, ANN202
+        if not calls:
+            _optimize_in_another_process(location)  # lands after the rebuild opened the table
+        calls.append(log.partition)
+        return real_read(log, applied)
+
+    monkeypatch.setattr(state_refresh, "read_partition", read_while_another_writer_commits)
+    with pytest.raises(CommitConflictError) as raised:
+        store.refresh_state("t", full=True)
+    text = str(raised.value)
+    assert "state table of topic 't'" in text and "deltalog state refresh t --full" in text, text
+    history = store.state_history("t", limit=3)
+    assert history[0].version == before + 1 and history[0].operation != state_refresh.REBUILD  # only the OPTIMIZE
+    monkeypatch.undo()
+    assert store.compare_state("t").equal  # the other writer's commit left the rows as they were
+    result = store.refresh_state("t", full=True)  # run again, as the error says: it lands
+    assert result.rebuilt and store.compare_state("t").equal
+    # through the command line: the same message, deltalog's error, exit code not 0
+    for i in range(2):
+        store.append("t", 0, [Record(f"n{i}", "v")])
+        store.refresh_state("t")
+    monkeypatch.setattr(state_refresh, "read_partition", read_while_another_writer_commits)
+    calls.clear()
+    from deltalog.cli import main as cli
+
+    code = cli(["--store", str(store.root), "state", "refresh", "t", "--full"])
+    err = capsys.readouterr().err
+    assert code != 0 and "lost a race" in err and "deltalog state refresh t --full" in err, err
+    assert "CommitFailedError" not in err and "Traceback" not in err
