@@ -11,6 +11,7 @@ import sys
 import time
 
 import pytest
+from deltalake import DeltaTable
 
 from deltalog import Record, Store
 
@@ -69,13 +70,17 @@ OPTIMIZE = """
 import sys
 from deltalake import DeltaTable
 for uri in sys.argv[1:]:
-    DeltaTable(uri).optimize.compact()
+    if uri.startswith("zorder:"):  # rewrites even a table of one file, rows in another order
+        DeltaTable(uri.removeprefix("zorder:")).optimize.z_order(["partition", "offset"])
+    else:
+        DeltaTable(uri).optimize.compact()
 print("optimized", flush=True)
 """
 
 
 def _optimize_in_another_process(*uris: str) -> None:
-    """delta-rs's OPTIMIZE of ``uris`` in a process of its own (another engine, as Databricks' would be)."""
+    """delta-rs's OPTIMIZE of ``uris`` in a process of its own (another engine, as Databricks' would be); a uri
+    prefixed ``zorder:`` is Z-ordered by partition and offset."""
     done = subprocess.run([sys.executable, "-c", OPTIMIZE, *uris], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert done.returncode == 0 and "optimized" in done.stdout, done.stderr
@@ -126,3 +131,49 @@ def test_a_rebuild_that_loses_the_race_to_another_writer_says_so(tmp_path, monke
     err = capsys.readouterr().err
     assert code != 0 and "lost a race" in err and "deltalog state refresh t --full" in err, err
     assert "CommitFailedError" not in err and "Traceback" not in err
+
+
+def test_stays_equal_through_appends_transactions_kills_and_other_processes_optimize(tmp_path):
+    """Rounds of appends, committed and aborted transactions, a refresh killed with kill -9, delta-rs OPTIMIZE of
+    the state table and of the log's partitions in another process between refreshes: after every refresh the
+    table equals the log (cleans: tests/test_state_table_spark.py)."""
+    store = Store(tmp_path / "s")
+    store.create_topic("t", 2, config={"cleanup.policy": "compact", "state.table.enable": "true"})
+    rnd = random.Random(3535)
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    tx = store.producer(transactional_id="tx")
+    tx.init_transactions()
+    killed = 0
+    for i in range(5):
+        _append_round(store, rnd, 200)
+        tx.begin_transaction()
+        tx.send("t", [Record(f"k{rnd.randrange(300)}", f"tx{i}") for _ in range(20)], partition=i % 2)
+        if i % 2:
+            tx.abort_transaction()
+        else:
+            tx.commit_transaction()
+        _append_round(store, rnd, 200)
+        proc = subprocess.Popen([sys.executable, "-c", REFRESH, str(store.root)], stdout=subprocess.PIPE, env=env,
+                                text=True)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        time.sleep(rnd.uniform(0.05, 0.5))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        killed += "done" not in proc.stdout.read()
+        store.refresh_state("t")
+        assert store.compare_state("t").equal, i
+        # another engine compacts the state table and both partitions between refreshes
+        _optimize_in_another_process("zorder:" + store.state_table_location("t"), store.log("t", 0).uri,
+                                     store.log("t", 1).uri)
+        assert store.compare_state("t").equal, i
+    assert killed >= 1, "no refresh was killed midway: the test proves nothing"
+    _append_round(store, rnd, 50)
+    result = store.refresh_state("t")
+    comparison = store.compare_state("t")
+    assert comparison.equal and comparison.pending_keys == 0, comparison
+    assert result.offsets == {p: store.log("t", p).snapshot().log_end_offset for p in (0, 1)}
+    assert sum(h.operation == "optimize" for h in store.state_history("t")) == 5
+    assert sum(h.get("operation") == "OPTIMIZE" for h in DeltaTable(store.log("t", 0).uri).history()) >= 1
+    rows = {(r["partition"], r["key"]): r["value"] for r in store.state("t").to_pylist()}
+    aborted = {f"tx{i}".encode() for i in range(5) if i % 2}
+    assert not aborted & set(rows.values())  # no aborted record ever became a row
