@@ -128,6 +128,7 @@ def merge(dt: DeltaTable, config: TopicConfig, source: pa.Table, reads: list[Par
     p, k = (_quoted(c) for c in merge_keys(config))
     off, gone = _quoted(OFFSET), _quoted(DELETED)
     builder = dt.merge(source, f"t.{p} = s.{p} AND t.{k} = s.{k}", source_alias="s", target_alias="t",
+                       writer_properties=state_table.writer_properties(config),
                        commit_properties=_commit_properties(reads, OPERATION, records_read))
     updates = {_quoted(c): f"s.{_quoted(c)}" for c in columns}
     builder = (builder.when_matched_update(updates, predicate=f"s.{off} > t.{off} AND NOT s.{gone}")
@@ -139,11 +140,13 @@ def merge(dt: DeltaTable, config: TopicConfig, source: pa.Table, reads: list[Par
     return dict(builder.execute())
 
 
-def _append(dt: DeltaTable, source: pa.Table, reads: list[PartitionRead], records_read: int) -> dict[str, object]:
+def _append(dt: DeltaTable, config: TopicConfig, source: pa.Table, reads: list[PartitionRead], records_read: int
+            ) -> dict[str, object]:
     """The first rows of an empty table (its first refresh): a plain append, which a MERGE into no rows would
     only slow down, in one commit with the offsets."""
     rows = source.filter(pc.invert(source.column(DELETED))).drop_columns([DELETED])
-    write_deltalake(dt, rows, mode="append", commit_properties=_commit_properties(reads, OPERATION, records_read))
+    write_deltalake(dt, rows, mode="append", writer_properties=state_table.writer_properties(config),
+                    commit_properties=_commit_properties(reads, OPERATION, records_read))
     return {"num_source_rows": source.num_rows, "num_target_rows_inserted": rows.num_rows}
 
 
@@ -174,6 +177,7 @@ def rebuild(logs: LogManager, topic: str, config: TopicConfig, table: state_tabl
     try:
         write_deltalake(dt if dt is not None else table.uri, rows, mode="overwrite", schema_mode="overwrite",
                         storage_options=None if dt is not None else table.storage.delta_options,
+                        writer_properties=state_table.writer_properties(config),
                         commit_properties=_commit_properties(reads, REBUILD, records_read))
         dt = table.open()
         assert dt is not None
@@ -233,7 +237,7 @@ def refresh(logs: LogManager, topic: str, *, full: bool = False) -> RefreshResul
         source = _source(reads, config)
         try:
             if source.num_rows and not trimmed and not dt.file_uris():
-                metrics = _append(dt, source, reads, records_read)  # an empty table: nothing to match
+                metrics = _append(dt, config, source, reads, records_read)  # an empty table: nothing to match
             elif source.num_rows or trimmed:
                 metrics = merge(dt, config, source, reads, trimmed, records_read)
             else:
