@@ -552,9 +552,9 @@ class Store:
         return state_equality.compare(self.log_manager, topic, dt)
 
     def state_lag_of(self, topic: str) -> StateLag | None:
-        """:meth:`state_lag`, or None where ``topic`` keeps no state table: what the cleaner's metrics record
-        (``state_offsets_behind``, ...)."""
-        if not self.state_table_enabled(topic) and not StateTable(self.storage, topic).exists():
+        """:meth:`state_lag`, or None where ``topic`` keeps no state table (``state.table.enable``): what the
+        cleaner's metrics record each cycle (``state_offsets_behind``, ...)."""
+        if not self.state_table_enabled(topic):  # from the topic's config: no request for a topic without one
             return None
         return self.state_lag(topic)
 
