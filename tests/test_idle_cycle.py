@@ -8,10 +8,12 @@ import pyarrow as pa
 from deltalog import Store
 
 #: Requests an idle partition may cost: in a fresh process (its Delta log read once: delta-rs's open, the check for
-#: other engines' commits, the log positions) and in a later cycle of the same process (a listing of each Delta log
-#: and of the table's files, the uncleanable mark, the last pass's figures).
-COLD_BOUND = 36
-WARM_BOUND = 16
+#: other engines' commits, the log positions) and in a later cycle of the same process (one refresh of its snapshot
+#: shared by the cycle's steps: a listing of its Delta log and a read of its _last_checkpoint; one listing of the
+#: table's files for VACUUM's check). The uncleanable marks and the last passes' figures are listed once a cycle for
+#: the whole store, so an unmarked, never-cleaned partition costs nothing there.
+COLD_BOUND = 24
+WARM_BOUND = 3
 COMMITS = 3  # appends per partition, after the create
 
 

@@ -39,14 +39,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
 from deltalog.errors import ForeignCommitError
 from deltalog.log import delta
 from deltalog.log.log_manager import LogManager
-from deltalog.log.partition_log import PartitionLog, snapshot_of
+from deltalog.log.partition_log import LogSnapshot, PartitionLog, snapshot_of
 from deltalog.storage import TMP_SUFFIX, FileInfo, Storage, basename, join
 
 log = logging.getLogger(__name__)
@@ -236,16 +236,19 @@ def vacuum_temp_files(storage: Storage, now_ms: int, *, dry_run: bool = True,
     return VacuumResult(TEMP_FILES, STORE_LEVEL, -1, dry_run, files, size, waiting, now_ms)
 
 
-def has_unreferenced_files(log_: PartitionLog) -> bool:
+def has_unreferenced_files(log_: PartitionLog, snapshot: Callable[[PartitionLog], LogSnapshot] | None = None) -> bool:
     """Whether the partition's directory holds a data file its latest snapshot does not reference: the only case
     in which :func:`vacuum` has anything to do. One listing of the table's files (listed before the snapshot is
     refreshed, as :func:`vacuum` does) and the partition's cached snapshot, brought up to date from the commits
-    since this process last read it; a partition another engine changed is always looked at."""
+    since this process last read it (``snapshot``, when given: the cycle's, :meth:`LogManager.snapshot`; one taken
+    before the listing may say yes too often, and :func:`vacuum` plans again under the lease, or leave a file another
+    process removed since to the next cycle); a partition
+    another engine changed is always looked at."""
     on_disk = _files_on_disk(log_.storage, log_.uri)
     if not on_disk:
         return False
     try:
-        referenced = {unquote(f.path) for f in log_.snapshot().files}
+        referenced = {unquote(f.path) for f in (snapshot or PartitionLog.snapshot)(log_).files}
     except ForeignCommitError:
         return True
     return any(path not in referenced for path in on_disk)
@@ -257,4 +260,5 @@ def vacuum_store(logs: LogManager, topic: str | None = None, *, dry_run: bool = 
     (The store's staging directory is swept by :func:`vacuum_staged`.) With ``only_due`` (the cleaner's cycle)
     a partition without an unreferenced file (:func:`has_unreferenced_files`) is neither leased nor reported."""
     return logs.each_leased(topic, "vacuum", lambda log_: vacuum(log_, logs.clock.now_ms(), dry_run=dry_run),
-                            keep_going=keep_going, needed=has_unreferenced_files if only_due else None)
+                            keep_going=keep_going,
+                            needed=(lambda log_: has_unreferenced_files(log_, logs.snapshot)) if only_due else None)
