@@ -90,6 +90,8 @@ TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
 INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME})
 MAX_TOPIC_NAME_LENGTH = 249
 MAX_PARTITIONS = 10_000
+#: The lease purpose of VACUUM (:mod:`deltalog.log.vacuum`), the one step under a lease that never commits.
+NO_COMMIT_PURPOSE = "vacuum"
 #: Partitions a cycle's walk works on side by side when no ``background.threads`` is given (Kafka's default).
 DEFAULT_WALK_THREADS = 10
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -568,7 +570,9 @@ class LogManager:
         cannot be read is left for the cycle's steps, which each report it as they do."""
         each_partition(self.logs(), self.snapshot, self.walk_threads)
 
-    def _forget_cycle_snapshot(self, topic: str, partition: int) -> None:
+    def _forget_cycle_snapshot(self, topic: str, partition: int, purpose: str) -> None:
+        if purpose == NO_COMMIT_PURPOSE:  # VACUUM removes files no version references: the log is as it was
+            return
         plog = self._logs.get((topic, partition))
         if plog is not None:
             plog.forget_cycle()
