@@ -370,19 +370,21 @@ class LogManager:
 
     def _topic_states(self) -> list[tuple[str, CorruptStateError | None]]:
         """Every topic directory with a legal name that is ready or damaged: (name, its damage or None)."""
-        found: list[tuple[str, CorruptStateError | None]] = []
+        names = []
         for name in self.storage.list_dirs(self.storage.location(TOPICS_DIR)):
             try:
-                validate_topic_name(name)
+                names.append(validate_topic_name(name))
             except InvalidTopicError:
                 continue
-            try:
-                ready = self._ready_partitions(name) is not None
-            except CorruptStateError as e:
-                found.append((name, e))
-                continue
-            if ready:
-                found.append((name, None))
+        # Each topic's marker is a read of its own: :attr:`walk_threads` of them in flight.
+        found: list[tuple[str, CorruptStateError | None]] = []
+        for walked in each_partition(names, self._ready_partitions, self.walk_threads):
+            if isinstance(walked.error, CorruptStateError):
+                found.append((walked.item, walked.error))
+            elif walked.error is not None:
+                raise walked.error
+            elif walked.result is not None:
+                found.append((walked.item, None))
         return found
 
     def _ready_partitions(self, topic: str) -> list[int] | None:

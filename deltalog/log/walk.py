@@ -1,4 +1,4 @@
-"""A walk over many partitions with a bounded number of them in flight: the cleaner cycle's Spark-free steps.
+"""A walk over many partitions (or topics) with a bounded number in flight: the cleaner cycle's Spark-free steps.
 
 Kafka's broker runs its log tasks (``cleanupLogs``' retention, the ``delete-file`` task, recovery at start) on the
 ``KafkaScheduler``'s pool of ``background.threads`` threads, and recovers a log directory's logs on
