@@ -141,3 +141,35 @@ def test_consumer_group_lag_follows_appends_in_one_process(store, clock):
     Store(store.root, clock=clock).append("t", 2, records(2))
     rows = {r.partition: r for r in store.describe_consumer_group("g")}
     assert rows[2].log_end_offset == 6 and rows[2].lag == 5 and rows[0].lag == 3
+
+
+def test_metadata_carries_a_recreated_topics_new_id_and_never_creates_an_internal_name(store, endpoint, clock):
+    import socket
+    import uuid
+
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    from deltalog.server import protocol
+
+    def metadata(names):
+        with socket.create_connection(("127.0.0.1", endpoint.port), timeout=10) as sock:
+            request = MetadataRequest[12](topics=[MetadataRequest[12].MetadataRequestTopic(topic_id=None, name=n)
+                                                  for n in names], allow_auto_topic_creation=True,
+                                          include_topic_authorized_operations=False)
+            request.with_header(correlation_id=1, client_id="raw")
+            sock.sendall(bytes(request.encode(header=True, framed=True)))
+            size = int.from_bytes(sock.recv(4, socket.MSG_WAITALL), "big")
+            return {t.name: t for t in MetadataResponse.decode(sock.recv(size, socket.MSG_WAITALL), version=12,
+                                                                header=True).topics}
+
+    store.create_topic("t", 3)
+    first = metadata(["t", "__not_made"])
+    assert first["t"].topic_id == uuid.UUID(hex=store.log_manager.topic_id("t"))
+    assert len(first["t"].partitions) == 3
+    assert first["__not_made"].error_code == protocol.UNKNOWN_TOPIC_OR_PARTITION
+    assert not store.topic_exists("__not_made")
+    other = Store(store.root, clock=clock)
+    other.delete_topic("t")
+    other.create_topic("t", 2)
+    again = metadata(["t"])["t"]
+    assert again.topic_id != first["t"].topic_id and len(again.partitions) == 2

@@ -168,7 +168,7 @@ class KafkaApis:
         """Kafka's ``AutoTopicCreationManager``: a topic a client asked for, created with ``num.partitions`` and the
         store's defaults; a name Kafka refuses answers INVALID_TOPIC_EXCEPTION, internal names are never created."""
         if topic.startswith("__"):
-            return p.UNKNOWN_TOPIC_OR_PARTITION
+            return p.UNKNOWN_TOPIC_OR_PARTITION, None
         try:
             self.store.create_topic(topic, self.config.num_partitions)
             log.info("created topic %s (%d partitions) for a client's Metadata request (auto.create.topics.enable)",
