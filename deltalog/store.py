@@ -190,7 +190,13 @@ class Store:
         return self._spark
 
     def _spark_session(self) -> SparkSession:
-        return self.spark
+        """The session a cleaning pass runs on: :attr:`spark`, once the embedded session's warm-up has run (none
+        for a session given as it is), so the pass does not share the cores with it (docs/scale.md)."""
+        session = self.spark
+        from deltalog.sql.session import await_warm_up  # pyspark is imported by now: the session exists
+
+        await_warm_up(session)
+        return session
 
     # -- topics ---------------------------------------------------------------------------------------
 
