@@ -10,13 +10,13 @@ from deltalog.log.partition_log import PartitionLog
 from tests.test_retention import HOUR, make_segments
 
 #: Requests an idle partition may cost: in a fresh process (its Delta log read once: delta-rs's open, the check for
-#: other engines' commits, the log positions) and in a later cycle of the same process (one refresh of its snapshot
-#: shared by the cycle's steps: a listing of its Delta log and a read of its _last_checkpoint; VACUUM's listing of
-#: the table's files only in the first cycle, and again when the version moves or an orphan written since could be
-#: due). The uncleanable marks and the last passes' figures are listed once a cycle for the whole store, so an
-#: unmarked, never-cleaned partition costs nothing there.
-COLD_BOUND = 24
-WARM_BOUND = 2
+#: other engines' commits, the log positions; one listing of its files for VACUUM's check) and in a later cycle of
+#: the same process (one look for its next commit's file, the cycle's one refresh of its snapshot, shared by its
+#: steps; VACUUM's listing again only when the version moves or an orphan written since could be due). The
+#: uncleanable marks and the last passes' figures are listed once a cycle for the whole store, so an unmarked,
+#: never-cleaned partition costs nothing there.
+COLD_BOUND = 22
+WARM_BOUND = 1
 COMMITS = 3  # appends per partition, after the create
 
 
