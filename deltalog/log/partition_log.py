@@ -421,6 +421,14 @@ class PartitionLog:
         return delta.retry_on_conflict(f"{control} marker in {self.topic}-{self.partition}", APPEND_MAX_ATTEMPTS,
                                        attempt)
 
+    def appended_head(self) -> LogHead | None:
+        """The head this process's last append left (None when unknown: nothing appended yet, or a later change
+        of this handle's own), without bringing the table up to date. A Produce answer's log start offset is the
+        one its append saw, as Kafka's ``LogAppendInfo`` carries it; reading the table again for it would cost a
+        Delta log listing per commit."""
+        known = self._next_head
+        return None if known is None else known[1]
+
     def head(self) -> LogHead:
         """The head of the log at the latest version, read from the Delta log alone (O(1) in files).
 

@@ -234,8 +234,9 @@ class KafkaApis:
         """The answers to Produce requests a connection pipelined, in order, each as Kafka answers it (None for
         ``acks=0``); the plain record sets they carry for one partition, with those other connections sent
         meanwhile, are appended in one Delta commit (:mod:`deltalog.server.group_commit`)."""
+        limits: dict[tuple[str, int], int] = {}  # each partition's max.message.bytes, read once for all requests
         decoded = [[[self._refused_produce(r, t.name) or self._decode_partition(
-            r.body.acks, t.name, pd.index, pd.records, r.body.transactional_id)
+            r.body.acks, t.name, pd.index, pd.records, r.body.transactional_id, limits)
                      for pd in t.partition_data]
                     for t in r.body.topic_data] for r in requests]
         self.committer.append([e for r in decoded for t in r for e in t if isinstance(e, group_commit.Entry)])
@@ -264,15 +265,21 @@ class KafkaApis:
         return None
 
     def _decode_partition(self, acks: int, topic: str, partition: int, data: bytes | None,
-                          transactional_id: str | None = None) -> group_commit.Entry | group_commit.Result:
+                          transactional_id: str | None = None, limits: dict[tuple[str, int], int] | None = None
+                          ) -> group_commit.Entry | group_commit.Result:
         """One partition's record set, decoded and checked, to append; or the (error code, base offset, error
         message, log start offset) that refuses it. A transactional batch is appended only to a partition its
-        transaction added (:meth:`TxnApis.verify`, in :func:`deltalog.server.group_commit.append_one`)."""
+        transaction added (:meth:`TxnApis.verify`, in :func:`deltalog.server.group_commit.append_one`).
+        ``limits`` keeps the partitions' ``max.message.bytes`` across the requests a connection pipelined, so the
+        Delta log is read once per partition for them all, not once per request."""
         if acks not in (-1, 0, 1):
             return p.INVALID_REQUIRED_ACKS, -1, f"acks must be -1, 0 or 1, not {acks}", -1
+        limits = {} if limits is None else limits
         try:
-            with self.lock:  # Kafka's LogValidator: each batch whole against max.message.bytes
-                limit = self.store.log(topic, partition).head().config.max_message_bytes
+            limit = limits.get((topic, partition))
+            if limit is None:
+                with self.lock:  # Kafka's LogValidator: each batch whole against max.message.bytes
+                    limit = limits[topic, partition] = self.store.log(topic, partition).head().config.max_message_bytes
             records, batches = decode_records(bytes(data or b""), limit)
         except DeltalogError as e:  # a record batch refused, or an unknown topic or partition
             return e.errno, -1, str(e), -1
