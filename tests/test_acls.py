@@ -516,3 +516,39 @@ def test_deltalog_serve_with_an_authorizer_gives_each_team_user_only_its_topics_
     assert [r.value for r in opened.read("team-b-orders", 0)] == [b"from bob", b"from admin"]
     assert [o.offset for o in opened.offsets_topic.committed("team-a-app").values()] == [2]
     assert opened.offsets_topic.committed("team-b-app") == {}
+
+
+def test_authorized_operations_are_filled_when_the_client_asks(store, secured):
+    """KIP-430 as Kafka's KafkaApis answers it, read by confluent-kafka's admin client: a topic's operations
+    (Metadata's topic authorized operations), the cluster's (DescribeCluster: none without DESCRIBE on it) and a
+    group's (DescribeGroups); without the flag the fields stay Kafka's "not asked"."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation as COP
+    from confluent_kafka.admin import AdminClient
+
+    AclStore(store.storage).create([binding(RT.TOPIC, "alice-", op, pattern=PT.PREFIXED) for op in (OP.READ, OP.WRITE)]
+                                   + [binding(RT.GROUP, "alice-group", OP.READ)])
+
+    def admin(user):
+        return AdminClient({"bootstrap.servers": f"127.0.0.1:{secured.port}", "security.protocol": "SASL_PLAINTEXT",
+                            "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": f"{user}-secret"})
+
+    def names(ops):
+        return None if ops is None else sorted(o.name for o in ops)
+
+    alice, root = admin("alice"), admin("admin")
+    topic = alice.describe_topics(TopicCollection(["alice-orders"]), include_authorized_operations=True)
+    assert names(topic["alice-orders"].result(20).authorized_operations) == ["DESCRIBE", "READ", "WRITE"]
+    plain = alice.describe_topics(TopicCollection(["alice-orders"]))["alice-orders"].result(20)
+    assert not plain.authorized_operations  # not asked
+    # none without DESCRIBE on the cluster (a 0 bit field, which librdkafka gives as no list)
+    assert not alice.describe_cluster(include_authorized_operations=True).result(20).authorized_operations
+    everything = root.describe_cluster(include_authorized_operations=True).result(20).authorized_operations
+    assert names(everything) == sorted(o.name for o in (COP.CREATE, COP.CLUSTER_ACTION, COP.DESCRIBE_CONFIGS,
+                                                        COP.ALTER_CONFIGS, COP.IDEMPOTENT_WRITE, COP.ALTER,
+                                                        COP.DESCRIBE))
+    group = alice.describe_consumer_groups(["alice-group"], include_authorized_operations=True)["alice-group"]
+    assert names(group.result(20).authorized_operations) == ["DESCRIBE", "READ"]
+    assert names(root.describe_topics(TopicCollection(["bob-orders"]), include_authorized_operations=True)[
+        "bob-orders"].result(20).authorized_operations) == ["ALTER", "ALTER_CONFIGS", "CREATE", "DELETE", "DESCRIBE",
+                                                            "DESCRIBE_CONFIGS", "READ", "WRITE"]
