@@ -276,8 +276,16 @@ class PartitionLog:
         cached = self._latest
         if cached is not None and cached.version == dt.version():
             return cached
-        with damage.reading_log(self.storage, self.uri):
-            self._latest = snapshot_of(dt, self.topic, self.partition, self.storage, self.uri)
+        try:
+            with damage.reading_log(self.storage, self.uri):
+                self._latest = snapshot_of(dt, self.topic, self.partition, self.storage, self.uri)
+        except CorruptLogError:
+            # A handle kept while the log did not move still names the commit files it listed; Delta's log
+            # retention may have removed them since (a checkpoint holds their actions). List the log again once:
+            # a log that is really damaged fails the same way again.
+            with damage.reading_log(self.storage, self.uri):
+                dt.update_incremental()
+                self._latest = snapshot_of(dt, self.topic, self.partition, self.storage, self.uri)
         return self._latest
 
     def topic_id(self) -> str | None:
