@@ -18,6 +18,7 @@ from deltalog.cleaner.log_cleaner import CycleResult
 from deltalog.cleaner.metrics import collect, format_table
 from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.cli import output
+from deltalog.cli.progress import Steps
 from deltalog.jobs.cleaner_job import JobConfig, cycle_json
 from deltalog.jobs.cleaner_job import run as run_job
 from deltalog.log.vacuum import STAGED_MAX_AGE_MS, STORE_LEVEL, TEMP_FILES, TEMP_MAX_AGE_MS
@@ -204,7 +205,8 @@ def reset_uncleanable(args: argparse.Namespace) -> int:
 
 def retention(args: argparse.Namespace) -> int:
     store = common.open_store(args)
-    results = store.delete_old_segments(args.topic)
+    with Steps("retention", before="listing partitions") as steps:
+        results = store.delete_old_segments(args.topic, progress=steps)
     if output.wants_json(args):
         for r in results:
             output.emit(dataclasses.asdict(r))
@@ -220,10 +222,12 @@ def retention(args: argparse.Namespace) -> int:
 
 def vacuum(args: argparse.Namespace) -> int:
     store = common.open_store(args)
-    results = store.vacuum(args.topic, dry_run=not args.apply)
-    if args.topic is None:  # the whole store: its staging directory of format("deltalog") writes too
-        results.append(store.vacuum_staged(dry_run=not args.apply))
-        results.append(store.vacuum_temp_files(dry_run=not args.apply))
+    with Steps("vacuum", before="listing partitions") as steps:
+        results = store.vacuum(args.topic, dry_run=not args.apply, progress=steps)
+        if args.topic is None:  # the whole store: its staging directory of format("deltalog") writes too
+            steps.bar.set_postfix_str("staged and temporary files")
+            results.append(store.vacuum_staged(dry_run=not args.apply))
+            results.append(store.vacuum_temp_files(dry_run=not args.apply))
     if output.wants_json(args):
         for r in results:
             output.emit(dataclasses.asdict(r))

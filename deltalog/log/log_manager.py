@@ -503,7 +503,8 @@ class LogManager:
         return [self.log(t, p) for t in topics for p in self.partitions(t)]
 
     def each_leased(self, topic: str | None, purpose: str, step: Callable[[PartitionLog], T], *,
-                    keep_going: bool = False, needed: Callable[[PartitionLog], bool] | None = None) -> list[T]:
+                    keep_going: bool = False, needed: Callable[[PartitionLog], bool] | None = None,
+                    progress: Callable[[int, int, str], None] | None = None) -> list[T]:
         """``step(log)`` on every partition (of ``topic``, or of the store) under its lease, in order.
 
         A partition whose lease another run holds is skipped this time, as Kafka's retention skips a
@@ -512,9 +513,14 @@ class LogManager:
         when given, says from what this process already knows of the partition (its cached snapshot, a listing)
         whether ``step`` could do anything; a partition it says no to is not leased at all, so an idle store's
         cycle writes nothing per partition (``step`` plans again under the lease, so a stale yes is harmless).
+        ``progress`` is told ``(partitions done, partitions in all, the partition now)`` before each partition
+        and once at the end (a command's progress bar).
         """
         out: list[T] = []
-        for plog in self.logs(topic):
+        logs = self.logs(topic)
+        for i, plog in enumerate(logs):
+            if progress is not None:
+                progress(i, len(logs), f"{plog.topic}-{plog.partition}")
             try:
                 if needed is not None and not needed(plog):
                     continue
@@ -531,6 +537,8 @@ class LogManager:
                 self._step_failed(purpose, plog, e, keep_going)
             finally:
                 lease.release()
+        if progress is not None:
+            progress(len(logs), len(logs), "done")
         return out
 
     @staticmethod

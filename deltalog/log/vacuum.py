@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -252,9 +252,12 @@ def has_unreferenced_files(log_: PartitionLog) -> bool:
 
 
 def vacuum_store(logs: LogManager, topic: str | None = None, *, dry_run: bool = True,
-                 keep_going: bool = False, only_due: bool = False) -> list[VacuumResult]:
+                 keep_going: bool = False, only_due: bool = False,
+                 progress: Callable[[int, int, str], None] | None = None) -> list[VacuumResult]:
     """VACUUM every partition (of ``topic``, or of the store), each under its lease; busy ones are skipped.
     (The store's staging directory is swept by :func:`vacuum_staged`.) With ``only_due`` (the cleaner's cycle)
-    a partition without an unreferenced file (:func:`has_unreferenced_files`) is neither leased nor reported."""
+    a partition without an unreferenced file (:func:`has_unreferenced_files`) is neither leased nor reported.
+    ``progress``: told ``(done, total, partition)`` as each partition starts (``deltalog cleaner vacuum``'s bar)."""
     return logs.each_leased(topic, "vacuum", lambda log_: vacuum(log_, logs.clock.now_ms(), dry_run=dry_run),
-                            keep_going=keep_going, needed=has_unreferenced_files if only_due else None)
+                            keep_going=keep_going, needed=has_unreferenced_files if only_due else None,
+                            progress=progress)
