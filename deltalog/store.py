@@ -47,7 +47,7 @@ from deltalog.errors import (
 )
 from deltalog.groups import admin as group_admin
 from deltalog.groups.consumer import Consumer
-from deltalog.log import arrow_records, damage, time_travel
+from deltalog.log import arrow_records, damage, encoding, time_travel
 from deltalog.log import history as history_
 from deltalog.log.lease import LeaseManager
 from deltalog.log.log_manager import (
@@ -331,8 +331,15 @@ class Store:
         isolation_level: str = "read_uncommitted",
         version_as_of: int | None = None,
         timestamp_as_of: time_travel.Timestamp | None = None,
+        decode: bool = True,
     ) -> list[Record]:
         """Records from ``from_offset`` on, in offset order (``"earliest"``: the log start offset).
+
+        Keys and values come as the topic declares them (``key.encoding`` / ``value.encoding``): ``str`` on a
+        ``string`` topic, the decoded JSON (a ``dict`` for an object) on a ``json`` one, as ``deltalog consume``
+        prints them and SQL reads them; bytes on a ``bytes`` topic (the default) and with ``decode=False``. Data
+        written before the topic declared its encoding, which does not decode, comes as bytes. (Before this
+        version every read returned bytes.)
 
         A position that compaction emptied reads on from the next record; an offset below the log start
         or past the log end raises :class:`~deltalog.errors.OffsetOutOfRangeError`. ``isolation_level`` is
@@ -358,7 +365,11 @@ class Store:
             raise InvalidConfigError(f"max_records must be None or an int >= 0, not {shown(max_records)}")
         if max_records is not None and max_records >= 2**63:  # more than any partition holds; Arrow takes int64
             max_records = None
-        return log.read(from_offset, max_records, isolation_level=isolation_level, at=snap)
+        records = log.read(from_offset, max_records, isolation_level=isolation_level, at=snap)
+        if not decode or not records:
+            return records
+        config = log.head().config if snap is None else snap.config
+        return encoding.decoded_records(records, config.key_encoding, config.value_encoding)
 
     def history(self, topic: str, partition: int | None = None, *, limit: int | None = None
                 ) -> list[history_.HistoryEntry]:
