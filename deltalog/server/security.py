@@ -58,7 +58,7 @@ def load_properties(path: str) -> dict[str, str]:
     """A Java properties file, read by ``jproperties`` with ``java.util.Properties.load``'s rules (``key=value``,
     ``key: value`` or ``key value``; ``#`` and ``!`` comment lines; a line ending in an odd number of backslashes
     continues on the next; ``\\uXXXX`` and the other escapes), as UTF-8 text (Java's default for a ``Reader``)."""
-    from jproperties import ParseError, Properties, PropertyError  # the server extra: only deltalog serve reads these files
+    from jproperties import ParseError, Properties, PropertyError  # the server extra: only serve reads these
 
     try:
         with open(path, "rb") as f:
