@@ -61,6 +61,7 @@ from deltalog.log.partition_log import PartitionLog
 from deltalog.log.record import Record
 from deltalog.log.retention import DeleteRecordsResult, RetentionResult, apply_retention, delete_records
 from deltalog.log.vacuum import VacuumResult, vacuum_staged, vacuum_store, vacuum_temp_files
+from deltalog.log.walk import each_partition
 from deltalog.producer.kafka_producer import KafkaProducer
 from deltalog.producer.router import PartitionRouter, ProduceResult
 from deltalog.state import equality as state_equality
@@ -165,7 +166,8 @@ class Store:
         #: The registry of topics and partition logs every service works on (``create=False``: raises
         #: :class:`~deltalog.errors.NoStoreError` where there is no store).
         try:
-            self.log_manager = LogManager(self.storage, self.clock, create=create)
+            self.log_manager = LogManager(self.storage, self.clock, create=create,
+                                          walk_threads=self.config.background_threads)
         except OSError as e:  # a file where the store should be, no permission, ...
             raise InvalidArgumentError(f"cannot use {self.root} as a store: {e.strerror or e}") from None
         self._producer: PartitionRouter | None = None
@@ -190,7 +192,13 @@ class Store:
         return self._spark
 
     def _spark_session(self) -> SparkSession:
-        return self.spark
+        """The session a cleaning pass runs on: :attr:`spark`, once the embedded session's warm-up has run (none
+        for a session given as it is), so the pass does not share the cores with it (docs/scale.md)."""
+        session = self.spark
+        from deltalog.sql.session import await_warm_up  # pyspark is imported by now: the session exists
+
+        await_warm_up(session)
+        return session
 
     # -- topics ---------------------------------------------------------------------------------------
 
@@ -468,20 +476,39 @@ class Store:
         A damaged partition (its Delta log, or a data file missing or of another size than its commit says)
         raises :class:`~deltalog.errors.CorruptLogError` naming the partition and the file; one that holds an
         offset twice says so in ``duplicated_offsets`` and ``duplicates`` (and is eligible for cleaning)."""
+        return self.describe_topics([topic])[0]
+
+    def describe_topics(self, topics: Sequence[str]) -> list[TopicDescription]:
+        """:meth:`describe` of each topic, in order: their partitions ``background.threads`` at a time (each one's
+        Delta log and one listing of its files are its own round trips), the uncleanable marks listed once. The
+        first damaged partition in order raises, as describing the topics one after another would."""
         now = self.clock.now_ms()
         marks = UncleanablePartitions(self.storage)
-        states: list[PartitionState] = []
-        for log in self.log_manager.logs(topic):
+        logs = [log for topic in topics for log in self.log_manager.logs(topic)]
+
+        def state(log: PartitionLog) -> tuple[PartitionState, TopicConfig]:
             snap = log.snapshot()  # a damaged Delta log raises CorruptLogError naming the file
             damage.raise_data_damage(log.storage, log.uri, snap.files)  # one listing: missing or resized files
             mark = marks.get(snap.topic, snap.partition, snap.topic_id)
             reason = None if mark is None else f"{mark.error_type}: {mark.message}"
-            states.append(PartitionState.of(snap, now, uncleanable_reason=reason, txns=log.txn_index(snap),
-                                            duplicated=log.duplicated_offsets(snap)))
-        config = self.topic_config(topic)
-        lag = self.state_lag(topic) if config.state_table(self.config) or StateTable(self.storage, topic).exists() \
-            else None
-        return TopicDescription(topic, config, tuple(states), lag)
+            return PartitionState.of(snap, now, uncleanable_reason=reason, txns=log.txn_index(snap),
+                                     duplicated=log.duplicated_offsets(snap)), snap.config
+
+        with marks.listed():
+            walked = each_partition(logs, state, self.log_manager.walk_threads)
+        by_topic: dict[str, list[tuple[PartitionState, TopicConfig]]] = {t: [] for t in topics}
+        for w in walked:
+            if w.error is not None:
+                raise w.error
+            by_topic[w.item.topic].append(w.result)  # type: ignore[arg-type] - set when there is no error
+        out = []
+        for topic in topics:
+            found = by_topic[topic]
+            config = found[0][1] if found else self.topic_config(topic)  # the table properties head() reads too
+            lag = (self.state_lag(topic) if config.state_table(self.config) or StateTable(self.storage, topic).exists()
+                   else None)
+            out.append(TopicDescription(topic, config, tuple(st for st, _ in found), lag))
+        return out
 
     # -- state tables (deltalog.state, docs/state-table.md) ------------------------------------------------
 
@@ -563,6 +590,13 @@ class Store:
         if dt is None:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} has no state table yet")
         return state_equality.compare(self.log_manager, topic, dt)
+
+    def state_lag_of(self, topic: str) -> StateLag | None:
+        """:meth:`state_lag`, or None where ``topic`` keeps no state table (``state.table.enable``): what the
+        cleaner's metrics record each cycle (``state_offsets_behind``, ...)."""
+        if not self.state_table_enabled(topic):  # from the topic's config: no request for a topic without one
+            return None
+        return self.state_lag(topic)
 
     def state_lag(self, topic: str) -> StateLag:
         """How far the state table of ``topic`` is behind its log (offsets, and time since its last refresh by the
@@ -705,6 +739,7 @@ class Store:
         check = (functools.partial(self._check_after_clean, context=ge_context) if self.config.check_after_clean
                  else None)
         options.setdefault("offsets", self.offsets_topic)
+        options.setdefault("state_lag", self.state_lag_of)
         from deltalog.cleaner.log_cleaner import LogCleaner  # only where the store cleans (start-up time)
 
         return LogCleaner(self.log_manager, self._spark_session, self.config, check_after_clean=check, **options)

@@ -228,7 +228,7 @@ def delete_records(args: argparse.Namespace) -> int:
 
 def status(args: argparse.Namespace) -> int:
     store = common.open_store(args)
-    metrics = collect(store.log_manager)
+    metrics = collect(store.log_manager, state_lag=store.state_lag_of if args.prometheus else None)
     if args.prometheus:
         from deltalog import extras
         from deltalog.cleaner.prometheus import CleanerExporter

@@ -508,8 +508,8 @@ STATE_TABLE_HEADERS = {
                "delta extension "
                "(INSTALL delta below, downloaded from DuckDB's extension repository on first use)."],
     "trino": ["-- The state tables (*_state) and deltalog_metrics are Delta tables: Trino's Delta Lake connector "
-              "registers them "
-              "(delta.register-table-procedure.enabled=true in the catalog's properties)."],
+              "registers them (the catalog's properties: connector.name=delta_lake and",
+              "-- delta.register-table-procedure.enabled=true)."],
 }
 
 
