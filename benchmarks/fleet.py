@@ -81,27 +81,61 @@ def build_fast(root: str, partitions: int, spark: object) -> Store:
     return store
 
 
-def commit_reference(store: Store, repeats: int = 7) -> float:
-    """The median time of one Delta commit of one partition: a 100-record append."""
+def commit_times(store: Store, repeats: int = 7) -> list[float]:
+    """Seconds of ``repeats`` Delta commits of one partition each: a 100-record append."""
     times = []
     for i in range(repeats):
         batch = pa.table({"key": [b"c%d" % j for j in range(100)], "value": [b"x" * 50] * 100})
         t = time.perf_counter()
         store.append("cdc", i % 2, batch)
         times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return times
+
+
+def commit_reference(store: Store, repeats: int = 7) -> float:
+    """The median time of one Delta commit of one partition: a 100-record append."""
+    return statistics.median(commit_times(store, repeats))
+
+
+def cpu_seconds() -> float:
+    """CPU seconds this process and its children (Spark's JVM, its Python workers) have used so far, from /proc (0
+    where there is none): beside the wall times, a figure a loaded machine's other work does not inflate as much."""
+    def of(pid: str) -> tuple[int, float]:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    try:
+        procs = {}
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                procs[int(pid)] = of(pid)
+            except OSError:
+                continue
+    except OSError:
+        return 0.0
+    mine, total, todo = {os.getpid()}, 0.0, [os.getpid()]
+    while todo:
+        parent = todo.pop()
+        total += procs.get(parent, (0, 0.0))[1]
+        kids = [pid for pid, (ppid, _) in procs.items() if ppid == parent and pid not in mine]
+        mine.update(kids)
+        todo += kids
+    return total
 
 
 def clean_time(work: str, name: str, partitions: int, spark: object, shared: bool,
-               make: Callable[[str, int, object], Store] = build) -> tuple[float, list]:
+               make: Callable[[str, int, object], Store] = build) -> tuple[float, list, float]:
+    """Seconds to clean a store of ``partitions`` built by ``make``, its rounds, and the CPU seconds it took."""
     store = make(os.path.join(work, name), partitions, spark)
     cleaner = store.log_cleaner(shared_jobs=shared)
+    cpu = cpu_seconds()
     t = time.perf_counter()
     round_ = cleaner.clean_filthiest_logs()
     seconds = time.perf_counter() - t
+    cpu = cpu_seconds() - cpu
     if len(round_.cleans) != partitions or round_.outcomes:
         raise BenchmarkFailure(f"{name}: cleaned {len(round_.cleans)} of {partitions}: {round_.outcomes}")
-    return seconds, cleaner.rounds
+    return seconds, cleaner.rounds, cpu
 
 
 def idle_cycle(root: str) -> dict[str, object]:
@@ -126,18 +160,38 @@ def idle_cycle(root: str) -> dict[str, object]:
 
 def measure(spark: object, partitions: int, work: str, *, serial: bool = False,
             make: Callable[[str, int, object], Store] = build) -> dict[str, object]:
-    """The figures of one run (what ``main`` prints): the commit reference, the shared rounds' marginal cost per
-    partition (and one pass at a time's, with ``serial``), and the idle cycle over the larger store, cleaned."""
+    """The figures of one run (what ``main`` prints): the commit reference (the median of commits made before, between
+    and after the cleanings), the shared rounds' marginal cost per partition (and one pass at a time's, with
+    ``serial``), in wall time and in CPU time of the process and its children beside a commit's CPU time, and the idle
+    cycle over the larger store, cleaned."""
     big, small = partitions, max(2, partitions // 5)
     out: dict[str, object] = {"partitions": [small, big], "load_average": os.getloadavg()}
     clean_time(work, "warm-up", 4, spark, True, make)  # Spark's first jobs and the workers' imports, untimed
-    out["commit_s"] = commit_reference(Store(os.path.join(work, "warm-up"), spark=spark))
+    reference = Store(os.path.join(work, "warm-up"), spark=spark)
+    commits: list[float] = []
+    commit_cpu = [0.0]
+
+    def more_commits() -> None:  # before, between and after the cleanings: the machine's load moves
+        cpu = cpu_seconds()
+        commits.extend(commit_times(reference))
+        commit_cpu[0] += cpu_seconds() - cpu
+
+    more_commits()
+    cleaned = {}
     for kind, shared in [("shared", True)] + ([("one_at_a_time", False)] if serial else []):
-        s_small, _ = clean_time(work, f"{kind}-{small}", small, spark, shared, make)
-        s_big, rounds = clean_time(work, f"{kind}-{big}", big, spark, shared, make)
+        cleaned[kind] = [clean_time(work, f"{kind}-{small}", small, spark, shared, make)]
+        more_commits()
+        cleaned[kind].append(clean_time(work, f"{kind}-{big}", big, spark, shared, make))
+        more_commits()
+    out["commit_s"] = statistics.median(commits)
+    out["commit_cpu_s"] = commit_cpu = commit_cpu[0] / len(commits)
+    for kind, ((s_small, _, c_small), (s_big, rounds, c_big)) in cleaned.items():
         marginal = (s_big - s_small) / (big - small)
+        marginal_cpu = (c_big - c_small) / (big - small)
         out[kind] = {"seconds": [s_small, s_big], "marginal_s": marginal,
-                     "marginal_vs_commit": marginal / out["commit_s"], "rounds": rounds}
+                     "marginal_vs_commit": marginal / out["commit_s"], "cpu_s": [c_small, c_big],
+                     "marginal_cpu_s": marginal_cpu, "marginal_cpu_vs_commit_cpu": marginal_cpu / max(commit_cpu, 1e-9),
+                     "rounds": rounds}
     out["idle_cycle"] = idle_cycle(os.path.join(work, f"shared-{big}"))
     out["load_average_after"] = os.getloadavg()
     return out
