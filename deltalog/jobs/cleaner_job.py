@@ -39,7 +39,7 @@ from typing import Any
 from deltalog.config import StoreConfig
 from deltalog.errors import DeltalogError, InvalidConfigError
 from deltalog.option_spec import OptionSpec, parse_options
-from deltalog.sql.session import local_session
+from deltalog.sql.session import SessionStarter, local_session
 from deltalog.store import Store
 
 log = logging.getLogger("deltalog.jobs.cleaner_job")
@@ -234,21 +234,35 @@ def refresh_state_tables(store: Store) -> dict[str, Any]:
     return {"refreshed": refreshed, "failed": failed}
 
 
+def pass_may_run(cleaner: Any) -> bool:
+    """Whether the first cycle may run a pass: some partition is eligible now (the cycle's own ranking, from the
+    Delta logs; the cycle ranks again after retention, from the snapshots this one cached)."""
+    try:
+        return bool(cleaner.manager.logs_to_clean(cleaner.clock.now_ms(), on_damage=lambda *_: None))
+    except DeltalogError as e:  # the cycle will meet it too, and say so
+        log.debug("could not rank the partitions before the first cycle: %s", e)
+        return False
+
+
 def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = None,
         on_cycle: Callable[[Any], None] | None = None) -> int:
     """Open the store and run the cleaner as ``config`` says, one JSON line per cycle on ``out`` (or, given
     ``on_cycle``, that called with each cycle's result instead: ``deltalog cleaner run --output text``);
     returns the number of cycles run."""
+    starter = None
     if spark is None:
-        # Started when the first pass runs, not before: a cycle with nothing to clean needs no JVM (retention,
-        # VACUUM and the metrics read the Delta logs only), as ``deltalog clean`` does on an idle store.
-        def spark() -> Any:
-            return local_session(config.spark_master, dict(config.spark_conf), app_name="deltalog-cleaner")
+        # Started only when a pass may run: a cycle with nothing to clean needs no JVM (retention, VACUUM and the
+        # metrics read the Delta logs only), as ``deltalog clean`` does on an idle store. When one may, it starts
+        # in the background (with its warm-up) while the cycle does its Spark-free work first.
+        spark = starter = SessionStarter(
+            lambda: local_session(config.spark_master, dict(config.spark_conf), app_name="deltalog-cleaner"))
     store = Store(config.root, storage_options=dict(config.storage_options) or None, spark=spark, clock=clock,
                   config=dict(config.cleaner))
     cleaner = store.log_cleaner(vacuum=config.vacuum, progress_interval_s=config.progress_interval_s,
-                                ge_context=config.ge_context)
+                                ge_context=config.ge_context, state_tables=lambda: refresh_state_tables(store))
     out = out or sys.stdout
+    if starter is not None and pass_may_run(cleaner):
+        starter.start()
 
     previous = {}
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -259,7 +273,7 @@ def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = N
     log.info("deltalog cleaner on %s: threads=%d, %s", store.root, cleaner.threads,
              "one cycle" if config.once else f"max cycles {config.max_cycles or 'unbounded'}")
     def emit(cycle: Any) -> None:
-        states = refresh_state_tables(store)
+        states = cycle.state_tables  # refreshed by the cycle, before its metrics (which record their lag)
         if on_cycle is not None:
             on_cycle(cycle)
             return

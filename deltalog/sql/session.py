@@ -17,8 +17,9 @@ import logging
 import os
 import sys
 import threading
+import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from deltalog import extras
@@ -26,6 +27,8 @@ from deltalog.spark import default_parallelism, is_connect, job_tag
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 #: Settings of the embedded session; ``conf/`` and ``Store(spark_conf=...)`` may override any of them.
 DEFAULT_SPARK_CONF: dict[str, str] = {
@@ -131,24 +134,26 @@ def stop_embedded_sessions(wait_s: float = 10.0) -> None:
 
 @contextlib.contextmanager
 def _jvm_output_to(target: str | None) -> Iterator[None]:
-    """While the JVM is started, point file descriptors 1 and 2 at ``target``: the JVM (and every process it
-    starts) inherits them and writes there for good, while this process gets its own back at once."""
+    """While the session is created, start the JVM with its stdout and stderr on ``target``: the JVM (and every
+    process it starts) writes there for good. The JVM's process is given the file itself (pyspark's
+    ``launch_gateway`` takes ``Popen``'s arguments), so this process's own descriptors 1 and 2 are never moved:
+    a session started on a thread of its own (:class:`SessionStarter`) leaves the other threads' output alone."""
     if target is None:
         yield
         return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    saved = [os.dup(1), os.dup(2)]
-    try:
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        yield
-    finally:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for f in (*saved, fd):
-            os.close(f)
+    from pyspark.core import context  # where SparkContext launches the JVM, for classic and local Connect alike
+
+    original = context.launch_gateway
+    with open(target, "ab") as f:
+
+        def launch_gateway(conf: Any = None, popen_kwargs: dict[str, Any] | None = None) -> Any:
+            return original(conf, {**(popen_kwargs or {}), "stdout": f, "stderr": f})
+
+        context.launch_gateway = launch_gateway
+        try:
+            yield
+        finally:
+            context.launch_gateway = original
 
 
 def _pyspark_query_logs_to(target: str) -> None:
@@ -181,44 +186,98 @@ WARM_JOB_GROUP = "deltalog-warm-workers"
 
 
 class _WarmUp(threading.Thread):
-    """The warm-up job in its thread; ``workers`` is how many of its tasks ran the cleaner's code (None
-    until it ends, or when it failed)."""
+    """The warm-up in its thread; ``workers`` is how many of its first job's tasks ran the cleaner's code, ``passes``
+    how many passes its round made (None until it ends, or when it failed); ``seconds`` how long it took."""
 
     workers: int | None = None
+    passes: int | None = None
+    seconds: float | None = None
 
 
 def warm_python_workers(session: SparkSession) -> _WarmUp:
-    """Start the cleaner's Python workers in the background, one per core.
+    """Warm the session up for the cleaner in the background (:mod:`deltalog.sql.warm_up`): start every core's
+    Python worker with the cleaner's modules imported, then run a pass over a tiny partition of its own.
 
-    A cleaning pass runs deltalog's own code in Spark's Python workers; the first pass in a session
-    otherwise waits for them to start and import numpy and pyarrow (docs/performance.md). The
-    embedded session starts them while the caller does other work (opening the store, appending). The job
-    is tiny (a ``mapInArrow`` over one row a task) and its failure is harmless: the pass would start the
-    workers itself.
+    A session's first pass otherwise pays for Spark's first jobs and first workers itself (docs/scale.md, "Cold
+    vs warm"). The embedded session runs this while the caller does other work (opening the store, ranking,
+    retention); :func:`await_warm_up` waits for it before a pass. Its failure is harmless: the pass would pay
+    those costs itself.
     """
 
     def run() -> None:
+        from deltalog.sql.warm_up import warm_up
+
+        started = time.perf_counter()
         try:
-            n = default_parallelism(session)
-            with job_tag(session, WARM_JOB_GROUP, "deltalog: starting the cleaner's Python workers"):
-                rows = session.range(0, n, numPartitions=n).mapInArrow(_warm_worker, "warmed long").collect()
-            thread.workers = sum(r["warmed"] for r in rows)
-        except Exception:  # noqa: BLE001 - a session stopped meanwhile, or no Python workers: the pass starts them
-            pass
+            with job_tag(session, WARM_JOB_GROUP, "deltalog: warming up the cleaner's Spark jobs"):
+                thread.workers, thread.passes = warm_up(session, default_parallelism(session))
+        except Exception as e:  # noqa: BLE001 - a session stopped meanwhile, or no Python workers: the pass starts them
+            log.debug("the warm-up of the embedded session failed: %s", e)
+        thread.seconds = time.perf_counter() - started
 
     thread = _WarmUp(target=run, name="deltalog-warm-workers", daemon=True)
     thread.start()
     return thread
 
 
-def _warm_worker(batches: Iterator[Any]) -> Iterator[Any]:
-    """Import and run the cleaner's task code once on three keys (numpy, pyarrow, the vectorized hash)."""
-    import pyarrow as pa  # this function runs in a Spark worker: everything it imports is for the worker
+def await_warm_up(session: SparkSession, timeout_s: float | None = None) -> float | None:
+    """Wait for the warm-up :func:`local_session` started on ``session`` (if any); returns how long it took in all,
+    or None when there was none. A pass waits for it rather than run beside it: on few cores the two would share
+    them, and the pass would still pay the first-job costs the warm-up is paying."""
+    for embedded, warm in list(_EMBEDDED):
+        if embedded is session and warm is not None:
+            warm.join(timeout_s)
+            return warm.seconds
+    return None
 
-    from deltalog.cleaner import offset_map, recopy  # noqa: F401 - imported for the worker's module cache
-    from deltalog.log.key_hash import key_hashes
 
-    for _ in batches:
-        pass
-    key_hashes(pa.array([b"a", b"bb", b"a" * 40]))
-    yield pa.RecordBatch.from_pydict({"warmed": [1]}, schema=pa.schema([pa.field("warmed", pa.int64())]))
+class SessionStarter:
+    """A Spark session started on a thread of its own, for a caller that knows early that it will need one and
+    has Spark-free work to do first (the scheduled job's retention, ranking and planning; Kafka starts its cleaner
+    threads with the broker, not at the first dirty log). :meth:`start` begins the session's start and its warm-up
+    in the background; calling the starter (it is a session provider, as :class:`~deltalog.store.Store` takes
+    one) starts it if nobody did, waits for both, and returns the session, or raises what its start raised.
+    ``spark_start_s`` is how long the caller waited plus how long the start ran before it asked: Spark's start,
+    warm-up included, as the caller saw it."""
+
+    def __init__(self, factory: Callable[[], SparkSession]) -> None:
+        self._factory = factory
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._session: SparkSession | None = None
+        self._error: BaseException | None = None
+        #: Seconds from :meth:`start` until the session and its warm-up were ready (None until then).
+        self.ready_s: float | None = None
+        self._started_at: float | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
+    def start(self) -> None:
+        """Start the session and its warm-up in the background (again: nothing)."""
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._started_at = time.perf_counter()
+            self._thread = threading.Thread(target=self._run, name="deltalog-spark-start", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            session = self._factory()
+            await_warm_up(session)
+            self._session = session
+        except BaseException as e:  # noqa: BLE001 - given to the caller that asks for the session
+            self._error = e
+        assert self._started_at is not None
+        self.ready_s = time.perf_counter() - self._started_at
+
+    def __call__(self) -> SparkSession:
+        self.start()
+        assert self._thread is not None
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._session is not None
+        return self._session

@@ -1,0 +1,93 @@
+"""Spark's start ahead of the pass: the scheduled job starts the session (and its warm-up) in the background as soon
+as it knows a pass may run, and only then; a pass waits for the warm-up instead of sharing the cores with it."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from deltalog import Record, Store
+from deltalog.jobs.cleaner_job import pass_may_run
+from deltalog.sql.session import SessionStarter
+
+
+def test_the_starter_starts_once_in_the_background_and_hands_out_that_session():
+    calls: list[str] = []
+    release = threading.Event()
+
+    def factory() -> object:
+        calls.append(threading.current_thread().name)
+        release.wait(30)
+        return "the session"
+
+    starter = SessionStarter(factory)
+    assert not starter.started and calls == []
+    starter.start()
+    starter.start()
+    assert starter.started
+    release.set()
+    assert starter() == "the session" and starter() == "the session"
+    assert calls == ["deltalog-spark-start"]  # once, and not on the caller's thread
+    assert starter.ready_s is not None and starter.ready_s >= 0
+
+
+def test_a_starter_asked_first_starts_the_session_itself_and_raises_what_the_start_raised():
+    def factory() -> object:
+        raise RuntimeError("no JVM here")
+
+    starter = SessionStarter(factory)
+    with pytest.raises(RuntimeError, match="no JVM here"):
+        starter()
+    assert starter.started
+
+
+def test_a_pass_may_run_only_where_a_partition_is_eligible(tmp_path, clock):
+    store = Store(tmp_path / "s", clock=clock)
+    store.create_topic("t", 2, config={"cleanup.policy": "compact"})
+    for p in range(2):
+        store.append("t", p, [Record(f"k{i}", "v") for i in range(5)])  # the active segment only: not cleanable
+    cleaner = store.log_cleaner()
+    assert not pass_may_run(cleaner)
+    store.log_manager.log("t", 1).roll(clock.now_ms())
+    store.append("t", 1, [Record("k0", "v2")])  # a closed segment of duplicates behind a new active one
+    assert pass_may_run(cleaner)
+
+
+def test_the_job_starts_spark_early_only_when_a_pass_may_run(tmp_path, clock, monkeypatch):
+    """No JVM here: the starter's factory is recorded, not run (the job's Spark is tested end to end in
+    test_cleaner_job.py)."""
+    from deltalog.jobs import cleaner_job
+
+    store = Store(tmp_path / "s", clock=clock)
+    store.create_topic("t", 1, config={"cleanup.policy": "compact"})
+    store.append("t", 0, [Record(f"k{i}", "v") for i in range(5)])
+    started: list[bool] = []
+
+    class Recorder(SessionStarter):
+        def start(self) -> None:
+            started.append(True)
+
+    monkeypatch.setattr(cleaner_job, "SessionStarter", Recorder)
+    config = cleaner_job.JobConfig.from_mapping({"job": {"once": True}}, source="test", store_uri=str(tmp_path / "s"))
+    with open(os.devnull, "w") as out:
+        cleaner_job.run(config, clock=clock, out=out)
+    assert started == []  # idle: no pass may run, nothing started
+    store.log_manager.log("t", 0).roll(clock.now_ms())
+    store.append("t", 0, [Record("k0", "v2")])
+    monkeypatch.setattr(cleaner_job.Store, "log_cleaner", _no_cycle_cleaner(cleaner_job.Store.log_cleaner))
+    with open(os.devnull, "w") as out:
+        cleaner_job.run(config, clock=clock, out=out)
+    assert started == [True]
+
+
+def _no_cycle_cleaner(log_cleaner):  # noqa: ANN001, ANN202 - the Store method and its wrapper
+    """The store's cleaner with its cycles cut off: the test looks only at what the job does before them."""
+
+    def wrapped(self, **options):  # noqa: ANN001, ANN003, ANN202
+        cleaner = log_cleaner(self, **options)
+        cleaner.run = lambda **_: 0
+        return cleaner
+
+    return wrapped
