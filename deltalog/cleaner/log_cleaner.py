@@ -87,7 +87,9 @@ log = logging.getLogger(__name__)
 _SPARK_STOPPED = ("SparkContext was shut down", "Cannot call methods on a stopped SparkContext")
 #: Upper bound on passes in one run of the loop, so a bug can never spin forever.
 MAX_PASSES = 100_000
-#: Partitions one round cleans side by side at most (a driver thread each, their Spark work in shared jobs).
+#: Partitions one round cleans side by side at most (a driver thread each, their Spark work in shared jobs). Each round
+#: pays its two jobs' fixed cost; rounds of 256 spread it further but cost more a partition on 1,000 partitions
+#: (docs/scale.md), so a round stays at 64.
 MAX_ROUND_PARTITIONS = 64
 
 #: Returns the Spark session passes run on; called only when a pass is about to run, so a loop with
