@@ -234,11 +234,11 @@ def refresh_state_tables(store: Store) -> dict[str, Any]:
     return {"refreshed": refreshed, "failed": failed}
 
 
-def pass_may_run(cleaner: Any) -> bool:
-    """Whether the first cycle may run a pass: some partition is eligible now (the cycle's own ranking, from the
-    Delta logs; the cycle ranks again after retention, from the snapshots this one cached)."""
+def pass_may_run(cleaner: Any, topics: Sequence[str] | None = None) -> bool:
+    """Whether a pass may run: some partition (of ``topics``, or of the store) is eligible now (the cleaner's own
+    ranking, from the Delta logs; the cleaner ranks again later, from the snapshots this one cached)."""
     try:
-        return bool(cleaner.manager.logs_to_clean(cleaner.clock.now_ms(), on_damage=lambda *_: None))
+        return bool(cleaner.manager.logs_to_clean(cleaner.clock.now_ms(), topics, on_damage=lambda *_: None))
     except DeltalogError as e:  # the cycle will meet it too, and say so
         log.debug("could not rank the partitions before the first cycle: %s", e)
         return False
