@@ -128,6 +128,9 @@ def _print_partial(timings: object) -> None:
         if ours in t.seconds and theirs in t.seconds:  # type: ignore[attr-defined]
             r = t.median(ours) / t.median(theirs)  # type: ignore[attr-defined]
             print(f"{label}: {r:.2f}x" + (f" (target <= {target}x)" if target else ""))
+    for name, values in t.figures.items():  # type: ignore[attr-defined]
+        if isinstance(values, list) and values and all(isinstance(v, int | float) for v in values):
+            print(f"{name}: {', '.join(f'{v:g}' for v in values)}")  # per-round figures, e.g. the endpoint's CPU
 
 
 def _render(args: argparse.Namespace, raw: str) -> int:

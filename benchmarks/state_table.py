@@ -7,14 +7,18 @@ embedded engine (DuckDB): ``count(*)`` and a point lookup by key on ``<topic>_st
 ``<topic>_current`` (the view over the log). Then, ``--rounds`` times, ``--new`` percent new records are
 appended and applied two ways from the same table version: a bare delta-rs MERGE of the rows (their latest per key,
 decoded, prepared beforehand and not timed) into a copy of the table, and ``store.refresh_state`` (which also reads
-the new records and reduces them); the medians of the rounds are kept. Last, ``refresh_state(full=True)`` (rebuild
-from the log). Prints one JSON object.
+the new records and reduces them), each round the other first, timed by the wall clock and by the process's CPU
+time (steadier on a loaded machine); the medians of the rounds are kept. Last, ``refresh_state(full=True)`` (rebuild
+from the log). Prints one JSON object, with the load average at the start and the end. The medium preset's shape:
+``--records 20000000 --keys 2000000`` (add ``--spark --spark-repeat 1``: Spark's view over 20 M records is slow).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
 import statistics
 import tempfile
@@ -34,6 +38,18 @@ from deltalog.state.rows import DELETED, latest_per_key, merge_keys, state_rows
 def _batch(rng: np.random.Generator, n: int, keys: int) -> pa.Table:
     tomb = rng.random(n) < 0.05
     return pa.table({"key": key_bytes(rng.integers(0, keys, n)), "value": random_values(rng, n, 100, tomb)})
+
+
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)  # every thread of the process: delta-rs's too
+    return r.ru_utime + r.ru_stime
+
+
+def _timed(fn) -> tuple[float, float, object]:  # noqa: ANN001
+    """Wall and CPU seconds of one call, and its result: on a loaded machine the CPU time is the steadier figure."""
+    c, t = _cpu_s(), time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, _cpu_s() - c, out
 
 
 def _median(fn, repeat: int) -> tuple[float, object]:  # noqa: ANN001
@@ -74,6 +90,7 @@ def main() -> None:
     p.add_argument("--new", type=float, default=1.0, help="percent of --records appended before the refresh")
     p.add_argument("--batch", type=int, default=100_000)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--spark-repeat", type=int, default=None, help="--repeat for the Spark queries (default: --repeat)")
     p.add_argument("--rounds", type=int, default=3, help="rounds of new records, each applied both ways")
     p.add_argument("--dir", default=None)
     p.add_argument("--spark", action="store_true", help="also count and look up in Spark: the state table's "
@@ -84,7 +101,8 @@ def main() -> None:
     rng = np.random.default_rng(35)
     store = Store(root / "store")
     store.create_topic("t", 1, config={"cleanup.policy": "compact", "state.table.enable": "true"})
-    out: dict[str, object] = {"records": args.records, "keys": args.keys, "new_percent": args.new}
+    out: dict[str, object] = {"records": args.records, "keys": args.keys, "new_percent": args.new,
+                              "load_average_start": os.getloadavg()}
     t = time.perf_counter()
     for i in range(0, args.records, args.batch):
         store.append("t", 0, _batch(rng, min(args.batch, args.records - i), args.keys))
@@ -104,14 +122,14 @@ def main() -> None:
     assert out["state_count"] == out["view_count"], out
     out["state_arrow_count_s"], _ = _median(lambda: store.state("t", columns=["offset"]).num_rows, args.repeat)
     if args.spark:
-        _spark_rows(store, key, args.repeat, out)
+        _spark_rows(store, key, args.spark_repeat or args.repeat, out)
     out["count_speedup"] = out["view_count_s"] / out["state_count_s"]
     out["lookup_speedup"] = out["view_lookup_s"] / out["state_lookup_s"]
 
     location = store.state_table_location("t")
     config = store.topic_config("t")
     pk, kk = merge_keys(config)
-    merges, refreshes = [], []
+    merges, refreshes, merge_cpus, refresh_cpus = [], [], [], []
     for r in range(args.rounds):  # each round: 1% new records, applied by a bare MERGE (on a copy) and by a refresh
         copy = str(root / f"merge-copy-{r}")
         shutil.copytree(location, copy)
@@ -130,23 +148,32 @@ def main() -> None:
                     .when_matched_delete(predicate='s."_deleted"')
                     .when_not_matched_insert(upd, predicate='NOT s."_deleted"').execute())
 
-        merge_s, merged = _median(bare_merge, 1)
-        refresh_s, result = _median(lambda: store.refresh_state("t"), 1)
+        # the two in turn first (the machine's load and the OS cache favour neither), wall and CPU time each
+        first, second = (bare_merge, lambda: store.refresh_state("t"))[::1 if r % 2 == 0 else -1]
+        timed = [_timed(first), _timed(second)][::1 if r % 2 == 0 else -1]
+        (merge_s, merge_cpu, merged), (refresh_s, refresh_cpu, result) = timed
         merges.append(merge_s)
         refreshes.append(refresh_s)
+        merge_cpus.append(merge_cpu)
+        refresh_cpus.append(refresh_cpu)
         shutil.rmtree(copy)
     out["new_records"] = new
     out["rounds"] = args.rounds
     out["merge_s"], out["refresh_s"] = statistics.median(merges), statistics.median(refreshes)
     out["merge_s_each"], out["refresh_s_each"] = merges, refreshes
+    out["merge_cpu_s"], out["refresh_cpu_s"] = statistics.median(merge_cpus), statistics.median(refresh_cpus)
+    out["merge_cpu_s_each"], out["refresh_cpu_s_each"] = merge_cpus, refresh_cpus
+    out["refresh_vs_merge_cpu"] = out["refresh_cpu_s"] / out["merge_cpu_s"]
     out["refresh_records_read"] = result.records_read
     out["refresh_rows_merged"] = result.rows_merged
     out["refresh_files"] = {k: v for k, v in result.merge_metrics.items() if "files" in k}
     out["bare_merge_files"] = {k: v for k, v in merged.items() if "files" in k}
-    out["rebuild_s"], _ = _median(lambda: store.refresh_state("t", full=True), 1)
+    out["rebuild_s"], out["rebuild_cpu_s"], _ = _timed(lambda: store.refresh_state("t", full=True))
+    out["refresh_vs_rebuild_cpu"] = out["refresh_cpu_s"] / out["rebuild_cpu_s"]
     out["equal"] = store.compare_state("t").equal
     out["refresh_vs_merge"] = out["refresh_s"] / out["merge_s"]
     out["refresh_vs_rebuild"] = out["refresh_s"] / out["rebuild_s"]
+    out["load_average_end"] = os.getloadavg()
     print(json.dumps(out, indent=1, default=str))
 
 

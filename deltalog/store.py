@@ -571,6 +571,13 @@ class Store:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} has no state table yet")
         return state_equality.compare(self.log_manager, topic, dt)
 
+    def state_lag_of(self, topic: str) -> StateLag | None:
+        """:meth:`state_lag`, or None where ``topic`` keeps no state table (``state.table.enable``): what the
+        cleaner's metrics record each cycle (``state_offsets_behind``, ...)."""
+        if not self.state_table_enabled(topic):  # from the topic's config: no request for a topic without one
+            return None
+        return self.state_lag(topic)
+
     def state_lag(self, topic: str) -> StateLag:
         """How far the state table of ``topic`` is behind its log (offsets, and time since its last refresh by the
         wall clock, which Delta's commit timestamps use)."""
@@ -706,6 +713,7 @@ class Store:
         check = (functools.partial(self._check_after_clean, context=ge_context) if self.config.check_after_clean
                  else None)
         options.setdefault("offsets", self.offsets_topic)
+        options.setdefault("state_lag", self.state_lag_of)
         from deltalog.cleaner.log_cleaner import LogCleaner  # only where the store cleans (start-up time)
 
         return LogCleaner(self.log_manager, self._spark_session, self.config, check_after_clean=check, **options)

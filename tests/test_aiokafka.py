@@ -30,7 +30,7 @@ async def _consume(bootstrap: str, topic: str, n: int, **conf) -> tuple[list, AI
     return got, consumer
 
 
-def test_aiokafka_produces_consumes_and_commits_in_a_group(store):
+def test_aiokafka_produces_consumes_commits_in_a_group_and_the_next_member_resumes(store):
     store.create_topic("aio", 2)
 
     async def run(bootstrap: str) -> tuple[list, dict]:
@@ -42,14 +42,18 @@ def test_aiokafka_produces_consumes_and_commits_in_a_group(store):
         got, consumer = await _consume(bootstrap, "aio", 10, group_id="aio-group", enable_auto_commit=False)
         await consumer.commit()
         committed = {p: await consumer.committed(TopicPartition("aio", p)) for p in (0, 1)}
+        await consumer.stop()  # LeaveGroup
+        store.produce("aio", [Record(key=b"n%d" % i, value=b"new") for i in range(4)])
+        resumed, consumer = await _consume(bootstrap, "aio", 4, group_id="aio-group", enable_auto_commit=False)
         await consumer.stop()
-        return got, committed
+        return got, committed, resumed
 
     with SocketServer(store, "127.0.0.1", 0) as server:
-        got, committed = asyncio.run(run(f"127.0.0.1:{server.port}"))
+        got, committed, resumed = asyncio.run(run(f"127.0.0.1:{server.port}"))
     assert sorted((m.partition, m.offset, m.value) for m in got) == sorted(
         (i % 2, i // 2, b"v%d" % i) for i in range(10))
     assert committed == {0: 5, 1: 5}
+    assert [m.value for m in resumed] == [b"new"] * 4  # the next member starts at the group's committed offsets
 
 
 def test_aiokafka_transaction_read_committed_reaches_the_end_past_the_marker(store):

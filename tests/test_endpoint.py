@@ -328,6 +328,37 @@ def test_confluent_kafka_produces_and_consumes(store, endpoint):
     assert sorted(got) == sorted(expected)
 
 
+def test_confluent_kafka_group_member_commits_and_the_next_member_resumes(store, endpoint):
+    from confluent_kafka import Consumer
+
+    store.create_topic("cresume", 2)
+    store.produce("cresume", [Record(key=b"k%d" % i, value=b"first") for i in range(10)])
+    conf = {"bootstrap.servers": bootstrap(endpoint), "group.id": "cgroup", "auto.offset.reset": "earliest",
+            "enable.auto.commit": False}
+
+    def drain(consumer: Consumer, n: int) -> list:
+        got: list = []
+        deadline = time.monotonic() + 30
+        while len(got) < n and time.monotonic() < deadline:
+            got.extend(m for m in consumer.consume(100, 0.5) if m.error() is None)
+        return got
+
+    first = Consumer(conf)
+    first.subscribe(["cresume"])
+    assert len(drain(first, 10)) == 10
+    first.commit(asynchronous=False)
+    first.close()  # LeaveGroup
+    assert sum(om.offset for om in store.list_consumer_group_offsets("cgroup").values()) == 10
+    store.produce("cresume", [Record(key=b"k%d" % i, value=b"second") for i in range(4)])
+    second = Consumer(conf)
+    second.subscribe(["cresume"])
+    got = drain(second, 4)
+    time.sleep(0.5)
+    got += [m for m in second.consume(100, 0.5) if m.error() is None]
+    second.close()
+    assert sorted(m.value() for m in got) == [b"second"] * 4
+
+
 def test_confluent_kafka_group_of_two_rebalances_when_one_leaves(store, endpoint):
     from confluent_kafka import Consumer
 
@@ -554,6 +585,14 @@ def test_deltalog_serve_with_kcat(tmp_path):
         out = subprocess.run([kcat(), "-b", broker, "-C", "-t", "changes", "-p", "0", "-o", "beginning", "-e",
                               "-f", "%k=%s@%o\n"], capture_output=True, text=True, timeout=30, check=True).stdout
         assert out.splitlines() == ["user1=alice@0", "user2=bob@1", "user1=alice2@2"]
+        group = [kcat(), "-b", broker, "-G", "kgroup", "-X", "auto.offset.reset=earliest", "-e", "-f",
+                 "%k=%s@%p:%o\n", "-X", "session.timeout.ms=6000", "changes"]  # balanced: commits when it closes
+        first = subprocess.run(group, capture_output=True, text=True, timeout=60, check=True).stdout
+        assert sorted(first.splitlines()) == ["user1=alice2@0:2", "user1=alice@0:0", "user2=bob@0:1"]
+        subprocess.run([kcat(), "-b", broker, "-P", "-t", "changes", "-K:", "-p", "0"], input="user3:carol\n",
+                       text=True, timeout=30, check=True)
+        again = subprocess.run(group, capture_output=True, text=True, timeout=60, check=True).stdout
+        assert again.splitlines() == ["user3=carol@0:3"]  # the group resumed where its commit left it
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=20) == 0
     finally:
@@ -563,7 +602,8 @@ def test_deltalog_serve_with_kcat(tmp_path):
     from deltalog import Store
 
     assert [(r.key, r.value) for r in Store(store).read("changes", 0)] == [
-        (b"user1", b"alice"), (b"user2", b"bob"), (b"user1", b"alice2")]
+        (b"user1", b"alice"), (b"user2", b"bob"), (b"user1", b"alice2"), (b"user3", b"carol")]
+    assert {tp.partition: om.offset for tp, om in Store(store).list_consumer_group_offsets("kgroup").items()}[0] == 4
 
 
 @pytest.mark.subprocess

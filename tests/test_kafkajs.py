@@ -1,5 +1,6 @@
 """KafkaJS (npm ``kafkajs``: an independent Kafka client, its own protocol code in JavaScript) against the endpoint:
-produce and consume in a group, a transaction whose marker ends the partition (the consumer's lag reaches 0: it
+produce and consume in a group, transactions (aborted, committed, a group's offsets committed in one, fencing,
+read_committed and read_uncommitted consumers), a transaction whose marker ends the partition (the consumer's lag reaches 0: it
 steps past the marker's control batch), and a group whose committed offset fell below the log start (KafkaJS
 commits -1/-2 on its reset, which the endpoint stores as Kafka does). Installed by tooling/services.py
 ``ensure_kafkajs`` (npm, once per machine)."""
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from deltalog import Record
+from deltalog import Record, TopicPartition
 from deltalog.server.socket_server import SocketServer
 
 pytestmark = pytest.mark.subprocess
@@ -40,14 +41,15 @@ def kafkajs(node_path: str, server: SocketServer, topic: str, scenario: str) -> 
     return out
 
 
-def test_kafkajs_produces_and_consumes_in_a_group(store, node_path):
+def test_kafkajs_produces_consumes_in_a_group_and_the_next_member_resumes(store, node_path):
     store.create_topic("js", 1)
     with SocketServer(store, "127.0.0.1", 0) as server:
         out = kafkajs(node_path, server, "js", "produce-consume")
     assert out["sent"] == [0]
     assert out["seen"] == [[i, f"k{i}", f"v{i}"] for i in range(5)]
     assert out["lag"] == 0 and out["crashed"] is None
-    assert [(r.offset, r.value) for r in store.read("js", 0)] == [(i, f"v{i}".encode()) for i in range(5)]
+    assert out["resumed"] == [[5, "k5", "v5"], [6, "k6", "v6"]]  # a new member resumes at the group's commit
+    assert [(r.offset, r.value) for r in store.read("js", 0)] == [(i, f"v{i}".encode()) for i in range(7)]
 
 
 def test_kafkajs_steps_past_a_trailing_transaction_marker_and_long_polls(store, node_path):
@@ -70,6 +72,26 @@ def test_kafkajs_steps_past_a_trailing_transaction_marker_and_long_polls(store, 
     assert fetched[-1][1] == 4  # past the marker
     at_end = [t for t, offset in fetched if offset == 4]
     assert len(at_end) / max(at_end[-1] - at_end[0], 0.5) < 5  # about 2 a second: each waits its 500 ms
+
+
+def test_kafkajs_transactions_abort_commit_send_offsets_and_fence(store, node_path):
+    """KafkaJS's transactional producer through the endpoint, checked with KafkaJS's consumers at both isolation
+    levels and with the store itself: what the endpoint wrote is the store's transaction (markers, group offsets)."""
+    store.create_topic("jstxs", 1)
+    store.create_topic("jstxs-in", 1)
+    store.append("jstxs-in", 0, [Record(f"i{i}".encode(), f"iv{i}".encode()) for i in range(3)])
+    with SocketServer(store, "127.0.0.1", 0) as server:
+        out = kafkajs(node_path, server, "jstxs", "transactions")
+    # offsets: a0 a1 ABORT | c0 c1 c2 COMMIT | x0 COMMIT | o0 (fenced: ABORT)
+    assert out["read_committed"] == [[3, "c0", "cv0"], [4, "c1", "cv1"], [5, "c2", "cv2"], [7, "x0", "xv0"]]
+    assert out["crashed"] is None
+    assert [m[1] for m in out["read_uncommitted"]] == ["a0", "a1", "c0", "c1", "c2", "x0", "o0"]
+    assert out["etl_group_offsets"] == [2]
+    assert out["fenced"] is not None and ("FENCED" in out["fenced"].upper() or "EPOCH" in out["fenced"].upper())
+    committed = store.read("jstxs", 0, isolation_level="read_committed")
+    assert [(r.offset, r.key) for r in committed] == [(3, b"c0"), (4, b"c1"), (5, b"c2"), (7, b"x0")]
+    assert store.log("jstxs", 0).head().log_end_offset == 11  # the fenced transaction ended by its ABORT marker
+    assert store.list_consumer_group_offsets("kafkajs-etl-group")[TopicPartition("jstxs-in", 0)].offset == 2
 
 
 def test_kafkajs_resets_a_group_below_the_log_start_and_its_negative_commits_are_stored(store, node_path):

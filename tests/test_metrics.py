@@ -91,3 +91,44 @@ def test_maintenance_commands(filled, capsys):
     assert cli(["--store", store.root, "cleaner", "delete-records", "events", "0", "99"]) == 1
     assert "at most the log end offset" in capsys.readouterr().err
     assert cli(["--store", store.root, "cleaner", "reset-uncleanable", "nope"]) == 1
+
+
+def test_state_table_lag_in_the_metrics_table_and_an_older_table_gains_the_columns(store, clock, tmp_path):
+    """Each partition's state-table lag (offsets and time behind) is a column of the metrics table; a metrics table
+    written before the columns existed takes them on the next append (schema merge)."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from deltalog.cleaner.metrics import metrics_rows
+
+    store.create_topic("prices", 2, config={"cleanup.policy": "compact", "state.table.enable": "true"})
+    store.create_topic("plain", 1, config={"cleanup.policy": "compact"})
+    store.append("prices", 0, [Record(f"k{i}", "v") for i in range(3)])
+    store.refresh_state("prices")
+    store.append("prices", 0, [Record("k9", "v"), Record("k0", "w")])  # two offsets not applied yet
+    store.append("plain", 0, [Record("k", "v")])
+    old = metrics_rows(collect(store.log_manager)).drop_columns(
+        ["state_applied_offset", "state_offsets_behind", "state_time_behind_ms"])
+    write_deltalake(metrics_table_uri(store.log_manager), old, mode="append")
+    clock.advance(1_000)
+
+    m = record_cycle(store.log_manager, CycleResult(started_ms=clock.now_ms(), finished_ms=clock.now_ms()),
+                     store.state_lag_of)
+    by = {(p.topic, p.partition): p for p in m.partitions}
+    assert (by[("prices", 0)].state_applied_offset, by[("prices", 0)].state_offsets_behind) == (3, 2)
+    assert by[("prices", 0)].state_time_behind_ms >= 0
+    assert (by[("prices", 1)].state_offsets_behind, by[("prices", 1)].state_time_behind_ms) == (0, 0)
+    assert by[("plain", 0)].state_offsets_behind is None  # keeps no state table
+    table = DeltaTable(metrics_table_uri(store.log_manager)).to_pyarrow_table()
+    assert table.schema.names == METRICS_SCHEMA.names
+    new = [r for r in table.to_pylist() if r["recorded_ms"] == m.now_ms and r["scope"] == "partition"]
+    lag = {(r["topic"], r["partition"]): (r["state_applied_offset"], r["state_offsets_behind"]) for r in new}
+    assert lag == {("prices", 0): (3, 2), ("prices", 1): (0, 0), ("plain", 0): (None, None)}
+    store_row = [r for r in table.to_pylist() if r["recorded_ms"] == m.now_ms and r["scope"] == "store"]
+    assert store_row[0]["state_offsets_behind"] == 2
+    assert pa.types.is_int64(table.schema.field("state_time_behind_ms").type)
+
+    store.refresh_state("prices")
+    after = collect(store.log_manager, state_lag=store.state_lag_of)
+    assert {p.state_offsets_behind for p in after.partitions if p.topic == "prices"} == {0}
+    assert {p.state_time_behind_ms for p in after.partitions if p.topic == "prices"} == {0}

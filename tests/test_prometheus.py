@@ -95,3 +95,23 @@ def test_cleaner_run_pushes_to_a_pushgateway(tmp_path):
     assert method == "PUT" and path == "/metrics/job/deltalog-cleaner"
     assert "kafka_log_logcleanermanager_time_since_last_run_ms" in body
     assert "kafka_log_logcleaner_max_buffer_utilization_percent" in body
+
+
+def test_the_state_tables_lag_is_a_gauge_per_partition(tmp_path):
+    store = Store(str(tmp_path / "store"))
+    store.create_topic("prices", 1, config={"cleanup.policy": "compact", "state.table.enable": "true"})
+    store.create_topic("plain", 1, config={"cleanup.policy": "compact"})
+    store.append("prices", 0, [Record(key=b"a", value=b"1")])
+    store.refresh_state("prices")
+    store.append("prices", 0, [Record(key=b"b", value=b"2"), Record(key=b"a", value=b"3")])
+    exporter = CleanerExporter()
+    exporter.update(collect(store.log_manager, state_lag=store.state_lag_of))
+    lines = exporter.text().splitlines()
+    assert 'deltalog_state_table_offsets_behind{partition="0",topic="prices"} 2.0' in lines
+    assert any(line.startswith('deltalog_state_table_time_behind_ms{partition="0",topic="prices"} ') for line in lines)
+    assert not any('topic="plain"' in line and "state_table" in line for line in lines)
+    store.refresh_state("prices")
+    exporter.update(collect(store.log_manager, state_lag=store.state_lag_of))
+    lines = exporter.text().splitlines()
+    assert 'deltalog_state_table_offsets_behind{partition="0",topic="prices"} 0.0' in lines
+    assert 'deltalog_state_table_time_behind_ms{partition="0",topic="prices"} 0.0' in lines

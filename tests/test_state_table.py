@@ -121,6 +121,14 @@ def test_plain_parquet_with_the_change_data_feed(store):
                     (2, "delete", b"b", b"2"), (2, "update_postimage", b"a", b"3"),
                     (2, "update_preimage", b"a", b"1")]
     assert os.listdir(os.path.join(store.state_table_location("t"), "_change_data"))
+    # the merge's files: Snappy, and no dictionary for the columns that never repeat within a partition
+    import pyarrow.parquet as pq
+
+    for uri in dt.file_uris():
+        meta = pq.ParquetFile(uri.removeprefix("file://")).metadata.row_group(0)
+        columns = {meta.column(c).path_in_schema: meta.column(c) for c in range(meta.num_columns)}
+        assert {c.compression for c in columns.values()} == {"SNAPPY"}
+        assert "RLE_DICTIONARY" not in columns["offset"].encodings + columns["key"].encodings
 
 
 def test_read_committed_open_transactions_wait_aborted_never_show(store):

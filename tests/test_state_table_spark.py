@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 
 from deltalake import DeltaTable
@@ -62,6 +63,16 @@ def test_each_job_cycle_refreshes_the_state_tables_even_of_topics_never_cleaned(
     assert line["state_tables"]["refreshed"]["plain"]["records_read"] == 2
     assert list(line["state_tables"]["refreshed"]) == ["plain"] and line["state_tables"]["failed"] == {}
     assert store.state("plain").to_pylist()[0]["value"] == b"2"
+    # the cycle refreshed before recording its metrics: the metrics table holds the lag after the refresh
+    from deltalake import DeltaTable
+
+    from deltalog.cleaner.metrics import metrics_table_uri
+
+    rows = DeltaTable(metrics_table_uri(store.log_manager)).to_pyarrow_table().to_pylist()
+    [plain] = [r for r in rows if r["topic"] == "plain"]
+    assert (plain["state_applied_offset"], plain["state_offsets_behind"], plain["state_time_behind_ms"]) == (2, 0, 0)
+    [off] = [r for r in rows if r["topic"] == "off"]
+    assert off["state_offsets_behind"] is None
 
 
 def test_printed_spark_statement_reads_the_state_table_snapshot(spark_store):
@@ -84,3 +95,39 @@ def test_printed_spark_statement_reads_the_state_table_snapshot(spark_store):
     got = sorted((r["key"], r["price"]) for r in spark.sql("SELECT key, value.price AS price FROM t_state").collect())
     want = sorted((r["key"], r["value"]["price"]) for r in store.state("t").to_pylist())
     assert got == want and len(got) == 6
+
+
+def test_printed_databricks_statement_registers_the_state_table_snapshot(spark_store, tmp_path):
+    """The printed Databricks/Unity Catalog statement, run in this Spark as printed except ``USING DELTA`` (no
+    Delta reader here) and its location: ``USING PARQUET`` over a folder holding exactly the snapshot's files
+    (links to them), the table's name as printed; then the query a user runs on it."""
+    import re
+
+    store = spark_store
+    store.create_topic("shop.prices", 2, config={"cleanup.policy": "compact", "state.table.enable": "true",
+                                                 "key.encoding": "string", "value.encoding": "json",
+                                                 "value.schema": "price DOUBLE"})
+    store.produce("shop.prices", [Record(f"k{i % 9}", f'{{"price": {i}}}') for i in range(40)] + [Record("k1", None)])
+    store.refresh_state("shop.prices")
+    location = store.state_table_location("shop.prices")
+    script = store.view_ddl("databricks", topics=["shop.prices"], catalog="spark_catalog", schema="kafka_db")
+    assert "Databricks and Unity Catalog read them as they are" in script
+    [statement] = [s for s in script.split(";\n") if "shop_prices_state" in s]
+    printed = re.fullmatch(r"\s*CREATE TABLE IF NOT EXISTS `spark_catalog`.`kafka_db`.`shop_prices_state` "
+                           r"USING DELTA LOCATION '([^']+)'\s*", statement)
+    assert printed is not None and printed.group(1) == location, statement
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    for i, f in enumerate(DeltaTable(location).file_uris()):
+        os.link(f.removeprefix("file://"), snapshot / f"part-{i}.parquet")
+    spark = store.spark
+    spark.sql("CREATE DATABASE IF NOT EXISTS spark_catalog.kafka_db")
+    try:
+        spark.sql(statement.replace("USING DELTA", "USING PARQUET").replace(f"'{location}'", f"'{snapshot}'"))
+        got = sorted((r["partition"], r["key"], r["price"]) for r in spark.sql(
+            "SELECT `partition`, key, value.price AS price FROM `spark_catalog`.`kafka_db`.`shop_prices_state`"
+        ).collect())
+    finally:
+        spark.sql("DROP DATABASE IF EXISTS spark_catalog.kafka_db CASCADE")
+    want = sorted((r["partition"], r["key"], r["value"]["price"]) for r in store.state("shop.prices").to_pylist())
+    assert got == want and len(got) == 8

@@ -64,3 +64,33 @@ def test_embedded_sql_answers_from_the_state_table(store):
                      "WHERE s.key IS NULL OR c.key IS NULL").fetchall()
     assert same == []
     assert store.sql("SELECT value.price FROM shop_prices_state WHERE key = 'k4'").fetchall() == [(44.5,)]
+
+
+def test_printed_trino_statement_registers_the_state_table_snapshot(store):
+    """Trino cannot run here: the printed ``register_table`` call is read by its named arguments, its
+    ``table_location`` opened by delta-rs as Trino's connector would open it, and that snapshot registered under the
+    printed schema and table name in DuckDB, where a query a Trino user writes (the same text) reads it."""
+    import re
+
+    _topic(store)
+    script = store.view_ddl("trino", topics=["shop.prices"])
+    assert "delta.register-table-procedure.enabled=true" in script and "connector.name=delta_lake" in script
+    [call] = [s for s in script.split(";\n") if "'shop_prices_state'" in s]
+    printed = re.fullmatch(r"\s*CALL \"delta\"\.system\.register_table\(schema_name => '([^']+)', "
+                           r"table_name => '([^']+)', table_location => '([^']+)'\)\s*", call)
+    assert printed is not None, call
+    schema, table, table_location = printed.groups()
+    assert (schema, table) == ("default", "shop_prices_state")
+    snapshot = DeltaTable(table_location)  # the file:// location, as the connector reads it
+    assert snapshot.version() == DeltaTable(store.state_table_location("shop.prices")).version()
+    files = ", ".join(f"'{f}'" for f in snapshot.file_uris())
+    con = duckdb.connect()
+    con.execute('ATTACH \':memory:\' AS "delta"')
+    con.execute(f'CREATE SCHEMA "delta"."{schema}"')
+    con.execute(f'CREATE VIEW "delta"."{schema}"."{table}" AS SELECT * FROM read_parquet([{files}])')
+    query = ('SELECT "partition", "offset", "key", "value"."price", "value"."currency" '
+             'FROM "delta"."default"."shop_prices_state" WHERE "key" <> \'k3\'')
+    got = con.sql(query).fetchall()
+    want = sorted((r["partition"], r["offset"], r["key"], r["value"]["price"], r["value"]["currency"])
+                  for r in store.state("shop.prices").to_pylist())
+    assert sorted(got) == want and len(got) == 19

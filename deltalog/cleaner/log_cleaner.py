@@ -43,7 +43,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from deltalog.cleaner import metrics
 from deltalog.cleaner.cleaner import Cleaner, CleanResult
@@ -206,6 +206,8 @@ class CycleResult(Outcomes):
     vacuum: tuple[VacuumResult, ...] = ()
     #: Committed offsets removed by ``offsets.retention.minutes`` this cycle.
     offsets_expired: int = 0
+    #: What the cycle's refresh of the state tables did (the ``state_tables`` hook), None without one.
+    state_tables: Any = None
 
     @property
     def segments_deleted(self) -> int:
@@ -294,7 +296,9 @@ class LogCleaner:
                  progress_interval_s: float = DEFAULT_PROGRESS_INTERVAL_S, progress: ProgressListener | None = None,
                  check_after_clean: CheckAfterClean | None = None,
                  sleep: Callable[[int], None] | None = None, map_slots: int | None = None,
-                 offsets: OffsetsTopic | None = None, shared_jobs: bool = True) -> None:
+                 offsets: OffsetsTopic | None = None, shared_jobs: bool = True,
+                 state_tables: Callable[[], Any] | None = None, state_lag: metrics.StateLagSource | None = None
+                 ) -> None:
         self.logs = logs
         #: The store's scheduled tasks around the loop (retention, VACUUM, the coordinators' timers), run by
         #: each cycle; it keeps when each timer last ran for as long as this cleaner lives.
@@ -320,6 +324,11 @@ class LogCleaner:
         self.stop_event = threading.Event()
         self._sleep = sleep
         self.cycles_run = 0
+        #: Run by each cycle after VACUUM and before its metrics (the store's state tables refreshed, so that the
+        #: metrics show their lag after it); the cleaner sits below the state tables and does not import them.
+        self.state_tables = state_tables
+        #: Each topic's state-table lag, for the metrics table (:func:`deltalog.cleaner.metrics.collect`).
+        self.state_lag = state_lag
 
     @property
     def clock(self):  # noqa: ANN201 - the log manager's Clock
@@ -640,13 +649,14 @@ class LogCleaner:
         self.maintenance.expire_transactional_ids()
         cleaning = self.clean_filthiest_logs()
         vacuumed = self.maintenance.vacuum()
+        states = self.state_tables() if self.state_tables is not None else None
         result = CycleResult(started_ms=started, finished_ms=self.clock.now_ms(), cleans=cleaning.cleans,
                              outcomes=cleaning.outcomes, retention=tuple(retention), vacuum=tuple(vacuumed),
-                             offsets_expired=expired)
+                             offsets_expired=expired, state_tables=states)
         self.cycles_run += 1
         if self.metrics:
             try:
-                metrics.record_cycle(self.logs, result)
+                metrics.record_cycle(self.logs, result, self.state_lag)
             except StorageFullError as e:  # the cycle's work is committed; its figures wait for space, said aloud
                 log.warning("the figures of this cleaner cycle were not recorded: %s", e)
         log.info("%s", result.summary())

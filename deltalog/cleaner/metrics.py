@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import random
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -34,12 +36,14 @@ from deltalake.exceptions import DeltaError, DeltaProtocolError, SchemaMismatchE
 from deltalog.cleaner.cleaner import CleanResult
 from deltalog.cleaner.cleaner_manager import LogCleanerManager
 from deltalog.cleaner.log_to_clean import LogToClean
-from deltalog.errors import CorruptLogError
+from deltalog.errors import CorruptLogError, DeltalogError
 from deltalog.log import delta
 from deltalog.log.log_manager import LogManager
 from deltalog.storage_faults import storage_full_as_error
 from deltalog.text import format_bytes
 from deltalog.text import format_table as text_table
+
+log = logging.getLogger(__name__)
 
 #: Under the store's state directory ``<root>/_deltalog``.
 CLEANER_STATE_DIR = "cleaner"
@@ -61,6 +65,32 @@ class CycleFigures(Protocol):
 
     @property
     def newly_uncleanable(self) -> list[tuple[str, int]]: ...
+
+
+class PartitionStateLag(Protocol):
+    """One partition of :class:`StateLagFigures`."""
+
+    partition: int
+    applied_offset: int
+
+    @property
+    def offsets_behind(self) -> int: ...
+
+
+class StateLagFigures(Protocol):
+    """What :func:`collect` reads of a state table's lag (:class:`deltalog.state.lag.StateLag`, a layer above)."""
+
+    @property
+    def partitions(self) -> Sequence[PartitionStateLag]: ...
+
+    @property
+    def time_behind_ms(self) -> int: ...
+
+
+#: ``topic`` -> the lag of the topic's state table, or None where the topic keeps none: the store's
+#: :meth:`~deltalog.store.Store.state_lag_of` (the cleaner sits below the state tables and does not import them).
+#: Its time is by the wall clock, as the Delta commit timestamps it is measured from.
+StateLagSource = Callable[[str], "StateLagFigures | None"]
 
 
 def _last_clean_path(logs: LogManager, topic: str, partition: int) -> str:
@@ -116,6 +146,11 @@ class PartitionMetrics:
     last_clean_time_ms: int | None  # map + copy time of the latest pass
     map_utilization: float | None  # of the latest pass
     size_reduction: float | None  # of the latest pass
+    #: The topic's state table (docs/state-table.md), None where it keeps none: the offset applied up to, the
+    #: offsets of the log not yet applied (up to its last stable offset), and at most how long they waited.
+    state_applied_offset: int | None = None
+    state_offsets_behind: int | None = None
+    state_time_behind_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -175,17 +210,39 @@ def _damaged_metrics(topic: str, partition: int, error: CorruptLogError) -> Part
                             None, None, None, None, None)
 
 
-def collect(logs: LogManager, now_ms: int | None = None) -> StoreMetrics:
-    """Every partition's metrics and the store-wide ones, from snapshots and the cleaner's records."""
+def _with_state_lag(m: PartitionMetrics, lags: dict[str, StateLagFigures | None], source: StateLagSource
+                    ) -> PartitionMetrics:
+    """``m`` with its topic's state-table lag (read once a topic); a state table that cannot be read leaves the
+    figures empty (``doctor`` names it) rather than the cleaner's figures unrecorded."""
+    if m.topic not in lags:
+        try:
+            lags[m.topic] = source(m.topic)
+        except (DeltalogError, DeltaError, OSError) as e:
+            log.warning("the lag of the state table of %s was not read: %s", m.topic, e)
+            lags[m.topic] = None
+    lag = lags[m.topic]
+    part = None if lag is None else next((p for p in lag.partitions if p.partition == m.partition), None)
+    if lag is None or part is None:
+        return m
+    return replace(m, state_applied_offset=part.applied_offset, state_offsets_behind=part.offsets_behind,
+                   state_time_behind_ms=lag.time_behind_ms if part.offsets_behind else 0)
+
+
+def collect(logs: LogManager, now_ms: int | None = None, *, state_lag: StateLagSource | None = None) -> StoreMetrics:
+    """Every partition's metrics and the store-wide ones, from snapshots and the cleaner's records; with
+    ``state_lag``, each partition's state-table lag too."""
     now = logs.clock.now_ms() if now_ms is None else now_ms
     manager = LogCleanerManager(logs)
     parts: list[PartitionMetrics] = []
     uncleanable_bytes = 0
+    lags: dict[str, StateLagFigures | None] = {}
     for plog in logs.logs():
         try:
             m, cleanable = partition_metrics(logs, manager, plog.topic, plog.partition, now)
         except CorruptLogError as e:  # a damaged Delta log: no figures, but counted as uncleanable
             m, cleanable = _damaged_metrics(plog.topic, plog.partition, e), 0
+        if state_lag is not None:
+            m = _with_state_lag(m, lags, state_lag)
         parts.append(m)
         if m.uncleanable:
             uncleanable_bytes += cleanable
@@ -233,6 +290,10 @@ METRICS_SCHEMA = pa.schema([
     pa.field("passes", pa.int64()),
     pa.field("segments_deleted", pa.int64()),
     pa.field("files_vacuumed", pa.int64()),
+    # The state tables' lag (added after the first release: older metrics tables gain them on the next append)
+    pa.field("state_applied_offset", pa.int64()),
+    pa.field("state_offsets_behind", pa.int64()),
+    pa.field("state_time_behind_ms", pa.int64()),
 ])
 
 
@@ -247,8 +308,10 @@ def metrics_rows(metrics: StoreMetrics, cycle: CycleFigures | None = None) -> pa
             "dirty_percent": p.dirty_percent, "max_compaction_delay_ms": p.max_compaction_delay_ms,
             "uncleanable": p.uncleanable, "last_clean_ms": p.last_clean_ms,
             "time_since_last_clean_ms": p.time_since_last_clean_ms, "last_clean_time_ms": p.last_clean_time_ms,
-            "map_utilization": p.map_utilization,
+            "map_utilization": p.map_utilization, "state_applied_offset": p.state_applied_offset,
+            "state_offsets_behind": p.state_offsets_behind, "state_time_behind_ms": p.state_time_behind_ms,
         })
+    lagging = [p for p in metrics.partitions if p.state_offsets_behind is not None]
     rows.append({
         "recorded_ms": metrics.now_ms, "scope": "store",
         "size_bytes": sum(p.size_bytes for p in metrics.partitions),
@@ -263,6 +326,8 @@ def metrics_rows(metrics: StoreMetrics, cycle: CycleFigures | None = None) -> pa
         "passes": len(cycle.cleans) if cycle else None,
         "segments_deleted": cycle.segments_deleted if cycle else None,
         "files_vacuumed": cycle.files_vacuumed if cycle else None,
+        "state_offsets_behind": sum(p.state_offsets_behind or 0 for p in lagging) if lagging else None,
+        "state_time_behind_ms": max(p.state_time_behind_ms or 0 for p in lagging) if lagging else None,
     })
     # Through Arrow's JSON reader: pa.Table.from_pylist (and pa.array of a list) import pandas, seconds of an
     # idle cycle's start in a fresh process where nothing else needs it.
@@ -293,7 +358,7 @@ def _append_once(uri: str, rows: pa.Table, options: dict[str, str] | None) -> No
         commit_id = delta.new_commit_id()
         read_version = _metrics_version(uri, options)
         try:
-            write_deltalake(uri, rows, mode="append", storage_options=options,
+            write_deltalake(uri, rows, mode="append", storage_options=options, schema_mode="merge",
                             commit_properties=CommitProperties(max_commit_retries=0, custom_metadata={
                                 "deltalog.operation": "metrics", delta.COMMIT_ID: commit_id}))
             return
@@ -320,8 +385,9 @@ def _metrics_version(uri: str, options: dict[str, str] | None) -> int | None:
         return None
 
 
-def record_cycle(logs: LogManager, cycle: CycleFigures) -> StoreMetrics:
-    """After a job cycle: remember it in ``last-run.json`` and append the metrics rows."""
+def record_cycle(logs: LogManager, cycle: CycleFigures, state_lag: StateLagSource | None = None) -> StoreMetrics:
+    """After a job cycle: remember it in ``last-run.json`` and append the metrics rows (with the state tables'
+    lag, given ``state_lag``)."""
     clean_times = [c.map_ms + c.copy_ms for c in cycle.cleans]
     utilizations = [c.map_utilization for c in cycle.cleans]
     logs.storage.write_json(logs.state_path(CLEANER_STATE_DIR, "last-run.json"), {
@@ -335,7 +401,7 @@ def record_cycle(logs: LogManager, cycle: CycleFigures) -> StoreMetrics:
         "files_vacuumed": cycle.files_vacuumed,
         "newly_uncleanable": [list(tp) for tp in cycle.newly_uncleanable],
     })
-    metrics = collect(logs)
+    metrics = collect(logs, state_lag=state_lag)
     append_metrics(logs, metrics, cycle)
     return metrics
 

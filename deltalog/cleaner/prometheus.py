@@ -38,6 +38,9 @@ GAUGES = {
                                "bytes written of bytes read by the last cycle's passes, % (LogCleaner)"),
 }
 PARTITION_DIRTY = "deltalog_partition_dirty_percent"
+#: A state table's lag (docs/state-table.md), per partition of the topics that keep one.
+STATE_OFFSETS_BEHIND = "deltalog_state_table_offsets_behind"
+STATE_TIME_BEHIND = "deltalog_state_table_time_behind_ms"
 
 
 class CleanerExporter:
@@ -51,6 +54,11 @@ class CleanerExporter:
         self.gauges = {kafka: Gauge(name, text, registry=self.registry) for kafka, (name, text) in GAUGES.items()}
         self.dirty = Gauge(PARTITION_DIRTY, "a partition's dirty bytes, % of its cleanable bytes",
                            ["topic", "partition"], registry=self.registry)
+        self.state_offsets = Gauge(STATE_OFFSETS_BEHIND, "a state table's offsets not yet applied of a partition "
+                                   "(up to its last stable offset)", ["topic", "partition"], registry=self.registry)
+        self.state_time = Gauge(STATE_TIME_BEHIND, "at most how long a state table's records not yet applied of a "
+                                "partition have waited, ms (0: up to date)", ["topic", "partition"],
+                                registry=self.registry)
 
     def update(self, metrics: StoreMetrics, cleans: Sequence[CleanResult] = ()) -> None:
         """Set every gauge from the store's figures and, for ``cleaner-recopy-percent``, the cycle's passes (a
@@ -69,9 +77,13 @@ class CleanerExporter:
         read = sum(c.bytes_read for c in cleans)
         if read:
             g["cleaner-recopy-percent"].set(100 * sum(c.bytes_written for c in cleans) / read)
-        self.dirty.clear()  # a deleted topic's partitions go
+        for gauge in (self.dirty, self.state_offsets, self.state_time):
+            gauge.clear()  # a deleted topic's partitions go
         for p in metrics.partitions:
             self.dirty.labels(p.topic, str(p.partition)).set(p.dirty_percent)
+            if p.state_offsets_behind is not None:
+                self.state_offsets.labels(p.topic, str(p.partition)).set(p.state_offsets_behind)
+                self.state_time.labels(p.topic, str(p.partition)).set(p.state_time_behind_ms or 0)
 
     def serve(self, port: int, address: str = "127.0.0.1") -> Any:
         """Serve ``/metrics`` on ``address:port`` from a daemon thread; returns the HTTP server (its

@@ -170,14 +170,14 @@ def _exporter(args: argparse.Namespace, config: JobConfig) -> Callable[[CycleRes
     extras.require("metrics", "deltalog cleaner run --metrics-port / --pushgateway")
     exporter = CleanerExporter()
     store = Store(config.root, storage_options=dict(config.storage_options) or None)
-    exporter.update(collect(store.log_manager))
+    exporter.update(collect(store.log_manager, state_lag=store.state_lag_of))
     if args.metrics_port is not None:
         server = exporter.serve(args.metrics_port, args.metrics_address)
         print(f"deltalog cleaner: metrics on http://{args.metrics_address}:{server.server_port}/metrics",
               file=sys.stderr, flush=True)
 
     def after(cycle: CycleResult) -> None:
-        exporter.update(collect(store.log_manager), cycle.cleans)
+        exporter.update(collect(store.log_manager, state_lag=store.state_lag_of), cycle.cleans)
         if args.pushgateway is not None:
             try:
                 exporter.push(args.pushgateway)
@@ -259,7 +259,7 @@ def delete_records(args: argparse.Namespace) -> int:
 
 def status(args: argparse.Namespace) -> int:
     store = common.open_store(args)
-    metrics = collect(store.log_manager)
+    metrics = collect(store.log_manager, state_lag=store.state_lag_of if args.prometheus else None)
     if args.prometheus:
         from deltalog import extras
         from deltalog.cleaner.prometheus import CleanerExporter

@@ -13,9 +13,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from deltalog.coordinator.group.offsets_topic import OffsetsTopic, as_topic_partition, validate_group_id
-from deltalog.errors import GroupIdNotFoundError, InvalidArgumentError, shown
+from deltalog.errors import (
+    DeltalogError,
+    GroupIdNotFoundError,
+    InvalidArgumentError,
+    UnknownTopicOrPartitionError,
+    shown,
+)
+from deltalog.log import concurrent_reads
 from deltalog.log.log_manager import LogManager
 from deltalog.log.offsets_by_time import offset_for_time, validate_timestamp
+from deltalog.log.partition_log import PartitionLog
 from deltalog.structs import OffsetAndMetadata, TopicPartition
 
 TO_EARLIEST = "earliest"
@@ -64,16 +72,28 @@ def group_offsets(offsets: OffsetsTopic, group_id: str) -> dict[TopicPartition, 
 
 def describe_group(logs: LogManager, offsets: OffsetsTopic, group_id: str) -> list[PartitionOffsets]:
     """Per committed partition: the offset, the log end offset and the lag (log end - committed, as Kafka's tool
-    computes it: it counts offsets, so records compaction removed below the log end still count)."""
-    rows = []
+    computes it: it counts offsets, so records compaction removed below the log end still count). Each topic's marker
+    is read once and the partitions' heads side by side (:func:`~deltalog.log.concurrent_reads.read_each`): a
+    partition whose Delta log did not move since this process read it costs one look for its next commit's file."""
     ids = offsets.committed_topic_ids(group_id)
-    current: dict[str, str | None] = {}
-    for tp, om in group_offsets(offsets, group_id).items():
-        end = None
-        if logs.topic_exists(tp.topic) and tp.partition in logs.partitions(tp.topic):
-            end = logs.log(tp.topic, tp.partition).head().log_end_offset
-            if tp.topic not in current:
-                current[tp.topic] = logs.topic_id(tp.topic)
+    committed = group_offsets(offsets, group_id)
+    current: dict[str, str | None] = {}  # each existing topic's id now
+    held: dict[TopicPartition, PartitionLog] = {}
+    for topic in dict.fromkeys(tp.topic for tp in committed):
+        try:
+            topic_id, topic_logs = logs.current_logs(topic)
+        except UnknownTopicOrPartitionError:
+            continue
+        current[topic] = topic_id if topic_id is not None else logs.topic_id(topic)
+        held.update({tp: topic_logs[tp.partition] for tp in committed
+                     if tp.topic == topic and tp.partition in topic_logs})
+    ends = dict(zip(held, concurrent_reads.read_each(list(held.values()), lambda lg: lg.head().log_end_offset),
+                    strict=True))
+    rows = []
+    for tp, om in committed.items():
+        end = ends.get(tp)
+        if isinstance(end, DeltalogError):
+            raise end
         committed_on = ids.get(tp)
         stale = committed_on is not None and current.get(tp.topic) not in (None, committed_on)
         rows.append(PartitionOffsets(group_id, tp.topic, tp.partition, om.offset, end,

@@ -259,7 +259,7 @@ def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = N
     store = Store(config.root, storage_options=dict(config.storage_options) or None, spark=spark, clock=clock,
                   config=dict(config.cleaner))
     cleaner = store.log_cleaner(vacuum=config.vacuum, progress_interval_s=config.progress_interval_s,
-                                ge_context=config.ge_context)
+                                ge_context=config.ge_context, state_tables=lambda: refresh_state_tables(store))
     out = out or sys.stdout
     if starter is not None and pass_may_run(cleaner):
         starter.start()
@@ -273,7 +273,7 @@ def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = N
     log.info("deltalog cleaner on %s: threads=%d, %s", store.root, cleaner.threads,
              "one cycle" if config.once else f"max cycles {config.max_cycles or 'unbounded'}")
     def emit(cycle: Any) -> None:
-        states = refresh_state_tables(store)
+        states = cycle.state_tables  # refreshed by the cycle, before its metrics (which record their lag)
         if on_cycle is not None:
             on_cycle(cycle)
             return

@@ -188,6 +188,8 @@ class LogManager:
         self.clock = clock
         self.leases = LeaseManager(storage, clock)
         self._logs: dict[tuple[str, int], PartitionLog] = {}
+        #: The topic id each topic had when :meth:`current_logs` last read its marker (its held logs are of that topic)
+        self._log_ids: dict[str, str | None] = {}
         if create:
             self._ensure_store()
         elif not is_store(storage):
@@ -285,7 +287,7 @@ class LogManager:
         except BaseException:
             self._remove_topic_files(topic, keep_marker=False)
             raise
-        self._logs = {k: v for k, v in self._logs.items() if k[0] != topic}
+        self._forget_logs(topic)
         return topic_config
 
     def _take_over(self, topic: str, mine: TopicMarker) -> str:
@@ -418,7 +420,7 @@ class LogManager:
             if etag is None:
                 raise UnknownTopicOrPartitionError(f"Topic {topic!r} was deleted (or changed) by another process "
                                                    "while this delete looked at it")
-        self._logs = {k: v for k, v in self._logs.items() if k[0] != topic}
+        self._forget_logs(topic)
         self._remove_topic_files(topic, keep_marker=False)
 
     def create_partitions(self, topic: str, total: int) -> int:
@@ -449,7 +451,7 @@ class LogManager:
         if self.storage.replace_json(self._marker_path(topic), grown.payload(), version.etag) is None:
             raise InvalidPartitionsError(f"Topic {topic!r} changed while its partitions were being added (another "
                                          "create_partitions, or a delete); nothing was added: try again")
-        self._logs = {k: v for k, v in self._logs.items() if k[0] != topic}
+        self._forget_logs(topic)
         return marker.partitions
 
     def topic_config(self, topic: str) -> TopicConfig:
@@ -496,6 +498,39 @@ class LogManager:
         log = PartitionLog(self.storage, self._partition_uri(topic, partition), topic, partition)
         self._logs[(topic, partition)] = log
         return log
+
+    def current_logs(self, topic: str) -> tuple[str | None, dict[int, PartitionLog]]:
+        """The topic's id and its partition logs as the topic stands now, from one read of its marker, for a request
+        over many of its partitions (Metadata, ListOffsets, a group's lag): the logs held by this manager are
+        reused, and dropped first when the topic was deleted and created again meanwhile, by any process (another
+        topic id, Kafka's KIP-516), or never checked before. :class:`UnknownTopicOrPartitionError` when the topic is
+        not there (its held logs are dropped too)."""
+        found = self._read_marker(topic)
+        if found is not None:
+            marker = found[0]
+            parts = list(range(marker.partitions)) if marker.state == TOPIC_READY else []
+            topic_id = marker.topic_id
+        else:
+            parts, topic_id = self._legacy_partitions(topic), None
+        if not parts:
+            self._forget_logs(topic)
+            self.partitions(topic)  # raises when unknown
+            return self.current_logs(topic)  # made meanwhile: read its marker again
+        if topic not in self._log_ids or self._log_ids[topic] != topic_id:
+            self._forget_logs(topic)
+            self._log_ids[topic] = topic_id
+        logs = {}
+        for p in parts:
+            log = self._logs.get((topic, p))
+            if log is None:
+                log = self._logs[(topic, p)] = PartitionLog(self.storage, self._partition_uri(topic, p), topic, p)
+            logs[p] = log
+        return topic_id, logs
+
+    def _forget_logs(self, topic: str) -> None:
+        """Drop the partition logs held of ``topic``: the next use opens its tables again."""
+        self._logs = {k: v for k, v in self._logs.items() if k[0] != topic}
+        self._log_ids.pop(topic, None)
 
     def logs(self, topic: str | None = None) -> list[PartitionLog]:
         """Every partition log of one topic, or of the whole store."""

@@ -148,6 +148,7 @@ class PartitionLog:
         self._dt: DeltaTable | None = None
         self._latest: LogSnapshot | None = None  # the last latest snapshot built, reused while the version holds
         self._next_head: tuple[int, LogHead] | None = None  # (version, head) this process's last append left
+        self._head: tuple[int, LogHead] | None = None  # (version, head) last read back, reused while the version holds
         self._watch = foreign_commits.ForeignCommitWatch()  # other engines' commits, checked up to a version
         self._key_hash_columns = False  # whether the table's schema is known to have the key-hash columns
 
@@ -176,16 +177,35 @@ class PartitionLog:
     # -- snapshots ------------------------------------------------------------------------------------
 
     def table(self, *, refresh: bool = True) -> DeltaTable:
-        """The Delta table handle, brought up to the latest version unless ``refresh`` is False."""
+        """The Delta table handle, brought up to the latest version unless ``refresh`` is False.
+
+        A table this process read before is brought up to date only when it has moved: one look for the next
+        commit's file (:meth:`has_commit_after`) instead of a listing of ``_delta_log`` and a read of
+        ``_last_checkpoint``, so the snapshot and head of an unchanged partition are answered from what was
+        read (Kafka's ``UnifiedLog`` holds its log end in memory). A log that moved goes through delta-rs and
+        the check of other engines' commits as before, and a partition with another engine's commit pending is
+        checked again each time."""
         if self._dt is None:
             self._dt = delta.open_table(self.storage, self.uri)
             self._check_foreign_commits(self._dt)
             self._upgrade(self._dt)
-        elif refresh:
+        elif refresh and not self._unmoved(self._dt):
             with damage.reading_log(self.storage, self.uri):
                 self._dt.update_incremental()
             self._check_foreign_commits(self._dt)
         return self._dt
+
+    def _unmoved(self, dt: DeltaTable) -> bool:
+        """Whether ``dt`` (this process's handle) is still the latest version, checked and free of other engines'
+        commits: nothing to refresh."""
+        version = dt.version()
+        watch = self._watch
+        return not watch.pending and watch.checked_version == version and not self.has_commit_after(version)
+
+    @property
+    def opened(self) -> bool:
+        """Whether this process has read the table yet (its first read replays the Delta log)."""
+        return self._dt is not None
 
     def has_commit_after(self, version: int) -> bool:
         """Whether the table has a commit after ``version``: one look for the next commit's file (every Delta commit
@@ -256,8 +276,16 @@ class PartitionLog:
         cached = self._latest
         if cached is not None and cached.version == dt.version():
             return cached
-        with damage.reading_log(self.storage, self.uri):
-            self._latest = snapshot_of(dt, self.topic, self.partition, self.storage, self.uri)
+        try:
+            with damage.reading_log(self.storage, self.uri):
+                self._latest = snapshot_of(dt, self.topic, self.partition, self.storage, self.uri)
+        except CorruptLogError:
+            # A handle kept while the log did not move still names the commit files it listed; Delta's log
+            # retention may have removed them since (a checkpoint holds their actions). List the log again once:
+            # a log that is really damaged fails the same way again.
+            with damage.reading_log(self.storage, self.uri):
+                dt.update_incremental()
+                self._latest = snapshot_of(dt, self.topic, self.partition, self.storage, self.uri)
         return self._latest
 
     def topic_id(self) -> str | None:
@@ -401,6 +429,14 @@ class PartitionLog:
         return delta.retry_on_conflict(f"{control} marker in {self.topic}-{self.partition}", APPEND_MAX_ATTEMPTS,
                                        attempt)
 
+    def appended_head(self) -> LogHead | None:
+        """The head this process's last append left (None when unknown: nothing appended yet, or a later change
+        of this handle's own), without bringing the table up to date. A Produce answer's log start offset is the
+        one its append saw, as Kafka's ``LogAppendInfo`` carries it; reading the table again for it would cost a
+        Delta log listing per commit."""
+        known = self._next_head
+        return None if known is None else known[1]
+
     def head(self) -> LogHead:
         """The head of the log at the latest version, read from the Delta log alone (O(1) in files).
 
@@ -409,10 +445,14 @@ class PartitionLog:
         the five log positions back (~0.5 ms each through delta-rs, a sixth of an append of 10,000 records).
         """
         dt = self.table()
-        known = self._next_head
-        if known is not None and known[0] == dt.version():
-            return known[1]
-        return head_of(dt, self.topic)
+        version = dt.version()
+        for known in (self._next_head, self._head):
+            if known is not None and known[0] == version:
+                return known[1]
+        with damage.reading_log(self.storage, self.uri):
+            head = head_of(dt, self.topic, self.storage, self.uri)
+        self._head = (version, head)
+        return head
 
     def roll(self, now_ms: int) -> int:
         """Close the active segment now; the next append opens a new one at the log end offset.
@@ -717,17 +757,25 @@ def config_from_table_properties(props: dict[str, str]) -> TopicConfig:
     return config
 
 
-def head_of(dt: DeltaTable, topic: str) -> LogHead:
+def head_of(dt: DeltaTable, topic: str, storage: Storage | None = None, uri: str | None = None) -> LogHead:
+    """The head of ``dt``'s version; with ``storage`` and ``uri`` (the table's), its log positions are read once per
+    process and then from the new commits only (:mod:`deltalog.log.app_txns`), else asked of delta-rs."""
     props = dt.metadata().configuration
     if props.get(delta.PROP_TOPIC) is None:
         raise CorruptLogError(f"{dt.table_uri} is a Delta table but not a deltalog partition")
+    positions = (delta.TXN_LOG_START_OFFSET, delta.TXN_LOG_END_OFFSET, delta.TXN_ACTIVE_SEGMENT,
+                 delta.TXN_ACTIVE_SEGMENT_OPENED, delta.TXN_ACTIVE_SEGMENT_BYTES)
+    if storage is not None and uri is not None:
+        txns = app_txns.txn_versions(dt, storage, uri, positions)
+    else:
+        txns = {a: delta.txn_version(dt, a) for a in positions}
     return LogHead(
         config=config_from_table_properties(props),
-        log_start_offset=delta.txn_version(dt, delta.TXN_LOG_START_OFFSET) or 0,
-        log_end_offset=delta.txn_version(dt, delta.TXN_LOG_END_OFFSET) or 0,
-        active_segment_base=delta.txn_version(dt, delta.TXN_ACTIVE_SEGMENT) or 0,
-        active_segment_opened_ms=delta.txn_version(dt, delta.TXN_ACTIVE_SEGMENT_OPENED),
-        active_segment_bytes=delta.txn_version(dt, delta.TXN_ACTIVE_SEGMENT_BYTES) or 0,
+        log_start_offset=txns[delta.TXN_LOG_START_OFFSET] or 0,
+        log_end_offset=txns[delta.TXN_LOG_END_OFFSET] or 0,
+        active_segment_base=txns[delta.TXN_ACTIVE_SEGMENT] or 0,
+        active_segment_opened_ms=txns[delta.TXN_ACTIVE_SEGMENT_OPENED],
+        active_segment_bytes=txns[delta.TXN_ACTIVE_SEGMENT_BYTES] or 0,
     )
 
 

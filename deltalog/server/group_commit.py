@@ -126,8 +126,9 @@ def _runs(entries: list[Entry]) -> list[list[Entry]]:
 def _append_run(store: ServedStore, topic: str, partition: int, run: list[Entry], txn: Any = None) -> None:
     if len(run) > 1:
         try:
-            offsets = store.log(topic, partition).append(pa.concat_tables([e.records for e in run]), store.clock.now_ms())
-            start = store.log(topic, partition).head().log_start_offset
+            log = store.log(topic, partition)
+            offsets = log.append(pa.concat_tables([e.records for e in run]), store.clock.now_ms())
+            start = log_start(log)
         except InvalidRecordError:
             pass  # a bad record among them and nothing written: each alone below, so only its request fails
         except DeltalogError as e:
@@ -166,9 +167,17 @@ def append_one(store: ServedStore, topic: str, partition: int, entry: Entry, txn
             pid, epoch, sequence = entry.producer
             offsets = store.log(topic, partition).append(entry.records, store.clock.now_ms(), producer=ProducerBatch(
                 pid, epoch, sequence, digest=producer_state.batch_digest(entry.records)))
-        start = store.log(topic, partition).head().log_start_offset
+        log = store.log(topic, partition)  # a retried producer batch wrote nothing: its answer reads the head
+        start = log_start(log) if entry.producer is None else log.head().log_start_offset
     except DeltalogError as e:
         if transactional and isinstance(e, ProducerFencedError):  # the partition knows a newer epoch: Kafka's log
             return InvalidProducerEpochError.errno, -1, str(e), -1  # raises InvalidProducerEpochException there
         return e.errno, -1, str(e), -1
     return p.NONE, offsets[0], None, start
+
+
+def log_start(log: Any) -> int:
+    """The partition's log start offset as the plain append just made left it (no second read of the Delta log per
+    commit); read afresh when this handle knows no append of its own."""
+    head = log.appended_head()
+    return (head if head is not None else log.head()).log_start_offset

@@ -39,6 +39,7 @@ from deltalog.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
+from deltalog.log import concurrent_reads
 from deltalog.log import fetch as group_fetch
 from deltalog.log.record import COMMIT, OFFSET, TIMESTAMP
 from deltalog.log.transactions import READ_COMMITTED, READ_UNCOMMITTED
@@ -149,22 +150,25 @@ class KafkaApis:
     def handle_api_versions(self, request: p.Request) -> Any:
         return p.api_versions_response(request.api_version)
 
-    def _partitions(self, topic: str) -> list[int] | int:
-        """The topic's partitions, or the error code Metadata answers for it: UNKNOWN_TOPIC_OR_PARTITION, or
-        KAFKA_STORAGE_ERROR for a topic whose marker is damaged (Kafka's answer for a log it cannot read)."""
+    def _partitions(self, topic: str) -> tuple[list[int] | int, str | None]:
+        """The topic's partitions and id, or the error code Metadata answers for it: UNKNOWN_TOPIC_OR_PARTITION, or
+        KAFKA_STORAGE_ERROR for a topic whose marker is damaged (Kafka's answer for a log it cannot read). One read
+        of the topic's marker, which also drops the partition logs held of a topic deleted and created again
+        (:meth:`LogManager.current_logs`): a client refreshing its metadata finds the new topic's logs read."""
         try:
-            return self.store.partitions(topic)
+            topic_id, logs = self.store.log_manager.current_logs(topic)
+            return sorted(logs), topic_id
         except UnknownTopicOrPartitionError:
-            return p.UNKNOWN_TOPIC_OR_PARTITION
+            return p.UNKNOWN_TOPIC_OR_PARTITION, None
         except CorruptStateError as e:
             log.error("Metadata: %s", e)
-            return p.KAFKA_STORAGE_ERROR
+            return p.KAFKA_STORAGE_ERROR, None
 
-    def _auto_create(self, topic: str) -> list[int] | int:
+    def _auto_create(self, topic: str) -> tuple[list[int] | int, str | None]:
         """Kafka's ``AutoTopicCreationManager``: a topic a client asked for, created with ``num.partitions`` and the
         store's defaults; a name Kafka refuses answers INVALID_TOPIC_EXCEPTION, internal names are never created."""
         if topic.startswith("__"):
-            return p.UNKNOWN_TOPIC_OR_PARTITION
+            return p.UNKNOWN_TOPIC_OR_PARTITION, None
         try:
             self.store.create_topic(topic, self.config.num_partitions)
             log.info("created topic %s (%d partitions) for a client's Metadata request (auto.create.topics.enable)",
@@ -172,13 +176,14 @@ class KafkaApis:
         except TopicExistsError:
             pass  # another endpoint or client created it meanwhile
         except DeltalogError as e:
-            return e.errno
+            return e.errno, None
         return self._partitions(topic)
 
-    def _topic_uuid(self, topic: str) -> uuid.UUID | None:
+    def _topic_uuid(self, topic: str, topic_id: str | None) -> uuid.UUID | None:
         """The topic's id (KIP-516) as Metadata v10+ carries it: a client that sees the id of a topic change knows
         it was deleted and created again (KAFKA-12257). None (Kafka's zero id) for a topic made before ids."""
-        topic_id = self.store.log_manager.topic_id(topic)
+        if topic_id is None:  # a marker without an id: the tables may hold one
+            topic_id = self.store.log_manager.topic_id(topic)
         try:
             return None if topic_id is None else uuid.UUID(hex=topic_id)
         except ValueError:
@@ -198,9 +203,10 @@ class KafkaApis:
             topics = []
             allowed = request.api_version < 4 or body.allow_auto_topic_creation
             for name in names:
-                parts = self._partitions(name)
+                parts, topic_id = self._partitions(name)
                 if parts == p.UNKNOWN_TOPIC_OR_PARTITION and allowed and self.config.auto_create_topics_enable:
-                    parts = self.authz.create_topic_code(request, name) or self._auto_create(name)  # CREATE
+                    refused = self.authz.create_topic_code(request, name)  # CREATE
+                    parts, topic_id = (refused, None) if refused else self._auto_create(name)
                 else:
                     parts = self.authz.topic_code(request, OP.DESCRIBE, name) or parts
                 if isinstance(parts, int):
@@ -208,7 +214,7 @@ class KafkaApis:
                                                             is_internal=False, partitions=[]))
                     continue
                 leaders = [self.placement.leader(name, i, brokers).node_id for i in parts]
-                ids = {"topic_id": self._topic_uuid(name)} if request.api_version >= 10 else {}
+                ids = {"topic_id": self._topic_uuid(name, topic_id)} if request.api_version >= 10 else {}
                 topics.append(cls.MetadataResponseTopic(
                     error_code=p.NONE, name=name, is_internal=name.startswith("__"), **ids,
                     partitions=[cls.MetadataResponseTopic.MetadataResponsePartition(
@@ -228,8 +234,9 @@ class KafkaApis:
         """The answers to Produce requests a connection pipelined, in order, each as Kafka answers it (None for
         ``acks=0``); the plain record sets they carry for one partition, with those other connections sent
         meanwhile, are appended in one Delta commit (:mod:`deltalog.server.group_commit`)."""
+        limits: dict[tuple[str, int], int] = {}  # each partition's max.message.bytes, read once for all requests
         decoded = [[[self._refused_produce(r, t.name) or self._decode_partition(
-            r.body.acks, t.name, pd.index, pd.records, r.body.transactional_id)
+            r.body.acks, t.name, pd.index, pd.records, r.body.transactional_id, limits)
                      for pd in t.partition_data]
                     for t in r.body.topic_data] for r in requests]
         self.committer.append([e for r in decoded for t in r for e in t if isinstance(e, group_commit.Entry)])
@@ -258,15 +265,21 @@ class KafkaApis:
         return None
 
     def _decode_partition(self, acks: int, topic: str, partition: int, data: bytes | None,
-                          transactional_id: str | None = None) -> group_commit.Entry | group_commit.Result:
+                          transactional_id: str | None = None, limits: dict[tuple[str, int], int] | None = None
+                          ) -> group_commit.Entry | group_commit.Result:
         """One partition's record set, decoded and checked, to append; or the (error code, base offset, error
         message, log start offset) that refuses it. A transactional batch is appended only to a partition its
-        transaction added (:meth:`TxnApis.verify`, in :func:`deltalog.server.group_commit.append_one`)."""
+        transaction added (:meth:`TxnApis.verify`, in :func:`deltalog.server.group_commit.append_one`).
+        ``limits`` keeps the partitions' ``max.message.bytes`` across the requests a connection pipelined, so the
+        Delta log is read once per partition for them all, not once per request."""
         if acks not in (-1, 0, 1):
             return p.INVALID_REQUIRED_ACKS, -1, f"acks must be -1, 0 or 1, not {acks}", -1
+        limits = {} if limits is None else limits
         try:
-            with self.lock:  # Kafka's LogValidator: each batch whole against max.message.bytes
-                limit = self.store.log(topic, partition).head().config.max_message_bytes
+            limit = limits.get((topic, partition))
+            if limit is None:
+                with self.lock:  # Kafka's LogValidator: each batch whole against max.message.bytes
+                    limit = limits[topic, partition] = self.store.log(topic, partition).head().config.max_message_bytes
             records, batches = decode_records(bytes(data or b""), limit)
         except DeltalogError as e:  # a record batch refused, or an unknown topic or partition
             return e.errno, -1, str(e), -1
@@ -310,6 +323,7 @@ class KafkaApis:
         topics = []
         refused_by_topic = {t.topic: self.authz.topic_code(request, OP.READ, t.topic) for t in body.topics}
         with self.lock:  # (the ACLs are looked at outside it: a refresh reads a file)
+            self._read_first_time(body.topics, refused_by_topic)
             for t in body.topics:
                 parts = []
                 refused = refused_by_topic[t.topic]
@@ -322,6 +336,24 @@ class KafkaApis:
                 topics.append(cls.FetchableTopicResponse(topic=t.topic, partitions=parts))
         response = cls(throttle_time_ms=0, error_code=p.NONE, session_id=0, responses=topics)
         return response, size >= max(1, body.min_bytes) or errors
+
+    def _read_first_time(self, topics: Any, refused_by_topic: dict[str, int]) -> None:
+        """Read side by side the partitions of a Fetch this process has not read yet (a fresh endpoint's first
+        Fetch over many partitions): their first read is the Delta log's replay. The others are brought up to date
+        one by one as they are read, for the cost of one look each when unchanged."""
+        unread = []
+        for t in topics:
+            if refused_by_topic[t.topic]:
+                continue
+            for fp in t.partitions:
+                try:
+                    partition_log = self.store.log(t.topic, fp.partition)
+                except DeltalogError:
+                    continue  # answered with its error below
+                if not partition_log.opened:
+                    unread.append(partition_log)
+        if len(unread) > 1:
+            concurrent_reads.read_each(unread, lambda lg: lg.snapshot())
 
     def fetch_versions(self, request: p.Request) -> list[tuple[Any, int]]:
         """(partition log, table version) of each partition a Fetch reads, as :meth:`try_fetch` just read them: a
@@ -377,45 +409,73 @@ class KafkaApis:
     # -- ListOffsets -----------------------------------------------------------------------------------
 
     def handle_list_offsets(self, request: p.Request) -> Any:
+        """Each partition's offset for its timestamp. The topic's marker is read once (a topic deleted and created
+        again is not answered from the old one's logs), and the partitions' heads are read side by side
+        (:func:`~deltalog.log.concurrent_reads.read_each`): an unchanged partition answers from the head this
+        process holds after one look for its next commit's file, a moved one is brought up to date."""
         body = request.body
         cls = request.response_class
+        part_cls = cls.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
         level = READ_COMMITTED if body.isolation_level == 1 else READ_UNCOMMITTED
         topics = []
         with self.lock:
+            asked: list[tuple[Any, int, Any]] = []  # (partition asked, error code, partition log or None)
             for t in body.topics:
-                parts = []
-                refused = self.authz.topic_code(request, OP.DESCRIBE, t.name)
-                for lp in t.partitions:
+                code, logs = p.NONE, {}
+                if refused := self.authz.topic_code(request, OP.DESCRIBE, t.name):
+                    code = refused
+                else:
                     try:
-                        if refused:
-                            raise TopicAuthorizationError(f"not authorized to describe topic {t.name}")
-                        ts, offset = self._list_offset(t.name, lp.partition_index, lp.timestamp, level)
-                        code = p.NONE
+                        logs = self.store.log_manager.current_logs(t.name)[1]
                     except DeltalogError as e:
-                        ts, offset, code = -1, -1, e.errno
-                    parts.append(cls.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
-                        partition_index=lp.partition_index, error_code=code, timestamp=ts, offset=offset,
-                        leader_epoch=0 if code == p.NONE else -1))
+                        code = e.errno
+                for lp in t.partitions:
+                    found = logs.get(lp.partition_index)
+                    asked.append((lp, code or (p.NONE if found is not None else p.UNKNOWN_TOPIC_OR_PARTITION), found))
+            read = [found for _, code, found in asked if not code]
+            heads = iter(concurrent_reads.read_each(read, lambda lg: self._positions(lg, level)))
+            answers = iter([self._list_offset(lp, code, found, next(heads) if not code else None, level)
+                            for lp, code, found in asked])
+            for t in body.topics:
+                parts = [part_cls(partition_index=lp.partition_index, error_code=code, timestamp=ts, offset=offset,
+                                  leader_epoch=0 if code == p.NONE else -1)
+                         for lp, (ts, offset, code) in zip(t.partitions, answers, strict=False)]
                 topics.append(cls.ListOffsetsTopicResponse(name=t.name, partitions=parts))
         return cls(throttle_time_ms=0, topics=topics)
 
-    def _list_offset(self, topic: str, partition: int, timestamp: int, level: str) -> tuple[int, int]:
-        """(timestamp, offset) as Kafka's ``UnifiedLog.fetchOffsetByTimestamp`` answers: the log start offset, the end
-        at ``level``, or the first offset whose timestamp is at or after ``timestamp`` (-1, -1 when none is)."""
-        log = self.store.log(topic, partition)
+    @staticmethod
+    def _positions(log: Any, level: str) -> tuple[int, int]:
+        """(log start offset, end at ``level``) of a partition: what ListOffsets answers for -2 and -1."""
+        head = log.head()
+        end = head.log_end_offset if level == READ_UNCOMMITTED else group_fetch.end_offset(log, level)
+        return head.log_start_offset, end
+
+    def _list_offset(self, lp: Any, code: int, log: Any, positions: tuple[int, int] | DeltalogError | None,
+                     level: str) -> tuple[int, int, int]:
+        """(timestamp, offset, error code) as Kafka's ``UnifiedLog.fetchOffsetByTimestamp`` answers: the log start
+        offset, the end at ``level``, or the first offset whose timestamp is at or after the one asked (-1, -1 when
+        none is)."""
+        if code:
+            return -1, -1, code
+        if isinstance(positions, DeltalogError):
+            return -1, -1, positions.errno
+        assert positions is not None
+        timestamp = lp.timestamp
         if timestamp == EARLIEST_TIMESTAMP:
-            return -1, log.head().log_start_offset
+            return -1, positions[0], p.NONE
         if timestamp == LATEST_TIMESTAMP:
-            return -1, group_fetch.end_offset(log, level)
-        if timestamp < 0:
-            raise InvalidConfigError(f"ListOffsets timestamp {timestamp} is not served: give -2 (earliest), "
-                                     "-1 (latest) or a timestamp in epoch milliseconds")
-        start = log.head().log_start_offset
-        rows = log.read_table(start, isolation_level=level).select([OFFSET, TIMESTAMP])
+            return -1, positions[1], p.NONE
+        try:
+            if timestamp < 0:
+                raise InvalidConfigError(f"ListOffsets timestamp {timestamp} is not served: give -2 (earliest), "
+                                         "-1 (latest) or a timestamp in epoch milliseconds")
+            rows = log.read_table(positions[0], isolation_level=level).select([OFFSET, TIMESTAMP])
+        except DeltalogError as e:
+            return -1, -1, e.errno
         hits = rows.filter(pc.greater_equal(rows.column(TIMESTAMP), timestamp))
         if not hits.num_rows:
-            return -1, -1
-        return hits.column(TIMESTAMP)[0].as_py(), hits.column(OFFSET)[0].as_py()
+            return -1, -1, p.NONE
+        return hits.column(TIMESTAMP)[0].as_py(), hits.column(OFFSET)[0].as_py(), p.NONE
 
     # -- topics ----------------------------------------------------------------------------------------
 

@@ -220,20 +220,19 @@ def _record_bounds(body: bytes, arr: np.ndarray, count: int) -> tuple[np.ndarray
     starts = [0] * count
     pos, end = 0, len(body)
     i = 0
+    one, two = _SKIP_ONE, _SKIP_TWO
     try:
         for i in range(count):
             b = body[pos]
             if b < 0x80:
-                v = b
-                pos += 1
+                pos += one[b]
             else:
                 c = body[pos + 1]
                 if c < 0x80:
-                    v = (b & 0x7F) | (c << 7)
-                    pos += 2
+                    pos += two[(c << 7) | (b & 0x7F)]
                 else:
                     v, pos = _long_varint(body, pos)
-            pos += (v >> 1) ^ -(v & 1)
+                    pos += (v >> 1) ^ -(v & 1)
             starts[i] = pos  # the record's end for now: its start is this minus its length, below
     except IndexError:
         raise RecordBatchError(f"it declares {count} records and its bytes end in record {i}") from None
@@ -248,6 +247,13 @@ def _record_bounds(body: bytes, arr: np.ndarray, count: int) -> tuple[np.ndarray
     if bad.any():
         raise RecordBatchError(f"record {int(np.flatnonzero(bad)[0])} has a length below 1")
     return starts, ends
+
+
+#: What a record's length varint of one byte ``b`` (``_SKIP_ONE[b]``) or of two bytes ``b``, ``c``
+#: (``_SKIP_TWO[(c << 7) | (b & 0x7F)]``: records up to 8 KiB) moves the walk by: the varint's own size plus the
+#: zigzag-decoded length. Looked up, not computed, in :func:`_record_bounds`' loop, the one Python loop per record.
+_SKIP_ONE = [1 + ((v >> 1) ^ -(v & 1)) for v in range(1 << 7)]
+_SKIP_TWO = [2 + ((v >> 1) ^ -(v & 1)) for v in range(1 << 14)]
 
 
 def _long_varint(body: bytes, pos: int) -> tuple[int, int]:
@@ -525,3 +531,14 @@ def _put_varint(out: bytearray, value: int) -> None:
         out.append((u & 0x7F) | 0x80)
         u >>= 7
     out.append(u)
+
+
+def warm_up() -> None:
+    """Decode one small record batch, so the libraries the Produce path loads on first use (pyarrow's compute
+    functions import pandas, about half a second) are loaded when the endpoint starts, not inside a client's first
+    Produce, whose answer would wait for them (Kafka's broker, a JVM, loads its classes before it listens too)."""
+    n = 2
+    rows = pa.table({OFFSET: pa.array(np.arange(n, dtype=np.int64)), KEY: pa.array([b"k", None], pa.binary()),
+                     VALUE: pa.array([b"v", None], pa.binary()), TIMESTAMP: pa.array(np.zeros(n, np.int64)),
+                     HEADERS: pa.array([[], []], RECORD_SCHEMA.field(HEADERS).type)})
+    decode_records(encode_batch(rows, 0, n, 1 << 20, first=True))

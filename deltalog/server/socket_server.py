@@ -45,6 +45,7 @@ from typing import Any
 
 from deltalog.scram import ScramCredentials
 from deltalog.server import protocol as p
+from deltalog.server import record_batches
 from deltalog.server.broker_config import BrokerConfig
 from deltalog.server.kafka_apis import FETCH_POLL_S, KafkaApis, fetch_deadline
 from deltalog.server.limits import ConnectionLimits
@@ -618,6 +619,7 @@ class SocketServer:
         ``config``: :class:`~deltalog.server.broker_config.BrokerConfig` (topic auto-creation, DescribeConfigs).
         ``registration``: ``node_id``, ``session_timeout_ms``, ``heartbeat_interval_ms`` of the endpoint's entry
         among the store's live endpoints (:func:`deltalog.server.placement.for_endpoint`)."""
+        record_batches.warm_up()
         self.security = security or ListenerSecurity(host=host, port=port)
         self.security.host, self.security.port = host, port
         self.security.check_bind()

@@ -480,8 +480,9 @@ STATE_TABLE_HEADERS = {
                    "them as they are (USING DELTA LOCATION)."],
     "duckdb": ["-- The state tables (*_state) are Delta tables: DuckDB reads them with its delta extension "
                "(INSTALL delta below, downloaded from DuckDB's extension repository on first use)."],
-    "trino": ["-- The state tables (*_state) are Delta tables: Trino's Delta Lake connector registers them "
-              "(delta.register-table-procedure.enabled=true in the catalog's properties)."],
+    "trino": ["-- The state tables (*_state) are Delta tables: Trino's Delta Lake connector registers them (the "
+              "catalog's properties: connector.name=delta_lake and",
+              "-- delta.register-table-procedure.enabled=true)."],
 }
 
 

@@ -128,6 +128,7 @@ def merge(dt: DeltaTable, config: TopicConfig, source: pa.Table, reads: list[Par
     p, k = (_quoted(c) for c in merge_keys(config))
     off, gone = _quoted(OFFSET), _quoted(DELETED)
     builder = dt.merge(source, f"t.{p} = s.{p} AND t.{k} = s.{k}", source_alias="s", target_alias="t",
+                       writer_properties=state_table.writer_properties(config),
                        commit_properties=_commit_properties(reads, OPERATION, records_read))
     updates = {_quoted(c): f"s.{_quoted(c)}" for c in columns}
     builder = (builder.when_matched_update(updates, predicate=f"s.{off} > t.{off} AND NOT s.{gone}")
@@ -139,11 +140,13 @@ def merge(dt: DeltaTable, config: TopicConfig, source: pa.Table, reads: list[Par
     return dict(builder.execute())
 
 
-def _append(dt: DeltaTable, source: pa.Table, reads: list[PartitionRead], records_read: int) -> dict[str, object]:
+def _append(dt: DeltaTable, config: TopicConfig, source: pa.Table, reads: list[PartitionRead], records_read: int
+            ) -> dict[str, object]:
     """The first rows of an empty table (its first refresh): a plain append, which a MERGE into no rows would
     only slow down, in one commit with the offsets."""
     rows = source.filter(pc.invert(source.column(DELETED))).drop_columns([DELETED])
-    write_deltalake(dt, rows, mode="append", commit_properties=_commit_properties(reads, OPERATION, records_read))
+    write_deltalake(dt, rows, mode="append", writer_properties=state_table.writer_properties(config),
+                    commit_properties=_commit_properties(reads, OPERATION, records_read))
     return {"num_source_rows": source.num_rows, "num_target_rows_inserted": rows.num_rows}
 
 
@@ -154,10 +157,16 @@ def _mark_offsets(dt: DeltaTable, reads: list[PartitionRead], records_read: int)
                                 commit_properties=_commit_properties(reads, OPERATION, records_read))
 
 
-def rebuild(logs: LogManager, topic: str, config: TopicConfig, table: state_table.StateTable) -> RefreshResult:
+def rebuild(logs: LogManager, topic: str, config: TopicConfig, table: state_table.StateTable,
+            dt: DeltaTable | None = None) -> RefreshResult:
     """The whole table written again from the log (one overwrite commit): for a new table of a topic made again
-    under the same name, or after its encodings changed. Also the baseline the benchmark compares a refresh with."""
+    under the same name, or after its encodings changed. Also the baseline the benchmark compares a refresh with.
+
+    The overwrite is committed on top of ``dt`` (the version the rebuild was decided on; opened now when None)
+    with no automatic retry: a commit of another writer since then (another refresh, another engine's OPTIMIZE or
+    write) wins, nothing of the rebuild lands, and :class:`~deltalog.errors.CommitConflictError` says so."""
     began = time.monotonic()
+    dt = dt if dt is not None else table.open()
     reads = [read_partition(logs.log(topic, p), 0) for p in logs.partitions(topic)]
     source = _source(reads, config)
     rows = source.filter(pc.invert(source.column(DELETED))).drop_columns([DELETED])
@@ -165,13 +174,26 @@ def rebuild(logs: LogManager, topic: str, config: TopicConfig, table: state_tabl
     topic_id = logs.topic_id(topic)
     props = {**state_table.TABLE_PROPERTIES, state_table.PROP_TOPIC: topic,
              state_table.PROP_TOPIC_ID: topic_id or "", state_table.PROP_SHAPE: state_table.shape_of(config)}
-    write_deltalake(table.uri, rows, mode="overwrite", schema_mode="overwrite", storage_options=table.storage.delta_options,
-                    commit_properties=_commit_properties(reads, REBUILD, records_read))
-    dt = table.open()
-    assert dt is not None
-    if dt.metadata().configuration.get(state_table.PROP_SHAPE) != props[state_table.PROP_SHAPE] or \
-            dt.metadata().configuration.get(state_table.PROP_TOPIC_ID) != props[state_table.PROP_TOPIC_ID]:
-        dt.alter.set_table_properties(props, raise_if_not_exists=False)
+    try:
+        write_deltalake(dt if dt is not None else table.uri, rows, mode="overwrite", schema_mode="overwrite",
+                        storage_options=None if dt is not None else table.storage.delta_options,
+                        writer_properties=state_table.writer_properties(config),
+                        commit_properties=_commit_properties(reads, REBUILD, records_read))
+        dt = table.open()
+        assert dt is not None
+        if dt.metadata().configuration.get(state_table.PROP_SHAPE) != props[state_table.PROP_SHAPE] or \
+                dt.metadata().configuration.get(state_table.PROP_TOPIC_ID) != props[state_table.PROP_TOPIC_ID]:
+            dt.alter.set_table_properties(props, raise_if_not_exists=False,
+                                          commit_properties=CommitProperties(max_commit_retries=0))
+    except (CommitFailedError, DeltaError) as e:
+        if not _is_conflict(e):
+            raise
+        raise CommitConflictError(
+            f"the rebuild of the state table of topic {topic!r} ({table.uri}) lost a race: another writer committed "
+            f"to the table while the rebuild read the log, so the rebuild committed nothing ({e}). Run "
+            f"'deltalog state refresh {topic} --full' again; if another deltalog job was refreshing it, let it "
+            "finish first, and stop any other engine writing to the table (only deltalog writes its rows; "
+            "OPTIMIZE between refreshes is fine)") from None
     return RefreshResult(topic, dt.version(), dt.version(), {r.partition: r.to_offset for r in reads}, records_read,
                          rows.num_rows, rebuilt=True, duration_ms=int((time.monotonic() - began) * 1000))
 
@@ -199,7 +221,7 @@ def refresh(logs: LogManager, topic: str, *, full: bool = False) -> RefreshResul
             if not state_table.matches(dt, config, topic_id):
                 continue  # another topic's table won the create race: look again
         if full or not state_table.matches(dt, config, topic_id):
-            return rebuild(logs, topic, config, table)
+            return rebuild(logs, topic, config, table, dt)
         partitions = logs.partitions(topic)
         applied = state_table.applied_offsets(dt, partitions)
         starts = state_table.applied_starts(dt, partitions)
@@ -215,7 +237,7 @@ def refresh(logs: LogManager, topic: str, *, full: bool = False) -> RefreshResul
         source = _source(reads, config)
         try:
             if source.num_rows and not trimmed and not dt.file_uris():
-                metrics = _append(dt, source, reads, records_read)  # an empty table: nothing to match
+                metrics = _append(dt, config, source, reads, records_read)  # an empty table: nothing to match
             elif source.num_rows or trimmed:
                 metrics = merge(dt, config, source, reads, trimmed, records_read)
             else:

@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable
+from deltalake import ColumnProperties, CommitProperties, DeltaTable, WriterProperties
 from deltalake.exceptions import TableNotFoundError
 
 from deltalog.errors import VersionNotAvailableError
 from deltalog.log import time_travel
-from deltalog.state.rows import state_schema
+from deltalog.log.record import KEY, OFFSET
+from deltalog.state.rows import KEY_BYTES, state_schema
 
 if TYPE_CHECKING:
     from deltalog.config import TopicConfig
@@ -44,6 +45,16 @@ META_OPERATION = "deltalog.operation"
 CDF = "delta.enableChangeDataFeed"
 #: Table properties of every state table: the change data feed on, and nothing any Delta reader may lack.
 TABLE_PROPERTIES = {CDF: "true", "delta.appendOnly": "false"}
+
+
+def writer_properties(config: TopicConfig) -> WriterProperties:
+    """How every write of the table's files (merge, first append, rebuild) encodes them: Snappy, delta-rs's default
+    (given any ``WriterProperties`` it would write uncompressed), and no dictionary for the columns unique within a
+    partition (``offset``, and the key as the log holds it): a dictionary of values that never repeat is built and
+    thrown away by every merge's rewrite of the table. The other columns keep the Parquet writer's defaults."""
+    unique = [OFFSET, KEY_BYTES if config.key_encoding == "json" else KEY]
+    return WriterProperties(compression="SNAPPY",
+                            column_properties={c: ColumnProperties(dictionary_enabled=False) for c in unique})
 
 
 def shape_of(config: TopicConfig) -> str:
