@@ -61,6 +61,7 @@ from deltalog.log.partition_log import PartitionLog
 from deltalog.log.record import Record
 from deltalog.log.retention import DeleteRecordsResult, RetentionResult, apply_retention, delete_records
 from deltalog.log.vacuum import VacuumResult, vacuum_staged, vacuum_store, vacuum_temp_files
+from deltalog.log.walk import each_partition
 from deltalog.producer.kafka_producer import KafkaProducer
 from deltalog.producer.router import PartitionRouter, ProduceResult
 from deltalog.state import equality as state_equality
@@ -165,7 +166,8 @@ class Store:
         #: The registry of topics and partition logs every service works on (``create=False``: raises
         #: :class:`~deltalog.errors.NoStoreError` where there is no store).
         try:
-            self.log_manager = LogManager(self.storage, self.clock, create=create)
+            self.log_manager = LogManager(self.storage, self.clock, create=create,
+                                          walk_threads=self.config.background_threads)
         except OSError as e:  # a file where the store should be, no permission, ...
             raise InvalidArgumentError(f"cannot use {self.root} as a store: {e.strerror or e}") from None
         self._producer: PartitionRouter | None = None
@@ -477,20 +479,39 @@ class Store:
         A damaged partition (its Delta log, or a data file missing or of another size than its commit says)
         raises :class:`~deltalog.errors.CorruptLogError` naming the partition and the file; one that holds an
         offset twice says so in ``duplicated_offsets`` and ``duplicates`` (and is eligible for cleaning)."""
+        return self.describe_topics([topic])[0]
+
+    def describe_topics(self, topics: Sequence[str]) -> list[TopicDescription]:
+        """:meth:`describe` of each topic, in order: their partitions ``background.threads`` at a time (each one's
+        Delta log and one listing of its files are its own round trips), the uncleanable marks listed once. The
+        first damaged partition in order raises, as describing the topics one after another would."""
         now = self.clock.now_ms()
         marks = UncleanablePartitions(self.storage)
-        states: list[PartitionState] = []
-        for log in self.log_manager.logs(topic):
+        logs = [log for topic in topics for log in self.log_manager.logs(topic)]
+
+        def state(log: PartitionLog) -> tuple[PartitionState, TopicConfig]:
             snap = log.snapshot()  # a damaged Delta log raises CorruptLogError naming the file
             damage.raise_data_damage(log.storage, log.uri, snap.files)  # one listing: missing or resized files
             mark = marks.get(snap.topic, snap.partition, snap.topic_id)
             reason = None if mark is None else f"{mark.error_type}: {mark.message}"
-            states.append(PartitionState.of(snap, now, uncleanable_reason=reason, txns=log.txn_index(snap),
-                                            duplicated=log.duplicated_offsets(snap)))
-        config = self.topic_config(topic)
-        lag = self.state_lag(topic) if config.state_table(self.config) or StateTable(self.storage, topic).exists() \
-            else None
-        return TopicDescription(topic, config, tuple(states), lag)
+            return PartitionState.of(snap, now, uncleanable_reason=reason, txns=log.txn_index(snap),
+                                     duplicated=log.duplicated_offsets(snap)), snap.config
+
+        with marks.listed():
+            walked = each_partition(logs, state, self.log_manager.walk_threads)
+        by_topic: dict[str, list[tuple[PartitionState, TopicConfig]]] = {t: [] for t in topics}
+        for w in walked:
+            if w.error is not None:
+                raise w.error
+            by_topic[w.item.topic].append(w.result)  # type: ignore[arg-type] - set when there is no error
+        out = []
+        for topic in topics:
+            found = by_topic[topic]
+            config = found[0][1] if found else self.topic_config(topic)  # the table properties head() reads too
+            lag = (self.state_lag(topic) if config.state_table(self.config) or StateTable(self.storage, topic).exists()
+                   else None)
+            out.append(TopicDescription(topic, config, tuple(st for st, _ in found), lag))
+        return out
 
     # -- state tables (deltalog.state, docs/state-table.md) ------------------------------------------------
 

@@ -53,37 +53,31 @@ class LogCleanerManager:
         uncleanable), so one damaged partition never stops the others being ranked; without ``on_damage`` its
         :class:`CorruptLogError` propagates."""
         skip = set(exclude)
-        names = list(topics) if topics is not None else self.logs.list_topics()
         candidates = []
-        for topic in names:
+        for plog in self.logs.logs_of(topics):
+            if (plog.topic, plog.partition) in skip:
+                continue
             try:
-                plogs = self.logs.logs(topic)
-            except UnknownTopicOrPartitionError:
-                continue  # deleted while we looked
-            for plog in plogs:
-                if (plog.topic, plog.partition) in skip:
-                    continue
-                try:
-                    snap = plog.snapshot()
-                except ForeignCommitError as e:
-                    # Another engine changed records (DELETE, UPDATE, MERGE...): never clean on top of that, and
-                    # do not mark the partition uncleanable either (nothing of deltalog's failed; a RESTORE by
-                    # the user makes it cleanable again). Skipped and reported, every loop while it stands.
-                    log.warning("not cleaning %s-%d: %s", plog.topic, plog.partition, e)
-                    self.foreign_skipped[(plog.topic, plog.partition)] = e
-                    continue
-                except CorruptLogError as e:
-                    if on_damage is None:
-                        raise
-                    on_damage(plog, e)
-                    continue
-                if not snap.config.compact:
-                    continue
-                if self.uncleanable.get(snap.topic, snap.partition, snap.topic_id) is not None:
-                    continue
-                ltc = LogToClean.for_log(plog, snap, now_ms)
-                if ltc.eligible:
-                    candidates.append(ltc)
+                snap = self.logs.snapshot(plog)  # in a cycle, the one its first look took
+            except ForeignCommitError as e:
+                # Another engine changed records (DELETE, UPDATE, MERGE...): never clean on top of that, and
+                # do not mark the partition uncleanable either (nothing of deltalog's failed; a RESTORE by
+                # the user makes it cleanable again). Skipped and reported, every loop while it stands.
+                log.warning("not cleaning %s-%d: %s", plog.topic, plog.partition, e)
+                self.foreign_skipped[(plog.topic, plog.partition)] = e
+                continue
+            except CorruptLogError as e:
+                if on_damage is None:
+                    raise
+                on_damage(plog, e)
+                continue
+            if not snap.config.compact:
+                continue
+            if self.uncleanable.get(snap.topic, snap.partition, snap.topic_id) is not None:
+                continue
+            ltc = LogToClean.for_log(plog, snap, now_ms)
+            if ltc.eligible:
+                candidates.append(ltc)
         return sorted(candidates, reverse=True)
 
     def grab_filthiest(self, now_ms: int, topics: Iterable[str] | None = None,

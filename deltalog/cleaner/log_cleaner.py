@@ -50,6 +50,7 @@ from deltalog.cleaner.cleaner import Cleaner, CleanResult
 from deltalog.cleaner.cleaner_manager import LogCleanerManager
 from deltalog.cleaner.log_to_clean import LogToClean
 from deltalog.cleaner.maintenance import StoreMaintenance
+from deltalog.cleaner.metrics import LastCleans, StoreMetrics
 from deltalog.cleaner.progress import DEFAULT_PROGRESS_INTERVAL_S, PassProgress, ProgressListener
 from deltalog.cleaner.shared_jobs import SharedJobs, sharing
 from deltalog.cleaner.uncleanable import PartitionId
@@ -329,6 +330,10 @@ class LogCleaner:
         self.state_tables = state_tables
         #: Each topic's state-table lag, for the metrics table (:func:`deltalog.cleaner.metrics.collect`).
         self.state_lag = state_lag
+        #: The last-pass figures the cycles' metrics read, kept from cycle to cycle (read again only when changed).
+        self._last_cleans = LastCleans(logs)
+        #: The metrics the last cycle recorded (None before, or with ``metrics`` off).
+        self.last_metrics: StoreMetrics | None = None
 
     @property
     def clock(self):  # noqa: ANN201 - the log manager's Clock
@@ -432,7 +437,7 @@ class LogCleaner:
                 continue
             for plog in plogs:
                 try:
-                    if not duplicates.suspects(plog.snapshot().files):
+                    if not duplicates.suspects(self.logs.snapshot(plog).files):
                         continue
                     lease = self.logs.leases.acquire(plog.topic, plog.partition, "repair")
                     if lease is None:
@@ -642,23 +647,31 @@ class LogCleaner:
 
     def run_cycle(self) -> CycleResult:
         """One full cycle over the store: the store's maintenance before the loop (retention, the coordinators'
-        timers), cleaning until nothing is eligible, VACUUM, then the cycle's metrics."""
+        timers), cleaning until nothing is eligible, VACUUM, then the cycle's metrics.
+
+        The cycle reads each partition's Delta log once, at its start, ``background.threads`` partitions at a time
+        (:meth:`LogManager.refresh_snapshots`), and its steps share those snapshots (:meth:`LogManager.cycle`); a
+        partition one of them works on under its lease is read again afterwards. The uncleanable marks are listed
+        once (:meth:`UncleanablePartitions.listed`)."""
         started = self.clock.now_ms()
-        retention = self.maintenance.delete_old_segments()
-        expired = self.maintenance.expire_offsets()
-        self.maintenance.expire_transactional_ids()
-        cleaning = self.clean_filthiest_logs()
-        vacuumed = self.maintenance.vacuum()
-        states = self.state_tables() if self.state_tables is not None else None
-        result = CycleResult(started_ms=started, finished_ms=self.clock.now_ms(), cleans=cleaning.cleans,
-                             outcomes=cleaning.outcomes, retention=tuple(retention), vacuum=tuple(vacuumed),
-                             offsets_expired=expired, state_tables=states)
-        self.cycles_run += 1
-        if self.metrics:
-            try:
-                metrics.record_cycle(self.logs, result, self.state_lag)
-            except StorageFullError as e:  # the cycle's work is committed; its figures wait for space, said aloud
-                log.warning("the figures of this cleaner cycle were not recorded: %s", e)
+        with self.logs.cycle(), self.manager.uncleanable.listed():
+            self.logs.refresh_snapshots()
+            retention = self.maintenance.delete_old_segments()
+            expired = self.maintenance.expire_offsets()
+            self.maintenance.expire_transactional_ids()
+            cleaning = self.clean_filthiest_logs()
+            vacuumed = self.maintenance.vacuum()
+            states = self.state_tables() if self.state_tables is not None else None
+            result = CycleResult(started_ms=started, finished_ms=self.clock.now_ms(), cleans=cleaning.cleans,
+                                 outcomes=cleaning.outcomes, retention=tuple(retention), vacuum=tuple(vacuumed),
+                                 offsets_expired=expired, state_tables=states)
+            self.cycles_run += 1
+            if self.metrics:
+                try:
+                    self.last_metrics = metrics.record_cycle(self.logs, result, self.state_lag, manager=self.manager,
+                                                             last_cleans=self._last_cleans)
+                except StorageFullError as e:  # the cycle's work is committed; its figures wait for space, said aloud
+                    log.warning("the figures of this cleaner cycle were not recorded: %s", e)
         log.info("%s", result.summary())
         return result
 

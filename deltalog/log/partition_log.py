@@ -147,6 +147,7 @@ class PartitionLog:
         self.partition = partition
         self._dt: DeltaTable | None = None
         self._latest: LogSnapshot | None = None  # the last latest snapshot built, reused while the version holds
+        self._cycle: object | None = None  # the walk whose first look refreshed ``_latest`` (see cycle_snapshot)
         self._next_head: tuple[int, LogHead] | None = None  # (version, head) this process's last append left
         self._head: tuple[int, LogHead] | None = None  # (version, head) last read back, reused while the version holds
         self._watch = foreign_commits.ForeignCommitWatch()  # other engines' commits, checked up to a version
@@ -288,6 +289,30 @@ class PartitionLog:
                 self._latest = snapshot_of(dt, self.topic, self.partition, self.storage, self.uri)
         return self._latest
 
+    def cycle_snapshot(self, cycle: object | None) -> LogSnapshot:
+        """The latest snapshot as of ``cycle``'s first look at this partition (None: :meth:`snapshot`, refreshed).
+
+        A cleaner cycle looks at every partition several times (retention's check, the ranking, VACUUM's check,
+        the metrics), as Kafka's cleaner reads its in-memory logs; refreshing each time cost a listing of the
+        Delta log per look. Within one cycle the partition is refreshed once; a commit this process makes through
+        this log (an append, a marker, a roll), a lease released on the partition (the cycle's work on it:
+        :meth:`forget_cycle`), or the shared handle moving past the snapshot's version makes the next look refresh.
+        A step that changes the partition still plans under its lease from :meth:`snapshot`, never from this."""
+        if cycle is None:
+            return self.snapshot()
+        cached = self._latest
+        if (cached is not None and self._cycle is cycle
+                and (self._dt is None or self._dt.version() == cached.version)):
+            return cached
+        self._cycle = None  # a failed refresh leaves no cycle's mark behind
+        snap = self.snapshot()
+        self._cycle = cycle
+        return snap
+
+    def forget_cycle(self) -> None:
+        """The next :meth:`cycle_snapshot` refreshes: this process worked on the partition under a lease."""
+        self._cycle = None
+
     def topic_id(self) -> str | None:
         """The topic id recorded when the topic was created (None for tables made before ids existed)."""
         return self.table(refresh=False).metadata().configuration.get(delta.PROP_TOPIC_ID)
@@ -356,6 +381,7 @@ class PartitionLog:
                 delta.delete_quietly(self.storage, self.uri, [add.path])
                 raise
             # If the next refresh finds exactly one new version, it is this commit: its head is this.
+            self._cycle = None
             self._next_head = (read_version + 1, replace(
                 head, log_end_offset=leo + n, active_segment_base=base, active_segment_bytes=active_bytes,
                 active_segment_opened_ms=opened if opened is not None else head.active_segment_opened_ms))
@@ -424,6 +450,7 @@ class PartitionLog:
                 delta.delete_quietly(self.storage, self.uri, [add.path])
                 raise
             self._next_head = None
+            self._cycle = None
             return leo
 
         return delta.retry_on_conflict(f"{control} marker in {self.topic}-{self.partition}", APPEND_MAX_ATTEMPTS,
@@ -469,6 +496,7 @@ class PartitionLog:
                 txns={delta.TXN_LOG_END_OFFSET: leo, delta.TXN_ACTIVE_SEGMENT: leo, delta.TXN_ACTIVE_SEGMENT_BYTES: 0},
                 operation="roll", metadata={"base_offset": leo},
             )
+            self._cycle = None
             return leo
 
         return delta.retry_on_conflict(f"roll of {self.topic}-{self.partition}", APPEND_MAX_ATTEMPTS, attempt)
