@@ -236,7 +236,7 @@ def refresh_state_tables(store: Store) -> dict[str, Any]:
 
 def pass_may_run(cleaner: Any, topics: Sequence[str] | None = None) -> bool:
     """Whether a pass may run: some partition (of ``topics``, or of the store) is eligible now (the cleaner's own
-    ranking, from the Delta logs; the cleaner ranks again later, from the snapshots this one cached)."""
+    ranking; in a cycle, on the snapshots the cycle read)."""
     try:
         return bool(cleaner.manager.logs_to_clean(cleaner.clock.now_ms(), topics, on_damage=lambda *_: None))
     except DeltalogError as e:  # the cycle will meet it too, and say so
@@ -261,8 +261,12 @@ def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = N
     cleaner = store.log_cleaner(vacuum=config.vacuum, progress_interval_s=config.progress_interval_s,
                                 ge_context=config.ge_context, state_tables=lambda: refresh_state_tables(store))
     out = out or sys.stdout
-    if starter is not None and pass_may_run(cleaner):
-        starter.start()
+    if starter is not None:
+        def start_spark_early() -> None:  # on the cycle's snapshots: a ranking without another read of the logs
+            if not starter.started and pass_may_run(cleaner):
+                starter.start()
+
+        cleaner.on_snapshots = start_spark_early
 
     previous = {}
     for sig in (signal.SIGTERM, signal.SIGINT):
