@@ -191,6 +191,20 @@ class Store:
             self._spark = local_session()
         return self._spark
 
+    def start_spark(self) -> None:
+        """Begin starting the embedded Spark session, and its warm-up, on a thread of its own: for a caller that
+        knows a Spark job will follow and has Spark-free work to do first (``deltalog clean`` ranks, leases and
+        plans before its first pass). :attr:`spark` then waits for it. A session given as it is, or one already
+        made, is left alone."""
+        if self._spark is not None:
+            return
+        from deltalog.sql.session import SessionStarter, local_session  # pyspark only where Spark will run
+
+        if self._spark_factory is None:
+            self._spark_factory = SessionStarter(local_session)
+        if isinstance(self._spark_factory, SessionStarter):
+            self._spark_factory.start()
+
     def _spark_session(self) -> SparkSession:
         """The session a cleaning pass runs on: :attr:`spark`, once the embedded session's warm-up has run (none
         for a session given as it is), so the pass does not share the cores with it (docs/scale.md)."""

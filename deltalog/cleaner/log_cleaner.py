@@ -352,6 +352,9 @@ class LogCleaner:
         self.state_tables = state_tables
         #: Each topic's state-table lag, for the metrics table (:func:`deltalog.cleaner.metrics.collect`).
         self.state_lag = state_lag
+        #: Called by each cycle once it has read every partition's snapshot, before retention: the scheduled job
+        #: starts Spark there, in the background, when a pass may run (:func:`deltalog.jobs.cleaner_job.run`).
+        self.on_snapshots: Callable[[], None] | None = None
         #: The last-pass figures the cycles' metrics read, kept from cycle to cycle (read again only when changed).
         self._last_cleans = LastCleans(logs)
         #: The metrics the last cycle recorded (None before, or with ``metrics`` off).
@@ -683,6 +686,8 @@ class LogCleaner:
         started = self.clock.now_ms()
         with self.logs.cycle(), self.manager.uncleanable.listed():
             self.logs.refresh_snapshots()
+            if self.on_snapshots is not None:
+                self.on_snapshots()
             retention = self.maintenance.delete_old_segments()
             expired = self.maintenance.expire_offsets()
             self.maintenance.expire_transactional_ids()

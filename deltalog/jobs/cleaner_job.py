@@ -291,11 +291,11 @@ def metrics_exporter(config: JobConfig, store: Store) -> Callable[[Any], None] |
     return after
 
 
-def pass_may_run(cleaner: Any) -> bool:
-    """Whether the first cycle may run a pass: some partition is eligible now (the cycle's own ranking, from the
-    Delta logs; the cycle ranks again after retention, from the snapshots this one cached)."""
+def pass_may_run(cleaner: Any, topics: Sequence[str] | None = None) -> bool:
+    """Whether a pass may run: some partition (of ``topics``, or of the store) is eligible now (the cleaner's own
+    ranking; in a cycle, on the snapshots the cycle read)."""
     try:
-        return bool(cleaner.manager.logs_to_clean(cleaner.clock.now_ms(), on_damage=lambda *_: None))
+        return bool(cleaner.manager.logs_to_clean(cleaner.clock.now_ms(), topics, on_damage=lambda *_: None))
     except DeltalogError as e:  # the cycle will meet it too, and say so
         log.debug("could not rank the partitions before the first cycle: %s", e)
         return False
@@ -318,8 +318,12 @@ def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = N
     cleaner = store.log_cleaner(vacuum=config.vacuum, progress_interval_s=config.progress_interval_s,
                                 ge_context=config.ge_context, state_tables=lambda: refresh_state_tables(store))
     out = out or sys.stdout
-    if starter is not None and pass_may_run(cleaner):
-        starter.start()
+    if starter is not None:
+        def start_spark_early() -> None:  # on the cycle's snapshots: a ranking without another read of the logs
+            if not starter.started and pass_may_run(cleaner):
+                starter.start()
+
+        cleaner.on_snapshots = start_spark_early
 
     previous = {}
     for sig in (signal.SIGTERM, signal.SIGINT):
