@@ -185,6 +185,9 @@ STORE_KEYS: tuple[ConfigKey, ...] = (
               "How full an offset map may get before a pass stops mapping (more = more per pass)."),
     ConfigKey("log.cleaner.backoff.ms", "backoff_ms", _long(0), 15_000,
               "How long the cleaner job sleeps when no partition is eligible."),
+    ConfigKey("background.threads", "background_threads", _long(1, 1024), 10,
+              "Partitions the cleaner cycle's Spark-free steps (snapshot refresh, retention, VACUUM, metrics) work "
+              "on side by side: their object-store requests in flight."),
     ConfigKey("log.cleaner.io.max.bytes.per.second", "io_max_bytes_per_second",
               _double(0.0, float("inf"), lo_open=True), float("inf"),
               "Throttle on the bytes a cleaning pass reads and writes per second."),
@@ -349,6 +352,7 @@ class StoreConfig(_KafkaConfig):
     dedupe_buffer_size: int = _STORE_DEFAULTS["dedupe_buffer_size"]
     io_buffer_load_factor: float = _STORE_DEFAULTS["io_buffer_load_factor"]
     backoff_ms: int = _STORE_DEFAULTS["backoff_ms"]
+    background_threads: int = _STORE_DEFAULTS["background_threads"]
     io_max_bytes_per_second: float = _STORE_DEFAULTS["io_max_bytes_per_second"]
     state_table_enable: bool = _STORE_DEFAULTS["state_table_enable"]
     state_table_check: bool = _STORE_DEFAULTS["state_table_check"]

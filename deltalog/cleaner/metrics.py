@@ -23,6 +23,7 @@ import io
 import json
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -39,6 +40,8 @@ from deltalog.cleaner.log_to_clean import LogToClean
 from deltalog.errors import CorruptLogError, DeltalogError
 from deltalog.log import delta
 from deltalog.log.log_manager import LogManager
+from deltalog.log.partition_log import PartitionLog
+from deltalog.log.walk import each_partition
 from deltalog.storage_faults import storage_full_as_error
 from deltalog.text import format_bytes
 from deltalog.text import format_table as text_table
@@ -103,8 +106,45 @@ def record_clean(logs: LogManager, result: CleanResult) -> None:
 
 
 def last_clean(logs: LogManager, topic: str, partition: int) -> dict[str, Any] | None:
-    return _figures(logs.storage.read_json(_last_clean_path(logs, topic, partition)),
-                    ("now_ms", "map_ms", "copy_ms", "map_utilization"))
+    return _figures(logs.storage.read_json(_last_clean_path(logs, topic, partition)), LAST_CLEAN_NUMBERS)
+
+
+#: The numbers a last-pass document must hold to be read (:func:`_figures`).
+LAST_CLEAN_NUMBERS = ("now_ms", "map_ms", "copy_ms", "map_utilization")
+
+
+class LastCleans:
+    """Every partition's last-pass figures, for a walk over the store's partitions: the figures' directory listed
+    once per :meth:`refresh` (a partition never cleaned then costs no request of its own), each listed document
+    read when its etag (or size and time) changed since this object last read it. A cleaner keeps one for as long
+    as it runs, so a later cycle reads only the figures of passes since the last."""
+
+    def __init__(self, logs: LogManager) -> None:
+        self.logs = logs
+        self._listed: dict[str, tuple[object, ...]] = {}
+        self._read: dict[str, tuple[tuple[object, ...], dict[str, Any] | None]] = {}
+        self._lock = threading.Lock()
+
+    def refresh(self) -> LastCleans:
+        storage = self.logs.storage
+        self._listed = {storage.key(f.location): (f.etag, f.size, f.modified_ms)
+                        for f in storage.list_files(self.logs.state_path(CLEANER_STATE_DIR, "last-clean"))}
+        return self
+
+    def get(self, topic: str, partition: int) -> dict[str, Any] | None:
+        path = _last_clean_path(self.logs, topic, partition)
+        key = self.logs.storage.key(path)
+        version = self._listed.get(key)
+        if version is None:
+            return None
+        with self._lock:
+            known = self._read.get(key)
+        if known is not None and known[0] == version:
+            return known[1]
+        doc = _figures(self.logs.storage.read_json(path), LAST_CLEAN_NUMBERS)
+        with self._lock:
+            self._read[key] = (version, doc)
+        return doc
 
 
 def last_run(logs: LogManager) -> dict[str, Any] | None:
@@ -172,15 +212,17 @@ class StoreMetrics:
         return asdict(self)
 
 
-def partition_metrics(logs: LogManager, manager: LogCleanerManager, topic: str, partition: int, now_ms: int
-                      ) -> tuple[PartitionMetrics, int]:
-    """A partition's metrics, and its cleanable bytes (for ``uncleanable-bytes``)."""
+def partition_metrics(logs: LogManager, manager: LogCleanerManager, topic: str, partition: int, now_ms: int,
+                      last_cleans: LastCleans | None = None) -> tuple[PartitionMetrics, int]:
+    """A partition's metrics, and its cleanable bytes (for ``uncleanable-bytes``): from its snapshot (in a
+    cleaner cycle, the one the cycle's first look took: :meth:`LogManager.snapshot`), its uncleanable mark and its
+    last pass's figures (from ``last_cleans`` when given)."""
     plog = logs.log(topic, partition)
-    snap = plog.snapshot()
+    snap = logs.snapshot(plog)
     ltc = LogToClean.for_log(plog, snap, now_ms)
     compact = snap.config.compact
     mark = manager.uncleanable.get(topic, partition, snap.topic_id)
-    lc = last_clean(logs, topic, partition)
+    lc = last_cleans.get(topic, partition) if last_cleans is not None else last_clean(logs, topic, partition)
     last_ms = int(lc["now_ms"]) if lc else None
     m = PartitionMetrics(
         topic=topic,
@@ -228,19 +270,29 @@ def _with_state_lag(m: PartitionMetrics, lags: dict[str, StateLagFigures | None]
                    state_time_behind_ms=lag.time_behind_ms if part.offsets_behind else 0)
 
 
-def collect(logs: LogManager, now_ms: int | None = None, *, state_lag: StateLagSource | None = None) -> StoreMetrics:
-    """Every partition's metrics and the store-wide ones, from snapshots and the cleaner's records; with
-    ``state_lag``, each partition's state-table lag too."""
+def collect(logs: LogManager, now_ms: int | None = None, *, state_lag: StateLagSource | None = None,
+            manager: LogCleanerManager | None = None, last_cleans: LastCleans | None = None) -> StoreMetrics:
+    """Every partition's metrics and the store-wide ones, from snapshots and the cleaner's records, the partitions
+    :attr:`LogManager.walk_threads` at a time (in the partitions' order); with ``state_lag``, each partition's
+    state-table lag too. A cleaner's cycle gives its ``manager`` (whose uncleanable set it has listed once) and its
+    ``last_cleans`` (kept from cycle to cycle)."""
     now = logs.clock.now_ms() if now_ms is None else now_ms
-    manager = LogCleanerManager(logs)
+    manager = manager if manager is not None else LogCleanerManager(logs)
+    last_cleans = (last_cleans if last_cleans is not None else LastCleans(logs)).refresh()
+
+    def one(plog: PartitionLog) -> tuple[PartitionMetrics, int]:
+        try:
+            return partition_metrics(logs, manager, plog.topic, plog.partition, now, last_cleans)
+        except CorruptLogError as e:  # a damaged Delta log: no figures, but counted as uncleanable
+            return _damaged_metrics(plog.topic, plog.partition, e), 0
+
     parts: list[PartitionMetrics] = []
     uncleanable_bytes = 0
     lags: dict[str, StateLagFigures | None] = {}
-    for plog in logs.logs():
-        try:
-            m, cleanable = partition_metrics(logs, manager, plog.topic, plog.partition, now)
-        except CorruptLogError as e:  # a damaged Delta log: no figures, but counted as uncleanable
-            m, cleanable = _damaged_metrics(plog.topic, plog.partition, e), 0
+    for walked in each_partition(logs.logs(), one, logs.walk_threads):
+        if walked.error is not None:
+            raise walked.error
+        m, cleanable = walked.result  # type: ignore[misc] - set when there is no error
         if state_lag is not None:
             m = _with_state_lag(m, lags, state_lag)
         parts.append(m)
@@ -385,9 +437,10 @@ def _metrics_version(uri: str, options: dict[str, str] | None) -> int | None:
         return None
 
 
-def record_cycle(logs: LogManager, cycle: CycleFigures, state_lag: StateLagSource | None = None) -> StoreMetrics:
+def record_cycle(logs: LogManager, cycle: CycleFigures, state_lag: StateLagSource | None = None, *,
+                 manager: LogCleanerManager | None = None, last_cleans: LastCleans | None = None) -> StoreMetrics:
     """After a job cycle: remember it in ``last-run.json`` and append the metrics rows (with the state tables'
-    lag, given ``state_lag``)."""
+    lag, given ``state_lag``; ``manager`` and ``last_cleans``: the cleaner's, see :func:`collect`)."""
     clean_times = [c.map_ms + c.copy_ms for c in cycle.cleans]
     utilizations = [c.map_utilization for c in cycle.cleans]
     logs.storage.write_json(logs.state_path(CLEANER_STATE_DIR, "last-run.json"), {
@@ -401,7 +454,7 @@ def record_cycle(logs: LogManager, cycle: CycleFigures, state_lag: StateLagSourc
         "files_vacuumed": cycle.files_vacuumed,
         "newly_uncleanable": [list(tp) for tp in cycle.newly_uncleanable],
     })
-    metrics = collect(logs, state_lag=state_lag)
+    metrics = collect(logs, state_lag=state_lag, manager=manager, last_cleans=last_cleans)
     append_metrics(logs, metrics, cycle)
     return metrics
 

@@ -26,7 +26,10 @@ cleaner tries the partition again next cycle instead of waiting for someone to r
 
 from __future__ import annotations
 
+import threading
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 from deltalog.errors import InvalidConfigError
@@ -67,6 +70,24 @@ class UncleanablePartitions:
     def __init__(self, storage: Storage | str) -> None:
         self.storage = as_storage(storage)
         self.dir = self.storage.location(STATE_DIR, UNCLEANABLE_DIR)
+        #: Within :meth:`listed`: the partitions one listing found marked, each with its mark once read.
+        self._listed: dict[PartitionId, UncleanableMark | None] | None = None
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def listed(self) -> Iterator[None]:
+        """A cleaner cycle's view of the set: the marks are listed once (one listing of the store's marks), a
+        partition not listed is unmarked without a request of its own, and each listed mark is read once; marks
+        this object makes or clears meanwhile are kept in the view. A mark another process makes meanwhile is seen
+        by the next cycle (the pass it would have stopped runs under the partition's lease, after that process's)."""
+        if self._listed is not None:
+            yield
+            return
+        self._listed = dict.fromkeys(self._listing())
+        try:
+            yield
+        finally:
+            self._listed = None
 
     def _path(self, topic: str, partition: int) -> str:
         return self.storage.location(STATE_DIR, UNCLEANABLE_DIR, topic, f"{int(partition)}.json")
@@ -82,10 +103,28 @@ class UncleanablePartitions:
             traceback="".join(traceback.format_exception(error))[-8000:], topic_id=topic_id,
         )
         self.storage.write_json(self._path(topic, partition), mark.as_dict())
+        with self._lock:
+            if self._listed is not None:
+                self._listed[(topic, int(partition))] = mark
         return mark
 
     def get(self, topic: str, partition: int, topic_id: str | None = None) -> UncleanableMark | None:
         """The mark on a partition of the topic that has ``topic_id`` now (given), else any mark."""
+        listed = self._listed
+        if listed is not None:
+            key = (topic, int(partition))
+            if key not in listed:
+                return None
+            mark = listed[key]
+            if mark is None:
+                mark = self._read(topic, partition)
+                with self._lock:
+                    listed[key] = mark
+            return mark if mark is not None and mark.applies_to(topic_id) else None
+        mark = self._read(topic, partition)
+        return mark if mark is not None and mark.applies_to(topic_id) else None
+
+    def _read(self, topic: str, partition: int) -> UncleanableMark | None:
         path = self._path(topic, partition)
         data = self.storage.read_json(path)
         if data is None:
@@ -103,22 +142,28 @@ class UncleanablePartitions:
             # reset-uncleanable clears this very file); doctor names it
             mark = UncleanableMark(topic, int(partition), 0, "Unknown", f"the uncleanable mark {path} is unreadable",
                                    None, None, "")
-        return mark if mark.applies_to(topic_id) else None
+        return mark
 
     def marks(self) -> list[UncleanableMark]:
         """Every mark, ordered by topic and partition (whatever topic id it was made for)."""
-        found: set[tuple[str, int]] = set()
-        for f in self.storage.list_files(self.dir):
-            rel = self.storage.key(f.location)[len(self.storage.key(self.dir)):].strip("/").split("/")
-            name = basename(f.location)
-            if len(rel) == 2 and name.endswith(".json") and name[:-5].isdigit():
-                found.add((rel[0], int(name[:-5])))
+        listed = self._listed
+        found = set(listed) if listed is not None else self._listing()
         out: list[UncleanableMark] = []
         for topic, p in sorted(found):
             mark = self.get(topic, p)
             if mark is not None:
                 out.append(mark)
         return out
+
+    def _listing(self) -> set[PartitionId]:
+        """The partitions that have a mark file, from one listing."""
+        found: set[PartitionId] = set()
+        for f in self.storage.list_files(self.dir):
+            rel = self.storage.key(f.location)[len(self.storage.key(self.dir)):].strip("/").split("/")
+            name = basename(f.location)
+            if len(rel) == 2 and name.endswith(".json") and name[:-5].isdigit():
+                found.add((rel[0], int(name[:-5])))
+        return found
 
     def reset(self, topic: str | None = None, partition: int | None = None) -> list[UncleanableMark]:
         """Clear the marks of one partition, of a topic, or of the whole store; returns what was cleared."""
@@ -127,11 +172,18 @@ class UncleanablePartitions:
         cleared = [m for m in self.marks()
                    if (topic is None or m.topic == topic) and (partition is None or m.partition == partition)]
         self.storage.delete_many([self._path(m.topic, m.partition) for m in cleared])
+        with self._lock:
+            if self._listed is not None:
+                for m in cleared:
+                    self._listed.pop((m.topic, m.partition), None)
         return cleared
 
     def forget_topic(self, topic: str) -> None:
         """Drop every mark of a deleted topic (Kafka removes deleted partitions from its set)."""
         self.storage.delete_tree(self.storage.location(STATE_DIR, UNCLEANABLE_DIR, topic))
+        with self._lock:
+            if self._listed is not None:
+                self._listed = {tp: m for tp, m in self._listed.items() if tp[0] != topic}
 
 
 def _valid(mark: UncleanableMark, topic: str, partition: int) -> bool:

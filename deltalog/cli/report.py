@@ -84,6 +84,7 @@ KAFKA_CONFIG_NAMES = frozenset({
     "log.cleaner.io.buffer.load.factor", "log.cleaner.backoff.ms", "log.cleaner.io.max.bytes.per.second",
     "offset.metadata.max.bytes", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
     "transactional.id.expiration.ms", "transaction.remove.expired.transaction.cleanup.interval.ms",
+    "background.threads",
 })
 #: Kafka's names whose deltalog default differs from Kafka's, with Kafka's default (their rows and
 #: ``docs/consumer-groups.md`` / ``docs/history-and-time-travel.md`` say why).

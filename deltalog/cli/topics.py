@@ -182,7 +182,7 @@ def describe(args: argparse.Namespace) -> int:
     args.topic = topic_of(args)
     store = common.open_store(args)
     names = [args.topic] if args.topic is not None else store.list_topics()  # '' is a bad name, not "every topic"
-    descriptions = [store.describe(t) for t in names]
+    descriptions = store.describe_topics(names)
     if output.wants_json(args):
         for d in descriptions:
             output.emit(d.as_dict())

@@ -33,7 +33,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -185,6 +185,8 @@ class Lease:
         if self.released:
             return
         self.released = True
+        for hook in self.manager.released_hooks:
+            hook(self.topic, self.partition, self.purpose)
         # Rewritten as released, not deleted: the generation stays taken, so nobody can create it again.
         gens = self.manager._generations(self.topic, self.partition)
         info = self.manager._read(self.topic, self.partition, self.generation)
@@ -212,6 +214,9 @@ class LeaseManager:
         self.clock = clock
         self.owner = owner or default_owner()
         self.ttl_ms = ttl_ms
+        #: Called with (topic, partition, purpose) when a lease of this manager's is released: the holder's work on
+        #: the partition is done, and what was read of it before may be out of date.
+        self.released_hooks: list[Callable[[str, int, str], None]] = []
 
     def _dir(self, topic: str, partition: int) -> str:
         return self.storage.location(*LEASES_DIR, topic, str(partition))

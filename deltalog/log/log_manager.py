@@ -41,7 +41,8 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
@@ -60,7 +61,8 @@ from deltalog.errors import (
 )
 from deltalog.log import delta
 from deltalog.log.lease import LeaseManager, owner_is_dead
-from deltalog.log.partition_log import PartitionLog, config_to_table_properties
+from deltalog.log.partition_log import LogSnapshot, PartitionLog, config_to_table_properties
+from deltalog.log.walk import each_partition
 from deltalog.storage import Storage, Versioned
 from deltalog.version import __version__
 
@@ -88,6 +90,10 @@ TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
 INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME})
 MAX_TOPIC_NAME_LENGTH = 249
 MAX_PARTITIONS = 10_000
+#: The lease purpose of VACUUM (:mod:`deltalog.log.vacuum`), the one step under a lease that never commits.
+NO_COMMIT_PURPOSE = "vacuum"
+#: Partitions a cycle's walk works on side by side when no ``background.threads`` is given (Kafka's default).
+DEFAULT_WALK_THREADS = 10
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
@@ -182,14 +188,22 @@ class LogManager:
     and lease relies on). Without, a location that holds no store raises :class:`NoStoreError`.
     """
 
-    def __init__(self, storage: Storage, clock: Clock, *, create: bool = True) -> None:
+    def __init__(self, storage: Storage, clock: Clock, *, create: bool = True,
+                 walk_threads: int = DEFAULT_WALK_THREADS) -> None:
         self.storage = storage
         self.root = storage.root
         self.clock = clock
         self.leases = LeaseManager(storage, clock)
+        #: How many partitions a cycle's walk works on side by side (``background.threads``).
+        self.walk_threads = walk_threads
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         #: The topic id each topic had when :meth:`current_logs` last read its marker (its held logs are of that topic)
         self._log_ids: dict[str, str | None] = {}
+        #: The open cycle (:meth:`cycle`): a token its snapshots are taken under, and its partitions.
+        self._cycle: object | None = None
+        self._cycle_logs: list[PartitionLog] | None = None
+        # Work under a lease may change the partition: the cycle's next look at it refreshes its snapshot.
+        self.leases.released_hooks.append(self._forget_cycle_snapshot)
         if create:
             self._ensure_store()
         elif not is_store(storage):
@@ -358,19 +372,21 @@ class LogManager:
 
     def _topic_states(self) -> list[tuple[str, CorruptStateError | None]]:
         """Every topic directory with a legal name that is ready or damaged: (name, its damage or None)."""
-        found: list[tuple[str, CorruptStateError | None]] = []
+        names = []
         for name in self.storage.list_dirs(self.storage.location(TOPICS_DIR)):
             try:
-                validate_topic_name(name)
+                names.append(validate_topic_name(name))
             except InvalidTopicError:
                 continue
-            try:
-                ready = self._ready_partitions(name) is not None
-            except CorruptStateError as e:
-                found.append((name, e))
-                continue
-            if ready:
-                found.append((name, None))
+        # Each topic's marker is a read of its own: :attr:`walk_threads` of them in flight.
+        found: list[tuple[str, CorruptStateError | None]] = []
+        for walked in each_partition(names, self._ready_partitions, self.walk_threads):
+            if isinstance(walked.error, CorruptStateError):
+                found.append((walked.item, walked.error))
+            elif walked.error is not None:
+                raise walked.error
+            elif walked.result is not None:
+                found.append((walked.item, None))
         return found
 
     def _ready_partitions(self, topic: str) -> list[int] | None:
@@ -531,15 +547,75 @@ class LogManager:
         """Drop the partition logs held of ``topic``: the next use opens its tables again."""
         self._logs = {k: v for k, v in self._logs.items() if k[0] != topic}
         self._log_ids.pop(topic, None)
+        self._cycle_logs = None  # an open cycle lists the store again
 
     def logs(self, topic: str | None = None) -> list[PartitionLog]:
-        """Every partition log of one topic, or of the whole store."""
+        """Every partition log of one topic, or of the whole store (in a :meth:`cycle`: its partitions as the cycle
+        listed them first, so its steps walk one listing rather than reading every topic marker each)."""
+        if topic is None and self._cycle is not None:
+            if self._cycle_logs is None:
+                self._cycle_logs = self._logs_of_topics(self.list_topics())
+            return list(self._cycle_logs)
         topics = [topic] if topic is not None else self.list_topics()
         return [self.log(t, p) for t in topics for p in self.partitions(t)]
 
+    def logs_of(self, topics: Iterable[str] | None) -> list[PartitionLog]:
+        """The partition logs of ``topics`` (None: of the store), leaving out a topic deleted while they are listed."""
+        if topics is None and self._cycle is not None:
+            return self.logs()
+        return self._logs_of_topics(list(topics) if topics is not None else self.list_topics())
+
+    def _logs_of_topics(self, topics: list[str]) -> list[PartitionLog]:
+        out: list[PartitionLog] = []
+        for topic in topics:
+            try:
+                out += self.logs(topic)
+            except UnknownTopicOrPartitionError:
+                continue  # deleted while we looked
+        return out
+
+    # -- a cycle's walk ----------------------------------------------------------------------------------
+
+    @contextmanager
+    def cycle(self) -> Iterator[None]:
+        """A cleaner cycle: within it :meth:`snapshot` refreshes each partition once (at its first look) and
+        :meth:`logs` lists the store once, as Kafka's cleaner ranks its in-memory logs instead of reading each from
+        disk at every look. Work on a partition under its lease makes its next look refresh again
+        (:meth:`PartitionLog.cycle_snapshot`). Outside a cycle every look refreshes."""
+        if self._cycle is not None:  # nested: the outer cycle's view holds
+            yield
+            return
+        self._cycle, self._cycle_logs = object(), None
+        try:
+            yield
+        finally:
+            self._cycle, self._cycle_logs = None, None
+
+    @property
+    def in_cycle(self) -> bool:
+        return self._cycle is not None
+
+    def snapshot(self, plog: PartitionLog) -> LogSnapshot:
+        """``plog``'s latest snapshot; in a :meth:`cycle`, the one its first look took (see there)."""
+        return plog.cycle_snapshot(self._cycle)
+
+    def refresh_snapshots(self) -> None:
+        """Take the cycle's snapshot of every partition, :attr:`walk_threads` at a time; a partition whose log
+        cannot be read is left for the cycle's steps, which each report it as they do."""
+        each_partition(self.logs(), self.snapshot, self.walk_threads)
+
+    def _forget_cycle_snapshot(self, topic: str, partition: int, purpose: str) -> None:
+        if purpose == NO_COMMIT_PURPOSE:  # VACUUM removes files no version references: the log is as it was
+            return
+        plog = self._logs.get((topic, partition))
+        if plog is not None:
+            plog.forget_cycle()
+
     def each_leased(self, topic: str | None, purpose: str, step: Callable[[PartitionLog], T], *,
-                    keep_going: bool = False, needed: Callable[[PartitionLog], bool] | None = None) -> list[T]:
-        """``step(log)`` on every partition (of ``topic``, or of the store) under its lease, in order.
+                    keep_going: bool = False, needed: Callable[[PartitionLog], bool] | None = None,
+                    progress: Callable[[int, int, str], None] | None = None) -> list[T]:
+        """``step(log)`` on every partition (of ``topic``, or of the store) under its lease, the results in the
+        partitions' order; with ``keep_going``, :attr:`walk_threads` partitions at a time (each leased on its own).
 
         A partition whose lease another run holds is skipped this time, as Kafka's retention skips a
         partition whose cleaning it cannot pause. With ``keep_going`` an error is logged and the next
@@ -547,25 +623,40 @@ class LogManager:
         when given, says from what this process already knows of the partition (its cached snapshot, a listing)
         whether ``step`` could do anything; a partition it says no to is not leased at all, so an idle store's
         cycle writes nothing per partition (``step`` plans again under the lease, so a stale yes is harmless).
+        ``progress`` is told ``(partitions done, partitions in all, the partition now)`` before each partition
+        and once at the end (a command's progress bar).
         """
-        out: list[T] = []
-        for plog in self.logs(topic):
-            try:
-                if needed is not None and not needed(plog):
-                    continue
-            except Exception as e:
-                self._step_failed(purpose, plog, e, keep_going)
-                continue
+        def one(plog: PartitionLog) -> tuple[bool, T | None]:
+            if needed is not None and not needed(plog):
+                return False, None
             lease = self.leases.acquire(plog.topic, plog.partition, purpose)
             if lease is None:
                 log.info("%s skipped %s-%d: another run holds its lease", purpose, plog.topic, plog.partition)
-                continue
+                return False, None
             try:
-                out.append(step(plog))
-            except Exception as e:
-                self._step_failed(purpose, plog, e, keep_going)
+                return True, step(plog)
             finally:
                 lease.release()
+
+        out: list[T] = []
+        logs = self.logs(topic)
+        if not keep_going:  # the first error stops the walk: one partition after another
+            for i, plog in enumerate(logs):
+                if progress is not None:
+                    progress(i, len(logs), f"{plog.topic}-{plog.partition}")
+                done, result = one(plog)
+                if done:
+                    out.append(result)  # type: ignore[arg-type] - step's own result, None included
+        else:
+            for i, walked in enumerate(each_partition(logs, one, self.walk_threads)):
+                if walked.error is not None:
+                    self._step_failed(purpose, walked.item, walked.error, keep_going)
+                elif walked.result is not None and walked.result[0]:
+                    out.append(walked.result[1])  # type: ignore[arg-type] - step's own result, None included
+                if progress is not None:
+                    progress(i + 1, len(logs), f"{walked.item.topic}-{walked.item.partition}")
+        if progress is not None:
+            progress(len(logs), len(logs), "done")
         return out
 
     @staticmethod

@@ -147,6 +147,7 @@ class PartitionLog:
         self.partition = partition
         self._dt: DeltaTable | None = None
         self._latest: LogSnapshot | None = None  # the last latest snapshot built, reused while the version holds
+        self._cycle: object | None = None  # the walk whose first look refreshed ``_latest`` (see cycle_snapshot)
         self._next_head: tuple[int, LogHead] | None = None  # (version, head) this process's last append left
         self._head: tuple[int, LogHead] | None = None  # (version, head) last read back, reused while the version holds
         self._watch = foreign_commits.ForeignCommitWatch()  # other engines' commits, checked up to a version
@@ -254,6 +255,13 @@ class PartitionLog:
         if pending:
             raise foreign_commits.error_for(f"{self.topic}-{self.partition}", self.uri, pending)
 
+    def own_commit(self, version: int) -> None:
+        """A commit of this process's own made ``version`` through another handle (a pass's, pinned at its plan): the
+        next refresh that finds it need not read it to tell whether another engine made it."""
+        watch = self._watch
+        if not watch.pending and watch.checked_version == version - 1:
+            watch.checked_version = version
+
     def table_at(self, version: int) -> DeltaTable:
         """A separate handle pinned at ``version``: commits made through it are checked for conflicts
         against everything committed after ``version`` (the snapshot a plan was made from)."""
@@ -287,6 +295,30 @@ class PartitionLog:
                 dt.update_incremental()
                 self._latest = snapshot_of(dt, self.topic, self.partition, self.storage, self.uri)
         return self._latest
+
+    def cycle_snapshot(self, cycle: object | None) -> LogSnapshot:
+        """The latest snapshot as of ``cycle``'s first look at this partition (None: :meth:`snapshot`, refreshed).
+
+        A cleaner cycle looks at every partition several times (retention's check, the ranking, VACUUM's check,
+        the metrics), as Kafka's cleaner reads its in-memory logs; refreshing each time cost a listing of the
+        Delta log per look. Within one cycle the partition is refreshed once; a commit this process makes through
+        this log (an append, a marker, a roll), a lease released on the partition (the cycle's work on it:
+        :meth:`forget_cycle`), or the shared handle moving past the snapshot's version makes the next look refresh.
+        A step that changes the partition still plans under its lease from :meth:`snapshot`, never from this."""
+        if cycle is None:
+            return self.snapshot()
+        cached = self._latest
+        if (cached is not None and self._cycle is cycle
+                and (self._dt is None or self._dt.version() == cached.version)):
+            return cached
+        self._cycle = None  # a failed refresh leaves no cycle's mark behind
+        snap = self.snapshot()
+        self._cycle = cycle
+        return snap
+
+    def forget_cycle(self) -> None:
+        """The next :meth:`cycle_snapshot` refreshes: this process worked on the partition under a lease."""
+        self._cycle = None
 
     def topic_id(self) -> str | None:
         """The topic id recorded when the topic was created (None for tables made before ids existed)."""
@@ -356,6 +388,7 @@ class PartitionLog:
                 delta.delete_quietly(self.storage, self.uri, [add.path])
                 raise
             # If the next refresh finds exactly one new version, it is this commit: its head is this.
+            self._cycle = None
             self._next_head = (read_version + 1, replace(
                 head, log_end_offset=leo + n, active_segment_base=base, active_segment_bytes=active_bytes,
                 active_segment_opened_ms=opened if opened is not None else head.active_segment_opened_ms))
@@ -424,6 +457,7 @@ class PartitionLog:
                 delta.delete_quietly(self.storage, self.uri, [add.path])
                 raise
             self._next_head = None
+            self._cycle = None
             return leo
 
         return delta.retry_on_conflict(f"{control} marker in {self.topic}-{self.partition}", APPEND_MAX_ATTEMPTS,
@@ -469,13 +503,14 @@ class PartitionLog:
                 txns={delta.TXN_LOG_END_OFFSET: leo, delta.TXN_ACTIVE_SEGMENT: leo, delta.TXN_ACTIVE_SEGMENT_BYTES: 0},
                 operation="roll", metadata={"base_offset": leo},
             )
+            self._cycle = None
             return leo
 
         return delta.retry_on_conflict(f"roll of {self.topic}-{self.partition}", APPEND_MAX_ATTEMPTS, attempt)
 
     # -- other engines' layouts -----------------------------------------------------------------------
 
-    def relayout(self, now_ms: int) -> int:
+    def relayout(self, now_ms: int, snap: LogSnapshot | None = None) -> int:
         """Rewrite the files another engine laid out (OPTIMIZE bin-packing or Z-order: several segments in one
         file, rows in any order) back into deltalog's layout, one file per segment in offset order, and return how
         many files were rewritten (0: none to do, and nothing is committed).
@@ -488,9 +523,12 @@ class PartitionLog:
         lease, because they replace or drop whole segments' files: a merged file also holding records of a segment
         they keep must not go with them. A concurrent append is rebased over; another engine's OPTIMIZE of the same
         files that commits first makes the rewrite plan again (:func:`deltalog.log.delta.commit` checks the removes).
+        ``snap``: the latest snapshot, when the caller just took it (an attempt after a lost race reads a fresh one).
         """
+        given = snap
+
         def attempt(i: int) -> int:
-            snap = self.snapshot()
+            snap = given if i == 0 and given is not None else self.snapshot()
             foreign = layout.foreign_layout(snap.files)
             if not foreign:
                 return 0
@@ -523,7 +561,7 @@ class PartitionLog:
         return duplicates.find(self.storage, self.uri, self.topic, self.partition, snap.version, snap.files,
                                snap.log_start_offset)
 
-    def repair_duplicates(self, now_ms: int) -> int:
+    def repair_duplicates(self, now_ms: int, snap: LogSnapshot | None = None) -> int:
         """Keep one copy of each offset the table holds twice (:mod:`deltalog.log.duplicates`) and return how many
         rows were dropped (0: nothing held twice, and nothing is committed).
 
@@ -531,9 +569,13 @@ class PartitionLog:
         one file per segment in one commit that removes those files: every offset is then served once, as Kafka
         serves it. The copies are the same record (an offset is assigned once); where a cleaning pass stamped a
         tombstone's delete horizon on one copy, the first in offset order is kept. The cleaner runs it first,
-        under the partition's lease; a concurrent commit that removes the same files makes it plan again."""
+        under the partition's lease; a concurrent commit that removes the same files makes it plan again.
+        ``snap``: the latest snapshot, when the caller just took it (an attempt after a lost race reads a fresh one).
+        """
+        given = snap
+
         def attempt(i: int) -> int:
-            snap = self.snapshot()
+            snap = given if i == 0 and given is not None else self.snapshot()
             found = self.duplicated_offsets(snap)
             if found is None:
                 return 0

@@ -39,14 +39,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
 from deltalog.errors import ForeignCommitError
 from deltalog.log import delta
-from deltalog.log.log_manager import LogManager
-from deltalog.log.partition_log import PartitionLog, snapshot_of
+from deltalog.log.log_manager import NO_COMMIT_PURPOSE, LogManager
+from deltalog.log.partition_log import LogSnapshot, PartitionLog, snapshot_of
 from deltalog.storage import TMP_SUFFIX, FileInfo, Storage, basename, join
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,8 @@ class VacuumResult:
     bytes: int
     files_waiting: int  # unreferenced files still inside their delay
     now_ms: int
+    #: When the first of the waiting files is due (None: none waits).
+    next_due_ms: int | None = None
 
     @property
     def files_deleted(self) -> int:
@@ -150,6 +153,7 @@ def vacuum(log_: PartitionLog, now_ms: int, *, dry_run: bool = True, delay_ms: i
     doomed: list[str] = []
     size = 0
     waiting = 0
+    next_due: int | None = None
     for path, (nbytes, mtime_ms) in sorted(on_disk.items()):
         if path in referenced:
             continue
@@ -162,12 +166,13 @@ def vacuum(log_: PartitionLog, now_ms: int, *, dry_run: bool = True, delay_ms: i
             size += nbytes
         else:
             waiting += 1
+            next_due = due if next_due is None else min(next_due, due)
     if not dry_run:
         storage.delete_many([join(uri, path) for path in doomed])
         storage.prune_empty_dirs(uri, keep=(DELTA_LOG_DIR,))
         if doomed:
             log.info("VACUUM removed %d file(s), %d bytes, of %s-%d", len(doomed), size, log_.topic, log_.partition)
-    return VacuumResult(log_.topic, log_.partition, version, dry_run, tuple(doomed), size, waiting, now_ms)
+    return VacuumResult(log_.topic, log_.partition, version, dry_run, tuple(doomed), size, waiting, now_ms, next_due)
 
 
 def orphan_written_ms(path: str, mtime_ms: int) -> int:
@@ -236,25 +241,78 @@ def vacuum_temp_files(storage: Storage, now_ms: int, *, dry_run: bool = True,
     return VacuumResult(TEMP_FILES, STORE_LEVEL, -1, dry_run, files, size, waiting, now_ms)
 
 
-def has_unreferenced_files(log_: PartitionLog) -> bool:
+def has_unreferenced_files(log_: PartitionLog, snapshot: Callable[[PartitionLog], LogSnapshot] | None = None) -> bool:
     """Whether the partition's directory holds a data file its latest snapshot does not reference: the only case
     in which :func:`vacuum` has anything to do. One listing of the table's files (listed before the snapshot is
     refreshed, as :func:`vacuum` does) and the partition's cached snapshot, brought up to date from the commits
-    since this process last read it; a partition another engine changed is always looked at."""
+    since this process last read it (``snapshot``, when given: the cycle's, :meth:`LogManager.snapshot`; one taken
+    before the listing may say yes too often, and :func:`vacuum` plans again under the lease, or leave a file another
+    process removed since to the next cycle); a partition
+    another engine changed is always looked at."""
     on_disk = _files_on_disk(log_.storage, log_.uri)
     if not on_disk:
         return False
     try:
-        referenced = {unquote(f.path) for f in log_.snapshot().files}
+        referenced = {unquote(f.path) for f in (snapshot or PartitionLog.snapshot)(log_).files}
     except ForeignCommitError:
         return True
     return any(path not in referenced for path in on_disk)
 
 
 def vacuum_store(logs: LogManager, topic: str | None = None, *, dry_run: bool = True,
-                 keep_going: bool = False, only_due: bool = False) -> list[VacuumResult]:
+                 keep_going: bool = False, only_due: bool = False,
+                 progress: Callable[[int, int, str], None] | None = None) -> list[VacuumResult]:
     """VACUUM every partition (of ``topic``, or of the store), each under its lease; busy ones are skipped.
     (The store's staging directory is swept by :func:`vacuum_staged`.) With ``only_due`` (the cleaner's cycle)
-    a partition without an unreferenced file (:func:`has_unreferenced_files`) is neither leased nor reported."""
-    return logs.each_leased(topic, "vacuum", lambda log_: vacuum(log_, logs.clock.now_ms(), dry_run=dry_run),
-                            keep_going=keep_going, needed=has_unreferenced_files if only_due else None)
+    a partition without an unreferenced file (:func:`has_unreferenced_files`) is neither leased nor reported, and a
+    partition is not even listed while this process knows nothing of it can be due (:func:`_quiet`).
+    ``progress``: told ``(done, total, partition)`` as each partition starts (``deltalog cleaner vacuum``'s bar)."""
+    if not only_due:
+        return logs.each_leased(topic, NO_COMMIT_PURPOSE, lambda log_: vacuum(log_, logs.clock.now_ms(),
+                                                                              dry_run=dry_run), keep_going=keep_going,
+                                progress=progress)
+
+    def needed(log_: PartitionLog) -> bool:
+        try:
+            snap = logs.snapshot(log_)
+        except ForeignCommitError:
+            return True
+        now = logs.clock.now_ms()
+        if _quiet(log_.uri, snap.topic_id, snap.version, now):
+            return False
+        if has_unreferenced_files(log_, lambda _: snap):
+            return True
+        _keep_quiet(log_.uri, snap.topic_id, snap.version, now + ORPHAN_MIN_AGE_MS)
+        return False
+
+    def step(log_: PartitionLog) -> VacuumResult:
+        now = logs.clock.now_ms()
+        result = vacuum(log_, now, dry_run=dry_run)
+        if not dry_run:
+            until = now + ORPHAN_MIN_AGE_MS
+            _keep_quiet(log_.uri, logs.snapshot(log_).topic_id, result.version,
+                        until if result.next_due_ms is None else min(until, result.next_due_ms))
+        return result
+
+    return logs.each_leased(topic, NO_COMMIT_PURPOSE, step, keep_going=keep_going, needed=needed, progress=progress)
+
+
+#: ``(table uri, topic id) -> (version, until ms)``: this process found nothing VACUUM could remove in the table at
+#: that version before that time (the store's clock). A file no version references gets there in one of two ways:
+#: a commit removes it (a new version: looked at again) or a write no commit took up (an orphan: due no sooner than
+#: :data:`ORPHAN_MIN_AGE_MS` after it was written, so after the look that missed it). Until then, and while the
+#: version holds, the cycle skips the partition's listing: an idle partition costs no listing of its files, and one
+#: whose replaced files wait out ``file.delete.delay.ms`` is looked at again when the first of them is due.
+_QUIET: dict[tuple[str, str | None], tuple[int, int]] = {}
+_QUIET_LOCK = threading.Lock()
+
+
+def _quiet(uri: str, topic_id: str | None, version: int, now_ms: int) -> bool:
+    with _QUIET_LOCK:
+        known = _QUIET.get((uri, topic_id))
+    return known is not None and known[0] == version and now_ms < known[1]
+
+
+def _keep_quiet(uri: str, topic_id: str | None, version: int, until_ms: int) -> None:
+    with _QUIET_LOCK:
+        _QUIET[(uri, topic_id)] = (version, until_ms)

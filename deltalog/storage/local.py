@@ -34,6 +34,10 @@ class LocalStorage(Storage):
     # -- locations -------------------------------------------------------------------------------------
 
     def key(self, location: str) -> str:
+        prefix = self.root.rstrip(os.sep) + os.sep
+        if (location.startswith(prefix) and os.sep == "/" and "//" not in location and "/." not in location
+                and not location.endswith("/")):
+            return location[len(prefix):]  # already normal and under the root: what the general path computes
         path = os.path.abspath(location)
         if path != self.root and not path.startswith(self.root.rstrip(os.sep) + os.sep):
             raise InvalidArgumentError(f"{location!r} is outside the store root {self.root!r}")
