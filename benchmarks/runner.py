@@ -506,6 +506,11 @@ class Bench:
 
         cold_pass(self, rnd)
 
+    def fleet(self, rnd: int) -> None:
+        from benchmarks.fleet import fleet
+
+        fleet(self, rnd)
+
     def _rows(self, df: Any, expected: int) -> None:
         got = df.count()
         if got != expected:
@@ -689,7 +694,7 @@ class Bench:
 CASE_ORDER = ("clean_pass", "clean_pass_connect", "clean_pass_s3", "row_number_dedupe", "read_rewrite",
               "duckdb_dedupe", "floor_pass", "delta_merge", "map_build", "appends", "current_state_reads",
               "kafka_source", "transaction_cases", "embedded_sql", "spark_views", "endpoint_cases", "cli_startup",
-              "cold_pass")
+              "cold_pass", "fleet")
 #: The cases each report row needs (``python -m benchmarks --rows``).
 ROW_CASES = {
     1: ("clean_pass", "row_number_dedupe"), 2: ("clean_pass", "read_rewrite"), 3: ("clean_pass", "duckdb_dedupe"),
@@ -698,5 +703,5 @@ ROW_CASES = {
     10: ("kafka_source",), 11: ("kafka_source",), 12: ("kafka_source",), 13: ("appends",), 14: ("transaction_cases",),
     15: ("embedded_sql",), 16: ("spark_views",), 17: ("spark_views",),
     18: ("endpoint_cases",), 19: ("endpoint_cases",), 20: ("clean_pass", "floor_pass"), 21: ("cli_startup",),
-    22: ("cold_pass",),
+    22: ("cold_pass",), 23: ("fleet",), 24: ("fleet",),
 }

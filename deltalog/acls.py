@@ -78,6 +78,21 @@ class AclOperation(IntEnum):
     DESCRIBE_TOKENS = 14
 
 
+_O = AclOperation
+#: The operations each resource type has (Kafka's ``AclEntry.supportedOperations``): what a response's
+#: ``authorizedOperations`` reports on, each one the principal is allowed.
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (_O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE, _O.ALTER, _O.DESCRIBE_CONFIGS,
+                         _O.ALTER_CONFIGS),
+    ResourceType.GROUP: (_O.READ, _O.DESCRIBE, _O.DELETE),
+    ResourceType.CLUSTER: (_O.CREATE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS, _O.IDEMPOTENT_WRITE,
+                           _O.ALTER, _O.DESCRIBE),
+    ResourceType.TRANSACTIONAL_ID: (_O.DESCRIBE, _O.WRITE),
+    ResourceType.DELEGATION_TOKEN: (_O.DESCRIBE,),
+    ResourceType.USER: (_O.CREATE_TOKENS, _O.DESCRIBE_TOKENS),
+}
+
+
 class AclPermissionType(IntEnum):
     """Kafka's ``AclPermissionType``."""
 

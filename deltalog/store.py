@@ -47,7 +47,7 @@ from deltalog.errors import (
 )
 from deltalog.groups import admin as group_admin
 from deltalog.groups.consumer import Consumer
-from deltalog.log import arrow_records, damage, time_travel
+from deltalog.log import arrow_records, damage, encoding, time_travel
 from deltalog.log import history as history_
 from deltalog.log.lease import LeaseManager
 from deltalog.log.log_manager import (
@@ -190,6 +190,20 @@ class Store:
 
             self._spark = local_session()
         return self._spark
+
+    def start_spark(self) -> None:
+        """Begin starting the embedded Spark session, and its warm-up, on a thread of its own: for a caller that
+        knows a Spark job will follow and has Spark-free work to do first (``deltalog clean`` ranks, leases and
+        plans before its first pass). :attr:`spark` then waits for it. A session given as it is, or one already
+        made, is left alone."""
+        if self._spark is not None:
+            return
+        from deltalog.sql.session import SessionStarter, local_session  # pyspark only where Spark will run
+
+        if self._spark_factory is None:
+            self._spark_factory = SessionStarter(local_session)
+        if isinstance(self._spark_factory, SessionStarter):
+            self._spark_factory.start()
 
     def _spark_session(self) -> SparkSession:
         """The session a cleaning pass runs on: :attr:`spark`, once the embedded session's warm-up has run (none
@@ -339,8 +353,15 @@ class Store:
         isolation_level: str = "read_uncommitted",
         version_as_of: int | None = None,
         timestamp_as_of: time_travel.Timestamp | None = None,
+        decode: bool = True,
     ) -> list[Record]:
         """Records from ``from_offset`` on, in offset order (``"earliest"``: the log start offset).
+
+        Keys and values come as the topic declares them (``key.encoding`` / ``value.encoding``): ``str`` on a
+        ``string`` topic, the decoded JSON (a ``dict`` for an object) on a ``json`` one, as ``deltalog consume``
+        prints them and SQL reads them; bytes on a ``bytes`` topic (the default) and with ``decode=False``. Data
+        written before the topic declared its encoding, which does not decode, comes as bytes. (Before this
+        version every read returned bytes.)
 
         A position that compaction emptied reads on from the next record; an offset below the log start
         or past the log end raises :class:`~deltalog.errors.OffsetOutOfRangeError`. ``isolation_level`` is
@@ -366,7 +387,11 @@ class Store:
             raise InvalidConfigError(f"max_records must be None or an int >= 0, not {shown(max_records)}")
         if max_records is not None and max_records >= 2**63:  # more than any partition holds; Arrow takes int64
             max_records = None
-        return log.read(from_offset, max_records, isolation_level=isolation_level, at=snap)
+        records = log.read(from_offset, max_records, isolation_level=isolation_level, at=snap)
+        if not decode or not records:
+            return records
+        config = log.head().config if snap is None else snap.config
+        return encoding.decoded_records(records, config.key_encoding, config.value_encoding)
 
     def history(self, topic: str, partition: int | None = None, *, limit: int | None = None
                 ) -> list[history_.HistoryEntry]:
@@ -515,16 +540,18 @@ class Store:
         validate_topic_name(topic)
         return StateTable(self.storage, topic).uri
 
-    def refresh_state(self, topic: str, *, full: bool = False, check: bool | None = None) -> state_refresh.RefreshResult:
+    def refresh_state(self, topic: str, *, full: bool = False, check: bool | None = None,
+                      progress: Callable[[int, int, str], None] | None = None) -> state_refresh.RefreshResult:
         """Bring the state table of ``topic`` up to each partition's last stable offset, in one Delta commit
         (:mod:`deltalog.state.refresh`); ``full`` rebuilds it from the log. ``check`` (default: the store's
         ``log.state.table.check``): then prove it equal to the log, raising
         :class:`~deltalog.errors.CheckFailedError` when it is not. A topic without ``state.table.enable`` (nor the
-        store's default) raises :class:`~deltalog.errors.InvalidConfigError`."""
+        store's default) raises :class:`~deltalog.errors.InvalidConfigError`. ``progress``: told ``(steps done,
+        steps in all, what runs now)``: each partition read, then the merge."""
         if not self.state_table_enabled(topic):
             raise InvalidConfigError(f"topic {topic!r} keeps no state table: set its state.table.enable=true "
                                      "(deltalog configs --alter) or the store's log.state.table.enable=true")
-        result = state_refresh.refresh(self.log_manager, topic, full=full)
+        result = state_refresh.refresh(self.log_manager, topic, full=full, progress=progress)
         if self.config.state_table_check if check is None else check:
             comparison = self.compare_state(topic)
             if not comparison.equal:
@@ -659,17 +686,19 @@ class Store:
 
     def check(self, topic: str, *, partitions: Sequence[int] | None = None,
               cleans: str | Mapping[int, Sequence[int]] = "last", data_docs: bool = False,
-              save: bool = True, context: Any = None) -> CheckResult:
+              save: bool = True, context: Any = None,
+              progress: Callable[[int, int, str], None] | None = None) -> CheckResult:
         """Run the compaction-guarantee suites (Great Expectations) on ``topic``; results are saved under
         ``<root>/_deltalog/checks/``. ``cleans``: "last", "all", "none", or partition -> clean versions;
         ``data_docs`` builds the HTML site. ``context``: a Great Expectations data context or the directory of
         a file context to keep the suites, checkpoints and results in (default: an ephemeral one; see
-        :mod:`deltalog.quality.ge_context`). See :mod:`deltalog.quality`."""
+        :mod:`deltalog.quality.ge_context`). ``progress``: told ``(partitions done, partitions in all, what is
+        validated now)`` as it goes. See :mod:`deltalog.quality`."""
         extras.require("quality", "Store.check")
         from deltalog.quality import check_topic
 
         return check_topic(self.log_manager, self.spark, topic, partitions=partitions, cleans=cleans, data_docs=data_docs,
-                           save=save, context=context)
+                           save=save, context=context, progress=progress)
 
     def _check_after_clean(self, topic: str, results: Sequence[CleanResult], *, context: Any = None
                            ) -> dict[int, CheckFailedError]:
@@ -685,19 +714,23 @@ class Store:
         """This store object's partition leases: cleaning, retention and VACUUM never overlap on a partition."""
         return self.log_manager.leases
 
-    def delete_old_segments(self, topic: str | None = None) -> list[RetentionResult]:
+    def delete_old_segments(self, topic: str | None = None, *,
+                            progress: Callable[[int, int, str], None] | None = None) -> list[RetentionResult]:
         """Retention (``delete`` and ``compact,delete`` topics; a log start breach on any topic) over every
-        partition of ``topic`` or of the store; partitions another run holds are skipped."""
-        return apply_retention(self.log_manager, topic)
+        partition of ``topic`` or of the store; partitions another run holds are skipped. ``progress``: told
+        ``(partitions done, partitions in all, the partition now)`` as it goes."""
+        return apply_retention(self.log_manager, topic, progress=progress)
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> DeleteRecordsResult:
         """Kafka's DeleteRecords: raise the log start offset to ``before_offset`` (-1: the log end) and
         remove the files entirely below it. Raises ``OffsetOutOfRangeError`` past the log end."""
         return delete_records(self.log(topic, partition), before_offset, self.clock.now_ms())
 
-    def vacuum(self, topic: str | None = None, *, dry_run: bool = True) -> list[VacuumResult]:
-        """Remove files no longer referenced once ``file.delete.delay.ms`` has passed (dry run by default)."""
-        return vacuum_store(self.log_manager, topic, dry_run=dry_run)
+    def vacuum(self, topic: str | None = None, *, dry_run: bool = True,
+               progress: Callable[[int, int, str], None] | None = None) -> list[VacuumResult]:
+        """Remove files no longer referenced once ``file.delete.delay.ms`` has passed (dry run by default).
+        ``progress``: told ``(partitions done, partitions in all, the partition now)`` as it goes."""
+        return vacuum_store(self.log_manager, topic, dry_run=dry_run, progress=progress)
 
     def vacuum_staged(self, *, dry_run: bool = True) -> VacuumResult:
         """Remove (default: only list) the files ``format("deltalog")`` writes staged and never committed, once

@@ -1,4 +1,9 @@
-"""Plain text for humans: aligned tables, byte sizes and times, shared by every command that prints."""
+"""Plain text for humans: aligned tables, byte sizes and times, shared by every command that prints.
+
+Kept hand-written: each is a few lines with deltalog's own conventions (``-`` for none, ``yes``/``no``, numbers
+right-aligned, IEC units exact below 1 KiB), which a table library (tabulate) or a units library (humanize) would
+need as much configuration to reproduce as the code they would replace, for a dependency in every command's import.
+"""
 
 from __future__ import annotations
 

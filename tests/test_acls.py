@@ -379,3 +379,176 @@ def test_admin_requests_of_a_team_user_are_refused_per_resource(store, secured):
     assert "bob-group" in repr(deleted) and "GroupAuthorizationFailed" in repr(deleted), deleted
     admin.close()
     assert "bob-group" in store.list_consumer_groups()
+
+
+# -- deltalog serve --config with an authorizer, ACLs from `deltalog acls`, a real client ---------------------------
+
+def _poll_until(consumer, want, seconds=30.0):
+    """Messages and error codes a confluent-kafka consumer polls until ``want(values, codes)`` or ``seconds``."""
+    import time
+
+    values, codes = [], []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not want(values, codes):
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error():
+            codes.append(msg.error().code())
+        else:
+            values.append(msg.value())
+    return values, codes
+
+
+@pytest.mark.subprocess
+def test_deltalog_serve_with_an_authorizer_gives_each_team_user_only_its_topics_and_group(tmp_path):
+    """What an operator does: SCRAM users and ACLs made with the CLI (`deltalog configs`, `deltalog acls` with
+    kafka-acls' flags), `deltalog serve --config server.properties` with the StandardAuthorizer and a super user; each
+    team's user (confluent-kafka over SASL_PLAINTEXT, SCRAM-SHA-256) reaches only its own topics and group, the others
+    refused with TOPIC_AUTHORIZATION_FAILED / GROUP_AUTHORIZATION_FAILED; an ACL removed by the CLI while the
+    endpoint runs is enforced by it within its refresh."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from confluent_kafka import Consumer, KafkaError, Producer
+
+    from deltalog import Store
+    from tooling.services import free_port
+
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(repo) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("DELTALOG_STORE", None)
+    store, port = tmp_path / "store", free_port()
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "deltalog", "--store", str(store), *args], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
+        return done.stdout
+
+    for topic in ("team-a-orders", "team-b-orders"):
+        cli("topics", "create", topic, "--partitions", "1")
+    for user in ("admin", "alice", "bob"):
+        cli("configs", "--alter", "--entity-type", "users", "--entity-name", user, "--add-config",
+            f"SCRAM-SHA-256=[password={user}-secret]")
+    for user, team in (("alice", "team-a"), ("bob", "team-b")):
+        cli("acls", "--add", "--allow-principal", f"User:{user}", "--operation", "Read", "--operation", "Write",
+            "--topic", f"{team}-", "--resource-pattern-type", "prefixed")
+        cli("acls", "--add", "--allow-principal", f"User:{user}", "--operation", "Read", "--group", f"{team}-app")
+    listed = cli("acls", "--list", "--principal", "User:alice")
+    assert "name=team-a-, patternType=PREFIXED" in listed and "name=team-a-app, patternType=LITERAL" in listed
+    assert "team-b" not in listed
+    config = tmp_path / "server.properties"
+    config.write_text(f"listeners=SASL_PLAINTEXT://127.0.0.1:{port}\nsasl.enabled.mechanisms=SCRAM-SHA-256\n"
+                      f"authorizer.class.name={AUTHORIZER}\nsuper.users=User:admin\n")
+    server = subprocess.Popen([sys.executable, "-m", "deltalog", "serve", "--config", str(config), "--store",
+                               str(store)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    clients: list = []
+    try:
+        health = server.stdout.readline()
+        assert f"listening on 127.0.0.1:{port} (SASL_PLAINTEXT" in health, health + server.stderr.read()
+
+        def conf(user: str) -> dict:
+            return {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user, "sasl.password": f"{user}-secret"}
+
+        def produce(user: str, topics: tuple[str, ...]) -> dict[str, int | None]:
+            results: dict[str, int | None] = {}
+            producer = Producer({**conf(user), "message.timeout.ms": 20000})
+            for topic in topics:
+                producer.produce(topic, f"from {user}".encode(), on_delivery=lambda err, msg, t=topic: results.
+                                 __setitem__(t, err and err.code()))
+            assert producer.flush(60) == 0
+            return results
+
+        assert produce("alice", ("team-a-orders", "team-b-orders")) == {
+            "team-a-orders": None, "team-b-orders": KafkaError.TOPIC_AUTHORIZATION_FAILED}
+        assert produce("bob", ("team-a-orders", "team-b-orders")) == {
+            "team-a-orders": KafkaError.TOPIC_AUTHORIZATION_FAILED, "team-b-orders": None}
+        assert produce("admin", ("team-a-orders", "team-b-orders")) == {"team-a-orders": None, "team-b-orders": None}
+
+        # alice in her team's group: reads her topic and commits
+        own = Consumer({**conf("alice"), "group.id": "team-a-app", "auto.offset.reset": "earliest",
+                        "enable.auto.commit": False})
+        clients.append(own)
+        own.subscribe(["team-a-orders"])
+        values, codes = _poll_until(own, lambda v, c: len(v) >= 2)
+        assert values == [b"from alice", b"from admin"] and codes == []
+        own.commit(asynchronous=False)
+        own.close()
+        clients.remove(own)
+        # alice in bob's team's group: refused at the coordinator
+        other_group = Consumer({**conf("alice"), "group.id": "team-b-app", "auto.offset.reset": "earliest"})
+        clients.append(other_group)
+        other_group.subscribe(["team-a-orders"])
+        values, codes = _poll_until(other_group, lambda v, c: bool(c))
+        assert values == [] and KafkaError.GROUP_AUTHORIZATION_FAILED in codes
+        other_group.close()
+        clients.remove(other_group)
+        # alice subscribing her group to bob's team's topic: its Metadata is refused, librdkafka says so
+        other_topic = Consumer({**conf("alice"), "group.id": "team-a-app", "auto.offset.reset": "earliest"})
+        clients.append(other_topic)
+        other_topic.subscribe(["team-b-orders"])
+        values, codes = _poll_until(other_topic, lambda v, c: bool(c))
+        assert values == [] and KafkaError.TOPIC_AUTHORIZATION_FAILED in codes
+        other_topic.close()
+        clients.remove(other_topic)
+
+        # the CLI takes alice's Write away while the endpoint runs: the endpoint re-reads the store's ACLs
+        cli("acls", "--remove", "--force", "--allow-principal", "User:alice", "--operation", "Write", "--topic",
+            "team-a-", "--resource-pattern-type", "prefixed")
+        time.sleep(1.5)  # deltalog.acls.REFRESH_S
+        assert produce("alice", ("team-a-orders",)) == {"team-a-orders": KafkaError.TOPIC_AUTHORIZATION_FAILED}
+    finally:
+        for client in clients:
+            client.close()
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    opened = Store(str(store))
+    assert [r.value for r in opened.read("team-a-orders", 0)] == [b"from alice", b"from admin"]
+    assert [r.value for r in opened.read("team-b-orders", 0)] == [b"from bob", b"from admin"]
+    assert [o.offset for o in opened.offsets_topic.committed("team-a-app").values()] == [2]
+    assert opened.offsets_topic.committed("team-b-app") == {}
+
+
+def test_authorized_operations_are_filled_when_the_client_asks(store, secured):
+    """KIP-430 as Kafka's KafkaApis answers it, read by confluent-kafka's admin client: a topic's operations
+    (Metadata's topic authorized operations), the cluster's (DescribeCluster: none without DESCRIBE on it) and a
+    group's (DescribeGroups); without the flag the fields stay Kafka's "not asked"."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation as COP
+    from confluent_kafka.admin import AdminClient
+
+    AclStore(store.storage).create([binding(RT.TOPIC, "alice-", op, pattern=PT.PREFIXED) for op in (OP.READ, OP.WRITE)]
+                                   + [binding(RT.GROUP, "alice-group", OP.READ)])
+
+    def admin(user):
+        return AdminClient({"bootstrap.servers": f"127.0.0.1:{secured.port}", "security.protocol": "SASL_PLAINTEXT",
+                            "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": f"{user}-secret"})
+
+    def names(ops):
+        return None if ops is None else sorted(o.name for o in ops)
+
+    alice, root = admin("alice"), admin("admin")
+    topic = alice.describe_topics(TopicCollection(["alice-orders"]), include_authorized_operations=True)
+    assert names(topic["alice-orders"].result(20).authorized_operations) == ["DESCRIBE", "READ", "WRITE"]
+    plain = alice.describe_topics(TopicCollection(["alice-orders"]))["alice-orders"].result(20)
+    assert not plain.authorized_operations  # not asked
+    # none without DESCRIBE on the cluster (a 0 bit field, which librdkafka gives as no list)
+    assert not alice.describe_cluster(include_authorized_operations=True).result(20).authorized_operations
+    everything = root.describe_cluster(include_authorized_operations=True).result(20).authorized_operations
+    assert names(everything) == sorted(o.name for o in (COP.CREATE, COP.CLUSTER_ACTION, COP.DESCRIBE_CONFIGS,
+                                                        COP.ALTER_CONFIGS, COP.IDEMPOTENT_WRITE, COP.ALTER,
+                                                        COP.DESCRIBE))
+    group = alice.describe_consumer_groups(["alice-group"], include_authorized_operations=True)["alice-group"]
+    assert names(group.result(20).authorized_operations) == ["DESCRIBE", "READ"]
+    assert names(root.describe_topics(TopicCollection(["bob-orders"]), include_authorized_operations=True)[
+        "bob-orders"].result(20).authorized_operations) == ["ALTER", "ALTER_CONFIGS", "CREATE", "DELETE", "DESCRIBE",
+                                                            "DESCRIBE_CONFIGS", "READ", "WRITE"]

@@ -386,6 +386,20 @@ def test_plaintext_accepts_a_host_name_that_resolves_to_loopback_only(store):
         assert server.port > 0
 
 
+def test_properties_files_follow_javas_rules(tmp_path):
+    """java.util.Properties.load's rules (jproperties): separators, comments, escapes, continuation lines, the last
+    of a key given twice."""
+    path = tmp_path / "server.properties"
+    path.write_text("! a comment\n# another\nlisteners:PLAINTEXT://127.0.0.1:9092\nkey\\ with\\ spaces value here\n"
+                    "unicode=caf\\u00e9\ntab=a\\tb\nlist = a,\\\n    b,\\\n    c\nbare\nbackslash=ends\\\\\n"
+                    "dup=1\ndup=2\n", encoding="utf-8")
+    assert load_properties(str(path)) == {
+        "listeners": "PLAINTEXT://127.0.0.1:9092", "key with spaces": "value here", "unicode": "café", "tab": "a\tb",
+        "list": "a,b,c", "bare": "", "backslash": "ends\\", "dup": "2"}
+    with pytest.raises(InvalidConfigError, match="cannot read the config file"):
+        load_properties(str(tmp_path / "missing.properties"))
+
+
 def test_broker_configs_are_read_like_kafka_and_bad_ones_are_named(tmp_path, certs):
     path = tmp_path / "server.properties"
     path.write_text("# Kafka's file\nlisteners = SASL_SSL://127.0.0.1:9093\nlog.dirs=/tmp/kafka-logs\n"

@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("deltalog.errors", "deltalog.version", "deltalog.text", "deltalog.structs", "deltalog.ignored_configs",
      "deltalog.option_spec"),
     # (the first layer imports nothing of deltalog)
-    ("deltalog.clock", "deltalog.extras", "deltalog.storage_faults"),
+    ("deltalog.clock", "deltalog.extras", "deltalog.storage_faults", "deltalog.metrics_http"),
     ("deltalog.storage", "deltalog.schemas", "deltalog.spark"),
     ("deltalog.config", "deltalog.scram", "deltalog.acls"),  # store-wide configs; SCRAM credentials; ACLs
     ("deltalog.log",),            # LogManager, UnifiedLog, per-partition producer state: Kafka's storage module

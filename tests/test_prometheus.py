@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import http.server
 import os
+import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -95,6 +97,55 @@ def test_cleaner_run_pushes_to_a_pushgateway(tmp_path):
     assert method == "PUT" and path == "/metrics/job/deltalog-cleaner"
     assert "kafka_log_logcleanermanager_time_since_last_run_ms" in body
     assert "kafka_log_logcleaner_max_buffer_utilization_percent" in body
+
+
+@pytest.mark.subprocess
+def test_the_cleaner_entry_point_takes_the_same_metrics_options(tmp_path):
+    """``deltalog-cleaner`` (the job's entry point, what a Databricks wheel task runs) serves and pushes Kafka's
+    cleaner gauges as ``deltalog cleaner run`` does; an idle store's cycle starts no Spark."""
+    store = Store(str(tmp_path / "store"))
+    store.create_topic("t", config={"cleanup.policy": "compact"})
+    _Gateway.received = []
+    gateway = http.server.HTTPServer(("127.0.0.1", 0), _Gateway)
+    threading.Thread(target=gateway.serve_forever, daemon=True).start()
+    entry = shutil.which("deltalog-cleaner", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    assert entry is not None, "the deltalog-cleaner entry point is not installed"
+    try:
+        done = subprocess.run([entry, "--store", str(tmp_path / "store"), "--once", "--metrics-port", "0",
+                               "--pushgateway", f"http://127.0.0.1:{gateway.server_port}"],
+                              capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=600)
+    finally:
+        gateway.shutdown()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"deltalog cleaner: metrics on http://127\.0\.0\.1:\d+/metrics", done.stderr)
+    [(method, path, body)] = _Gateway.received
+    assert method == "PUT" and path == "/metrics/job/deltalog-cleaner"
+    assert "kafka_log_logcleanermanager_uncleanable_partitions_count 0.0" in body
+    refused = subprocess.run([entry, "--store", str(tmp_path / "store"), "--once", "--metrics-port", "70000"],
+                             capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=300)
+    assert refused.returncode == 1 and "job.metrics_port must be null or a port number 0-65535" in refused.stderr
+
+
+def test_the_job_config_takes_the_metrics_keys():
+    from deltalog.errors import InvalidConfigError
+    from deltalog.jobs.cleaner_job import JobConfig
+
+    config = JobConfig.from_mapping({"job": {"metrics_port": 9404, "pushgateway": "http://gw:9091"}}, store_uri="/s")
+    assert (config.metrics_port, config.metrics_address, config.pushgateway) == (9404, "127.0.0.1", "http://gw:9091")
+    with pytest.raises(InvalidConfigError, match="job.pushgateway must be null or an http"):
+        JobConfig.from_mapping({"job": {"pushgateway": "gw:9091"}}, store_uri="/s")
+
+
+def test_the_exporter_answers_health_and_readiness(tmp_path):
+    exporter = CleanerExporter()
+    server = exporter.serve(0)
+    try:
+        for path in ("/health", "/ready", "/healthz", "/readyz"):
+            with urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}{path}", timeout=30) as answer:
+                assert answer.status == 200
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_the_state_tables_lag_is_a_gauge_per_partition(tmp_path):

@@ -4,6 +4,8 @@ as it knows a pass may run, and only then; a pass waits for the warm-up instead 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -83,11 +85,37 @@ def test_the_job_starts_spark_early_only_when_a_pass_may_run(tmp_path, clock, mo
 
 
 def _no_cycle_cleaner(log_cleaner):  # noqa: ANN001, ANN202 - the Store method and its wrapper
-    """The store's cleaner with its cycles cut off: the test looks only at what the job does before them."""
+    """The store's cleaner with its cleaning round cut off (no pass, so no Spark): the test looks only at what the
+    cycle does before it (retention runs after the snapshots are read)."""
+    from deltalog.cleaner.log_cleaner import CleaningRound
 
     def wrapped(self, **options):  # noqa: ANN001, ANN003, ANN202
         cleaner = log_cleaner(self, **options)
-        cleaner.run = lambda **_: 0
+        cleaner.clean_filthiest_logs = lambda *_, **__: CleaningRound()
         return cleaner
 
     return wrapped
+
+
+@pytest.mark.subprocess
+def test_clean_on_an_idle_store_still_starts_no_spark(tmp_path):
+    """``deltalog clean`` starts Spark ahead of its pass only when a partition is eligible: on an idle store it
+    answers from the Delta logs, without a JVM."""
+    root = tmp_path / "store"
+    store = Store(root)
+    store.create_topic("t", 2, config={"cleanup.policy": "compact"})
+    for p in range(2):
+        store.append("t", p, [Record(f"k{i}", "v") for i in range(5)])  # the active segment only: not cleanable
+    probe = ("import sys, time\n"
+             "from deltalog.cli import main\n"
+             "code = main(['clean', '--store', sys.argv[1]])\n"
+             "time.sleep(1)\n"
+             "ctx = sys.modules.get('pyspark.core.context') or sys.modules.get('pyspark.context')\n"
+             "started = ctx is not None and ctx.SparkContext._active_spark_context is not None\n"
+             "threads = [t.name for t in __import__('threading').enumerate()]\n"
+             "print('JVM' if started or 'deltalog-spark-start' in threads else 'no JVM', file=sys.stderr)\n"
+             "sys.exit(code)\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(root)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1] == "no JVM", done.stderr[-3000:]

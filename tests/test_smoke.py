@@ -25,14 +25,16 @@ def test_fruit_prices_offsets_and_segments(store, clock):
 
 def test_the_embedded_session_starts_the_cleaners_python_workers(spark):
     """The warm-up (run in the background when the embedded session starts) imports and runs the cleaner's task
-    code in every core's Python worker, then cleans a tiny partition per core in a store of its own (pass 1's
-    and pass 2's jobs, shared by the round), and succeeds."""
+    code in every core's Python worker; before a pass, it cleans a tiny partition per core in a store of its own
+    (pass 1's and pass 2's jobs, shared by the round); both succeed."""
     from deltalog.spark import default_parallelism
-    from deltalog.sql.session import WARM_JOB_GROUP, warm_python_workers
+    from deltalog.sql.session import WARM_JOB_GROUP, await_warm_up, warm_python_workers
 
     warm = warm_python_workers(spark)
     warm.join(timeout=180)
-    assert warm.workers == warm.passes == default_parallelism(spark) and warm.seconds is not None
+    assert warm.workers == default_parallelism(spark) and warm.passes is None  # the round waits for a pass
+    assert await_warm_up(spark, warm) == warm.seconds
+    assert warm.passes == default_parallelism(spark) and warm.seconds is not None
     tracker = spark.sparkContext.statusTracker()
     jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(WARM_JOB_GROUP)]
     statuses = [j.status for j in jobs if j is not None]

@@ -82,7 +82,7 @@ def expected(store: Store) -> tuple[set, set]:
     """The log and the current state from the store's own reader (read_committed)."""
     log = set()
     for p in range(PARTITIONS):
-        for r in store.read(TOPIC, p, "earliest", isolation_level="read_committed"):
+        for r in store.read(TOPIC, p, "earliest", isolation_level="read_committed", decode=False):
             log.add((p, r.offset, r.key, None if r.value is None else r.value.decode(),
                      tuple(r.headers), r.timestamp_ms))
     latest: dict = {}

@@ -69,7 +69,7 @@ from deltalog.cleaner.recopy import (
     save_keys,
 )
 from deltalog.cleaner.task_plan import FileSlice, plan_runs
-from deltalog.cleaner.tasks import INLINE_PAYLOAD_BYTES, run_tasks
+from deltalog.cleaner.tasks import INLINE_PAYLOAD_BYTES, parallelism, run_tasks
 from deltalog.cleaner.txn_plan import TxnCleaning, plan_txn_cleaning
 from deltalog.config import StoreConfig
 from deltalog.errors import (
@@ -85,7 +85,6 @@ from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import CONTROL, DELETE_HORIZON, KEY, OFFSET, PRODUCER_ID
 from deltalog.log.segment import Segment
 from deltalog.log.transactions import TxnIndex, may_hold_aborted, wholly_aborted
-from deltalog.spark import default_parallelism
 from deltalog.storage import Storage, join
 from deltalog.storage_faults import full_storage_error, is_storage_full
 
@@ -298,14 +297,17 @@ class Cleaner:
                 _remove_tree(p.storage, p.out_path)
             figures = p.figures(offset_map, self.map_capacity, segments, names, adds, counts)
             committing = True
-            commit_id = self._commit(p, segments, adds, figures)
+            commit_id, version = self._commit(p, segments, adds, figures)
         except Exception as e:
             # Never committed, or proven not landed (a lost race, a full disk): the pass's files are nobody's. A
             # commit whose outcome is unknown keeps them; VACUUM removes them once no version references them.
             if not committing or isinstance(e, (CommitConflictError, StorageFullError)):
                 _remove_tree(p.storage, p.out_path)
             raise
-        version = delta.committed_version(log.table(), p.snap.version, commit_id)
+        if version is None:
+            version = delta.committed_version(log.table(), p.snap.version, commit_id)
+        else:
+            log.own_commit(version)
         result = CleanResult(**figures, version=version, now_ms=p.now)
         logger.info("%s", result.summary())
         self._throttle(p.started, result.bytes_read + result.bytes_written)
@@ -371,18 +373,22 @@ class Cleaner:
         return names, adds, counts
 
     @staticmethod
-    def _commit(p: _Pass, segments: list[Segment], adds: list[delta.AddAction], figures: dict[str, Any]) -> str:
+    def _commit(p: _Pass, segments: list[Segment], adds: list[delta.AddAction], figures: dict[str, Any]
+                ) -> tuple[str, int | None]:
         """The swap, in one Delta commit (Kafka's ``replaceSegments`` and the checkpoint update): remove the
         replaced files, add the new ones and move the cleaner checkpoint to the end of the mapped range.
-        Conflicts are checked against the commits since the plan."""
+        Conflicts are checked against the commits since the plan. Returns the commit id and, when known, the version
+        it landed as."""
         removes = [delta.remove_action(f, p.now) for s in segments for f in s.files]
-        return delta.commit(
+        return delta.commit_version(
             p.log.table_at(p.snap.version),
             [*removes, *adds],
             txns={delta.TXN_CLEANER_CHECKPOINT: figures["end_offset"]},
             metadata={"pass_id": p.pass_id, "now_ms": p.now,
                       **{k: v for k, v in figures.items() if k not in ("topic", "partition")}},
             operation="clean",
+            plan_version=p.snap.version,
+            planned_txns={delta.TXN_CLEANER_CHECKPOINT: p.snap.cleaner_checkpoint},
         )
 
     # -- Spark parts ----------------------------------------------------------------------------------
@@ -408,7 +414,7 @@ class Cleaner:
                 files.append(f)
         if not files:
             return [], counts
-        runs = plan_runs(params.storage, params.table_uri, files, default_parallelism(self.spark),
+        runs = plan_runs(params.storage, params.table_uri, files, parallelism(self.spark),
                          max_bytes=COPY_TASK_BYTES, cost=_copy_cost(offset_map, params.first_dirty))
         chunks = [
             RecopyChunk(tuple((piece, name_of[piece.path]) for piece in run),

@@ -96,25 +96,39 @@ class LogCleanerManager:
     def grab_filthiest_batch(self, now_ms: int, topics: Iterable[str] | None = None,
                              exclude: Iterable[PartitionId] = (),
                              on_damage: Callable[[PartitionLog, CorruptLogError], None] | None = None, *,
-                             budget: int, pass_capacity: int, limit: int) -> list[LogToClean]:
+                             budget: int, pass_capacity: int, limit: int,
+                             backlog: list[LogToClean] | None = None) -> list[LogToClean]:
         """The eligible partitions a round cleans side by side (their Spark work in shared jobs), filthiest first,
         now marked in progress: as many as ``limit``, while the keys their maps may hold (each pass's cleanable
         records, at most ``pass_capacity``: its share of the dedupe buffer) stay within ``budget`` (the whole
-        buffer); always at least the filthiest one. Empty if none is eligible."""
+        buffer); always at least the filthiest one. Empty if none is eligible.
+
+        ``backlog`` (the loop's own list, kept between its rounds) holds what an earlier call ranked and did not take:
+        a round is taken from it, each partition planned again at ``now_ms`` from the snapshot it was ranked on (its
+        pass plans again under its lease if the table moved since), and every partition is ranked again only once
+        the backlog has none left. A store of many partitions is then walked once per run of the loop, not once per
+        round; a partition dirtied meanwhile waits for that next ranking, as one dirtied during Kafka's pass waits
+        for the next ``grabFilthiestCompactedLog``."""
         with self._lock:
-            ranked = self.logs_to_clean(now_ms, topics, set(exclude) | self._in_progress, on_damage)
+            skip = set(exclude) | self._in_progress
+            ranked = [ltc for ltc in (backlog or ()) if (ltc.snapshot.topic, ltc.snapshot.partition) not in skip]
+            ranked = [ltc for ltc in (ltc.at(now_ms) for ltc in ranked) if ltc.eligible]
+            if not ranked:
+                ranked = self.logs_to_clean(now_ms, topics, skip, on_damage)
             chosen: list[LogToClean] = []
+            left: list[LogToClean] = []
             used = 0
             for ltc in ranked:
-                if len(chosen) >= limit:
-                    break
                 need = min(_cleanable_records(ltc), pass_capacity)
-                if chosen and used + need > budget:
-                    continue  # a smaller one further down may still fit
+                if len(chosen) >= limit or (chosen and used + need > budget):
+                    left.append(ltc)  # a smaller one further down may still fit
+                    continue
                 chosen.append(ltc)
                 used += need
             for ltc in chosen:
                 self._in_progress.add((ltc.snapshot.topic, ltc.snapshot.partition))
+            if backlog is not None:
+                backlog[:] = left
             return chosen
 
     def done_cleaning(self, tp: PartitionId) -> None:

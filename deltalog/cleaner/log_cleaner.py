@@ -39,13 +39,16 @@ it with the manual clock.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from deltalog.cleaner import metrics
+from deltalog.cleaner import metrics, tasks
 from deltalog.cleaner.cleaner import Cleaner, CleanResult
 from deltalog.cleaner.cleaner_manager import LogCleanerManager
 from deltalog.cleaner.log_to_clean import LogToClean
@@ -85,7 +88,9 @@ log = logging.getLogger(__name__)
 _SPARK_STOPPED = ("SparkContext was shut down", "Cannot call methods on a stopped SparkContext")
 #: Upper bound on passes in one run of the loop, so a bug can never spin forever.
 MAX_PASSES = 100_000
-#: Partitions one round cleans side by side at most (a driver thread each, their Spark work in shared jobs).
+#: Partitions one round cleans side by side at most (a driver thread each, their Spark work in shared jobs). Each round
+#: pays its two jobs' fixed cost; rounds of 256 spread it further but cost more a partition on 1,000 partitions
+#: (docs/scale.md), so a round stays at 64.
 MAX_ROUND_PARTITIONS = 64
 
 #: Returns the Spark session passes run on; called only when a pass is about to run, so a loop with
@@ -281,6 +286,21 @@ class _RoundState:
         return CleaningRound(cleans=tuple(self.cleans), outcomes=tuple(self.outcomes) + skipped)
 
 
+@contextmanager
+def _old_objects_frozen() -> Iterator[None]:
+    """The objects that exist before a round left out of the garbage collector's passes while it runs (``gc.freeze``).
+
+    A round's passes allocate a lot that lives a while (snapshots, plans, Delta actions), which makes the collector
+    run full collections, each a walk over every object of the process (the Spark session's, the store's) with the
+    interpreter held: they stopped every pass of the round for a large share of its time. The round's own garbage is
+    still collected; the frozen objects go back to the collector when the round ends."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def _sleep_wall(ms: int, stop: threading.Event) -> None:
     stop.wait(ms / 1000.0)
 
@@ -322,6 +342,8 @@ class LogCleaner:
         self.shared_jobs = shared_jobs
         #: Each round of side-by-side passes so far: (partitions, Spark jobs they shared).
         self.rounds: list[tuple[int, int]] = []
+        #: The threads of a round's passes (one each: every pass must reach the round's shared jobs).
+        self._round_threads: ThreadPoolExecutor | None = None
         self.stop_event = threading.Event()
         self._sleep = sleep
         self.cycles_run = 0
@@ -330,6 +352,9 @@ class LogCleaner:
         self.state_tables = state_tables
         #: Each topic's state-table lag, for the metrics table (:func:`deltalog.cleaner.metrics.collect`).
         self.state_lag = state_lag
+        #: Called by each cycle once it has read every partition's snapshot, before retention: the scheduled job
+        #: starts Spark there, in the background, when a pass may run (:func:`deltalog.jobs.cleaner_job.run`).
+        self.on_snapshots: Callable[[], None] | None = None
         #: The last-pass figures the cycles' metrics read, kept from cycle to cycle (read again only when changed).
         self._last_cleans = LastCleans(logs)
         #: The metrics the last cycle recorded (None before, or with ``metrics`` off).
@@ -367,12 +392,14 @@ class LogCleaner:
         topic, partition = ltc.snapshot.topic, ltc.snapshot.partition
         plog = self.logs.log(topic, partition)
         with self.logs.leases.hold(topic, partition, "clean", heartbeat=True):
+            snap = plog.snapshot()  # the table as of the lease; read again only after a commit of the two below
             # An offset the table holds twice is kept once first: a pass keeps both copies of a key's latest.
-            plog.repair_duplicates(self.clock.now_ms())
+            if plog.repair_duplicates(self.clock.now_ms(), snap):
+                snap = plog.snapshot()
             # A pass replaces whole segments' files: files another engine's OPTIMIZE merged across segments are
             # first put back into deltalog's layout (no record changes), so none also holds records it keeps.
-            plog.relayout(self.clock.now_ms())
-            snap = plog.snapshot()
+            if plog.relayout(self.clock.now_ms(), snap):
+                snap = plog.snapshot()
             if snap.version != ltc.snapshot.version:
                 ltc = LogToClean.for_log(plog, snap, self.clock.now_ms())
                 if ltc.first_uncleanable_offset <= ltc.first_dirty_offset:
@@ -383,7 +410,9 @@ class LogCleaner:
                 raise CommitConflictError(f"cleaning {topic}-{partition}: another engine merged segments again at "
                                           f"version {snap.version} ({merged[0]}); the next round lays them out again")
             cleaner = self._cleaner()
-            with PassProgress(cleaner.spark, ltc, self.progress_interval_s, self.progress):
+            shared = tasks.bound()  # a round's pass: its Spark work is in the round's shared jobs
+            with PassProgress(cleaner.spark, ltc, self.progress_interval_s, self.progress,
+                              shared_tasks=None if shared is None else shared.task_counts):
                 result = cleaner.clean(ltc, plog)
             metrics.record_clean(self.logs, result)
             if snap.config.delete:
@@ -491,12 +520,14 @@ class LogCleaner:
 
     def _do_rounds(self, state: _RoundState, wanted: list[str] | None) -> None:
         """The loop with shared Spark jobs: each round takes the filthiest eligible partitions that fit in the
-        dedupe buffer together (:meth:`LogCleanerManager.grab_filthiest_batch`), cleans each on a thread of its own
-        (planned, leased, committed and marked on its own, as in :meth:`_try_clean_filthiest_log`), their Spark
-        tasks run in shared jobs (:mod:`deltalog.cleaner.shared_jobs`); until no partition is eligible."""
+        dedupe buffer together (:meth:`LogCleanerManager.grab_filthiest_batch`, from what the last ranking left while it
+        leaves any), cleans each on a thread of its own (planned, leased, committed and marked on its own, as in
+        :meth:`_try_clean_filthiest_log`), their Spark tasks run in shared jobs (:mod:`deltalog.cleaner.shared_jobs`);
+        until no partition is eligible."""
         budget = self.config.offset_map_capacity_for(1)
         capacity = (int(self.map_slots * self.config.io_buffer_load_factor) if self.map_slots is not None
                     else self.config.offset_map_capacity_for(self.threads))
+        backlog: list[LogToClean] = []  # ranked and not yet taken: the next rounds come from it
         while not self.stop_event.is_set():
             exclude = state.next_pass()
             if exclude is None:
@@ -504,7 +535,7 @@ class LogCleaner:
             batch = self.manager.grab_filthiest_batch(
                 self.clock.now_ms(), wanted, exclude=exclude,
                 on_damage=lambda plog, error: self._damaged(state, plog, error),
-                budget=budget, pass_capacity=capacity, limit=MAX_ROUND_PARTITIONS)
+                budget=budget, pass_capacity=capacity, limit=MAX_ROUND_PARTITIONS, backlog=backlog)
             if not batch:
                 return
             if len(batch) == 1:  # nothing to share: the pass runs its own jobs, on this thread
@@ -521,12 +552,11 @@ class LogCleaner:
             with sharing(jobs):
                 self._clean_grabbed(state, ltc)
 
-        workers = [threading.Thread(target=clean, args=(ltc,), name=f"deltalog-cleaner-round-{i}")
-                   for i, ltc in enumerate(batch)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
+        if self._round_threads is None:  # kept for the cleaner's life: later rounds reuse the threads
+            self._round_threads = ThreadPoolExecutor(MAX_ROUND_PARTITIONS, thread_name_prefix="deltalog-cleaner-round")
+        with _old_objects_frozen():
+            for done in [self._round_threads.submit(clean, ltc) for ltc in batch]:
+                done.result()
         rank = {(ltc.snapshot.topic, ltc.snapshot.partition): i for i, ltc in enumerate(batch)}
         with state.lock:  # the round's passes in its order (filthiest first), not in the order they finished
             state.cleans[first:] = sorted(state.cleans[first:], key=lambda r: rank.get((r.topic, r.partition), 0))
@@ -656,6 +686,8 @@ class LogCleaner:
         started = self.clock.now_ms()
         with self.logs.cycle(), self.manager.uncleanable.listed():
             self.logs.refresh_snapshots()
+            if self.on_snapshots is not None:
+                self.on_snapshots()
             retention = self.maintenance.delete_old_segments()
             expired = self.maintenance.expire_offsets()
             self.maintenance.expire_transactional_ids()

@@ -91,6 +91,14 @@ class LogToClean:
             txn_index=txn_index,
         )
 
+    def at(self, now_ms: int) -> LogToClean:
+        """The same snapshot's split planned again at ``now_ms`` (a plan kept from an earlier ranking)."""
+        if now_ms == self.now_ms:
+            return self
+        index = self.txn_index
+        return LogToClean.of(self.snapshot, now_ms, last_stable_offset=None if index is None else
+                             index.last_stable_offset, txn_index=index)
+
     @property
     def total_bytes(self) -> int:
         return self.clean_bytes + self.cleanable_bytes

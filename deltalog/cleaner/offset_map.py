@@ -42,12 +42,11 @@ import pyarrow.parquet as pq
 
 from deltalog.cleaner.offset_bitmap import OffsetBitmap
 from deltalog.cleaner.task_plan import MIN_TASK_BYTES, FileSlice, plan_runs
-from deltalog.cleaner.tasks import load_arrays, run_tasks, save_arrays
+from deltalog.cleaner.tasks import load_arrays, parallelism, run_tasks, save_arrays
 from deltalog.log import damage
 from deltalog.log.key_hash import footer_has_key_hash, key_hashes
 from deltalog.log.record import KEY, KEY_HASH_HI, KEY_HASH_LO, OFFSET, PRODUCER_ID, written_by_deltalog
 from deltalog.log.transactions import AbortedTxn, aborted_mask, only_markers, wholly_aborted
-from deltalog.spark import default_parallelism
 from deltalog.storage import Storage, join
 
 if TYPE_CHECKING:
@@ -213,7 +212,7 @@ def _run(spark: SparkSession, task: _MapTask, files: Sequence[DataFile]) -> list
     # A task holds its run's offsets and hashes (24 bytes a record) and the sort's working arrays: bound its records.
     records, size = sum(f.num_records for f in wanted), sum(f.size_bytes for f in wanted)
     max_bytes = max(MIN_TASK_BYTES, int(MAP_TASK_RECORDS * size / max(records, 1)))
-    runs = [tuple(run) for run in plan_runs(task.storage, task.table_uri, wanted, default_parallelism(spark),
+    runs = [tuple(run) for run in plan_runs(task.storage, task.table_uri, wanted, parallelism(spark),
                                             max_bytes=max_bytes)]
     try:
         spilled = run_tasks(spark, partial(_map_run, task), runs, storage=task.storage, work_dir=task.spill_dir)

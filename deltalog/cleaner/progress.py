@@ -4,7 +4,9 @@ A pass over a big partition can run for minutes; Kafka's cleaner logs nothing un
 scheduled job that is silent for ten minutes looks hung. The pass's Spark jobs carry a job tag of their own
 (and, on a classic session, a job group of the same name), so the line counts only this pass's tasks even
 when several passes run side by side: on a classic session from the status tracker, on Spark Connect from
-the progress the server streams back with each query's results (which arrive in the thread that runs it).
+the progress the server streams back with each query's results (which arrive in the thread that runs it). A pass
+in a round whose Spark work is shared (:mod:`deltalog.cleaner.shared_jobs`) starts no job of its own: it counts the
+round's shared jobs' tasks, from the round, with no call to Spark.
 
 Whoever runs the loop may listen instead (:data:`ProgressListener`): it gets a :class:`PassStatus` when a pass
 starts, every interval, and when it ends, and draws what it likes (``deltalog clean`` draws a progress bar on
@@ -17,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,8 +57,8 @@ class PassProgress:
     even when several passes run side by side.
     """
 
-    def __init__(self, spark: Any, ltc: LogToClean, interval_s: float, listener: ProgressListener | None = None
-                 ) -> None:
+    def __init__(self, spark: Any, ltc: LogToClean, interval_s: float, listener: ProgressListener | None = None,
+                 *, shared_tasks: Callable[[], tuple[int, int]] | None = None) -> None:
         snap = ltc.snapshot
         self.name = f"{snap.topic}-{snap.partition}"
         self.group = f"deltalog-clean-{snap.topic}-{snap.partition}-{id(self):x}"
@@ -64,7 +67,9 @@ class PassProgress:
         self.spark = spark
         self.interval_s = interval_s
         self.listener = listener
-        self.connect = is_connect(spark)
+        #: (done, planned) tasks of the round's shared jobs, for a pass in such a round (then nothing is tagged).
+        self.shared_tasks = shared_tasks
+        self.connect = shared_tasks is None and is_connect(spark)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started = 0.0
@@ -75,6 +80,8 @@ class PassProgress:
 
     def tasks(self) -> tuple[int, int]:
         """(completed, total) tasks of this pass's Spark jobs so far."""
+        if self.shared_tasks is not None:
+            return self.shared_tasks()
         if self.connect:
             ops = list(self._operations.values())
             return sum(d for d, _ in ops), sum(t for _, t in ops)
@@ -132,7 +139,8 @@ class PassProgress:
     def __enter__(self) -> PassProgress:
         self._started = time.monotonic()
         self._owner = threading.get_ident()
-        self._tag = job_tag(self.spark, self.group, f"deltalog: clean {self.name}")
+        self._tag = (job_tag(self.spark, self.group, f"deltalog: clean {self.name}") if self.shared_tasks is None
+                     else nullcontext())
         self._tag.__enter__()
         if self.connect:
             self.spark.registerProgressHandler(self)

@@ -86,12 +86,13 @@ class CleanerExporter:
                 self.state_time.labels(p.topic, str(p.partition)).set(p.state_time_behind_ms or 0)
 
     def serve(self, port: int, address: str = "127.0.0.1") -> Any:
-        """Serve ``/metrics`` on ``address:port`` from a daemon thread; returns the HTTP server (its
-        ``server_port`` is the port bound, for port 0)."""
-        from prometheus_client import start_http_server
+        """Serve ``/metrics`` (and ``/health``, ``/ready``: :mod:`deltalog.metrics_http`) on ``address:port`` from a
+        daemon thread; returns the HTTP server (its ``server_port`` is the port bound, for port 0)."""
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-        server, _thread = start_http_server(port, addr=address, registry=self.registry)
-        return server
+        from deltalog import metrics_http
+
+        return metrics_http.serve(port, address, lambda: (generate_latest(self.registry), CONTENT_TYPE_LATEST))
 
     def push(self, gateway: str, job: str = "deltalog-cleaner", grouping: dict[str, str] | None = None) -> None:
         """Push every gauge to a Pushgateway (``http://host:9091``), replacing the job's earlier push."""

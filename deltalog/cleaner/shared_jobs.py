@@ -28,6 +28,11 @@ from deltalog.cleaner import tasks
 from deltalog.spark import default_parallelism
 from deltalog.storage import Storage
 
+#: Passes of a round doing their driver work (lease, plan, commit) at a time. Every pass of a round must reach the
+#: shared job, so each has a thread of its own; but dozens of threads contending for the interpreter and delta-rs's
+#: runtime switch more than they work, and a few at a time keep the driver's cores as busy.
+DRIVER_SLOTS = 4
+
 #: A shared job has at most this many Spark tasks a core (one wave): past that, small partitions' tasks share Spark
 #: tasks, while a large partition's tasks, each a core's share of its input, still land on different ones. A Spark
 #: task's own cost (scheduling, a Python worker's round trip) is what sharing saves: 40 payloads in 40 Spark tasks
@@ -49,26 +54,42 @@ class _Submitted:
 class SharedJobs:
     """The Spark tasks of ``parties`` passes running side by side, run together one job at a time."""
 
-    def __init__(self, spark: Any, parties: int) -> None:
+    def __init__(self, spark: Any, parties: int, *, driver_slots: int | None = None) -> None:
         self.spark = spark
         self._active = parties
+        #: Passes doing driver work (planning, committing) at a time; a pass waiting for its shared job holds none.
+        self._slots = threading.Semaphore(driver_slots or DRIVER_SLOTS)
         self._cond = threading.Condition()
         self._waiting: list[_Submitted] = []
         #: How many Spark jobs ran, and for how many submissions (what the benchmark reports).
         self.jobs_run = 0
         self.submissions = 0
+        #: The session's task slots, asked once for the round (:func:`deltalog.cleaner.tasks.parallelism`).
+        self.parallelism = max(default_parallelism(spark), 1)
+        #: Spark tasks of the round's jobs that finished, and that were planned so far: each pass's progress.
+        self.tasks_done = 0
+        self.tasks_planned = 0
+
+    def task_counts(self) -> tuple[int, int]:
+        """(done, planned so far) Spark tasks of the round's shared jobs, which every pass of the round shares."""
+        with self._cond:
+            return self.tasks_done, self.tasks_planned
 
     def run(self, fn: Callable[[Any], Any], payloads: Sequence[Any], *, storage: Storage, work_dir: str) -> list[Any]:
         """``[fn(p) for p in payloads]`` in a job shared with the other passes' tasks (blocks until it ran)."""
         mine = _Submitted(fn, payloads, storage, work_dir)
-        with self._cond:
-            self._waiting.append(mine)
-            batch = self._take_if_all_in()
-            while batch is None and not mine.done:
-                self._cond.wait()
-                batch = self._take_if_all_in() if not mine.done else None
-        if batch is not None:
-            self._run(batch)
+        self._slots.release()  # waiting for the job (or running it) is no driver work: another pass takes the slot
+        try:
+            with self._cond:
+                self._waiting.append(mine)
+                batch = self._take_if_all_in()
+                while batch is None and not mine.done:
+                    self._cond.wait()
+                    batch = self._take_if_all_in() if not mine.done else None
+            if batch is not None:
+                self._run(batch)
+        finally:
+            self._slots.acquire()
         if mine.error is not None:
             raise mine.error
         assert mine.results is not None
@@ -90,13 +111,18 @@ class SharedJobs:
         return None
 
     def _run(self, batch: list[_Submitted]) -> None:
+        max_tasks = TASKS_PER_CORE * self.parallelism
+        spark_tasks = min(sum(len(s.payloads) for s in batch), max_tasks)
+        with self._cond:
+            self.tasks_planned += spark_tasks
         try:
             outcomes: list[Any] = tasks.run_task_groups(
                 self.spark, [(s.fn, s.payloads, s.storage, s.work_dir) for s in batch], isolate=len(batch) > 1,
-                max_tasks=TASKS_PER_CORE * max(default_parallelism(self.spark), 1))
+                max_tasks=max_tasks)
         except BaseException as e:  # noqa: BLE001 - the job itself failed (not one task): every pass in it failed
             outcomes = [e] * len(batch)
         with self._cond:
+            self.tasks_done += spark_tasks
             self.jobs_run += 1
             self.submissions += len(batch)
             for s, outcome in zip(batch, outcomes, strict=True):
@@ -110,11 +136,13 @@ class SharedJobs:
 
 @contextmanager
 def sharing(jobs: SharedJobs) -> Iterator[None]:
-    """Route the current thread's :func:`~deltalog.cleaner.tasks.run_tasks` calls through ``jobs``; the thread leaves
-    the round at the end, however its pass ended."""
+    """Route the current thread's :func:`~deltalog.cleaner.tasks.run_tasks` calls through ``jobs``, its driver work
+    taking one of the round's driver slots; the thread leaves the round at the end, however its pass ended."""
+    jobs._slots.acquire()
     tasks.bind(jobs)
     try:
         yield
     finally:
         tasks.bind(None)
+        jobs._slots.release()
         jobs.leave()

@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from deltalog.errors import CorruptLogError, TaskError
+from deltalog.spark import default_parallelism
 from deltalog.storage import Storage, join
 
 P = TypeVar("P")
@@ -47,6 +48,21 @@ def bind(jobs: Any) -> None:
     """Route this thread's :func:`run_tasks` through ``jobs`` (a :class:`~deltalog.cleaner.shared_jobs.SharedJobs`;
     None: run them itself). Only the driver binds; the workers never see it."""
     _bound.jobs = jobs
+
+
+def bound() -> Any:
+    """The round's shared jobs this thread is bound to (:func:`bind`), or None."""
+    return getattr(_bound, "jobs", None)
+
+
+def parallelism(spark: Any) -> int:
+    """How many tasks a pass's job should have (:func:`~deltalog.spark.default_parallelism`); on a thread bound to a
+    round's shared jobs, the round's figure, asked once for the round (a pass's thread then makes no call to the
+    JVM: each new thread that does opens a gateway connection of its own)."""
+    jobs = getattr(_bound, "jobs", None)
+    if jobs is not None:
+        return jobs.parallelism
+    return default_parallelism(spark)
 
 
 def run_tasks(spark: Any, fn: Callable[[P], R], payloads: Sequence[P], *, storage: Storage, work_dir: str) -> list[R]:

@@ -12,6 +12,7 @@ import logging
 import deltalog.cli.common as common
 from deltalog.cli import output
 from deltalog.cli.exit_codes import EXIT_BROKEN_DATA, EXIT_OK
+from deltalog.cli.progress import Steps
 from deltalog.errors import UnknownTopicOrPartitionError
 
 
@@ -56,8 +57,10 @@ def check(args: argparse.Namespace) -> int:
     quality_log = logging.getLogger("deltalog.quality.check")
     saved, quality_log.disabled = quality_log.disabled, True
     try:
-        result = store.check(args.topic, partitions=args.partitions, cleans=args.cleans, data_docs=args.data_docs,
-                             context=args.ge_context)
+        with Steps(f"checking {args.topic}", before="starting Spark and Great Expectations") as steps:
+            result = store.check(args.topic, partitions=args.partitions, cleans=args.cleans,
+                                 data_docs=args.data_docs, context=args.ge_context, progress=steps)
+            steps.finish()
     finally:
         quality_log.disabled = saved
     if output.wants_json(args):

@@ -11,14 +11,15 @@ import argparse
 import dataclasses
 import logging
 import sys
-from collections.abc import Callable
 
 import deltalog.cli.common as common
 from deltalog.cleaner.log_cleaner import CycleResult
 from deltalog.cleaner.metrics import collect, format_table
 from deltalog.cleaner.uncleanable import UncleanablePartitions
 from deltalog.cli import output
-from deltalog.jobs.cleaner_job import JobConfig, cycle_json
+from deltalog.cli.progress import Steps
+from deltalog.errors import InvalidConfigError
+from deltalog.jobs.cleaner_job import JobConfig, add_metrics_options, cycle_json, metrics_overrides
 from deltalog.jobs.cleaner_job import run as run_job
 from deltalog.log.vacuum import STAGED_MAX_AGE_MS, STORE_LEVEL, TEMP_FILES, TEMP_MAX_AGE_MS
 from deltalog.text import format_table as text_table
@@ -40,14 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--config-file", metavar="FILE", help="a job config such as conf/deltalog.json")
     p.add_argument("--no-vacuum", action="store_true", help="skip VACUUM in each cycle")
     p.add_argument("--progress-interval", type=float, metavar="SECONDS", help="seconds between progress lines")
-    p.add_argument("--metrics-port", type=common.whole_number(0), metavar="PORT", default=None,
-                   help="serve Kafka's cleaner gauges for Prometheus on PORT (/metrics; kafka_log_logcleaner_*, "
-                   "kafka_log_logcleanermanager_*), updated after every cycle (default: no port)")
-    p.add_argument("--metrics-address", metavar="HOST", default="127.0.0.1",
-                   help="the address --metrics-port listens on (default 127.0.0.1; 0.0.0.0 for a scraper elsewhere)")
-    p.add_argument("--pushgateway", metavar="URL", default=None,
-                   help="push the same gauges to a Prometheus Pushgateway after every cycle (job deltalog-cleaner), "
-                   "for a scheduled run nothing scrapes")
+    add_metrics_options(p)
     output.add_output_option(p, default=output.JSON, text="a summary line per cycle",
                              json_help="one object per cycle, the job's line")
     common.add_store_option(p)
@@ -120,6 +114,10 @@ def run(args: argparse.Namespace) -> int:
         overrides["max_cycles"] = args.max_cycles
     if args.no_vacuum:
         overrides["vacuum"] = False
+    try:
+        overrides.update(metrics_overrides(args))
+    except InvalidConfigError as e:
+        raise common.UsageError(str(e)) from None
     if args.progress_interval is not None:
         if args.progress_interval <= 0:
             raise common.UsageError(f"--progress-interval must be > 0, not {args.progress_interval}")
@@ -135,12 +133,8 @@ def run(args: argparse.Namespace) -> int:
 
     last: list[CycleResult] = []
 
-    exporter = _exporter(args, config)
-
     def show(cycle: CycleResult) -> None:
         last[:] = [cycle]
-        if exporter is not None:
-            exporter(cycle)
         if json_lines:
             output.emit(cycle_json(cycle))
         else:
@@ -156,34 +150,6 @@ def run(args: argparse.Namespace) -> int:
               "'deltalog cleaner reset-uncleanable TOPIC PARTITION'", file=sys.stderr)
         return 1
     return 0
-
-
-def _exporter(args: argparse.Namespace, config: JobConfig) -> Callable[[CycleResult], None] | None:
-    """With ``--metrics-port`` or ``--pushgateway``: what updates (and pushes) Kafka's cleaner gauges after each
-    cycle (:mod:`deltalog.cleaner.prometheus`); None without them."""
-    if args.metrics_port is None and args.pushgateway is None:
-        return None
-    from deltalog import extras
-    from deltalog.cleaner.prometheus import CleanerExporter
-    from deltalog.store import Store
-
-    extras.require("metrics", "deltalog cleaner run --metrics-port / --pushgateway")
-    exporter = CleanerExporter()
-    store = Store(config.root, storage_options=dict(config.storage_options) or None)
-    exporter.update(collect(store.log_manager, state_lag=store.state_lag_of))
-    if args.metrics_port is not None:
-        server = exporter.serve(args.metrics_port, args.metrics_address)
-        print(f"deltalog cleaner: metrics on http://{args.metrics_address}:{server.server_port}/metrics",
-              file=sys.stderr, flush=True)
-
-    def after(cycle: CycleResult) -> None:
-        exporter.update(collect(store.log_manager, state_lag=store.state_lag_of), cycle.cleans)
-        if args.pushgateway is not None:
-            try:
-                exporter.push(args.pushgateway)
-            except OSError as e:  # a gateway down must not stop the cleaner
-                logging.getLogger(__name__).warning("could not push metrics to %s: %s", args.pushgateway, e)
-    return after
 
 
 def reset_uncleanable(args: argparse.Namespace) -> int:
@@ -204,7 +170,8 @@ def reset_uncleanable(args: argparse.Namespace) -> int:
 
 def retention(args: argparse.Namespace) -> int:
     store = common.open_store(args)
-    results = store.delete_old_segments(args.topic)
+    with Steps("retention", before="listing partitions") as steps:
+        results = store.delete_old_segments(args.topic, progress=steps)
     if output.wants_json(args):
         for r in results:
             output.emit(dataclasses.asdict(r))
@@ -220,10 +187,12 @@ def retention(args: argparse.Namespace) -> int:
 
 def vacuum(args: argparse.Namespace) -> int:
     store = common.open_store(args)
-    results = store.vacuum(args.topic, dry_run=not args.apply)
-    if args.topic is None:  # the whole store: its staging directory of format("deltalog") writes too
-        results.append(store.vacuum_staged(dry_run=not args.apply))
-        results.append(store.vacuum_temp_files(dry_run=not args.apply))
+    with Steps("vacuum", before="listing partitions") as steps:
+        results = store.vacuum(args.topic, dry_run=not args.apply, progress=steps)
+        if args.topic is None:  # the whole store: its staging directory of format("deltalog") writes too
+            steps.bar.set_postfix_str("staged and temporary files")
+            results.append(store.vacuum_staged(dry_run=not args.apply))
+            results.append(store.vacuum_temp_files(dry_run=not args.apply))
     if output.wants_json(args):
         for r in results:
             output.emit(dataclasses.asdict(r))

@@ -86,7 +86,12 @@ def _datetime(text: str) -> ToTime:
 
 
 def _duration(text: str) -> timedelta:
-    """Kafka's ``--by-duration`` (Java's ``Duration.parse``): ISO-8601 ``PnDTnHnMnS``, e.g. ``PT1H``, ``P1DT12H``."""
+    """Kafka's ``--by-duration`` (Java's ``Duration.parse``): ISO-8601 ``PnDTnHnMnS``, e.g. ``PT1H``, ``P1DT12H``.
+
+    Hand-written rather than read by an ISO-8601 library (isodate): Java's rules are not ISO-8601's in full, and
+    Kafka's users write Java's. ``Duration.parse`` takes a sign on each part (``PT-1H``, ``P1DT-2H``) and any case
+    (``pt1h``), and refuses weeks, months, years and a bare ``PT``; isodate refuses the first two and reads the
+    others (``P2W`` as 14 days, ``P1M`` as a calendar month, ``PT`` as zero)."""
     m = _DURATION.fullmatch(text.strip())
     if m is None or not any(m.groups()[1:]) or text.strip().upper().endswith("T"):
         raise argparse.ArgumentTypeError(f"--by-duration takes an ISO-8601 duration PnDTnHnMnS, e.g. PT1H (an hour) "

@@ -8,6 +8,7 @@ import deltalog.cli.common as common
 from deltalog.cli import doctor_checks as checks
 from deltalog.cli import output
 from deltalog.cli.exit_codes import EXIT_BROKEN_DATA, EXIT_FAILURE, EXIT_OK
+from deltalog.cli.progress import Steps
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,8 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def doctor(args: argparse.Namespace) -> int:
-    results = checks.run_checks(common.store_path(args), spark=not args.no_spark,
-                                storage_options=common.storage_options(args) or None)
+    with Steps("doctor", unit=" steps") as steps:
+        results = checks.run_checks(common.store_path(args), spark=not args.no_spark,
+                                    storage_options=common.storage_options(args) or None, progress=steps)
     if output.wants_json(args):
         output.emit({"ok": not checks.failed(results), "checks": [c.as_dict() for c in results]})
     else:

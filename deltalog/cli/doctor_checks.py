@@ -449,28 +449,39 @@ def check_state_tables(path: str, storage_options: Mapping[str, str] | None = No
     return checks
 
 
-def run_checks(store_path: str, *, spark: bool = True, storage_options: Mapping[str, str] | None = None
-               ) -> list[Check]:
-    """Every check, in the order a newcomer should fix them."""
+def run_checks(store_path: str, *, spark: bool = True, storage_options: Mapping[str, str] | None = None,
+               progress: Callable[[int, int, str], None] | None = None) -> list[Check]:
+    """Every check, in the order a newcomer should fix them. ``progress`` is told ``(steps done, steps in all,
+    what is checked now)`` before each step (``deltalog doctor``'s bar: starting Spark alone takes seconds)."""
     checks = [check_python(), check_java()]
     session = None
+    steps: list[tuple[str, Callable[[], list[Check]]]] = []
     if spark:
-        spark_check, session = check_spark()
-        checks.append(spark_check)
-        checks.append(check_spark_workers(session))
+        def spark_checks() -> list[Check]:
+            nonlocal session
+            spark_check, session = check_spark()
+            return [spark_check, check_spark_workers(session)]
+        steps.append(("starting Spark", spark_checks))
     else:
         checks.append(Check("spark", INFO, "skipped (--no-spark)"))
-    checks.append(check_delta_rs())
-    checks.append(check_package("pyarrow"))
-    checks.append(check_package("numpy"))
-    checks.append(check_package("pandas", below_major=3, why="PySpark 4.2/4.3 warns under pandas 3", extra="spark",
-                                used_by="Spark"))
-    checks.append(check_package("great-expectations", extra="quality", used_by="deltalog check"))
-    checks.append(check_delta_spark_jars(session))
-    checks.append(check_store_writable(store_path, storage_options))
-    checks += check_store_damage(store_path, storage_options)
-    checks += check_state_documents(store_path, storage_options)
-    checks += check_state_tables(store_path, storage_options)
+    steps += [
+        ("package versions", lambda: [
+            check_delta_rs(), check_package("pyarrow"), check_package("numpy"),
+            check_package("pandas", below_major=3, why="PySpark 4.2/4.3 warns under pandas 3", extra="spark",
+                          used_by="Spark"),
+            check_package("great-expectations", extra="quality", used_by="deltalog check"),
+            check_delta_spark_jars(session)]),
+        ("the store is writable", lambda: [check_store_writable(store_path, storage_options)]),
+        ("every partition's files", lambda: check_store_damage(store_path, storage_options)),
+        ("the state documents", lambda: check_state_documents(store_path, storage_options)),
+        ("the state tables", lambda: check_state_tables(store_path, storage_options)),
+    ]
+    for i, (what, step) in enumerate(steps):
+        if progress is not None:
+            progress(i, len(steps), what)
+        checks += step()
+    if progress is not None:
+        progress(len(steps), len(steps), "done")
     return checks
 
 

@@ -8,6 +8,8 @@ or a log line every so often otherwise. Progress never goes to stdout, which hol
   when it ends. A pass's Spark jobs come one after another and their tasks are known only once a job is planned, so
   the total grows while the pass runs: the terminal shows a counter of the tasks done (with those planned so far
   beside it), which never goes backwards, rather than a fraction that would fall each time a job is planned.
+* :class:`Steps`: ``check``, ``vacuum`` and ``state refresh`` count their work in steps (partitions, topics) with
+  what runs now beside the bar; the library calls it as a :data:`StepListener` ``(done, total, now)``.
 """
 
 from __future__ import annotations
@@ -51,6 +53,41 @@ def is_terminal(stream: Any) -> bool:
     lines) is not."""
     isatty = getattr(stream, "isatty", None)
     return bool(isatty()) if callable(isatty) else False
+
+
+class Steps:
+    """A bar of steps on ``stream`` (default stderr), shown only on a terminal: the library calls it as its
+    ``progress`` listener with ``(steps done, steps in all, what runs now)``. Neither count ever falls: a step
+    tried again (a refresh retried after a conflict) keeps the count shown, and a total only grows.
+    ``before``: what is shown until the first step (starting Spark, importing a library)."""
+
+    def __init__(self, description: str, *, unit: str = " partitions", before: str | None = None,
+                 stream: TextIO | None = None, show: bool | None = None) -> None:
+        self.bar = counter(description, unit=unit, stream=stream, show=show, unit_scale=False)
+        if before:
+            self.bar.set_postfix_str(before)
+
+    def __call__(self, done: int, total: int, now: str) -> None:
+        bar = self.bar
+        if bar.disable:
+            return
+        if total > (bar.total or 0):
+            bar.total = total
+        bar.set_postfix_str(now, refresh=False)
+        if done > bar.n:
+            bar.update(done - bar.n)
+        bar.refresh()
+
+    def finish(self, now: str = "done") -> None:
+        """Every step done (the work ended: a refresh with nothing to read, a check's last suite)."""
+        if not self.bar.disable and self.bar.total:
+            self(self.bar.total, self.bar.total, now)
+
+    def __enter__(self) -> Steps:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.close()
 
 
 class CleanProgress:

@@ -61,6 +61,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--broker-session-timeout-ms", type=int, default=None, metavar="MS",
                    help="Kafka's broker.session.timeout.ms: an endpoint that stops renewing its registration for this "
                    "long is no longer live, and the others take over its groups (default 9000)")
+    p.add_argument("--metrics-port", type=common.whole_number(0), metavar="PORT", default=None,
+                   help="serve Kafka's request metrics for Prometheus on PORT (/metrics: kafka_network_requestmetrics_*, "
+                   "kafka_server_socket_server_metrics_*), with /health and /ready (200 once clients are answered, "
+                   "503 before and while stopping) for scripts and orchestrators (default: no port; 0: any free port)")
+    p.add_argument("--metrics-address", metavar="HOST", default="127.0.0.1",
+                   help="the address --metrics-port listens on (default 127.0.0.1; 0.0.0.0 for a scraper elsewhere)")
     output.add_output_option(p, text="the health line: where it listens, the store, what is served",
                              json_help="the health line as one object: listening, store, security, node_id, apis")
     common.add_store_option(p)
@@ -145,8 +151,21 @@ def serve(args: argparse.Namespace) -> int:
             raise UsageError(f"--broker-session-timeout-ms must be at least 2 (ms), not {timeout}")
         registration.update(session_timeout_ms=timeout, heartbeat_interval_ms=min(DEFAULT_HEARTBEAT_INTERVAL_MS,
                                                                                   max(1, timeout // 3)))
+    metrics = None
+    if args.metrics_port is not None:
+        from deltalog import extras
+        from deltalog.server.request_metrics import RequestMetrics
+
+        extras.require("metrics", "deltalog serve --metrics-port")
+        metrics = RequestMetrics()
     server = SocketServer(store, host, port, max_request_bytes=max_bytes, security=security, limits=limits, config=config,
-                          **registration)
+                          metrics=metrics, **registration)
+    metrics_url = None
+    if metrics is not None:
+        http = _serve_metrics(server, metrics, args.metrics_port, args.metrics_address)
+        metrics_url = f"http://{args.metrics_address}:{http.server_port}/metrics"
+        print(f"deltalog serve: metrics on {metrics_url} (health /health, readiness /ready)", file=sys.stderr,
+              flush=True)
 
     def stop(signum: int, frame: Any) -> None:
         # shutdown() waits for the loop serve_forever runs in this thread: ask for it from another thread
@@ -157,7 +176,8 @@ def serve(args: argparse.Namespace) -> int:
     if output.wants_json(args):
         output.emit({"listening": f"{host}:{server.port}", "store": store.root, "security": security.describe(),
                      "listener": security.name, "security_protocol": security.protocol,
-                     "sasl_mechanisms": list(security.mechanisms), "node_id": server.node_id, "apis": apis})
+                     "sasl_mechanisms": list(security.mechanisms), "node_id": server.node_id, "apis": apis,
+                     "metrics": metrics_url})
         sys.stdout.flush()
     else:
         print(f"deltalog serve: listening on {host}:{server.port} ({security.describe()}) for "
@@ -170,6 +190,20 @@ def serve(args: argparse.Namespace) -> int:
         server.close()
     print("deltalog serve: stopped", file=sys.stderr, flush=True)
     return 0
+
+
+def _serve_metrics(server: Any, metrics: Any, port: int, address: str) -> Any:
+    """The metrics port of ``deltalog serve`` (:mod:`deltalog.metrics_http`): the request metrics at each scrape,
+    ready while the endpoint answers clients."""
+    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+    from deltalog import metrics_http
+    from deltalog.server.request_metrics import collector
+
+    registry = CollectorRegistry()
+    registry.register(collector(metrics))
+    return metrics_http.serve(port, address, lambda: (generate_latest(registry), CONTENT_TYPE_LATEST),
+                              ready=lambda: server.ready)
 
 
 def ping(args: argparse.Namespace) -> int:

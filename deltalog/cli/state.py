@@ -14,6 +14,7 @@ import json
 import deltalog.cli.common as common
 from deltalog.cli import output
 from deltalog.cli.exit_codes import EXIT_BROKEN_DATA, EXIT_OK
+from deltalog.cli.progress import Steps
 from deltalog.text import format_table, format_timestamp
 
 
@@ -76,8 +77,12 @@ def refresh(args: argparse.Namespace) -> int:
     store = common.open_store(args)
     broken = False
     for topic in _topics(store, args.topics):
-        result = store.refresh_state(topic, full=args.full, check=False)
-        comparison = store.compare_state(topic) if args.check else None
+        with Steps(f"refreshing {topic}", unit=" steps", before="opening its state table") as steps:
+            result = store.refresh_state(topic, full=args.full, check=False, progress=steps)
+            if args.check:
+                steps.bar.set_postfix_str("comparing with the log")
+            comparison = store.compare_state(topic) if args.check else None
+            steps.finish()
         broken |= comparison is not None and not comparison.equal
         if output.wants_json(args):
             output.emit({**result.as_dict(), **({"equal": comparison.equal} if comparison is not None else {})})

@@ -81,6 +81,24 @@ def _ge_context(name: str, raw: Any) -> str | None:
     return raw
 
 
+def _port(name: str, raw: Any) -> int | None:
+    if raw is not None and (isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= 65535):
+        raise InvalidConfigError(f"job.{name} must be null or a port number 0-65535 (0: any free port), not {raw!r}")
+    return raw
+
+
+def _text(name: str, raw: Any) -> str:
+    if not isinstance(raw, str) or not raw:
+        raise InvalidConfigError(f"job.{name} must be a non-empty string, not {raw!r}")
+    return raw
+
+
+def _url(name: str, raw: Any) -> str | None:
+    if raw is not None and (not isinstance(raw, str) or not raw.startswith(("http://", "https://"))):
+        raise InvalidConfigError(f"job.{name} must be null or an http(s):// URL (a Pushgateway), not {raw!r}")
+    return raw
+
+
 #: The job section of the config file (:class:`~deltalog.option_spec.OptionSpec`, as every option table).
 JOB_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("once", "once", _flag, False, "Run one cycle and exit (the form a schedule uses)."),
@@ -92,6 +110,14 @@ JOB_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("ge_context", "ge_context", _ge_context, None,
                "The directory of the team's Great Expectations file context for the check after clean (null: an "
                "ephemeral context)."),
+    OptionSpec("metrics_port", "metrics_port", _port, None,
+               "Serve Kafka's cleaner gauges for Prometheus on this port (/metrics, /health, /ready), updated after "
+               "every cycle (null: no port; 0: any free port)."),
+    OptionSpec("metrics_address", "metrics_address", _text, "127.0.0.1",
+               "The address metrics_port listens on (0.0.0.0 for a scraper elsewhere)."),
+    OptionSpec("pushgateway", "pushgateway", _url, None,
+               "Push the same gauges to this Prometheus Pushgateway after every cycle (job deltalog-cleaner): for a "
+               "scheduled run nothing scrapes (null: no push)."),
 )
 JOB_KEYS = tuple(spec.name for spec in JOB_SPECS)
 
@@ -113,6 +139,10 @@ class JobConfig:
     storage_options: Mapping[str, str] = field(default_factory=dict)
     #: The Great Expectations file context (its directory) the check after clean runs in; None: an ephemeral one.
     ge_context: str | None = None
+    #: Kafka's cleaner gauges for Prometheus: served on this port (None: not served), pushed to this gateway.
+    metrics_port: int | None = None
+    metrics_address: str = "127.0.0.1"
+    pushgateway: str | None = None
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, source: str = "config", store_uri: str | None = None) -> JobConfig:
@@ -234,11 +264,38 @@ def refresh_state_tables(store: Store) -> dict[str, Any]:
     return {"refreshed": refreshed, "failed": failed}
 
 
-def pass_may_run(cleaner: Any) -> bool:
-    """Whether the first cycle may run a pass: some partition is eligible now (the cycle's own ranking, from the
-    Delta logs; the cycle ranks again after retention, from the snapshots this one cached)."""
+def metrics_exporter(config: JobConfig, store: Store) -> Callable[[Any], None] | None:
+    """With ``job.metrics_port`` or ``job.pushgateway``: what updates (and pushes) Kafka's cleaner gauges after each
+    cycle (:mod:`deltalog.cleaner.prometheus`), the port served from now on; None without them."""
+    if config.metrics_port is None and config.pushgateway is None:
+        return None
+    from deltalog import extras
+    from deltalog.cleaner.metrics import collect
+    from deltalog.cleaner.prometheus import CleanerExporter
+
+    extras.require("metrics", "the cleaner's metrics_port / pushgateway (--metrics-port / --pushgateway)")
+    exporter = CleanerExporter()
+    exporter.update(collect(store.log_manager, state_lag=store.state_lag_of))
+    if config.metrics_port is not None:
+        server = exporter.serve(config.metrics_port, config.metrics_address)
+        print(f"deltalog cleaner: metrics on http://{config.metrics_address}:{server.server_port}/metrics",
+              file=sys.stderr, flush=True)
+
+    def after(cycle: Any) -> None:
+        exporter.update(collect(store.log_manager, state_lag=store.state_lag_of), cycle.cleans)
+        if config.pushgateway is not None:
+            try:
+                exporter.push(config.pushgateway)
+            except OSError as e:  # a gateway down must not stop the cleaner
+                log.warning("could not push metrics to %s: %s", config.pushgateway, e)
+    return after
+
+
+def pass_may_run(cleaner: Any, topics: Sequence[str] | None = None) -> bool:
+    """Whether a pass may run: some partition (of ``topics``, or of the store) is eligible now (the cleaner's own
+    ranking; in a cycle, on the snapshots the cycle read)."""
     try:
-        return bool(cleaner.manager.logs_to_clean(cleaner.clock.now_ms(), on_damage=lambda *_: None))
+        return bool(cleaner.manager.logs_to_clean(cleaner.clock.now_ms(), topics, on_damage=lambda *_: None))
     except DeltalogError as e:  # the cycle will meet it too, and say so
         log.debug("could not rank the partitions before the first cycle: %s", e)
         return False
@@ -261,8 +318,12 @@ def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = N
     cleaner = store.log_cleaner(vacuum=config.vacuum, progress_interval_s=config.progress_interval_s,
                                 ge_context=config.ge_context, state_tables=lambda: refresh_state_tables(store))
     out = out or sys.stdout
-    if starter is not None and pass_may_run(cleaner):
-        starter.start()
+    if starter is not None:
+        def start_spark_early() -> None:  # on the cycle's snapshots: a ranking without another read of the logs
+            if not starter.started and pass_may_run(cleaner):
+                starter.start()
+
+        cleaner.on_snapshots = start_spark_early
 
     previous = {}
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -272,8 +333,12 @@ def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = N
             pass
     log.info("deltalog cleaner on %s: threads=%d, %s", store.root, cleaner.threads,
              "one cycle" if config.once else f"max cycles {config.max_cycles or 'unbounded'}")
+    exporter = metrics_exporter(config, store)
+
     def emit(cycle: Any) -> None:
         states = cycle.state_tables  # refreshed by the cycle, before its metrics (which record their lag)
+        if exporter is not None:
+            exporter(cycle)
         if on_cycle is not None:
             on_cycle(cycle)
             return
@@ -299,7 +364,30 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a storage option (added to store.storage_options), e.g. AWS_REGION=eu-west-1; repeatable")
     p.add_argument("--once", action="store_true", default=None, help="run one cycle and exit (job.once)")
     p.add_argument("--max-cycles", type=int, metavar="N", help="stop after N cycles (job.max_cycles)")
+    add_metrics_options(p)
     return p
+
+
+def add_metrics_options(p: argparse.ArgumentParser) -> None:
+    """``--metrics-port``, ``--metrics-address`` and ``--pushgateway``: the job section's metrics keys on the command
+    line, the same for ``deltalog-cleaner`` and ``deltalog cleaner run``."""
+    p.add_argument("--metrics-port", type=int, metavar="PORT", default=None,
+                   help="serve Kafka's cleaner gauges for Prometheus on PORT (/metrics; kafka_log_logcleaner_*, "
+                   "kafka_log_logcleanermanager_*; /health, /ready), updated after every cycle (job.metrics_port; "
+                   "default: no port)")
+    p.add_argument("--metrics-address", metavar="HOST", default=None,
+                   help="the address --metrics-port listens on (job.metrics_address; default 127.0.0.1; 0.0.0.0 for a "
+                   "scraper elsewhere)")
+    p.add_argument("--pushgateway", metavar="URL", default=None,
+                   help="push the same gauges to a Prometheus Pushgateway after every cycle (job deltalog-cleaner), "
+                   "for a scheduled run nothing scrapes (job.pushgateway)")
+
+
+def metrics_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The metrics options given on the command line, validated as the config file's keys."""
+    given = {k: getattr(args, k) for k in ("metrics_port", "metrics_address", "pushgateway")
+             if getattr(args, k, None) is not None}
+    return parse_options(tuple(s for s in JOB_SPECS if s.name in given), given) if given else {}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -328,6 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.max_cycles < 1:
                 raise InvalidConfigError(f"--max-cycles must be >= 1, not {args.max_cycles}")
             overrides["max_cycles"] = args.max_cycles
+        overrides.update(metrics_overrides(args))
         if overrides:
             config = dataclasses.replace(config, **overrides)
         logging.basicConfig(level=config.log_level, stream=sys.stderr,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from operator import attrgetter
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +21,7 @@ import pyarrow.compute as pc
 
 from deltalog.config import TopicConfig
 from deltalog.errors import InvalidRecordError, RecordTooLargeError
-from deltalog.log.encoding import check_bytes
+from deltalog.log.encoding import check_bytes, encode_data
 from deltalog.log.record import (
     BASE_SCHEMA,
     DELETE_HORIZON,
@@ -53,14 +54,23 @@ def from_records(records: Sequence[Record]) -> pa.Table:
         i = next(i for i, r in enumerate(records) if not isinstance(r, Record))
         raise InvalidRecordError(f"record {i} is a {type(records[i]).__name__}, not a deltalog.Record", index=i)
     columns = {
-        KEY: pa.array(list(map(_KEY_OF, records)), pa.binary()),
-        VALUE: pa.array(list(map(_VALUE_OF, records)), pa.binary()),
+        KEY: _binary(list(map(_KEY_OF, records))),
+        VALUE: _binary(list(map(_VALUE_OF, records))),
         TIMESTAMP: pa.array(list(map(_TIMESTAMP_OF, records)), pa.int64()),
     }
     headers = list(map(_HEADERS_OF, records))
     if any(headers):
         columns[HEADERS] = pa.array([[{"key": k, "value": v} for k, v in h] for h in headers], _HEADERS_TYPE)
     return pa.table(columns)
+
+
+def _binary(data: list[Any]) -> pa.Array:
+    """Keys or values as a binary column; records a read decoded (``str``, JSON values:
+    :func:`deltalog.log.encoding.decoded_records`) are encoded back, so what was read can be appended again."""
+    try:
+        return pa.array(data, pa.binary())
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        return pa.array([encode_data(d) for d in data], pa.binary())
 
 
 _KEY_OF, _VALUE_OF, _TIMESTAMP_OF, _HEADERS_OF = (attrgetter(a) for a in ("key", "value", "timestamp_ms", "headers"))

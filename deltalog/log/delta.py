@@ -366,7 +366,7 @@ def commit(
     retries: int | None = None,
 ) -> str:
     """One atomic Delta commit of data actions and log positions, based on ``dt``'s version; returns its commit
-    id (:func:`committed_version` finds the version it landed as).
+    id (:func:`committed_version` finds the version it landed as; :func:`commit_version` says it when it is known).
 
     Every commit carries a commit id of its own (``deltalog.commit_id`` in its commit info), so that a commit
     whose answer the store lost is told apart from a concurrent writer's by reading the log (see
@@ -383,6 +383,27 @@ def commit(
     :class:`CommitOutcomeUnknownError`. In those two cases the caller keeps what it wrote: VACUUM removes files
     no version references.
     """
+    return commit_version(dt, actions, txns=txns, metadata=metadata, operation=operation, retries=retries)[0]
+
+
+def commit_version(
+    dt: DeltaTable,
+    actions: Sequence[AddAction | RemoveAction],
+    *,
+    txns: Mapping[str, int],
+    metadata: Mapping[str, Any] | None = None,
+    operation: str,
+    retries: int | None = None,
+    plan_version: int | None = None,
+    planned_txns: Mapping[str, int | None] | None = None,
+) -> tuple[str, int | None]:
+    """:func:`commit`, returning its commit id and the version it landed as when that is known without reading the log
+    back: a commit that removes files is made as exactly the next version of the one it checked (None otherwise).
+
+    ``plan_version``: the version the caller planned the commit on, its removes being files of that version, and
+    ``planned_txns`` the values its snapshot of that version holds for ``txns``' app ids. When ``dt`` is at that
+    version, the removes' first attempt has nothing to check again (every file it removes is live there, and no app
+    id or metadata can have moved between a version and itself): only an attempt after a lost version checks."""
     commit_id = new_commit_id()
     read_version = dt.version()
     # The version this commit is based on: deltalog checked every commit up to it for other engines' changes
@@ -397,19 +418,23 @@ def commit(
     )
     faults.point(f"{operation}:before-commit")  # inert unless the reliability harness asks (see faults)
     removed = [a.path for a in actions if isinstance(a, RemoveAction)]
+    version: int | None = None
     if removed:
-        _commit_removing(dt, actions, removed, custom, txns, operation)
+        planned = plan_version is not None and plan_version == read_version
+        version = _commit_removing(dt, actions, removed, custom, txns, operation,
+                                   planned_txns if planned else None, checked=planned)
     else:
         try:
             dt.create_write_transaction(list(actions), mode="append", schema=TABLE_SCHEMA, commit_properties=props)
         except Exception as e:  # noqa: BLE001 - any failure: the log says whether the commit landed
-            resolve_commit(dt, read_version, commit_id, operation, e)
+            version = resolve_commit(dt, read_version, commit_id, operation, e)
     faults.point(f"{operation}:after-commit")
-    return commit_id
+    return commit_id, version
 
 
 def _commit_removing(dt: DeltaTable, actions: Sequence[AddAction | RemoveAction], removed: Sequence[str],
-                     custom: Mapping[str, Any], txns: Mapping[str, int], operation: str) -> None:
+                     custom: Mapping[str, Any], txns: Mapping[str, int], operation: str,
+                     planned_txns: Mapping[str, int | None] | None = None, *, checked: bool = False) -> int:
     """A commit that removes files, made only at the version right after one whose files it checked.
 
     delta-rs refuses a commit removing a file a concurrent commit removed only when that remove had
@@ -421,23 +446,26 @@ def _commit_removing(dt: DeltaTable, actions: Sequence[AddAction | RemoveAction]
     the table at the version the commit is then made on with ``max_commit_retries=0``: delta-rs writes it as
     exactly the next version or fails, so no commit can land between the check and the commit. A version taken
     in between (a concurrent append, anything) is read and checked again; a conflict raises
-    :class:`CommitConflictError` and the caller plans again from a fresh snapshot."""
+    :class:`CommitConflictError` and the caller plans again from a fresh snapshot. ``checked``: ``dt`` is at the
+    version the caller planned on (see :func:`commit_version`), so the first attempt checks nothing. Returns the
+    version the commit landed as."""
     commit_id = custom[COMMIT_ID]
-    planned_txns = {k: dt.transaction_version(k) for k in txns}
+    planned_txns = ({k: planned_txns[k] for k in txns} if planned_txns is not None and all(k in planned_txns for k in txns)
+                    else {k: dt.transaction_version(k) for k in txns})
     planned_shape = _table_shape(dt)
-    for _ in range(REMOVE_COMMIT_ATTEMPTS):
-        _check_removes(dt, removed, planned_txns, planned_shape, operation)
+    for attempt in range(REMOVE_COMMIT_ATTEMPTS):
+        if attempt or not checked:
+            _check_removes(dt, removed, planned_txns, planned_shape, operation)
         faults.point(f"{operation}:checked")
         props = CommitProperties(custom_metadata=dict(custom), max_commit_retries=0,
                                  app_transactions=app_transactions(txns))
         base = dt.version()  # an earlier attempt lost its version to another commit: it is not in the log
         try:
             dt.create_write_transaction(list(actions), mode="append", schema=TABLE_SCHEMA, commit_properties=props)
-            return
+            return base + 1  # with no retries, delta-rs writes exactly the next version or fails
         except Exception as e:  # noqa: BLE001 - any failure: the log says whether the commit landed
             try:
-                resolve_commit(dt, base, commit_id, operation, e)
-                return  # it landed; its answer was lost
+                return resolve_commit(dt, base, commit_id, operation, e)  # it landed; its answer was lost
             except CommitConflictError:
                 pass  # the version was taken: find_commit moved dt to the latest version; check that one
     raise CommitConflictError(f"{operation} on {dt.table_uri} found the next version taken {REMOVE_COMMIT_ATTEMPTS} "

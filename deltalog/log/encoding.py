@@ -18,16 +18,20 @@ match the new encoding read as ``null`` in the typed SQL columns.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 from collections.abc import Iterable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from deltalog.errors import InvalidRecordError
 from deltalog.schemas import parse_schema
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType  # only for json encodings: appends of bytes never import pyspark
+
+    from deltalog.log.record import Record
 
 
 # -- checking records ------------------------------------------------------------------------------------
@@ -145,3 +149,46 @@ def check_bytes(data: bytes, encoding: str, schema_text: str) -> str | None:
         return "it is JSON nested too deeply to check (more levels than Python's recursion limit)"
     problem = _match(parse_schema(schema_text), parsed, "")
     return f"it does not match the declared schema: {problem}" if problem else None
+
+
+def decode_data(data: bytes | None, encoding: str) -> Any:
+    """A stored key or value as its topic declares it: ``string`` -> ``str``, ``json`` -> the decoded JSON (a
+    ``dict`` for an object, as ``deltalog consume`` prints it and SQL's typed columns hold it), ``bytes`` (and
+    ``None``, a tombstone) as stored. Data the encoding does not decode (written before the topic declared it) is
+    returned as stored, bytes, as ``consume`` prints such a record's text."""
+    if data is None or encoding == "bytes":
+        return data
+    try:
+        text = data.decode("utf-8")
+        return text if encoding == "string" else json.loads(text, parse_constant=_reject_constant)
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError alike
+        return data
+
+
+def encode_data(data: Any) -> bytes | None:
+    """:func:`decode_data` undone: a ``str`` as UTF-8, a JSON value (``dict``, ``list``, number, boolean) as compact
+    JSON text, bytes and ``None`` as they are."""
+    if data is None or isinstance(data, bytes):
+        return data
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    try:
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as e:
+        raise InvalidRecordError(f"a record key or value must be bytes, str, None or a JSON value (dict, list, "
+                                 f"number, boolean), not {type(data).__name__}: {e}") from None
+
+
+def decoded_records(records: list[Record], key_encoding: str, value_encoding: str) -> list[Record]:
+    """``records`` with their keys and values as the topic declares them (:func:`decode_data`); the same list when
+    both are ``bytes``. A decoded record is a :class:`~deltalog.log.record.Record` holding ``str`` or JSON values
+    where it would hold bytes (set past its constructor, which turns a ``str`` into bytes for writers)."""
+    if key_encoding == "bytes" and value_encoding == "bytes":
+        return records
+    out = []
+    for r in records:
+        copy = dataclasses.replace(r)
+        object.__setattr__(copy, "key", decode_data(r.key, key_encoding))
+        object.__setattr__(copy, "value", decode_data(r.value, value_encoding))
+        out.append(copy)
+    return out

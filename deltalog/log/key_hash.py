@@ -13,6 +13,9 @@ tests check. A step runs once per 8-byte word of the longest key, over the keys 
 cost one numpy step per 8 bytes: keys of :data:`LONG_KEY_BYTES` or more are hashed one at a time by the ``xxhash``
 package's C XXH64 instead (same algorithm and seeds, so the same values: they are stored in every table), at
 memory speed. Short keys, the common case, stay on the vectorised path, where a call per key would cost more.
+That path stays hand-written on purpose: no maintained library hashes a whole Arrow column of keys in one call
+(``xxhash`` and Arrow's compute functions take one key at a time, or have no XXH64), and exactness matters as much
+as speed, since the values are stored in every table and must equal Spark's ``xxhash64``.
 
 The log writes each record's hash beside it at append (the key-hash columns of
 :data:`~deltalog.log.record.KEY_HASH_FIELDS`, :func:`with_key_hash`), so the cleaner's pass 1 reads the hashes

@@ -612,7 +612,8 @@ class LogManager:
             plog.forget_cycle()
 
     def each_leased(self, topic: str | None, purpose: str, step: Callable[[PartitionLog], T], *,
-                    keep_going: bool = False, needed: Callable[[PartitionLog], bool] | None = None) -> list[T]:
+                    keep_going: bool = False, needed: Callable[[PartitionLog], bool] | None = None,
+                    progress: Callable[[int, int, str], None] | None = None) -> list[T]:
         """``step(log)`` on every partition (of ``topic``, or of the store) under its lease, the results in the
         partitions' order; with ``keep_going``, :attr:`walk_threads` partitions at a time (each leased on its own).
 
@@ -622,6 +623,8 @@ class LogManager:
         when given, says from what this process already knows of the partition (its cached snapshot, a listing)
         whether ``step`` could do anything; a partition it says no to is not leased at all, so an idle store's
         cycle writes nothing per partition (``step`` plans again under the lease, so a stale yes is harmless).
+        ``progress`` is told ``(partitions done, partitions in all, the partition now)`` before each partition
+        and once at the end (a command's progress bar).
         """
         def one(plog: PartitionLog) -> tuple[bool, T | None]:
             if needed is not None and not needed(plog):
@@ -636,17 +639,24 @@ class LogManager:
                 lease.release()
 
         out: list[T] = []
+        logs = self.logs(topic)
         if not keep_going:  # the first error stops the walk: one partition after another
-            for plog in self.logs(topic):
+            for i, plog in enumerate(logs):
+                if progress is not None:
+                    progress(i, len(logs), f"{plog.topic}-{plog.partition}")
                 done, result = one(plog)
                 if done:
                     out.append(result)  # type: ignore[arg-type] - step's own result, None included
-            return out
-        for walked in each_partition(self.logs(topic), one, self.walk_threads):
-            if walked.error is not None:
-                self._step_failed(purpose, walked.item, walked.error, keep_going)
-            elif walked.result is not None and walked.result[0]:
-                out.append(walked.result[1])  # type: ignore[arg-type] - step's own result, None included
+        else:
+            for i, walked in enumerate(each_partition(logs, one, self.walk_threads)):
+                if walked.error is not None:
+                    self._step_failed(purpose, walked.item, walked.error, keep_going)
+                elif walked.result is not None and walked.result[0]:
+                    out.append(walked.result[1])  # type: ignore[arg-type] - step's own result, None included
+                if progress is not None:
+                    progress(i + 1, len(logs), f"{walked.item.topic}-{walked.item.partition}")
+        if progress is not None:
+            progress(len(logs), len(logs), "done")
         return out
 
     @staticmethod

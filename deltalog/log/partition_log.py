@@ -255,6 +255,13 @@ class PartitionLog:
         if pending:
             raise foreign_commits.error_for(f"{self.topic}-{self.partition}", self.uri, pending)
 
+    def own_commit(self, version: int) -> None:
+        """A commit of this process's own made ``version`` through another handle (a pass's, pinned at its plan): the
+        next refresh that finds it need not read it to tell whether another engine made it."""
+        watch = self._watch
+        if not watch.pending and watch.checked_version == version - 1:
+            watch.checked_version = version
+
     def table_at(self, version: int) -> DeltaTable:
         """A separate handle pinned at ``version``: commits made through it are checked for conflicts
         against everything committed after ``version`` (the snapshot a plan was made from)."""
@@ -503,7 +510,7 @@ class PartitionLog:
 
     # -- other engines' layouts -----------------------------------------------------------------------
 
-    def relayout(self, now_ms: int) -> int:
+    def relayout(self, now_ms: int, snap: LogSnapshot | None = None) -> int:
         """Rewrite the files another engine laid out (OPTIMIZE bin-packing or Z-order: several segments in one
         file, rows in any order) back into deltalog's layout, one file per segment in offset order, and return how
         many files were rewritten (0: none to do, and nothing is committed).
@@ -516,9 +523,12 @@ class PartitionLog:
         lease, because they replace or drop whole segments' files: a merged file also holding records of a segment
         they keep must not go with them. A concurrent append is rebased over; another engine's OPTIMIZE of the same
         files that commits first makes the rewrite plan again (:func:`deltalog.log.delta.commit` checks the removes).
+        ``snap``: the latest snapshot, when the caller just took it (an attempt after a lost race reads a fresh one).
         """
+        given = snap
+
         def attempt(i: int) -> int:
-            snap = self.snapshot()
+            snap = given if i == 0 and given is not None else self.snapshot()
             foreign = layout.foreign_layout(snap.files)
             if not foreign:
                 return 0
@@ -551,7 +561,7 @@ class PartitionLog:
         return duplicates.find(self.storage, self.uri, self.topic, self.partition, snap.version, snap.files,
                                snap.log_start_offset)
 
-    def repair_duplicates(self, now_ms: int) -> int:
+    def repair_duplicates(self, now_ms: int, snap: LogSnapshot | None = None) -> int:
         """Keep one copy of each offset the table holds twice (:mod:`deltalog.log.duplicates`) and return how many
         rows were dropped (0: nothing held twice, and nothing is committed).
 
@@ -559,9 +569,13 @@ class PartitionLog:
         one file per segment in one commit that removes those files: every offset is then served once, as Kafka
         serves it. The copies are the same record (an offset is assigned once); where a cleaning pass stamped a
         tombstone's delete horizon on one copy, the first in offset order is kept. The cleaner runs it first,
-        under the partition's lease; a concurrent commit that removes the same files makes it plan again."""
+        under the partition's lease; a concurrent commit that removes the same files makes it plan again.
+        ``snap``: the latest snapshot, when the caller just took it (an attempt after a lost race reads a fresh one).
+        """
+        given = snap
+
         def attempt(i: int) -> int:
-            snap = self.snapshot()
+            snap = given if i == 0 and given is not None else self.snapshot()
             found = self.duplicated_offsets(snap)
             if found is None:
                 return 0

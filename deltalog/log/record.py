@@ -29,6 +29,7 @@ a file without them (written before they existed, or rewritten by another engine
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -294,7 +295,9 @@ class Record:
     """A Kafka record. ``offset`` and ``delete_horizon_ms`` are set by the log, not by producers.
 
     ``timestamp_ms`` defaults to the store clock's time at append. ``key`` and ``value`` are bytes;
-    a ``str`` is accepted and stored as UTF-8. ``value=None`` is a tombstone.
+    a ``str`` is accepted and stored as UTF-8. ``value=None`` is a tombstone. A record ``Store.read`` returns holds
+    them as its topic declares them (``str`` for ``string``, the decoded JSON for ``json``; see
+    :func:`deltalog.log.encoding.decoded_records`) and can be appended again as it is.
     """
 
     key: bytes | None = None
@@ -323,10 +326,22 @@ class Record:
     @property
     def size_bytes(self) -> int:
         """Bytes counted against ``max.message.bytes``: key, value and headers."""
-        size = len(self.key or b"") + len(self.value or b"")
+        size = _stored_size(self.key) + _stored_size(self.value)
         for name, value in self.headers:
             size += len(name.encode("utf-8")) + len(value or b"")
         return size
+
+
+def _stored_size(data: Any) -> int:
+    """Bytes a key or value takes stored: as it is, or encoded back when a read decoded it (a ``str``, a JSON
+    value: :func:`deltalog.log.encoding.decoded_records`)."""
+    if data is None:
+        return 0
+    if isinstance(data, bytes):
+        return len(data)
+    if isinstance(data, str):
+        return len(data.encode("utf-8"))
+    return len(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
 
 
 def table_to_records(table: pa.Table) -> list[Record]:

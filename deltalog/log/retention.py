@@ -27,6 +27,7 @@ removes the files that lie entirely below it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from deltalog.errors import CommitConflictError, InvalidConfigError, OffsetOutOfRangeError
@@ -232,7 +233,8 @@ def _commit_removal(log_: PartitionLog, snap: LogSnapshot, files: list[DataFile]
 
 
 def apply_retention(logs: LogManager, topic: str | None = None, *, keep_going: bool = False,
-                    only_due: bool = False) -> list[RetentionResult]:
+                    only_due: bool = False, progress: Callable[[int, int, str], None] | None = None
+                    ) -> list[RetentionResult]:
     """Kafka's ``cleanupLogs``: retention over every partition (of ``topic``, or of the store).
 
     Each partition is done under its lease, so never while a cleaning pass runs on it; one whose lease
@@ -241,9 +243,10 @@ def apply_retention(logs: LogManager, topic: str | None = None, *, keep_going: b
     neither leased nor reported: its cost is the refresh of its snapshot (nothing read when no commit
     landed since this process last read it; in a cycle, :meth:`LogManager.snapshot`'s, shared with the cycle's
     other steps). Partitions go :attr:`LogManager.walk_threads` at a time with ``keep_going``.
+    ``progress``: told ``(done, total, partition)`` as it goes.
     """
     def due(log_: PartitionLog) -> bool:
         return bool(deletable_segments(logs.snapshot(log_), logs.clock.now_ms()))
 
     return logs.each_leased(topic, "retention", lambda log_: delete_old_segments(log_, logs.clock.now_ms()),
-                            keep_going=keep_going, needed=due if only_due else None)
+                            keep_going=keep_going, needed=due if only_due else None, progress=progress)

@@ -260,14 +260,17 @@ def has_unreferenced_files(log_: PartitionLog, snapshot: Callable[[PartitionLog]
 
 
 def vacuum_store(logs: LogManager, topic: str | None = None, *, dry_run: bool = True,
-                 keep_going: bool = False, only_due: bool = False) -> list[VacuumResult]:
+                 keep_going: bool = False, only_due: bool = False,
+                 progress: Callable[[int, int, str], None] | None = None) -> list[VacuumResult]:
     """VACUUM every partition (of ``topic``, or of the store), each under its lease; busy ones are skipped.
     (The store's staging directory is swept by :func:`vacuum_staged`.) With ``only_due`` (the cleaner's cycle)
     a partition without an unreferenced file (:func:`has_unreferenced_files`) is neither leased nor reported, and a
-    partition is not even listed while this process knows nothing of it can be due (:func:`_quiet`)."""
+    partition is not even listed while this process knows nothing of it can be due (:func:`_quiet`).
+    ``progress``: told ``(done, total, partition)`` as each partition starts (``deltalog cleaner vacuum``'s bar)."""
     if not only_due:
         return logs.each_leased(topic, NO_COMMIT_PURPOSE, lambda log_: vacuum(log_, logs.clock.now_ms(),
-                                                                              dry_run=dry_run), keep_going=keep_going)
+                                                                              dry_run=dry_run), keep_going=keep_going,
+                                progress=progress)
 
     def needed(log_: PartitionLog) -> bool:
         try:
@@ -291,7 +294,7 @@ def vacuum_store(logs: LogManager, topic: str | None = None, *, dry_run: bool = 
                         until if result.next_due_ms is None else min(until, result.next_due_ms))
         return result
 
-    return logs.each_leased(topic, NO_COMMIT_PURPOSE, step, keep_going=keep_going, needed=needed)
+    return logs.each_leased(topic, NO_COMMIT_PURPOSE, step, keep_going=keep_going, needed=needed, progress=progress)
 
 
 #: ``(table uri, topic id) -> (version, until ms)``: this process found nothing VACUUM could remove in the table at

@@ -19,7 +19,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -158,6 +158,7 @@ def check_topic(
     data_docs: bool = False,
     save: bool = True,
     context: Any = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> CheckResult:
     """Run the per-partition suite on the latest snapshot of each partition, and the across-clean suite
     on its cleans: ``cleans="last"`` (default) the newest clean, ``"all"`` every clean whose earlier
@@ -166,7 +167,10 @@ def check_topic(
 
     ``context``: a Great Expectations data context, or the directory of a file context, to run in instead of
     an ephemeral one (:mod:`deltalog.quality.ge_context`): the suites are saved there, each run is one of its
-    Checkpoints, results land in its stores and data docs are built by the checkpoints' actions."""
+    Checkpoints, results land in its stores and data docs are built by the checkpoints' actions.
+
+    ``progress`` is told ``(partitions done, partitions in all, what is validated now)`` before each suite (the
+    state table's suite, when it runs, is one more step)."""
     all_partitions = logs.partitions(topic)  # raises for an unknown topic before any path is built
     now = logs.clock.now_ms()
     topic_dir = logs.state_path(CHECKS_DIR, topic)
@@ -184,7 +188,14 @@ def check_topic(
     wanted = list(partitions) if partitions is not None else all_partitions
     suites: list[SuiteOutcome] = []
     notes: list[str] = []
-    for p in wanted:
+    steps = len(wanted) + (1 if partitions is None else 0)
+
+    def tell(done: int, now: str) -> None:
+        if progress is not None:
+            progress(done, steps, now)
+
+    for i, p in enumerate(wanted):
+        tell(i, f"partition {p}")
         log = logs.log(topic, p)
         try:
             snap = log.snapshot()
@@ -199,6 +210,7 @@ def check_topic(
                               partition_frame(spark, log, snap), partition_parameters(snap, last))
         suites.append(SuiteOutcome(topic, p, "partition", snap.version, outcomes))
         for commit in _cleans_to_check(history, cleans, p):
+            tell(i, f"partition {p}, across the clean at version {commit.version}")
             try:
                 before = log.snapshot(commit.before_version)
                 after = log.snapshot(commit.version)
@@ -215,7 +227,9 @@ def check_topic(
                                   across_clean_frame(spark, log, before, after), clean_parameters(commit, retention_ms))
             suites.append(SuiteOutcome(topic, p, "clean", commit.version, outcomes))
     if partitions is None:
+        tell(len(wanted), "the state table")
         suites.extend(_state_suite(logs, spark, runner, topic))
+    tell(steps, "saving the results")
     docs_index = runner.data_docs(build=data_docs)
     if docs_dir is not None and docs_location is not None:
         runner.context.build_data_docs(site_names=["deltalog"])

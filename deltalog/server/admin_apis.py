@@ -190,11 +190,12 @@ class AdminApis:
                 f"endpoint type {endpoint_type} is not served: only brokers (1)"), endpoint_type=endpoint_type,
                 cluster_id=self.apis.cluster_id, controller_id=-1, brokers=[],
                 authorized_operations=None)
+        ops = self.apis.authz.cluster_operations(request) if body.include_cluster_authorized_operations else None
         return cls(throttle_time_ms=0, error_code=p.NONE, error_message=None, endpoint_type=endpoint_type,
                    cluster_id=self.apis.cluster_id, controller_id=self.apis.placement.controller(brokers).node_id,
                    brokers=[cls.DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=None,
                                                       is_fenced=False) for b in brokers],
-                   authorized_operations=None)
+                   authorized_operations=ops)  # KIP-430, when asked; None is Kafka's "not asked" (INT_MIN)
 
 
 __all__ = ["AdminApis", "handlers"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from deltalog.acls import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
+from deltalog.acls import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, Authorizer, ResourceType
 from deltalog.server import protocol as p
 
 OP = AclOperation
@@ -34,6 +34,18 @@ class RequestAuthorizer:
         if self.authorizer is None:
             return True
         return self.authorizer.authorize(request.principal, request.host, operation, resource_type, name)
+
+    def authorized_operations(self, request: p.Request, resource_type: ResourceType, name: str) -> set[int]:
+        """The codes of the operations on the resource the principal is allowed, of those its type has (Kafka's
+        ``AuthHelper.authorizedOperations``: without an authorizer, every one): the ``authorizedOperations``
+        bit field Metadata, DescribeCluster and DescribeGroups carry when the client asks for it (KIP-430)."""
+        return {int(op) for op in SUPPORTED_OPERATIONS[resource_type]
+                if self.allowed(request, op, resource_type, name)}
+
+    def cluster_operations(self, request: p.Request) -> set[int]:
+        """The cluster's authorized operations, as Kafka gives them: none without DESCRIBE on the cluster."""
+        return self.authorized_operations(request, RT.CLUSTER, CLUSTER_NAME) if self.cluster(request, OP.DESCRIBE) \
+            else set()
 
     def cluster(self, request: p.Request, operation: AclOperation) -> bool:
         return self.allowed(request, operation, RT.CLUSTER, CLUSTER_NAME)

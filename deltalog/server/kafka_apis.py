@@ -202,6 +202,11 @@ class KafkaApis:
                 names = [t.name for t in body.topics]
             topics = []
             allowed = request.api_version < 4 or body.allow_auto_topic_creation
+            # KIP-430: the operations the principal may do on each topic (and, v8-10, the cluster) when asked;
+            # None is Kafka's "not asked" (INT_MIN)
+            topic_ops = request.api_version >= 8 and body.include_topic_authorized_operations
+            cluster_ops = (self.authz.cluster_operations(request) if 8 <= request.api_version <= 10
+                           and body.include_cluster_authorized_operations else None)
             for name in names:
                 parts, topic_id = self._partitions(name)
                 if parts == p.UNKNOWN_TOPIC_OR_PARTITION and allowed and self.config.auto_create_topics_enable:
@@ -215,15 +220,17 @@ class KafkaApis:
                     continue
                 leaders = [self.placement.leader(name, i, brokers).node_id for i in parts]
                 ids = {"topic_id": self._topic_uuid(name, topic_id)} if request.api_version >= 10 else {}
+                ops = self.authz.authorized_operations(request, ResourceType.TOPIC, name) if topic_ops else None
                 topics.append(cls.MetadataResponseTopic(
-                    error_code=p.NONE, name=name, is_internal=name.startswith("__"), **ids,
+                    error_code=p.NONE, name=name, is_internal=name.startswith("__"), **ids, authorized_operations=ops,
                     partitions=[cls.MetadataResponseTopic.MetadataResponsePartition(
                         error_code=p.NONE, partition_index=i, leader_id=leader, leader_epoch=0,
                         replica_nodes=[leader], isr_nodes=[leader], offline_replicas=[])
                         for i, leader in zip(parts, leaders, strict=True)]))
         return cls(throttle_time_ms=0, brokers=[cls.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port,
                                                                             rack=None) for b in brokers],
-                   cluster_id=self.cluster_id, controller_id=self.placement.controller(brokers).node_id, topics=topics)
+                   cluster_id=self.cluster_id, controller_id=self.placement.controller(brokers).node_id, topics=topics,
+                   authorized_operations=cluster_ops)
 
     # -- Produce ---------------------------------------------------------------------------------------
 
@@ -811,10 +818,12 @@ class KafkaApis:
                     member_metadata=dict(m.protocols).get(g.protocol_name or "", b""),
                     member_assignment=m.assignment) for m in g.members.values()]
             state, ptype = known.get(group_id, ("Dead", ""))
+            asked = request.api_version >= 3 and request.body.include_authorized_operations  # KIP-430
+            ops = self.authz.authorized_operations(request, ResourceType.GROUP, group_id) if asked else None
             out.append(cls.DescribedGroup(error_code=p.NONE, group_id=group_id, group_state=state,
                                           protocol_type=ptype or "",
                                           protocol_data=(g.protocol_name or "") if g is not None and g.members else "",
-                                          members=members, authorized_operations=None))  # None: not asked, Kafka's INT_MIN
+                                          members=members, authorized_operations=ops))
         return cls(throttle_time_ms=0, groups=out)
 
     # -- idempotent producers ---------------------------------------------------------------------------------

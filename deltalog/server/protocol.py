@@ -238,6 +238,10 @@ class Request:
     #: connection that did not authenticate; and the client's IP address (the host ACLs match).
     principal: str = "User:ANONYMOUS"
     host: str = ""
+    #: The frame's size and when it was decoded (``time.monotonic()``): the request metrics' RequestBytes and
+    #: TotalTimeMs (:mod:`deltalog.server.request_metrics`).
+    size: int = 0
+    received: float = 0.0
 
     @property
     def response_class(self) -> Any:

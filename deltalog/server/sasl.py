@@ -120,7 +120,13 @@ def _saslname(name: str) -> str:
 class ScramServer:
     """RFC 5802's server side (Kafka's ``ScramSaslServer``): client-first -> server-first (the nonce, the user's salt
     and iteration count) -> client-final (the proof, checked against the stored key) -> server-final (the server
-    signature, which proves to the client that the server holds the user's server key)."""
+    signature, which proves to the client that the server holds the user's server key).
+
+    Written here rather than taken from ``scramp`` (a maintained RFC 5802/7677 implementation): scramp's server
+    compares the client-final nonce for equality with no option to do otherwise (checked up to scramp 1.5.0), and
+    the proof covers the client-final message as sent, so the repeated nonce of librdkafka up to 2.0 (Debian's kcat
+    1.7; see :meth:`_client_final`) cannot be mended before scramp sees it. Its key derivation is RFC 5802's, checked
+    against RFC 7677's test vector (tests/test_endpoint_security.py)."""
 
     def __init__(self, mechanism: str, lookup: ScramLookup, *, server_nonce: str | None = None) -> None:
         self.mechanism = mechanism

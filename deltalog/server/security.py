@@ -55,39 +55,22 @@ _LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:\[\]]*
 
 
 def load_properties(path: str) -> dict[str, str]:
-    """A Java properties file (``java.util.Properties.load``: ``key=value``, ``key: value`` or ``key value``; ``#``
-    and ``!`` comment lines; a line ending in an odd number of backslashes continues on the next)."""
+    """A Java properties file, read by ``jproperties`` with ``java.util.Properties.load``'s rules (``key=value``,
+    ``key: value`` or ``key value``; ``#`` and ``!`` comment lines; a line ending in an odd number of backslashes
+    continues on the next; ``\\uXXXX`` and the other escapes), as UTF-8 text (Java's default for a ``Reader``)."""
+    from jproperties import ParseError, Properties, PropertyError  # the server extra: only serve reads these
+
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as e:
         raise InvalidConfigError(f"cannot read the config file {path}: {e.strerror or e}") from None
-    props: dict[str, str] = {}
-    logical = ""
-    for raw in text.splitlines():
-        line = raw.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            logical += line[:-1]
-            continue
-        logical += line
-        m = re.match(r"((?:[^=:\s\\]|\\.)+)\s*(?:[=:]\s*|\s+|$)(.*)", logical)
-        if m:
-            props[_unescape(m.group(1))] = _unescape(m.group(2))
-        logical = ""
-    if logical:
-        m = re.match(r"((?:[^=:\s\\]|\\.)+)\s*(?:[=:]\s*|\s+|$)(.*)", logical)
-        if m:
-            props[_unescape(m.group(1))] = _unescape(m.group(2))
-    return props
-
-
-def _unescape(s: str) -> str:
-    return re.sub(r"\\(u[0-9a-fA-F]{4}|.)", lambda m: chr(int(m.group(1)[1:], 16)) if m.group(1)[0] == "u"
-                  and len(m.group(1)) == 5 else {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(m.group(1),
-                                                                                                m.group(1)), s)
+    props = Properties()
+    try:
+        props.load(data, "utf-8")
+    except (ParseError, PropertyError, UnicodeDecodeError) as e:
+        raise InvalidConfigError(f"the config file {path} is not a Java properties file in UTF-8: {e}") from None
+    return dict(props.properties)
 
 
 def is_loopback(host: str) -> bool:

@@ -50,6 +50,7 @@ from deltalog.server.broker_config import BrokerConfig
 from deltalog.server.kafka_apis import FETCH_POLL_S, KafkaApis, fetch_deadline
 from deltalog.server.limits import ConnectionLimits
 from deltalog.server.placement import for_endpoint
+from deltalog.server.request_metrics import RequestMetrics
 from deltalog.server.security import ListenerSecurity
 from deltalog.server.served_store import ServedStore
 
@@ -162,8 +163,19 @@ class _RequestThreads:
 class _Handlers:
     """The requests of one connection turned into response frames, on a request thread."""
 
-    def __init__(self, apis: KafkaApis) -> None:
+    def __init__(self, apis: KafkaApis, metrics: RequestMetrics | None = None) -> None:
         self.apis = apis
+        self.metrics = metrics
+
+    def _answered(self, req: p.Request, response: Any, frame: bytes) -> bytes:
+        """``frame`` (the encoded ``response``), counted in the request metrics when they are kept."""
+        self._count(req, response, len(frame))
+        return frame
+
+    def _count(self, req: p.Request, response: Any, response_bytes: int) -> None:
+        if self.metrics is not None:
+            self.metrics.record(p.SERVED[req.api_key].request, req.api_version, req.size, response, response_bytes,
+                                1000 * (time.monotonic() - req.received))
 
     def authenticate(self, ch: _Channel, frame: bytes) -> _Done:
         token, close = ch.auth.receive(frame)
@@ -179,6 +191,7 @@ class _Handlers:
                 req = p.parse_request(frame)
                 if isinstance(req, p.Request):
                     req.principal, req.host = principal, host
+                    req.size, req.received = len(frame), time.monotonic()
             except p.ProtocolError as e:
                 if self._flush(produces, peer, done):
                     log.warning("closing %s: %s", peer, e)
@@ -219,7 +232,8 @@ class _Handlers:
         except Exception:  # a handler's bug must not take the endpoint down; Kafka closes the connection too
             log.exception("closing %s: handling API key %d v%d failed", peer, req.api_key, req.api_version)
             return False
-        return p.encode_response(req.api_key, req.api_version, req.correlation_id, response)
+        return self._answered(req, response, p.encode_response(req.api_key, req.api_version, req.correlation_id,
+                                                               response))
 
     def retry_fetch(self, parked: _Parked, peer: Any) -> _Done:
         """A parked Fetch looked at again: read again only if a partition has a commit since; at its deadline it is
@@ -233,7 +247,8 @@ class _Handlers:
         if not changed:
             if not last:
                 return _Done(parked=parked)
-            return _Done(out=[p.encode_response(req.api_key, req.api_version, req.correlation_id, parked.response)])
+            return _Done(out=[self._answered(req, parked.response, p.encode_response(
+                req.api_key, req.api_version, req.correlation_id, parked.response))])
         answer = self._try_fetch(req, parked.deadline, peer)
         if isinstance(answer, _Parked):
             answer.rest = parked.rest
@@ -253,17 +268,20 @@ class _Handlers:
             return False
         for req, response in zip(requests, responses, strict=True):
             if response is not None:
-                done.out.append(p.encode_response(req.api_key, req.api_version, req.correlation_id, response))
+                done.out.append(self._answered(req, response, p.encode_response(
+                    req.api_key, req.api_version, req.correlation_id, response)))
+            else:  # acks=0: no response, still a request served
+                self._count(req, None, 0)
         return True
 
-    @staticmethod
-    def _call(handler: Callable[[], Any], req: p.Request, peer: Any) -> bytes | bool | None:
+    def _call(self, handler: Callable[[], Any], req: p.Request, peer: Any) -> bytes | bool | None:
         """The response frame; None for no response (or a Fetch to park: the handler answered None); False to close."""
         try:
             response = handler()
             if response is None:
                 return None
-            return p.encode_response(req.api_key, req.api_version, req.correlation_id, response)
+            return self._answered(req, response, p.encode_response(req.api_key, req.api_version, req.correlation_id,
+                                                                   response))
         except Exception:  # a handler's bug must not take the endpoint down; Kafka closes the connection too
             log.exception("closing %s: handling API key %d v%d failed", peer, req.api_key, req.api_version)
             return False
@@ -613,10 +631,13 @@ class SocketServer:
     def __init__(self, store: ServedStore, host: str = "127.0.0.1", port: int = 9092, *,
                  advertised_host: str | None = None, max_request_bytes: int = p.DEFAULT_MAX_REQUEST_BYTES,
                  security: ListenerSecurity | None = None, limits: ConnectionLimits | None = None,
-                 config: BrokerConfig | None = None, **registration: Any) -> None:
+                 config: BrokerConfig | None = None, metrics: RequestMetrics | None = None,
+                 **registration: Any) -> None:
         """``security`` (:mod:`deltalog.server.security`): TLS and SASL; without it PLAINTEXT, loopback addresses
         only. ``limits``: :class:`~deltalog.server.limits.ConnectionLimits` (Kafka's defaults when None);
         ``config``: :class:`~deltalog.server.broker_config.BrokerConfig` (topic auto-creation, DescribeConfigs).
+        ``metrics``: a :class:`~deltalog.server.request_metrics.RequestMetrics` the request threads record every
+        request in (``deltalog serve --metrics-port``); None records nothing.
         ``registration``: ``node_id``, ``session_timeout_ms``, ``heartbeat_interval_ms`` of the endpoint's entry
         among the store's live endpoints (:func:`deltalog.server.placement.for_endpoint`)."""
         record_batches.warm_up()
@@ -647,14 +668,24 @@ class SocketServer:
         self.node_id = self.registry.node_id
         self.apis = KafkaApis(store, advertised, placement, config=config, listener=self.security.name)
         scram_lookup = ScramCredentials(store.storage).get if self.security.is_sasl else None
-        self._network = _NetworkThread(self._socket, _Handlers(self.apis), self.security, scram_lookup, self.limits,
-                                       max_request_bytes)
+        self._network = _NetworkThread(self._socket, _Handlers(self.apis, metrics), self.security, scram_lookup,
+                                       self.limits, max_request_bytes)
+        self.metrics = metrics
+        if metrics is not None:
+            metrics.listener = self.security.name
+            metrics.connections = lambda: self.connections
         self._thread: threading.Thread | None = None
 
     @property
     def connections(self) -> int:
         """Connections held now."""
         return len(self._network.channels)
+
+    @property
+    def ready(self) -> bool:
+        """Whether the endpoint answers clients: its network thread runs and has not been told to stop (what
+        ``deltalog serve``'s readiness endpoint reports)."""
+        return self._network.started.is_set() and not self._network.stop.is_set()
 
     def start(self) -> SocketServer:
         self._thread = threading.Thread(target=self._network.run, name="deltalog-network-thread", daemon=True)

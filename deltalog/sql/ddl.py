@@ -63,7 +63,7 @@ from deltalog.log.record import (
     TXN_FIRST_OFFSET,
     VALUE,
 )
-from deltalog.sql.names import CURRENT_SUFFIX, STATE_SUFFIX, view_name, view_names
+from deltalog.sql.names import CURRENT_SUFFIX, METRICS_VIEW, STATE_SUFFIX, view_name, view_names
 from deltalog.state.table import StateTable
 from deltalog.storage import is_object_store
 
@@ -420,26 +420,39 @@ def partition_tables(logs: LogManager, topic: str) -> list[PartitionTable]:
 
 def state_statements(d: Dialect, topic: str, location: str, *, relation: str | None = None) -> list[ViewStatement]:
     """The statement that makes the state table of ``topic`` (a Delta table at ``location``) a name in ``d``'s
-    engine, ``<view name>_state``: Databricks/Unity Catalog and Spark with a schema register it as an external
-    table (``CREATE TABLE ... USING DELTA LOCATION``), Spark without one makes a view over ``delta.`<location>```,
-    DuckDB a view over ``delta_scan``, Trino registers it (``system.register_table``). The table is read as it is
-    (no merge, no window): every engine's plain Delta reader gives its rows. ``relation`` replaces the engine's
-    Delta reader with another relation over the same snapshot (tests; deltalog's embedded engine)."""
-    name = view_name(topic) + STATE_SUFFIX
+    engine, ``<view name>_state`` (:func:`delta_table_statements`). ``relation`` replaces the engine's Delta reader
+    with another relation over the same snapshot (tests; deltalog's embedded engine)."""
+    return delta_table_statements(d, view_name(topic) + STATE_SUFFIX, topic, "state", location, relation=relation)
+
+
+def metrics_statements(d: Dialect, location: str, *, relation: str | None = None) -> list[ViewStatement]:
+    """The statement that makes the cleaner's metrics table (``<store>/_deltalog/metrics``: a row per partition per
+    job cycle, :mod:`deltalog.cleaner.metrics`) a name in ``d``'s engine, :data:`METRICS_VIEW`, as a state table is
+    named; its topic is empty (the table is the store's)."""
+    return delta_table_statements(d, METRICS_VIEW, "", "metrics", location, relation=relation)
+
+
+def delta_table_statements(d: Dialect, name: str, topic: str, kind: str, location: str, *,
+                           relation: str | None = None) -> list[ViewStatement]:
+    """The statement that makes a plain Delta table at ``location`` the name ``name`` in ``d``'s engine:
+    Databricks/Unity Catalog and Spark with a schema register it as an external table (``CREATE TABLE ... USING
+    DELTA LOCATION``), Spark without one makes a view over ``delta.`<location>```, DuckDB a view over
+    ``delta_scan``, Trino registers it (``system.register_table``). The table is read as it is (no merge, no
+    window): every engine's plain Delta reader gives its rows. ``relation`` replaces the engine's Delta reader."""
     if relation is not None:
-        return [ViewStatement(name, topic, "state", f"{d.create_view(name)}\nSELECT * FROM {relation}")]
+        return [ViewStatement(name, topic, kind, f"{d.create_view(name)}\nSELECT * FROM {relation}")]
     if isinstance(d, TrinoDialect):
         loc = location if is_object_store(location) else "file://" + location
-        return [ViewStatement(name, topic, "state", (
+        return [ViewStatement(name, topic, kind, (
             f"CALL {d.q(d.catalog or '')}.system.register_table(schema_name => {d.literal(d.schema or '')}, "
             f"table_name => {d.literal(name)}, table_location => {d.literal(loc)})"))]
     if isinstance(d, SparkDialect):
         if d.schema or d.databricks:
-            return [ViewStatement(name, topic, "state", (
+            return [ViewStatement(name, topic, kind, (
                 f"CREATE TABLE IF NOT EXISTS {d.qualified(name)} USING DELTA LOCATION {d.literal(location)}"))]
-        return [ViewStatement(name, topic, "state",
-                              f"{d.create_view(name)}\nSELECT * FROM delta.{d.q(location)}")]
-    return [ViewStatement(name, topic, "state", f"{d.create_view(name)}\nSELECT * FROM {d.table_ref(topic, PartitionTable(0, location, 0))}")]
+        return [ViewStatement(name, topic, kind, f"{d.create_view(name)}\nSELECT * FROM delta.{d.q(location)}")]
+    return [ViewStatement(name, topic, kind,
+                          f"{d.create_view(name)}\nSELECT * FROM {d.table_ref(topic, PartitionTable(0, location, 0))}")]
 
 
 def view_statements(logs: LogManager, engine: str, *, topics: Iterable[str] | None = None,
@@ -447,9 +460,11 @@ def view_statements(logs: LogManager, engine: str, *, topics: Iterable[str] | No
                     table_ref: Callable[[str, PartitionTable], str] | None = None,
                     state_ref: Callable[[str, str], str] | None = None) -> list[ViewStatement]:
     """The DDL of the views of ``topics`` (every topic by default) for ``engine``, and of the state tables those
-    that have one (:func:`state_statements`). A view name two topics claim (``a.b`` and ``a_b``) is left out, as
-    the Spark views leave it out. ``table_ref`` replaces the partition tables' references; the state tables are
-    then named only when ``state_ref`` (topic, location) -> a relation replaces theirs too."""
+    that have one (:func:`state_statements`); for the whole store (no ``topics``), also of the cleaner's metrics
+    table once a job cycle has written it (:func:`metrics_statements`). A view name two topics claim (``a.b`` and
+    ``a_b``) is left out, as the Spark views leave it out. ``table_ref`` replaces the partition tables' references;
+    the state and metrics tables are then named only when ``state_ref`` (topic, location) -> a relation replaces
+    theirs too (the metrics table's topic is empty)."""
     d = dialect(engine, catalog=catalog, schema=schema, temporary=temporary)
     all_topics = logs.list_topics()
     wanted = list(topics) if topics is not None else all_topics
@@ -464,24 +479,36 @@ def view_statements(logs: LogManager, engine: str, *, topics: Iterable[str] | No
         if (table_ref is None or state_ref is not None) and state.exists():
             stmts += state_statements(d, t, state.uri, relation=None if state_ref is None else state_ref(t, state.uri))
         out += [s for s in stmts if s.kind == "table" or len(names.get(s.name.lower(), [])) <= 1]
+    from deltalake import DeltaTable
+
+    from deltalog.cleaner.metrics import metrics_table_uri  # only here: the cleaner's modules are not the views'
+
+    metrics = metrics_table_uri(logs)
+    if (topics is None and (table_ref is None or state_ref is not None) and METRICS_VIEW not in names
+            and DeltaTable.is_deltatable(metrics, storage_options=logs.storage.delta_options)):
+        out += metrics_statements(d, metrics, relation=None if state_ref is None else state_ref("", metrics))
     return out
 
 
-#: What each engine needs to read the state tables (``<topic>_state``, plain Delta tables), said at the top of
-#: the script: the packages that cannot be assumed where it runs.
+#: What each engine needs to read the state tables (``<topic>_state``, plain Delta tables; the cleaner's metrics
+#: table, :data:`METRICS_VIEW`, is one too), said at the top of the script: the packages that cannot be assumed
+#: where it runs.
 STATE_TABLE_HEADERS = {
-    "spark": ["-- The state tables (*_state) are Delta tables: this Spark reads them only with delta-spark: "
+    "spark": ["-- The state tables (*_state) and deltalog_metrics are Delta tables: this Spark reads them only with "
+              "delta-spark: "
               "pip install delta-spark, its JARs io.delta:delta-spark_2.13",
               "-- (the release matching your Spark) in spark.jars.packages, with spark.sql.extensions="
               "io.delta.sql.DeltaSparkSessionExtension and",
               "-- spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog. Databricks "
               "reads them as they are."],
-    "databricks": ["-- The state tables (*_state) are external Delta tables: Databricks and Unity Catalog read "
+    "databricks": ["-- The state tables (*_state) and deltalog_metrics are external Delta tables: Databricks and Unity "
+                   "Catalog read "
                    "them as they are (USING DELTA LOCATION)."],
-    "duckdb": ["-- The state tables (*_state) are Delta tables: DuckDB reads them with its delta extension "
+    "duckdb": ["-- The state tables (*_state) and deltalog_metrics are Delta tables: DuckDB reads them with its "
+               "delta extension "
                "(INSTALL delta below, downloaded from DuckDB's extension repository on first use)."],
-    "trino": ["-- The state tables (*_state) are Delta tables: Trino's Delta Lake connector registers them (the "
-              "catalog's properties: connector.name=delta_lake and",
+    "trino": ["-- The state tables (*_state) and deltalog_metrics are Delta tables: Trino's Delta Lake connector "
+              "registers them (the catalog's properties: connector.name=delta_lake and",
               "-- delta.register-table-procedure.enabled=true)."],
 }
 
@@ -491,7 +518,7 @@ def script(statements: Sequence[ViewStatement], engine: str) -> str:
     head = [f"-- deltalog views for {engine}, made {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} from the "
             "partitions' snapshots:",
             "-- the log start offsets are those of that moment; make the views again after retention runs."]
-    if any(s.kind == "state" for s in statements):
+    if any(s.kind in ("state", "metrics") for s in statements):
         head += STATE_TABLE_HEADERS.get(engine, [])
     if engine == "duckdb":
         head.append("INSTALL delta;\nLOAD delta;")

@@ -12,6 +12,9 @@ from collections.abc import Iterable
 CURRENT_SUFFIX = "_current"
 #: The name of a topic's state table (a Delta table, docs/state-table.md) in SQL: ``<view name>_state``.
 STATE_SUFFIX = "_state"
+#: The SQL name of the cleaner's metrics table (``<store>/_deltalog/metrics``, a Delta table a row per partition per
+#: job cycle: :mod:`deltalog.cleaner.metrics`) in ``deltalog views``.
+METRICS_VIEW = "deltalog_metrics"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 

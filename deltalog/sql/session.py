@@ -186,49 +186,67 @@ WARM_JOB_GROUP = "deltalog-warm-workers"
 
 
 class _WarmUp(threading.Thread):
-    """The warm-up in its thread; ``workers`` is how many of its first job's tasks ran the cleaner's code, ``passes``
-    how many passes its round made (None until it ends, or when it failed); ``seconds`` how long it took."""
+    """The warm-up's first step in its thread; ``workers`` is how many of its tasks ran the cleaner's code (None
+    until it ends, or when it failed); ``passes`` how many passes the second step's round made (None until
+    :func:`await_warm_up` ran it); ``seconds`` how long both took."""
 
     workers: int | None = None
     passes: int | None = None
     seconds: float | None = None
+    round_lock: threading.Lock
 
 
 def warm_python_workers(session: SparkSession) -> _WarmUp:
-    """Warm the session up for the cleaner in the background (:mod:`deltalog.sql.warm_up`): start every core's
-    Python worker with the cleaner's modules imported, then run a pass over a tiny partition of its own.
+    """Start the cleaner's Python workers in the background, one per core, with its modules imported
+    (:mod:`deltalog.sql.warm_up`, first step), as soon as the embedded session starts.
 
     A session's first pass otherwise pays for Spark's first jobs and first workers itself (docs/scale.md, "Cold
-    vs warm"). The embedded session runs this while the caller does other work (opening the store, ranking,
-    retention); :func:`await_warm_up` waits for it before a pass. Its failure is harmless: the pass would pay
-    those costs itself.
+    vs warm"); the embedded session runs this while the caller does other work (opening the store, ranking,
+    retention). Its second step, a cleaning round over tiny partitions, runs only where a pass follows
+    (:func:`await_warm_up`), so a session that only queries never pays for it. Its failure is harmless: the pass
+    would pay those costs itself.
     """
 
     def run() -> None:
-        from deltalog.sql.warm_up import warm_up
+        from deltalog.sql.warm_up import start_workers
 
         started = time.perf_counter()
         try:
-            with job_tag(session, WARM_JOB_GROUP, "deltalog: warming up the cleaner's Spark jobs"):
-                thread.workers, thread.passes = warm_up(session, default_parallelism(session))
+            with job_tag(session, WARM_JOB_GROUP, "deltalog: starting the cleaner's Python workers"):
+                thread.workers = start_workers(session, default_parallelism(session))
         except Exception as e:  # noqa: BLE001 - a session stopped meanwhile, or no Python workers: the pass starts them
             log.debug("the warm-up of the embedded session failed: %s", e)
         thread.seconds = time.perf_counter() - started
 
     thread = _WarmUp(target=run, name="deltalog-warm-workers", daemon=True)
+    thread.round_lock = threading.Lock()
     thread.start()
     return thread
 
 
-def await_warm_up(session: SparkSession, timeout_s: float | None = None) -> float | None:
-    """Wait for the warm-up :func:`local_session` started on ``session`` (if any); returns how long it took in all,
-    or None when there was none. A pass waits for it rather than run beside it: on few cores the two would share
-    them, and the pass would still pay the first-job costs the warm-up is paying."""
-    for embedded, warm in list(_EMBEDDED):
-        if embedded is session and warm is not None:
-            warm.join(timeout_s)
-            return warm.seconds
-    return None
+def await_warm_up(session: SparkSession, warm: _WarmUp | None = None) -> float | None:
+    """Before a pass: wait for the warm-up :func:`local_session` started on ``session`` (or ``warm``), then, the
+    first time, run its second step, a cleaning round over a tiny partition per core (:mod:`deltalog.sql.warm_up`);
+    returns how long the warm-up took in all, or None when there was none. A pass waits for it rather than run
+    beside it: on few cores the two would share them, and the pass would still pay the first-job costs the warm-up
+    is paying. A session given by a user (not made by :func:`local_session`) has none."""
+    if warm is None:
+        warm = next((w for s, w in list(_EMBEDDED) if s is session), None)
+    if warm is None:
+        return None
+    warm.join()
+    with warm.round_lock:
+        if warm.passes is None and warm.workers is not None:
+            from deltalog.sql.warm_up import tiny_round
+
+            started = time.perf_counter()
+            try:
+                warm.passes = tiny_round(session, default_parallelism(session))
+            except Exception as e:  # noqa: BLE001 - the pass pays the first-job costs itself
+                log.debug("the warm-up round of the embedded session failed: %s", e)
+                warm.passes = 0
+            warm.seconds = (warm.seconds or 0.0) + time.perf_counter() - started
+    return warm.seconds
 
 
 class SessionStarter:

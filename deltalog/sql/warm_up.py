@@ -8,12 +8,12 @@ deltalog's own work, and all of it is paid once per process. The warm-up pays it
 records, while the caller does its Spark-free work, so the pass over the real partition finds the JVM and the
 workers warm:
 
-1. one task per core through the cleaner's own task runner (:func:`~deltalog.cleaner.tasks.run_tasks`: the
+1. as the session starts, one task per core through the cleaner's own task runner (:func:`~deltalog.cleaner.tasks.run_tasks`: the
    same plan, schema and collect as every pass's jobs), each importing the cleaner's task modules and hashing
    a few keys, so every core's Python worker is started and has those modules loaded
    (``spark.python.worker.reuse`` keeps them for the pass);
-2. a real cleaning round (:class:`~deltalog.cleaner.log_cleaner.LogCleaner`) over one tiny compacted partition
-   per core in a temporary local store: pass 1's map tasks reading Parquet in every worker, the driver's merge,
+2. before the session's first pass (a session that only queries never runs it), a real cleaning round
+   (:class:`~deltalog.cleaner.log_cleaner.LogCleaner`) over one tiny compacted partition per core in a temporary local store: pass 1's map tasks reading Parquet in every worker, the driver's merge,
    pass 2's recopy writing Parquet, the Delta commits through delta-rs on the driver's side too.
 
 The warm-up moves that cost, it does not remove it: a caller that waits for it waits about as long as the first
@@ -33,14 +33,8 @@ _KEYS = 32
 TOPIC = "deltalog-warm-up"
 
 
-def warm_up(session: Any, cores: int) -> tuple[int, int]:
-    """Run the warm-up on ``session`` (``cores`` tasks in its first job); returns how many tasks ran the
-    cleaner's code in the Python workers, and how many passes the round made."""
-    warmed = _start_workers(session, cores)
-    return warmed, _tiny_round(session, cores)
-
-
-def _start_workers(session: Any, cores: int) -> int:
+def start_workers(session: Any, cores: int) -> int:
+    """Step 1: ``cores`` tasks through the cleaner's task runner; returns how many ran the cleaner's code."""
     from deltalog.cleaner.tasks import run_tasks
     from deltalog.storage import Storage
 
@@ -62,8 +56,8 @@ def warm_task(_index: int) -> int:
     return 1
 
 
-def _tiny_round(session: Any, cores: int) -> int:
-    """A cleaning round over ``cores`` partitions of a few hundred records each in a temporary store, deleted
+def tiny_round(session: Any, cores: int) -> int:
+    """Step 2, before the first pass: a cleaning round over ``cores`` partitions of a few hundred records each in a temporary store, deleted
     after: the round shares its Spark jobs among them (:mod:`~deltalog.cleaner.shared_jobs`), so each job has a
     task per core and every worker runs pass 1's map and pass 2's recopy once."""
     import pyarrow as pa
@@ -88,6 +82,6 @@ def _tiny_round(session: Any, cores: int) -> int:
             plog.append(pa.table({"key": pa.array([b"k0"], pa.binary()), "value": pa.array([b"v"], pa.binary())}),
                         clock.now_ms())
         cleaner = LogCleaner(logs, lambda: session, StoreConfig.from_properties({}), vacuum=False)
-        return len(cleaner.clean_filthiest_logs().cleans)
+        return len(cleaner.clean_filthiest_logs().cleans)  # how many passes it made
     finally:
         shutil.rmtree(root, ignore_errors=True)

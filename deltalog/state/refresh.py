@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -157,8 +157,25 @@ def _mark_offsets(dt: DeltaTable, reads: list[PartitionRead], records_read: int)
                                 commit_properties=_commit_properties(reads, OPERATION, records_read))
 
 
+#: Told ``(steps done, steps in all, what runs now)``: a refresh's steps are its partitions' reads and its commit.
+Progress = Callable[[int, int, str], None]
+
+
+def _read_all(logs: LogManager, topic: str, partitions: list[int], applied: Mapping[int, int],
+              progress: Progress | None) -> list[PartitionRead]:
+    """Each partition's records past ``applied``, telling ``progress`` before each read and before the commit."""
+    reads = []
+    for i, p in enumerate(partitions):
+        if progress is not None:
+            progress(i, len(partitions) + 1, f"reading {topic}-{p}")
+        reads.append(read_partition(logs.log(topic, p), applied.get(p, 0)))
+    if progress is not None:
+        progress(len(partitions), len(partitions) + 1, f"merging into the state table of {topic}")
+    return reads
+
+
 def rebuild(logs: LogManager, topic: str, config: TopicConfig, table: state_table.StateTable,
-            dt: DeltaTable | None = None) -> RefreshResult:
+            dt: DeltaTable | None = None, progress: Progress | None = None) -> RefreshResult:
     """The whole table written again from the log (one overwrite commit): for a new table of a topic made again
     under the same name, or after its encodings changed. Also the baseline the benchmark compares a refresh with.
 
@@ -167,7 +184,7 @@ def rebuild(logs: LogManager, topic: str, config: TopicConfig, table: state_tabl
     write) wins, nothing of the rebuild lands, and :class:`~deltalog.errors.CommitConflictError` says so."""
     began = time.monotonic()
     dt = dt if dt is not None else table.open()
-    reads = [read_partition(logs.log(topic, p), 0) for p in logs.partitions(topic)]
+    reads = _read_all(logs, topic, logs.partitions(topic), {}, progress)
     source = _source(reads, config)
     rows = source.filter(pc.invert(source.column(DELETED))).drop_columns([DELETED])
     records_read = sum(r.records_read for r in reads)
@@ -206,9 +223,9 @@ def _source(reads: list[PartitionRead], config: TopicConfig) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def refresh(logs: LogManager, topic: str, *, full: bool = False) -> RefreshResult:
+def refresh(logs: LogManager, topic: str, *, full: bool = False, progress: Progress | None = None) -> RefreshResult:
     """Bring the state table of ``topic`` up to each partition's last stable offset (creating it on first use);
-    ``full``: rebuild it from the log instead."""
+    ``full``: rebuild it from the log instead. ``progress``: told how far it is (a command's progress bar)."""
     began = time.monotonic()
     config = logs.topic_config(topic)
     topic_id = logs.topic_id(topic)
@@ -221,11 +238,11 @@ def refresh(logs: LogManager, topic: str, *, full: bool = False) -> RefreshResul
             if not state_table.matches(dt, config, topic_id):
                 continue  # another topic's table won the create race: look again
         if full or not state_table.matches(dt, config, topic_id):
-            return rebuild(logs, topic, config, table, dt)
+            return rebuild(logs, topic, config, table, dt, progress)
         partitions = logs.partitions(topic)
         applied = state_table.applied_offsets(dt, partitions)
         starts = state_table.applied_starts(dt, partitions)
-        reads = [read_partition(logs.log(topic, p), applied[p]) for p in partitions]
+        reads = _read_all(logs, topic, partitions, applied, progress)
         records_read = sum(r.records_read for r in reads)
         changed = [r for r in reads if r.to_offset != applied[r.partition] or r.log_start_offset != starts[r.partition]]
         offsets = {r.partition: r.to_offset for r in reads}
