@@ -496,6 +496,7 @@ class Store:
         """:meth:`describe` of each topic, in order: their partitions ``background.threads`` at a time (each one's
         Delta log and one listing of its files are its own round trips), the uncleanable marks listed once. The
         first damaged partition in order raises, as describing the topics one after another would."""
+        topics = [validate_topic_name(t) for t in topics]  # a bad name is refused before any partition is read
         now = self.clock.now_ms()
         marks = UncleanablePartitions(self.storage)
         logs = [log for topic in topics for log in self.log_manager.logs(topic)]
