@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from deltalog.errors import ForeignCommitError
+from deltalog.errors import CorruptLogError, ForeignCommitError
 from deltalog.log import delta
 from deltalog.log.log_manager import NO_COMMIT_PURPOSE, LogManager
 from deltalog.log.partition_log import LogSnapshot, PartitionLog, snapshot_of
@@ -144,9 +144,8 @@ def vacuum(log_: PartitionLog, now_ms: int, *, dry_run: bool = True, delay_ms: i
     """
     uri, storage = log_.uri, log_.storage
     on_disk = _files_on_disk(storage, uri)  # list before the snapshot: a file committed meanwhile is referenced
-    dt = delta.open_table(storage, uri)
-    version = dt.version()
-    snap = snapshot_of(dt, log_.topic, log_.partition)  # paths only: no figures read
+    snap = _latest_snapshot(log_)
+    version = snap.version
     delay = snap.config.file_delete_delay_ms if delay_ms is None else delay_ms
     referenced = {unquote(f.path) for f in snap.files}
     removed_at = removal_times(storage, uri)
@@ -173,6 +172,18 @@ def vacuum(log_: PartitionLog, now_ms: int, *, dry_run: bool = True, delay_ms: i
         if doomed:
             log.info("VACUUM removed %d file(s), %d bytes, of %s-%d", len(doomed), size, log_.topic, log_.partition)
     return VacuumResult(log_.topic, log_.partition, version, dry_run, tuple(doomed), size, waiting, now_ms, next_due)
+
+
+def _latest_snapshot(log_: PartitionLog) -> LogSnapshot:
+    """The partition's latest snapshot: the process's own (brought up to date, one look for a next commit when the
+    log did not move) unless another engine's commit stands in the log, which the partition's reads refuse but
+    VACUUM need not (it removes only what no version references), or a data file the snapshot's figures could not
+    be read from: then a handle of its own, paths only (as VACUUM always read it)."""
+    try:
+        return log_.snapshot()
+    except (ForeignCommitError, CorruptLogError):
+        dt = delta.open_table(log_.storage, log_.uri)
+        return snapshot_of(dt, log_.topic, log_.partition)  # paths only: no figures read
 
 
 def orphan_written_ms(path: str, mtime_ms: int) -> int:
