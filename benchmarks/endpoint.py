@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from benchmarks.check import BenchmarkFailure
 from benchmarks.workload import append_batches
 from deltalog.log.record import KEY, VALUE, Record
+from tooling.services import stop_process
 
 if TYPE_CHECKING:
     from benchmarks.runner import Bench
@@ -124,10 +125,5 @@ def cases(bench: Bench, rnd: int) -> None:
         bench._time(ENDPOINT_CONSUME, run_consume, lambda: counted("wire"))
         bench._time(API_READ, run_read, lambda: counted("api"))
     finally:
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server, 30)
     bench.t.figures["endpoint_records"] = n

@@ -15,6 +15,7 @@ from deltalog.server.security import listener_security
 from deltalog.server.socket_server import SocketServer
 from deltalog.structs import OffsetAndMetadata
 from deltalog.structs import TopicPartition as TopicPartitionD
+from tooling.services import stop_process
 
 OP, RT, PT, PERM = AclOperation, ResourceType, PatternType, AclPermissionType
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
@@ -505,12 +506,7 @@ def test_deltalog_serve_with_an_authorizer_gives_each_team_user_only_its_topics_
     finally:
         for client in clients:
             client.close()
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server, 30)
     opened = Store(str(store))
     assert [r.value for r in opened.read("team-a-orders", 0)] == [b"from alice", b"from admin"]
     assert [r.value for r in opened.read("team-b-orders", 0)] == [b"from bob", b"from admin"]

@@ -42,6 +42,7 @@ from deltalog.log.producer_state import ProducerStateEntry
 from deltalog.server import protocol
 from deltalog.server.socket_server import SocketServer
 from tests.test_endpoint import bootstrap, connect, receive, send
+from tooling.services import stop_process
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -282,12 +283,7 @@ def served(tmp_path):
         assert "listening on" in server.stdout.readline()
         yield store, f"127.0.0.1:{port}"
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server, 20)
 
 
 def confluent_read(broker: str, topic: str, level: str, expected: int) -> list[bytes]:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tooling.services import stop_process
+
 pytestmark = pytest.mark.subprocess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,12 +89,7 @@ def test_serve_exposes_kafkas_request_metrics_and_readiness(tmp_path):
         assert _value(text, "kafka_server_socket_server_metrics_connection_count", listener="PLAINTEXT") >= 1
         assert _get(f"{base}/nothing")[0] == 404
     finally:
-        serve.terminate()
-        try:
-            serve.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            serve.kill()
-            serve.wait()
+        stop_process(serve, 60)
         serve.stdout.close()
         serve.stderr.close()
     assert serve.returncode == 0

@@ -183,6 +183,17 @@ def _session_members(session: int) -> list[int]:
     return found
 
 
+def stop_process(proc: subprocess.Popen[Any], grace_s: float = 30.0) -> None:
+    """Stop one child process: SIGTERM, ``grace_s`` to exit, then SIGKILL (a test's or a benchmark's
+    ``deltalog serve``, in its ``finally``)."""
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def end_session(session: int, grace_s: float = 10.0) -> None:
     """End every process of ``session``: SIGTERM, ``grace_s`` to stop, then SIGKILL."""
     for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
