@@ -169,3 +169,24 @@ def test_a_damaged_checkpoint_means_a_full_read(tmp_path, clock, opens):
     assert [cleaner.logs.snapshot(cleaner.logs.log("t", p)) for p in range(3)] == _snapshots(path, clock)
     raw = store.storage.read_json(location)  # the cycle wrote a good one again
     assert raw["format"] == snapshot_checkpoint.FORMAT and set(raw["partitions"]) == {"0", "1", "2"}
+
+
+@pytest.mark.spark
+def test_the_cycle_that_cleans_checkpoints_what_its_passes_left(spark_store, clock, opens):
+    """The scheduled job's case: one process's cycle cleans, the next process's idle cycle reads no Delta log."""
+    store = spark_store
+    store.create_topic("c", 2, config={"cleanup.policy": "compact"})
+    for p in range(2):
+        for r in range(3):
+            store.append("c", p, pa.table({"key": [b"k%d" % i for i in range(3)], "value": [b"v%d" % r] * 3}))
+            store.roll("c", p)
+    _fresh_process()
+    cleaner = Store(store.root, clock=clock, spark=store.spark).log_cleaner()
+    assert len(cleaner.run_cycle().cleans) == 2
+    opens.clear()
+    _fresh_process()
+    cleaner, cycle = _cycle(store.root, clock)
+    assert opens == [] and cycle.cleans == () and cycle.vacuum == ()
+    read = _snapshots(store.root, clock, "c")
+    assert [cleaner.logs.snapshot(cleaner.logs.log("c", p)) for p in range(2)] == read
+    assert all(s.cleaner_checkpoint == s.active_segment_base for s in read)
