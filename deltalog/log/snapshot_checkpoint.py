@@ -24,6 +24,7 @@ effort (a cycle never fails for it), whole and atomic like every JSON document o
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any
@@ -38,6 +39,7 @@ from deltalog.log.partition_log import (
     config_to_table_properties,
 )
 from deltalog.log.segment import build_segments
+from deltalog.log.walk import each_partition
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,7 @@ FILE_FIELDS = tuple(f.name for f in fields(DataFile))
 
 #: (store root, topic) -> the entries last read or written, so an unchanged topic is not written again.
 _last: dict[tuple[str, str], dict[str, Any]] = {}
+_lock = threading.Lock()
 
 
 def location(logs: LogManager, topic: str) -> str:
@@ -88,61 +91,72 @@ def _by_topic(logs: Iterable[PartitionLog]) -> dict[str, list[PartitionLog]]:
 
 def load(logs: LogManager) -> int:
     """Seed the partitions this process has not read yet from their topics' checkpoints (one read of each such
-    topic's object and of its marker); how many were seeded. Never raises for a checkpoint it cannot use."""
-    seeded = 0
-    for topic, plogs in _by_topic(logs.logs()).items():
-        fresh = [p for p in plogs if p.unread]
-        if not fresh:
-            continue
-        try:
-            doc = logs.storage.read_json(location(logs, topic))
-            if not isinstance(doc, Mapping) or doc.get("format") != FORMAT or doc.get("topic") != topic:
-                continue
-            topic_id = logs.topic_id(topic)
-            if topic_id is None or doc.get("topic_id") != topic_id:
-                continue  # another incarnation of the topic, or one without an id: read the logs
-            entries = doc["partitions"]
-            for plog in fresh:
-                entry = entries.get(str(plog.partition))
-                if entry is None:
-                    continue
-                snap = decode(topic, plog.partition, entry)
-                if snap.topic_id != topic_id or not plog.seed(snap):
-                    continue
-                seeded += 1
-                if entry.get("vacuum_until_ms") is not None:
-                    vacuum.keep_quiet(plog.uri, snap.topic_id, snap.version, int(entry["vacuum_until_ms"]))
-            _last[(logs.root, topic)] = dict(entries)
-        except Exception as e:  # noqa: BLE001 - a checkpoint is only ever a shortcut: read the logs instead
+    topic's object and of its marker, :attr:`LogManager.walk_threads` topics at a time); how many were seeded.
+    Never raises for a checkpoint it cannot use."""
+    todo = [(topic, fresh) for topic, plogs in _by_topic(logs.logs()).items()
+            if (fresh := [p for p in plogs if p.unread])]
+    walked = each_partition(todo, lambda item: _load_topic(logs, *item), logs.walk_threads)
+    for w in walked:
+        if w.error is not None:
             log.warning("the log-snapshot checkpoint of topic %s was not used (%s); its partitions are read from "
-                        "their Delta logs", topic, e)
+                        "their Delta logs", w.item[0], w.error)
+    return sum(w.result or 0 for w in walked)
+
+
+def _load_topic(logs: LogManager, topic: str, fresh: list[PartitionLog]) -> int:
+    doc = logs.storage.read_json(location(logs, topic))
+    if not isinstance(doc, Mapping) or doc.get("format") != FORMAT or doc.get("topic") != topic:
+        return 0
+    topic_id = logs.topic_id(topic)
+    if topic_id is None or doc.get("topic_id") != topic_id:
+        return 0  # another incarnation of the topic, or one without an id: read the logs
+    entries = doc["partitions"]
+    seeded = 0
+    for plog in fresh:
+        entry = entries.get(str(plog.partition))
+        if entry is None:
+            continue
+        snap = decode(topic, plog.partition, entry)
+        if snap.topic_id != topic_id or not plog.seed(snap):
+            continue
+        seeded += 1
+        if entry.get("vacuum_until_ms") is not None:
+            vacuum.keep_quiet(plog.uri, snap.topic_id, snap.version, int(entry["vacuum_until_ms"]))
+    with _lock:
+        _last[(logs.root, topic)] = dict(entries)
     return seeded
 
 
 def save(logs: LogManager) -> int:
-    """Write each topic's checkpoint from the snapshots this process holds (an unchanged topic is not written);
-    how many topics were written. Never raises: a cycle's work does not depend on it."""
-    written = 0
-    for topic, plogs in _by_topic(logs.logs()).items():
-        try:
-            entries: dict[str, Any] = {}
-            topic_id = None
-            for plog in plogs:
-                snap = plog.checkpointable()
-                if snap is None or snap.topic_id is None:
-                    continue
-                topic_id = topic_id or snap.topic_id
-                if snap.topic_id != topic_id:
-                    continue
-                entry = encode(snap, vacuum.quiet_until(plog.uri, snap.topic_id, snap.version))
-                if entry is not None:
-                    entries[str(plog.partition)] = entry
-            if not entries or _last.get((logs.root, topic)) == entries:
-                continue
-            logs.storage.write_json(location(logs, topic), {"format": FORMAT, "topic": topic, "topic_id": topic_id,
-                                                           "partitions": entries}, indent=None)
-            _last[(logs.root, topic)] = entries
-            written += 1
-        except Exception as e:  # noqa: BLE001 - best effort: the next process reads the logs instead
-            log.warning("the log-snapshot checkpoint of topic %s was not written: %s", topic, e)
-    return written
+    """Write each topic's checkpoint from the snapshots this process holds (an unchanged topic is not written,
+    :attr:`LogManager.walk_threads` topics at a time); how many topics were written. Never raises: a cycle's work
+    does not depend on it."""
+    walked = each_partition(list(_by_topic(logs.logs()).items()), lambda item: _save_topic(logs, *item),
+                            logs.walk_threads)
+    for w in walked:
+        if w.error is not None:
+            log.warning("the log-snapshot checkpoint of topic %s was not written: %s", w.item[0], w.error)
+    return sum(1 for w in walked if w.result)
+
+
+def _save_topic(logs: LogManager, topic: str, plogs: list[PartitionLog]) -> bool:
+    entries: dict[str, Any] = {}
+    topic_id = None
+    for plog in plogs:
+        snap = plog.checkpointable()
+        if snap is None or snap.topic_id is None:
+            continue
+        topic_id = topic_id or snap.topic_id
+        if snap.topic_id != topic_id:
+            continue
+        entry = encode(snap, vacuum.quiet_until(plog.uri, snap.topic_id, snap.version))
+        if entry is not None:
+            entries[str(plog.partition)] = entry
+    with _lock:
+        if not entries or _last.get((logs.root, topic)) == entries:
+            return False
+    logs.storage.write_json(location(logs, topic), {"format": FORMAT, "topic": topic, "topic_id": topic_id,
+                                                   "partitions": entries}, indent=None)
+    with _lock:
+        _last[(logs.root, topic)] = entries
+    return True
