@@ -190,3 +190,16 @@ def test_the_cycle_that_cleans_checkpoints_what_its_passes_left(spark_store, clo
     read = _snapshots(store.root, clock, "c")
     assert [cleaner.logs.snapshot(cleaner.logs.log("c", p)) for p in range(2)] == read
     assert all(s.cleaner_checkpoint == s.active_segment_base for s in read)
+
+
+def test_a_partition_of_many_files_is_left_to_its_delta_log(tmp_path, clock, opens, monkeypatch):
+    monkeypatch.setattr(snapshot_checkpoint, "MAX_FILES", 2)
+    path = tmp_path / "store"
+    store = _store(path, clock)  # two files a partition
+    store.append("t", 1, pa.table({"key": [b"k"], "value": [b"v"]}))  # a third
+    _fresh_process()
+    _cycle(path, clock)
+    opens.clear()
+    _fresh_process()
+    _cycle(path, clock)
+    assert [u.rstrip("/").rsplit("/", 1)[-1] for u in opens] == ["1"]

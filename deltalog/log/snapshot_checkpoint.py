@@ -47,6 +47,10 @@ CHECKPOINT_DIR = "log-snapshot-checkpoint"
 FORMAT = 1
 #: A data file's fields, in the order an entry lists them (one list per file: a compact object).
 FILE_FIELDS = tuple(f.name for f in fields(DataFile))
+#: A partition of more data files than this gets no entry: the checkpoint is rewritten whole whenever one of its
+#: topic's partitions moves, so it stays small (about 250 bytes a file); a partition that large is read from its
+#: Delta log, a cost small beside its passes. The many small partitions of a fleet are what it is for.
+MAX_FILES = 200
 
 #: (store root, topic) -> the entries last read or written, so an unchanged topic is not written again.
 _last: dict[tuple[str, str], dict[str, Any]] = {}
@@ -144,7 +148,7 @@ def _save_topic(logs: LogManager, topic: str, plogs: list[PartitionLog]) -> bool
     topic_id = None
     for plog in plogs:
         snap = plog.checkpointable()
-        if snap is None or snap.topic_id is None:
+        if snap is None or snap.topic_id is None or len(snap.files) > MAX_FILES:
             continue
         topic_id = topic_id or snap.topic_id
         if snap.topic_id != topic_id:
