@@ -452,6 +452,45 @@ def test_ssl_client_auth_required_accepts_the_ca_s_clients_only(store, certs):
             assert (got == ["secure"]) is served, (who, got)
 
 
+def test_request_metrics_count_sasl_requests_and_unsupported_versions_by_api_key(store, certs):
+    """Kafka's RequestMetrics count every request by API key: the SASL exchange of a real client (kafka-python, SCRAM)
+    and an ApiVersions at a version not served (answered UNSUPPORTED_VERSION), on a SASL listener before
+    authentication and on a PLAINTEXT one, as well as the Produce that follows."""
+    from deltalog.server.request_metrics import RequestMetrics
+
+    creds = scram.ScramCredentials(store.storage)
+    creds.upsert("bob", "SCRAM-SHA-256", "bob-secret", iterations=8192)
+    store.create_topic("secure", 1)
+    too_new = struct.pack(">hhih", 18, 99, 7, 3) + b"raw"  # ApiVersions v99: only its fixed header is read
+    metrics = RequestMetrics()
+    with SocketServer(store, "127.0.0.1", 0, security=listener_security(sasl_ssl_props(certs)),
+                      metrics=metrics) as server:
+        producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{server.port}", security_protocol="SASL_SSL",
+                                 ssl_cafile=certs["ca"], sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="bob",
+                                 sasl_plain_password="bob-secret", enable_idempotence=False)
+        producer.send("secure", key=b"k", value=b"v").get(timeout=20)
+        producer.close()
+        with tls_connect(server, certs) as sock:
+            sock.sendall(struct.pack(">i", len(too_new)) + too_new)
+            assert ApiVersionsResponse[0].decode(read_frame(sock), version=0, header=True).error_code == 35
+    counted = metrics.snapshot()
+    requests = {name: sum(n for (k, _v), n in counted["requests"].items() if k == name)
+                for name, _v in counted["requests"]}
+    assert requests["SaslHandshake"] >= 1 and requests["SaslAuthenticate"] >= 2  # SCRAM: client-first, client-final
+    assert requests["Produce"] >= 1 and counted["requests"][("ApiVersions", 99)] == 1
+    too_new_versions = sum(n for (k, v), n in counted["requests"].items() if k == "ApiVersions" and v > 3)
+    assert counted["errors"][("ApiVersions", "UNSUPPORTED_VERSION")] == too_new_versions  # v99, kafka-python's probe
+    assert counted["errors"][("SaslAuthenticate", "NONE")] == requests["SaslAuthenticate"]
+
+    plain = RequestMetrics()
+    with SocketServer(store, "127.0.0.1", 0, metrics=plain) as server, \
+            socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(too_new)) + too_new)
+        assert ApiVersionsResponse[0].decode(read_frame(sock), version=0, header=True).error_code == 35
+    assert plain.snapshot()["requests"] == {("ApiVersions", 99): 1}
+    assert plain.snapshot()["errors"] == {("ApiVersions", "UNSUPPORTED_VERSION"): 1}
+
+
 # -- deltalog serve --config, kcat ------------------------------------------------------------------------
 
 def kcat_conf(port: int, certs, mechanism: str, user: str, password: str) -> list[str]:
