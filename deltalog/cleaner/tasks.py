@@ -88,8 +88,9 @@ def run_task_groups(spark: Any, groups: Sequence[tuple[Callable[[Any], Any], Seq
     """Each group's ``[fn(p) for p in payloads]`` in one Spark job; a group's ``storage`` and ``work_dir`` hold its
     spilled payloads. With ``isolate`` (several passes' groups) a task that raises fails only its own group, whose
     entry is then the worker's error (:func:`worker_error`); without, the job fails with it, as one pass's own job
-    does. One Spark task a payload, or at most ``max_tasks``: then payloads share Spark tasks (small passes ride together), a group's payloads
-    spread over different ones (a large pass's runs still run side by side), see :func:`assign`."""
+    does. One Spark task a payload, or at most ``max_tasks``: then payloads share Spark tasks (small passes ride
+    together), a group's payloads spread over different ones (a large pass's runs still run side by side), see
+    :func:`assign`."""
     owners = [g for g, (_fn, payloads, _s, _w) in enumerate(groups) for _ in payloads]
     n = len(owners)
     if n == 0:
@@ -146,8 +147,8 @@ _DELTALOG_RAISED = re.compile(r"^deltalog\.errors\.([A-Za-z_]\w*): (.+)$", re.MU
 def worker_error(error: BaseException) -> BaseException:
     """The error a task's worker raised, as its own class: Spark brings a failed task's error to the driver only as
     its traceback's text (a ``PythonException``), and a shared job's isolated task as the same text (in a
-    ``RuntimeError``, read as Spark's), so the last ``deltalog.errors.SomeError: message`` line in it is raised again as
-    ``SomeError(message)``, its cause the text. A single pass's job and a shared round's then fail a pass with the
+    ``RuntimeError``, read as Spark's), so the last ``deltalog.errors.SomeError: message`` line in it is raised
+    again as ``SomeError(message)``, its cause the text. A single pass's job and a shared round's then fail a pass with the
     same error (Kafka's ``Errors.forException`` likewise maps a class back from what was sent). An error deltalog did
     not raise, or whose class needs more than a message (``StorageFullError``: the text still says the storage is
     full), is returned unchanged."""

@@ -241,8 +241,10 @@ class SaslServerAuthenticator:
     def complete(self) -> bool:
         return self.state == COMPLETE
 
-    def _answer(self, api_key: int, version: int, correlation_id: int, response: Any) -> bytes:
-        self.answered = (api_key, version, response)
+    def _answer(self, api_key: int, version: int, correlation_id: int, response: Any, *,
+                asked: int | None = None) -> bytes:
+        """``response`` encoded at ``version``, kept in :attr:`answered` at the version the request ``asked``."""
+        self.answered = (api_key, version if asked is None else asked, response)
         return p.encode_response(api_key, version, correlation_id, response)
 
     def _close(self, why: str) -> tuple[None, bool]:
@@ -259,10 +261,8 @@ class SaslServerAuthenticator:
             return self._close(str(e))
         if req.api_key == p.API_VERSIONS_KEY and self.state == HANDSHAKE_OR_VERSIONS:
             if isinstance(req, p.Unsupported):  # the client retries at a version it is told; the state stays
-                answer = self._answer(req.api_key, 0, req.correlation_id,
-                                      p.api_versions_response(0, p.UNSUPPORTED_VERSION))
-                self.answered = (req.api_key, req.api_version, self.answered[2])  # counted at the version asked
-                return answer, False
+                return self._answer(req.api_key, 0, req.correlation_id,
+                                    p.api_versions_response(0, p.UNSUPPORTED_VERSION), asked=req.api_version), False
             self.state = HANDSHAKE
             return self._answer(req.api_key, req.api_version, req.correlation_id,
                                 p.api_versions_response(req.api_version)), False
