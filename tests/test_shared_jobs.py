@@ -174,3 +174,22 @@ def test_a_task_error_comes_back_as_the_workers_own_class_from_a_shared_job_and_
     with pytest.raises(CorruptLogError) as alone:
         run_task_groups(spark, [(read, [bad], storage, work)], isolate=False)
     assert str(alone.value) == str(corrupt)
+
+
+def test_a_workers_text_names_its_deltalog_error_and_only_that_is_raised_again():
+    """Spark-free: the last ``deltalog.errors.X: message`` line of a worker's text becomes ``X(message)``; an error
+    deltalog did not raise, or one whose class needs more than a message, stays the text."""
+    from deltalog.cleaner.tasks import worker_error
+    from deltalog.errors import CorruptLogError, OffsetOutOfRangeError
+
+    text = ("Traceback (most recent call last):\n  File \"recopy.py\", line 1\n"
+            "deltalog.errors.CorruptLogError: partition t-0 is damaged: /s/t/0/x.parquet is missing\n")
+    carried = RuntimeError(text)
+    raised = worker_error(carried)
+    assert type(raised) is CorruptLogError and str(raised) == "partition t-0 is damaged: /s/t/0/x.parquet is missing"
+    assert raised.__cause__ is carried
+    assert OffsetOutOfRangeError.__init__ is not Exception.__init__  # keyword-only fields: not rebuilt from text
+    for other in ("ValueError: bad", "deltalog.errors.OffsetOutOfRangeError: 9 is past the end",
+                  "deltalog.errors.NoSuchError: what"):
+        kept = RuntimeError(f"Traceback ...\n{other}\n")
+        assert worker_error(kept) is kept
