@@ -6,9 +6,9 @@ from __future__ import annotations
 import pyarrow as pa
 
 from deltalog import Store
-from deltalog.log import app_txns, snapshot_checkpoint, vacuum
 from deltalog.log.partition_log import PartitionLog
 from tests.test_retention import HOUR, make_segments
+from tests.test_snapshot_checkpoint import forget_process
 
 #: Requests an idle partition may cost: in a fresh process (its Delta log read once: delta-rs's open, the check for
 #: other engines' commits, the log positions; one listing of its files for VACUUM's check) and in a later cycle of
@@ -32,14 +32,6 @@ def _build(uri, options, partitions):
             store.append("t", p, pa.table({"key": [b"k%d" % i for i in range(10)], "value": [b"v"] * 10}))
 
 
-def _forget_process() -> None:
-    """Forget what this process read of every table (its log positions, VACUUM's looks), as a new process would."""
-    app_txns.forget()
-    with vacuum._QUIET_LOCK:
-        vacuum._QUIET.clear()
-    snapshot_checkpoint._last.clear()
-
-
 def _requests_per_cycle(proxy, uri, options, cycles=2):
     """The requests of ``cycles`` cycles of one fresh process (no checkpoint yet: it reads every Delta log), then of
     the first cycle of another fresh process (from the checkpoint the first wrote)."""
@@ -48,7 +40,7 @@ def _requests_per_cycle(proxy, uri, options, cycles=2):
 
     counts = []
     for n in (cycles, 1):
-        _forget_process()
+        forget_process()
         cleaner = Store(uri, storage_options=options).log_cleaner()  # a fresh store: nothing read yet
         cleaner.spark = no_spark
         for _ in range(n):

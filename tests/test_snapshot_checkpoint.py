@@ -17,7 +17,7 @@ from deltalog.errors import ForeignCommitError
 from deltalog.log import app_txns, delta, snapshot_checkpoint, vacuum
 
 
-def _fresh_process() -> None:
+def forget_process() -> None:
     """Forget what this process read of every table, as a new process would not know it."""
     app_txns.forget()
     with vacuum._QUIET_LOCK:
@@ -62,7 +62,7 @@ def opens(monkeypatch):
 
 
 def _snapshots(path, clock, topic="t"):
-    _fresh_process()
+    forget_process()
     store = Store(path, clock=clock)
     return [store.log(topic, p).snapshot() for p in store.log_manager.partitions(topic)]
 
@@ -70,11 +70,11 @@ def _snapshots(path, clock, topic="t"):
 def test_a_fresh_process_takes_the_snapshots_the_last_cycle_checkpointed(tmp_path, clock, opens):
     path = tmp_path / "store"
     _store(path, clock)
-    _fresh_process()
+    forget_process()
     _cycle(path, clock)  # reads every log, writes the checkpoint
     assert len(set(opens)) == 3
     opens.clear()
-    _fresh_process()
+    forget_process()
     cleaner, cycle = _cycle(path, clock)
     assert opens == []  # no Delta log read: one look for each partition's next commit
     assert cycle.cleans == () and cycle.outcomes == ()
@@ -87,11 +87,11 @@ def test_a_fresh_process_takes_the_snapshots_the_last_cycle_checkpointed(tmp_pat
 def test_a_commit_after_the_checkpoint_is_read_from_the_log(tmp_path, clock, opens):
     path = tmp_path / "store"
     store = _store(path, clock)
-    _fresh_process()
+    forget_process()
     _cycle(path, clock)
     store.append("t", 2, pa.table({"key": [b"new"], "value": [b"x"]}))
     opens.clear()
-    _fresh_process()
+    forget_process()
     cleaner, _ = _cycle(path, clock)
     assert [u.rstrip("/").rsplit("/", 1)[-1] for u in opens] == ["2"]
     assert cleaner.logs.snapshot(cleaner.logs.log("t", 2)).log_end_offset == 9
@@ -107,7 +107,7 @@ def test_another_engines_commits_between_two_cycles_are_seen(tmp_path, clock):
     out anew), an OPTIMIZE and a VACUUM (tolerated), then a DELETE (detected); the next process's cycle sees each."""
     path = tmp_path / "store"
     store = _store(path, clock)
-    _fresh_process()
+    forget_process()
     _cycle(path, clock)
     uris = [store.log("t", p).uri for p in range(3)]
     _other_engine("""
@@ -117,7 +117,7 @@ def test_another_engines_commits_between_two_cycles_are_seen(tmp_path, clock):
         DeltaTable(sys.argv[2]).optimize.compact()
         DeltaTable(sys.argv[2]).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
     """, uris[1], uris[2])
-    _fresh_process()
+    forget_process()
     cleaner, cycle = _cycle(path, clock)
     assert cycle.cleans == () and cycle.outcomes == ()
     for p in (1, 2):
@@ -125,7 +125,7 @@ def test_another_engines_commits_between_two_cycles_are_seen(tmp_path, clock):
         assert snap.version == DeltaTable(uris[p]).version() > 2
         assert not all(f.deltalog_layout for f in snap.files)  # OPTIMIZE's file, seen
     assert {(m.partition, m.log_end_offset) for m in cleaner.last_metrics.partitions} == {(0, 8), (1, 8), (2, 8)}
-    _fresh_process()  # the checkpoint holds no partition in another engine's layout: those are read
+    forget_process()  # the checkpoint holds no partition in another engine's layout: those are read
     assert snapshot_checkpoint.load(Store(path, clock=clock).log_manager) == 1
 
     _other_engine("""
@@ -133,10 +133,10 @@ def test_another_engines_commits_between_two_cycles_are_seen(tmp_path, clock):
         from deltalake import DeltaTable
         DeltaTable(sys.argv[1]).delete("offset = 1")
     """, uris[0])
-    _fresh_process()
+    forget_process()
     with pytest.raises(ForeignCommitError, match="DELETE"):  # as a cycle that read every log raises
         _cycle(path, clock)
-    _fresh_process()
+    forget_process()
     with pytest.raises(ForeignCommitError, match="DELETE"):
         Store(path, clock=clock).log("t", 0).snapshot()
 
@@ -144,13 +144,13 @@ def test_another_engines_commits_between_two_cycles_are_seen(tmp_path, clock):
 def test_a_topic_created_again_under_its_name_does_not_take_the_old_checkpoint(tmp_path, clock):
     path = tmp_path / "store"
     store = _store(path, clock, partitions=1)
-    _fresh_process()
+    forget_process()
     _cycle(path, clock)
     store.delete_topic("t")
     store.create_topic("t", 1, config={"cleanup.policy": "compact"})
     for _ in range(2):  # the same Delta version as before, other positions
         store.append("t", 0, pa.table({"key": [b"k"], "value": [b"v"]}))
-    _fresh_process()
+    forget_process()
     cleaner, _ = _cycle(path, clock)
     assert cleaner.logs.snapshot(cleaner.logs.log("t", 0)).log_end_offset == 2
 
@@ -158,12 +158,12 @@ def test_a_topic_created_again_under_its_name_does_not_take_the_old_checkpoint(t
 def test_a_damaged_checkpoint_means_a_full_read(tmp_path, clock, opens):
     path = tmp_path / "store"
     store = _store(path, clock)
-    _fresh_process()
+    forget_process()
     _cycle(path, clock)
     location = snapshot_checkpoint.location(store.log_manager, "t")
     store.storage.write_bytes(location, b'{"format": 1, "topic": "t", "topic_id": "x", "partitions": {')
     opens.clear()
-    _fresh_process()
+    forget_process()
     cleaner, cycle = _cycle(path, clock)
     assert len(set(opens)) == 3 and cycle.outcomes == ()
     assert [cleaner.logs.snapshot(cleaner.logs.log("t", p)) for p in range(3)] == _snapshots(path, clock)
@@ -180,11 +180,11 @@ def test_the_cycle_that_cleans_checkpoints_what_its_passes_left(spark_store, clo
         for r in range(3):
             store.append("c", p, pa.table({"key": [b"k%d" % i for i in range(3)], "value": [b"v%d" % r] * 3}))
             store.roll("c", p)
-    _fresh_process()
+    forget_process()
     cleaner = Store(store.root, clock=clock, spark=store.spark).log_cleaner()
     assert len(cleaner.run_cycle().cleans) == 2
     opens.clear()
-    _fresh_process()
+    forget_process()
     cleaner, cycle = _cycle(store.root, clock)
     assert opens == [] and cycle.cleans == () and cycle.vacuum == ()
     read = _snapshots(store.root, clock, "c")
@@ -197,9 +197,9 @@ def test_a_partition_of_many_files_is_left_to_its_delta_log(tmp_path, clock, ope
     path = tmp_path / "store"
     store = _store(path, clock)  # two files a partition
     store.append("t", 1, pa.table({"key": [b"k"], "value": [b"v"]}))  # a third
-    _fresh_process()
+    forget_process()
     _cycle(path, clock)
     opens.clear()
-    _fresh_process()
+    forget_process()
     _cycle(path, clock)
     assert [u.rstrip("/").rsplit("/", 1)[-1] for u in opens] == ["1"]
