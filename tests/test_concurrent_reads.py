@@ -51,7 +51,7 @@ def test_another_engines_commit_is_still_refused_after_cached_reads(store):
         log.head()
     with pytest.raises(ForeignCommitError):  # still refused: nothing moved since, but the commit is pending
         log.snapshot()
-    [result] = concurrent_reads.read_each([log], lambda lg: lg.head())
+    [result] = concurrent_reads.read_each([log], lambda lg: lg.head(), threads=1)
     assert isinstance(result, ForeignCommitError)  # a partition's error is its own, as in a Kafka response
 
 
@@ -173,3 +173,42 @@ def test_metadata_carries_a_recreated_topics_new_id_and_never_creates_an_interna
     other.create_topic("t", 2)
     again = metadata(["t"])["t"]
     assert again.topic_id != first["t"].topic_id and len(again.partitions) == 2
+
+
+def test_reads_over_many_partitions_go_background_threads_at_a_time(tmp_path, clock, monkeypatch):
+    """The consumer group's lag and the endpoint's ListOffsets read the partitions' heads at most the store's
+    ``background.threads`` at a time (Kafka's pool for the broker's log tasks), not a fixed number of their own."""
+    from deltalog.log.partition_log import PartitionLog
+
+    store = Store(tmp_path / "store", clock=clock, config={"background.threads": 2})
+    store.create_topic("t", 8)
+    for p in range(8):
+        store.append("t", p, records(2))
+    store.offsets_topic.commit("g", {TopicPartition("t", p): OffsetAndMetadata(1, "") for p in range(8)},
+                               clock.now_ms())
+    lock, in_flight, most = threading.Lock(), [0], [0]
+    head = PartitionLog.head
+
+    def counted(self, *args, **kwargs):
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+        try:
+            threading.Event().wait(0.05)  # long enough for every thread the pool has to be in a read at once
+            return head(self, *args, **kwargs)
+        finally:
+            with lock:
+                in_flight[0] -= 1
+
+    monkeypatch.setattr(PartitionLog, "head", counted)
+    assert [r.lag for r in store.describe_consumer_group("g")] == [1] * 8
+    assert most[0] == 2
+    most[0] = 0
+    with SocketServer(store, "127.0.0.1", 0) as server:
+        consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{server.port}")
+        try:
+            tps = [TopicPartition("t", p) for p in range(8)]
+            assert consumer.end_offsets(tps) == {tp: 2 for tp in tps}
+        finally:
+            consumer.close()
+    assert most[0] == 2
