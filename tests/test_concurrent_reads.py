@@ -212,3 +212,33 @@ def test_reads_over_many_partitions_go_background_threads_at_a_time(tmp_path, cl
         finally:
             consumer.close()
     assert most[0] == 2
+
+
+def test_a_kept_handle_reads_the_head_after_delta_log_retention_removed_the_commits_it_listed(tmp_path, clock):
+    """A handle this process kept while the log did not move names commit files Delta's log retention may remove
+    (a checkpoint then holds their actions). Where app_txns cannot answer from the commits (what it read is older
+    than the removed ones), the head is asked of delta-rs: it lists the log again once, as ``snapshot()`` does; a log
+    whose commits are gone with no checkpoint holding them still fails, naming the missing file."""
+    from pathlib import Path
+
+    from deltalog.errors import CorruptLogError
+
+    first = Store(tmp_path / "s", clock=clock)
+    first.create_topic("t", 2)
+    for p in range(2):
+        first.append("t", p, records(1))
+        assert first.log("t", p).head().log_end_offset == 1  # this process has read the positions as of then
+    other = Store(tmp_path / "s", clock=clock)  # more commits, by another handle
+    for p in range(2):
+        other.append("t", p, records(2))
+        other.append("t", p, records(3))
+    kept = [Store(tmp_path / "s", clock=clock).log("t", p) for p in range(2)]
+    for log in kept:
+        assert log.table().version() == 3  # the handle, kept; its head not read yet
+    DeltaTable(kept[0].uri).create_checkpoint()
+    for log in kept:
+        for commit in sorted((Path(log.uri) / "_delta_log").glob("*.json"))[:-1]:
+            commit.unlink()  # as Delta's log retention removes them (partition 1 has no checkpoint: damaged)
+    assert kept[0].head().log_end_offset == 6
+    with pytest.raises(CorruptLogError, match="00000000000000000002.json"):
+        kept[1].head()
