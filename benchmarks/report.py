@@ -12,6 +12,7 @@ from benchmarks.embedded_sql import DUCKDB_COUNT, EMBEDDED_SQL
 from benchmarks.endpoint import API_PRODUCE, API_READ, ENDPOINT_CONSUME, ENDPOINT_PRODUCE
 from benchmarks.fleet import COMMIT, IDLE_CYCLE, MARGINAL
 from benchmarks.runner import (
+    CASE_SECONDS,
     CONNECT_PASS,
     PARQUET_LOG,
     PARQUET_READ,
@@ -191,6 +192,7 @@ def write_markdown(path: str, w: Workload, t: Timings, machine: dict[str, Any], 
         lines.append(f"| {name} | {_fmt_s(rounds)} | {t.median(name):.2f} |")
     for name, why in t.figures.get("skipped", {}).items():
         lines.append(f"| {name} | skipped in {len(why)} round(s): {why[-1]} | |")
+    lines += _run_time(t)
     values = (f"{w.value_bytes}-byte random values" if w.values == "random"
               else "JSON changelog documents (`--workload json`)")
     lines += [
@@ -223,6 +225,24 @@ def write_markdown(path: str, w: Workload, t: Timings, machine: dict[str, Any], 
             lines.append(f.read().rstrip() + "\n")
     with open(path, "w") as f:
         f.write("\n".join(lines))
+
+
+def _run_time(t: Timings) -> list[str]:
+    """What the run cost in wall time, case by case (all rounds; a case's setup and checks included): what a quiet
+    machine must be kept quiet for. Runs from before the figure existed have none."""
+    took = t.figures.get(CASE_SECONDS)
+    if not took:
+        return []
+    from benchmarks.runner import ROW_CASES
+
+    rows = {case: [r for r, cases in ROW_CASES.items() if case in cases] for case in took}
+    whole = t.figures.get("run_seconds")
+    lines = ["", "### How long the run took (wall seconds)", "",
+             f"The whole run: {whole / 60:.1f} min (Spark's start, the servers' and the report included)."
+             if whole else "", "", "| case | report rows | every round | all rounds |", "|---|---|---|---:|"]
+    for case, rounds in took.items():
+        lines.append(f"| {case} | {', '.join(map(str, rows[case])) or '-'} | {_fmt_s(rounds)} | {sum(rounds):.0f} |")
+    return lines
 
 
 def write_plot(path: str, w: Workload, t: Timings, machine: dict[str, Any]) -> None:
