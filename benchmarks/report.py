@@ -76,8 +76,13 @@ TIME_COMPARISONS = [
 IDLE_CYCLE_TARGET_S = 5.0
 
 
+def _sec(v: float) -> str:
+    """Seconds with two decimals, three below 0.1 s (row 23's marginal cost and its commit are hundredths)."""
+    return f"{v:.3f}" if abs(v) < 0.1 else f"{v:.2f}"
+
+
 def _fmt_s(values: list[float]) -> str:
-    return ", ".join(f"{v:.2f}" for v in values)
+    return ", ".join(_sec(v) for v in values)
 
 
 def _met(ok: bool | None) -> str:
@@ -139,7 +144,7 @@ def write_markdown(path: str, w: Workload, t: Timings, machine: dict[str, Any], 
         if label.startswith(("6.", "12.", "24.")):
             continue
         target = "" if v["target"] is None else f"<= {v['target']:.1f}x"
-        lines.append(f"| {label} | {v['ours']:.2f} | {v['theirs']:.2f} | {v['ratio']:.2f}x | {target} | "
+        lines.append(f"| {label} | {_sec(v['ours'])} | {_sec(v['theirs'])} | {v['ratio']:.2f}x | {target} | "
                      f"{_met(v['met'])} |")
     a = r["6. appends"]
     lines += [
@@ -189,7 +194,7 @@ def write_markdown(path: str, w: Workload, t: Timings, machine: dict[str, Any], 
         "|---|---|---:|",
     ]
     for name, rounds in t.seconds.items():
-        lines.append(f"| {name} | {_fmt_s(rounds)} | {t.median(name):.2f} |")
+        lines.append(f"| {name} | {_fmt_s(rounds)} | {_sec(t.median(name))} |")
     for name, why in t.figures.get("skipped", {}).items():
         lines.append(f"| {name} | skipped in {len(why)} round(s): {why[-1]} | |")
     lines += _run_time(t)
@@ -241,7 +246,8 @@ def _run_time(t: Timings) -> list[str]:
              f"The whole run: {whole / 60:.1f} min (Spark's start, the servers' and the report included)."
              if whole else "", "", "| case | report rows | every round | all rounds |", "|---|---|---|---:|"]
     for case, rounds in took.items():
-        lines.append(f"| {case} | {', '.join(map(str, rows[case])) or '-'} | {_fmt_s(rounds)} | {sum(rounds):.0f} |")
+        lines.append(f"| {case} | {', '.join(map(str, rows[case])) or '-'} | {', '.join(f'{v:.0f}' for v in rounds)} | "
+                     f"{sum(rounds):.0f} |")
     return lines
 
 

@@ -51,9 +51,10 @@ def test_the_report_states_rows_22_to_24_against_the_issues_targets():
 def test_the_report_says_what_the_run_and_each_case_cost():
     lines = report._run_time(_timings())
     assert "The whole run: 25.0 min" in "\n".join(lines)
-    assert "| cold_pass | 22 | 40.00, 38.00 | 78 |" in lines
-    assert "| fleet | 23, 24 | 200.00, 190.00 | 390 |" in lines
+    assert "| cold_pass | 22 | 40, 38 | 78 |" in lines
+    assert "| fleet | 23, 24 | 200, 190 | 390 |" in lines
     assert report._run_time(Timings()) == []  # a run from before the figure
+    assert report._fmt_s([0.0537, 0.0109, 1.5]) == "0.054, 0.011, 1.50"  # row 23's hundredths keep their figures
 
 
 def test_another_engines_survivors_must_be_the_passs_offsets_not_only_as_many(tmp_path):
