@@ -66,7 +66,7 @@ TIME_COMPARISONS = [
     ("21. `deltalog topics describe` vs delta-rs opening the same partition table (processes, start to exit)",
      DESCRIBE, DELTA_OPEN, None),
     ("22. the first pass of a fresh process vs the same pass run again in it (the scheduled job's pass is always "
-     "the first)", COLD, WARM, 1.3),
+     "the first; the issue sets the target at the medium preset)", COLD, WARM, 1.3),
     ("22. a pass, fresh process to exit (Spark's own start, its warm-up included, in the times table) vs DuckDB's "
      "dedupe of the same files as a whole process", PROCESS, DUCKDB_PROCESS, None),
     ("23. cleaning N small partitions (N = 1,000; 200 at the tiny preset): marginal cost per partition vs one Delta "
