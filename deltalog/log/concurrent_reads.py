@@ -24,6 +24,7 @@ from deltalog.log.partition_log import PartitionLog
 
 T = TypeVar("T")
 
+
 def read_each(logs: Sequence[PartitionLog], read: Callable[[PartitionLog], T], *,
               threads: int) -> list[T | DeltalogError]:
     """``read(log)`` for each of ``logs``, in their order, at most ``threads`` at a time (the store's
