@@ -61,6 +61,7 @@ def test_the_job_starts_spark_early_only_when_a_pass_may_run(tmp_path, clock, mo
     """No JVM here: the starter's factory is recorded, not run (the job's Spark is tested end to end in
     test_cleaner_job.py)."""
     from deltalog.jobs import cleaner_job
+    from deltalog.sql import session
 
     store = Store(tmp_path / "s", clock=clock)
     store.create_topic("t", 1, config={"cleanup.policy": "compact"})
@@ -71,14 +72,14 @@ def test_the_job_starts_spark_early_only_when_a_pass_may_run(tmp_path, clock, mo
         def start(self) -> None:
             started.append(True)
 
-    monkeypatch.setattr(cleaner_job, "SessionStarter", Recorder)
+    monkeypatch.setattr(session, "SessionStarter", Recorder)  # what the job imports when it runs
     config = cleaner_job.JobConfig.from_mapping({"job": {"once": True}}, source="test", store_uri=str(tmp_path / "s"))
     with open(os.devnull, "w") as out:
         cleaner_job.run(config, clock=clock, out=out)
     assert started == []  # idle: no pass may run, nothing started
     store.log_manager.log("t", 0).roll(clock.now_ms())
     store.append("t", 0, [Record("k0", "v2")])
-    monkeypatch.setattr(cleaner_job.Store, "log_cleaner", _no_cycle_cleaner(cleaner_job.Store.log_cleaner))
+    monkeypatch.setattr(Store, "log_cleaner", _no_cycle_cleaner(Store.log_cleaner))
     with open(os.devnull, "w") as out:
         cleaner_job.run(config, clock=clock, out=out)
     assert started == [True]

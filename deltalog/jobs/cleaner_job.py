@@ -34,13 +34,14 @@ import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deltalog.config import StoreConfig
 from deltalog.errors import DeltalogError, InvalidConfigError
 from deltalog.option_spec import OptionSpec, parse_options
-from deltalog.sql.session import SessionStarter, local_session
-from deltalog.store import Store
+
+if TYPE_CHECKING:  # imported when a run starts: --help and a bad config answer without pyarrow, numpy, delta-rs
+    from deltalog.store import Store
 
 log = logging.getLogger("deltalog.jobs.cleaner_job")
 
@@ -316,6 +317,9 @@ def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = N
     """Open the store and run the cleaner as ``config`` says, one JSON line per cycle on ``out`` (or, given
     ``on_cycle``, that called with each cycle's result instead: ``deltalog cleaner run --output text``);
     returns the number of cycles run."""
+    from deltalog.sql.session import SessionStarter, local_session
+    from deltalog.store import Store
+
     starter = None
     if spark is None:
         # Started only when a pass may run: a cycle with nothing to clean needs no JVM (retention, VACUUM and the
