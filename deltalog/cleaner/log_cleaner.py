@@ -65,6 +65,7 @@ from deltalog.errors import (
     CommitConflictError,
     CorruptLogError,
     DeltalogError,
+    ForeignCommitError,
     InvalidConfigError,
     PartitionBusyError,
     PartitionUncleanableError,
@@ -108,7 +109,8 @@ CONFLICT = "conflict"  # its pass lost a commit race: tried again next time
 BUSY = "busy"  # another run held its lease
 INTERRUPTED = "interrupted"  # its pass was cut short by the cleaner stopping: not a failure
 UNCLEANABLE = "uncleanable"  # skipped: marked uncleanable before this round
-OUTCOME_KINDS = (FAILED, RETRIED, CONFLICT, BUSY, INTERRUPTED, UNCLEANABLE)
+FOREIGN = "foreign commits"  # skipped: another engine changed its records (not marked; a RESTORE undoes it)
+OUTCOME_KINDS = (FAILED, RETRIED, CONFLICT, BUSY, INTERRUPTED, UNCLEANABLE, FOREIGN)
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,12 @@ class Outcomes:
         return self._partitions(UNCLEANABLE)
 
     @property
+    def foreign_commits(self) -> tuple[PassOutcome, ...]:
+        """Skipped because another engine's commit changed the partition's records (a delta-rs or Spark DELETE,
+        UPDATE, MERGE...): each with the commits and the version a RESTORE brings the partition back to."""
+        return self.of_kind(FOREIGN)
+
+    @property
     def did_clean(self) -> bool:
         return bool(self.cleans)
 
@@ -230,6 +238,7 @@ class CycleResult(Outcomes):
                 f"{self.offsets_expired} committed offset(s) expired, "
                 f"{len(self.failures)} newly uncleanable, {len(self.uncleanable)} skipped as uncleanable, "
                 f"{len(self.busy)} busy, {len(self.conflicts)} lost race(s), "
+                f"{len(self.foreign_commits)} changed by another engine (not cleaned), "
                 f"{len(self.retried)} failed on the storage (tried again next cycle); "
                 f"{self.finished_ms - self.started_ms} ms")
 
@@ -435,6 +444,7 @@ class LogCleaner:
         wanted = list(topics) if topics is not None else None
         self.maintenance.abort_timed_out_transactions()
         self.repair_duplicated_offsets(wanted)
+        self.manager.foreign_skipped.clear()  # this loop's rankings say which partitions other engines changed now
         state = _RoundState(self.manager.uncleanable_partitions())
         if self.shared_jobs:
             self._do_rounds(state, wanted)
@@ -450,6 +460,8 @@ class LogCleaner:
         if state.passes >= MAX_PASSES:
             log.error("the cleaning loop stopped after %d passes with partitions still eligible", MAX_PASSES)
         state.outcomes += self._check(state.cleans)
+        state.outcomes += [PassOutcome.of_error(tp, FOREIGN, e, message=foreign_message(e))
+                           for tp, e in sorted(self.manager.foreign_skipped.items())]
         return state.result()
 
     def repair_duplicated_offsets(self, topics: Sequence[str] | None = None) -> int:
@@ -729,6 +741,14 @@ class LogCleaner:
                 log.info("nothing to clean; backing off %d ms (log.cleaner.backoff.ms)", self.config.backoff_ms)
                 self.sleep(self.config.backoff_ms)
         return n
+
+
+def foreign_message(error: ForeignCommitError) -> str:
+    """The short form of ``error`` for a cycle's outcome (its full message, with the RESTORE to run, is logged by
+    the ranking): the other engine's commits and the version a RESTORE brings the partition back to."""
+    commits = "; ".join(c.describe() for c in error.commits[:5]) or str(error)[:300]
+    more = f"; and {len(error.commits) - 5} more" if len(error.commits) > 5 else ""
+    return f"{commits}{more}; not cleaned until RESTORE to version {error.restore_version}"
 
 
 def raise_failures(round_: CleaningRound) -> list[CleanResult]:

@@ -37,7 +37,7 @@ from deltalake.exceptions import DeltaError, DeltaProtocolError, SchemaMismatchE
 from deltalog.cleaner.cleaner import CleanResult
 from deltalog.cleaner.cleaner_manager import LogCleanerManager
 from deltalog.cleaner.log_to_clean import LogToClean
-from deltalog.errors import CorruptLogError, DeltalogError
+from deltalog.errors import CorruptLogError, DeltalogError, ForeignCommitError
 from deltalog.log import delta
 from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import PartitionLog
@@ -246,9 +246,11 @@ def partition_metrics(logs: LogManager, manager: LogCleanerManager, topic: str, 
     return m, ltc.cleanable_bytes
 
 
-def _damaged_metrics(topic: str, partition: int, error: CorruptLogError) -> PartitionMetrics:
-    """The row of a partition whose Delta log cannot be read: no sizes or offsets, uncleanable with the reason."""
-    return PartitionMetrics(topic, partition, "", 0, 0, 0, 0, 0, 0.0, 0, True, f"CorruptLogError: {error}",
+def _damaged_metrics(topic: str, partition: int, error: CorruptLogError | ForeignCommitError) -> PartitionMetrics:
+    """The row of a partition whose Delta log cannot be read (damaged, or changed by another engine's commit, which
+    deltalog reads nothing on top of): no sizes or offsets, counted as uncleanable (the cleaner does not clean it)
+    with the reason, which names the partition and, for another engine's commit, the commit and the RESTORE."""
+    return PartitionMetrics(topic, partition, "", 0, 0, 0, 0, 0, 0.0, 0, True, f"{type(error).__name__}: {error}",
                             None, None, None, None, None)
 
 
@@ -274,7 +276,9 @@ def collect(logs: LogManager, now_ms: int | None = None, *, state_lag: StateLagS
             manager: LogCleanerManager | None = None, last_cleans: LastCleans | None = None) -> StoreMetrics:
     """Every partition's metrics and the store-wide ones, from snapshots and the cleaner's records, the partitions
     :attr:`LogManager.walk_threads` at a time (in the partitions' order); with ``state_lag``, each partition's
-    state-table lag too. A cleaner's cycle gives its ``manager`` (whose uncleanable set it has listed once) and its
+    state-table lag too. A partition whose log cannot be read (damaged, or another engine's record-changing commit)
+    gets a row with the reason and the others their figures, as Kafka's cleaner goes on past an uncleanable
+    partition (``LogCleanerManager.markPartitionUncleanable``). A cleaner's cycle gives its ``manager`` (whose uncleanable set it has listed once) and its
     ``last_cleans`` (kept from cycle to cycle)."""
     now = logs.clock.now_ms() if now_ms is None else now_ms
     manager = manager if manager is not None else LogCleanerManager(logs)
@@ -283,7 +287,7 @@ def collect(logs: LogManager, now_ms: int | None = None, *, state_lag: StateLagS
     def one(plog: PartitionLog) -> tuple[PartitionMetrics, int]:
         try:
             return partition_metrics(logs, manager, plog.topic, plog.partition, now, last_cleans)
-        except CorruptLogError as e:  # a damaged Delta log: no figures, but counted as uncleanable
+        except (CorruptLogError, ForeignCommitError) as e:  # no figures, but counted as uncleanable; the others go on
             return _damaged_metrics(plog.topic, plog.partition, e), 0
 
     parts: list[PartitionMetrics] = []

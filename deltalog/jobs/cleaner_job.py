@@ -242,6 +242,7 @@ def cycle_json(cycle: Any) -> dict[str, Any]:
         "skipped_uncleanable": [f"{t}-{p}" for t, p in cycle.uncleanable],
         "busy": [f"{t}-{p}" for t, p in cycle.busy],
         "lost_races": [f"{t}-{p}" for t, p in cycle.conflicts],
+        "foreign_commits": [f"{f.topic}-{f.partition}: {f.message}" for f in cycle.foreign_commits],
     }
 
 

@@ -51,6 +51,7 @@ from deltalog.config import TopicConfig, validate_config_mapping
 from deltalog.errors import (
     CorruptLogError,
     CorruptStateError,
+    ForeignCommitError,
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidTopicError,
@@ -678,7 +679,8 @@ class LogManager:
         """Raise ``error``, or with ``keep_going`` log it (the partition is tried again next cycle)."""
         if not keep_going:
             raise error
-        damaged = isinstance(error, CorruptLogError)  # its message names the file: a stack would add nothing
+        # Its message names the file, or the other engine's commit and the RESTORE: a stack would add nothing.
+        damaged = isinstance(error, (CorruptLogError, ForeignCommitError))
         log.error("%s of %s-%d failed; it is tried again next cycle%s", purpose, plog.topic, plog.partition,
                   f": {error}" if damaged else "", exc_info=None if damaged else error)
 

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from deltalog.errors import CommitConflictError, InvalidConfigError, OffsetOutOfRangeError
+from deltalog.errors import CommitConflictError, ForeignCommitError, InvalidConfigError, OffsetOutOfRangeError
 from deltalog.log import delta, layout
 from deltalog.log.delta import DataFile
 from deltalog.log.log_manager import LogManager
@@ -246,7 +246,11 @@ def apply_retention(logs: LogManager, topic: str | None = None, *, keep_going: b
     ``progress``: told ``(done, total, partition)`` as it goes.
     """
     def due(log_: PartitionLog) -> bool:
-        return bool(deletable_segments(logs.snapshot(log_), logs.clock.now_ms()))
+        try:
+            snap = logs.snapshot(log_)
+        except ForeignCommitError:  # deltalog deletes nothing on top of another engine's change: the cycle names it
+            return False
+        return bool(deletable_segments(snap, logs.clock.now_ms()))
 
     return logs.each_leased(topic, "retention", lambda log_: delete_old_segments(log_, logs.clock.now_ms()),
                             keep_going=keep_going, needed=due if only_due else None, progress=progress)

@@ -301,7 +301,11 @@ def vacuum_store(logs: LogManager, topic: str | None = None, *, dry_run: bool = 
         result = vacuum(log_, now, dry_run=dry_run)
         if not dry_run:
             until = now + ORPHAN_MIN_AGE_MS
-            _keep_quiet(log_.uri, logs.snapshot(log_).topic_id, result.version,
+            try:
+                topic_id = logs.snapshot(log_).topic_id
+            except ForeignCommitError:  # VACUUM ran (it needs no records); the partition is looked at next time
+                return result
+            _keep_quiet(log_.uri, topic_id, result.version,
                         until if result.next_due_ms is None else min(until, result.next_due_ms))
         return result
 
