@@ -187,7 +187,8 @@ STORE_KEYS: tuple[ConfigKey, ...] = (
               "How long the cleaner job sleeps when no partition is eligible."),
     ConfigKey("background.threads", "background_threads", _long(1, 1024), 10,
               "Partitions the cleaner cycle's Spark-free steps (snapshot refresh, retention, VACUUM, metrics) work "
-              "on side by side: their object-store requests in flight."),
+              "on side by side, and the passes of a cleaning round doing their driver work (lease, plan, commit) at "
+              "a time: their object-store requests in flight."),
     ConfigKey("log.cleaner.io.max.bytes.per.second", "io_max_bytes_per_second",
               _double(0.0, float("inf"), lo_open=True), float("inf"),
               "Throttle on the bytes a cleaning pass reads and writes per second."),

@@ -193,3 +193,40 @@ def test_a_workers_text_names_its_deltalog_error_and_only_that_is_raised_again()
                   "deltalog.errors.NoSuchError: what"):
         kept = RuntimeError(f"Traceback ...\n{other}\n")
         assert worker_error(kept) is kept
+
+
+def _count_at_a_time(leases):
+    """Wrap ``leases.hold`` (which a pass calls holding a driver slot) to count the passes in it at once, with a
+    pause so that every pass able to enter at the same time does; returns the list holding the most seen."""
+    import threading
+    import time
+
+    lock, inside, most = threading.Lock(), [0], [0]
+    hold = leases.hold
+
+    def counted(*args, **kwargs):
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.5)
+        with lock:
+            inside[0] -= 1
+        return hold(*args, **kwargs)
+
+    leases.hold = counted
+    return most
+
+
+def test_a_rounds_driver_work_runs_background_threads_passes_at_a_time(tmp_path, clock, spark):
+    """The passes of a round do their driver work (the lease, the plan, the commit: round trips to the store) as many
+    at a time as the store's ``background.threads`` says: counted where each pass takes its lease."""
+    build(tmp_path / "store", clock, spark)
+    for threads in (2, PARTITIONS):
+        store = Store(tmp_path / "store", clock=clock, spark=spark, config={"background.threads": threads})
+        cleaner = store.log_cleaner()
+        most = _count_at_a_time(cleaner.logs.leases)
+        round_ = cleaner.clean_filthiest_logs()
+        assert len(round_.cleans) == PARTITIONS and cleaner.rounds[0][0] == PARTITIONS
+        assert most[0] == threads
+        for p in range(PARTITIONS):  # dirty again for the next number
+            dirty(store, "t", p)

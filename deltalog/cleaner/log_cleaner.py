@@ -557,7 +557,8 @@ class LogCleaner:
             self._clean_round(state, batch)
 
     def _clean_round(self, state: _RoundState, batch: list[LogToClean]) -> None:
-        jobs = SharedJobs(self.spark(), len(batch))
+        # The round's passes do their driver work (round trips to the store, mostly) background.threads at a time.
+        jobs = SharedJobs(self.spark(), len(batch), driver_slots=self.config.background_threads)
         first = len(state.cleans)
 
         def clean(ltc: LogToClean) -> None:

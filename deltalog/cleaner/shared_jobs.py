@@ -25,13 +25,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltalog.cleaner import tasks
+from deltalog.config import StoreConfig
 from deltalog.spark import default_parallelism
 from deltalog.storage import Storage
 
-#: Passes of a round doing their driver work (lease, plan, commit) at a time. Every pass of a round must reach the
-#: shared job, so each has a thread of its own; but dozens of threads contending for the interpreter and delta-rs's
-#: runtime switch more than they work, and a few at a time keep the driver's cores as busy.
-DRIVER_SLOTS = 4
+#: Passes of a round doing their driver work (lease, plan, commit, reads of the log) at a time when the caller gives no
+#: number: ``background.threads``' default (Kafka's, 10). The cleaner gives its store's ``background.threads``, the
+#: requests its cycle's walk keeps in flight: a pass's driver work is mostly round trips to the store too (on an
+#: object store tens of milliseconds each, the interpreter and delta-rs's runtime free meanwhile), so the same number
+#: bounds them. Every pass of a round must reach the shared job, so each has a thread of its own; the slots keep
+#: those not waiting for a job few enough that they do not contend for the interpreter more than they work.
+DRIVER_SLOTS = StoreConfig.background_threads
 
 #: A shared job has at most this many Spark tasks a core (one wave): past that, small partitions' tasks share Spark
 #: tasks, while a large partition's tasks, each a core's share of its input, still land on different ones. A Spark
@@ -58,7 +62,8 @@ class SharedJobs:
         self.spark = spark
         self._active = parties
         #: Passes doing driver work (planning, committing) at a time; a pass waiting for its shared job holds none.
-        self._slots = threading.Semaphore(driver_slots or DRIVER_SLOTS)
+        self.driver_slots = driver_slots or DRIVER_SLOTS
+        self._slots = threading.Semaphore(self.driver_slots)
         self._cond = threading.Condition()
         self._waiting: list[_Submitted] = []
         #: How many Spark jobs ran, and for how many submissions (what the benchmark reports).
