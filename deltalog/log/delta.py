@@ -52,7 +52,7 @@ from deltalake.exceptions import (
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
 from deltalog.errors import CommitConflictError, CommitOutcomeUnknownError, CorruptLogError, StorageError, plain
-from deltalog.log import damage, faults
+from deltalog.log import commit_infos, damage, faults
 from deltalog.log.data_file import DataFile  # noqa: F401 - re-exported: delta.DataFile, as before
 from deltalog.log.key_hash import with_key_hash
 from deltalog.log.record import (
@@ -170,7 +170,7 @@ def create_table(storage: Storage, uri: str, properties: Mapping[str, str], txns
     for attempt in range(RESOLVE_ATTEMPTS):
         try:
             dt = DeltaTable(uri, storage_options=storage.delta_options, version=0)
-            ours = any(entry.get(COMMIT_ID) == commit_id for entry in dt.history(1))
+            ours = any(entry.get(COMMIT_ID) == commit_id for entry in commit_infos.history(dt, 1))
         except TableNotFoundError:
             if is_storage_full(error):
                 raise full_storage_error(error, uri, f"creating the Delta table {uri}") from error
@@ -520,7 +520,7 @@ def find_commit(dt: DeltaTable, read_version: int, commit_id: str) -> int | None
     newer = dt.version() - read_version
     if newer <= 0:
         return None
-    for entry in dt.history(newer):
+    for entry in commit_infos.history(dt, newer):
         if entry.get(COMMIT_ID) == commit_id:
             return int(entry["version"])
     return None
