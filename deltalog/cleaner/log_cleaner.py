@@ -476,6 +476,8 @@ class LogCleaner:
                         n = plog.repair_duplicates(self.clock.now_ms())
                     finally:
                         lease.release()
+                except ForeignCommitError:  # not a duplicate: the ranking reports it ("not cleaning ...")
+                    continue
                 except DeltalogError as e:  # damaged, busy, a lost race: the cleaning loop says what it is
                     log.warning("repairing the offsets %s-%d holds twice failed; tried again next round: %s",
                                 plog.topic, plog.partition, e)
