@@ -6,7 +6,7 @@ refreshes in a loop; then Kafka's guarantees against what the producers were ack
 (:mod:`tooling.reliability.foreign_chaos`), the state table against the log and the quality suites.
 
 The fixed seeds run by default with ``-m slow``; ``DELTALOG_CHAOS_SEEDS=5,6,7`` (or ``=10`` for seeds 100-109)
-runs others, ``DELTALOG_CHAOS_SECONDS`` sets how long the processes run (default 40).
+runs others, ``DELTALOG_CHAOS_SECONDS`` sets how long the processes run (default 30).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def _seeds() -> list[int]:
 @pytest.mark.parametrize("seed", _seeds())
 def test_other_engines_at_random_moments_never_break_kafkas_guarantees(tmp_path, spark, seed):
     store = Store(tmp_path / "store", spark=spark)
-    seconds = float(os.environ.get("DELTALOG_CHAOS_SECONDS", "40"))
+    seconds = float(os.environ.get("DELTALOG_CHAOS_SECONDS", "30"))
     figures = foreign_chaos.run(store, tmp_path, seed, seconds=seconds)
     assert figures.violations == [], figures
     assert figures.acked > 0 and figures.cleans > 0 and figures.refreshes > 0, figures

@@ -358,6 +358,11 @@ def verify(store: Any, work: Path, figures: ChaosFigures, seen: dict[tuple[int, 
             elif got[0] < o:
                 figures.violations.append(f"key {k}: latest served is offset {got[0]} ({got[1]!r}), older than "
                                           f"its acknowledged {p}:{o} ({v!r})")
+    manager = store.log_cleaner().manager
+    for p in range(PARTITIONS):
+        mark = manager.uncleanable_mark(TOPIC, p)
+        if mark is not None:
+            figures.violations.append(f"partition {p} marked uncleanable: {mark.error_type}: {mark.message[:300]}")
     if stuck:
         return
     try:
