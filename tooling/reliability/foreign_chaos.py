@@ -116,18 +116,27 @@ def producer(spec: dict[str, Any]) -> None:
     out.close()
 
 
-def _undo(dt: Any, version: int) -> str:
-    """RESTORE to the version before another engine's ``version`` (deltalog's way out)."""
-    try:
-        dt.restore(version - 1)
-        return "restored"
-    except Exception as e:  # noqa: BLE001 - recorded: the partition stays detected
-        return f"restore failed: {e!r}"[:300]
+def _undo(uri: str, version: int) -> str:
+    """RESTORE to the version before another engine's ``version`` (deltalog's way out), tried again as a user
+    would when a concurrent commit took the version."""
+    from deltalake import DeltaTable
+
+    error = None
+    for attempt in range(5):
+        try:
+            DeltaTable(uri).restore(version - 1)
+            return "restored"
+        except Exception as e:  # noqa: BLE001 - recorded: the partition stays detected
+            error = e
+            time.sleep(0.2 * (attempt + 1))
+    return f"restore failed: {error!r}"[:300]
 
 
 def engine(spec: dict[str, Any]) -> None:
     import pyarrow as pa
     from deltalake import DeltaTable
+
+    from deltalog.log import commit_infos  # delta-rs's own history numbers versions wrongly under concurrency
 
     rng = random.Random(spec["seed"])
     out = open(spec["out"], "a", buffering=1)  # noqa: SIM115
@@ -170,12 +179,12 @@ def engine(spec: dict[str, Any]) -> None:
             entry["after"] = after.version()
             if how in DESTRUCTIVE and entry["after"] > entry["before"]:
                 # the version this operation landed as: the first after `before` that is not deltalog's
-                own = [h for h in after.history(entry["after"] - entry["before"])
+                own = [h for h in commit_infos.history(after, entry["after"] - entry["before"])
                        if h.get("deltalog.commit_id") is None and h.get("deltalog.operation") is None]
                 entry["version"] = min(int(h["version"]) for h in own)
                 entry["deltalog_between"] = entry["version"] - entry["before"] - 1
                 time.sleep(rng.uniform(0.2, 1.5))  # deltalog works on (and must refuse) the partition meanwhile
-                entry["undo"] = _undo(after, entry["version"])
+                entry["undo"] = _undo(uri, entry["version"])
         except Exception as e:  # noqa: BLE001 - a lost race of the other engine: recorded, and it goes on
             entry["error"] = repr(e)[:300]
         out.write(json.dumps(entry) + "\n")
@@ -217,6 +226,8 @@ class ChaosFigures:
     read_errors: dict[str, int] = field(default_factory=dict)
     engine_ops: dict[str, int] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
+    #: partitions left with another engine's change the undo could not take back: every read must refuse them
+    stuck: list[int] = field(default_factory=list)
 
 
 def _count(d: dict[str, int], e: BaseException) -> None:
@@ -291,7 +302,7 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 def verify(store: Any, work: Path, figures: ChaosFigures, seen: dict[tuple[int, int], tuple[Any, Any]]) -> None:
     """After a final clean and refresh: Kafka's guarantees against what the producers were acknowledged."""
-    from deltalog.errors import DeltalogError
+    from deltalog.errors import DeltalogError, ForeignCommitError
 
     acked: dict[tuple[int, int], tuple[Any, Any]] = {}
     aborted: set[tuple[int, int]] = set()
@@ -328,9 +339,10 @@ def verify(store: Any, work: Path, figures: ChaosFigures, seen: dict[tuple[int, 
             committed = store.read(TOPIC, p, "earliest", isolation_level="read_committed")
             uncommitted = store.read(TOPIC, p, "earliest", isolation_level="read_uncommitted")
         except DeltalogError as e:
-            if not stuck:
+            if not stuck or not isinstance(e, ForeignCommitError):
                 figures.violations.append(f"partition {p} unreadable at the end with every foreign commit undone: "
                                           f"{e!r}"[:600])
+            figures.stuck.append(p)
             continue
         snap = log.snapshot()
         if snap.cleaner_checkpoint is not None and snap.cleaner_checkpoint > snap.log_end_offset:
