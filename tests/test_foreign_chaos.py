@@ -12,6 +12,8 @@ runs others, ``DELTALOG_CHAOS_SECONDS`` sets how long the processes run (default
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -40,7 +42,11 @@ def test_other_engines_at_random_moments_never_break_kafkas_guarantees(tmp_path,
     assert figures.violations == [], figures
     assert figures.acked > 0 and figures.cleans > 0 and figures.refreshes > 0, figures
     assert sum(n for op, n in figures.engine_ops.items() if not op.endswith("failed")) > 0, figures
+    doctor = subprocess.run([sys.executable, "-m", "deltalog", "--store", str(store.root), "doctor", "--no-spark"],
+                            capture_output=True, text=True, timeout=300)
     if figures.stuck:  # an undo the other engine could not make (its RESTORE lost every race): reported, not served
+        assert doctor.returncode != 0 and all(f"t-{p}" in doctor.stdout for p in figures.stuck), doctor.stdout
         return
+    assert doctor.returncode == 0, doctor.stdout[-3000:] + doctor.stderr[-2000:]
     result = store.check(foreign_chaos.TOPIC)
     assert result.success, result.failures()
