@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from benchmarks.runner import Bench
 
 HELP = "deltalog --help (process)"
+CLEANER_HELP = "deltalog-cleaner --help (process)"
 PYTHON_START = "python -c pass (process)"
 DESCRIBE = "deltalog topics describe (process)"
 DELTA_OPEN = "delta-rs: open the partition table (process)"
@@ -47,10 +48,11 @@ def _run(argv: list[str]) -> float:
 
 
 def commands(store: str, topic: str) -> dict[str, list[str]]:
-    """The four processes of the row, by name."""
+    """The processes of the row, by name."""
     table = os.path.join(store, "topics", topic, "0") if "://" not in store else f"{store}/topics/{topic}/0"
     return {
         HELP: [sys.executable, "-m", "deltalog", "--help"],
+        CLEANER_HELP: [sys.executable, "-m", "deltalog.jobs.cleaner_job", "--help"],
         PYTHON_START: [sys.executable, "-c", "pass"],
         DESCRIBE: [sys.executable, "-m", "deltalog", "--store", store, "topics", "describe", topic],
         DELTA_OPEN: [sys.executable, "-c", f"import deltalake; deltalake.DeltaTable({table!r}).version()"],
@@ -64,7 +66,7 @@ def warm(store: str, topic: str) -> None:
 
 
 def cli_startup(bench: Bench, rnd: int) -> None:
-    """Row 21: the four processes once a round."""
+    """Row 21: its processes once a round."""
     if rnd == 0:
         warm(bench.pristine, "bench")
     for name, argv in commands(bench.pristine, "bench").items():

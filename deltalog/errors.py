@@ -272,12 +272,6 @@ class CleaningFailedError(DeltalogError):
         self.failures = list(failures)
 
 
-class TaskError(DeltalogError, RuntimeError):
-    """A Spark task of a cleaner round's shared job raised (``deltalog.cleaner.tasks``): its worker's traceback as
-    text, as Spark reports a failed task's error, so the pass reads it the same way (the last
-    ``SomeError: message`` line says what went wrong). Fails only the partition whose task it was."""
-
-
 class PartitionUncleanableError(DeltalogError):
     """The partition is marked uncleanable after a failed clean (Kafka's uncleanable set); it is not cleaned
     until ``deltalog cleaner reset-uncleanable`` clears the mark."""

@@ -86,6 +86,18 @@ def test_a_store_only_command_imports_neither_spark_nor_the_cleaner(tmp_path):
         assert not loaded, (argv, sorted(loaded))
 
 
+def test_the_cleaner_jobs_help_imports_no_store_and_no_spark(tmp_path):
+    """``deltalog-cleaner --help`` (the job's entry point) answers as fast as ``deltalog --help``: the store, Spark's
+    session and what they pull in (pyarrow, numpy, delta-rs) are imported when a run starts, not to print the help."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "deltalog.jobs.cleaner_job", "--help"],
+                          capture_output=True, text=True, cwd=tmp_path, env=_env(), timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "--once" in done.stdout and "--config" in done.stdout
+    modules = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    heavy = {"pyarrow", "numpy", "deltalake", "deltalog.store", "deltalog.sql.session", "pyspark", "duckdb"}
+    assert not modules & heavy, sorted(modules & heavy)
+
+
 def test_errors_under_json_output_are_json(tmp_path):
     import json
 

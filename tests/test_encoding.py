@@ -101,3 +101,20 @@ def test_data_written_before_the_encoding_was_declared_reads_as_stored(store):
     store.append("t", 0, [Record(key=b"\xff", value=b"not json"), Record(key=b"k", value=b'{"a": 1}')])
     store.alter_topic_config("t", {"key.encoding": "string", "value.encoding": "json", "value.schema": "a INT"})
     assert [(r.key, r.value) for r in store.read("t", 0)] == [(b"\xff", b"not json"), ("k", {"a": 1})]
+
+
+def test_records_read_with_json_values_are_hashable_and_hash_as_they_compare(store):
+    """A decoded JSON value (a dict, a list) does not make its record unhashable: records read from a json topic go
+    in a set or key a dict, and records that compare equal hash alike."""
+    store.create_topic("prices", config=CONFIG)
+    store.append("prices", 0, [Record(key="lime", value='{"price": 1, "tags": ["green", null]}'),
+                               Record(key="lime", value='{"tags": ["green", null], "price": 1.0}')])
+    first, second = store.read("prices", 0)
+    again = store.read("prices", 0)
+    assert isinstance(first.value, dict) and len({first, second, *again}) == 2
+    assert {first: "seen"}[again[0]] == "seen"
+    same_value = Record(key="lime", value=b"x", offset=1, timestamp_ms=second.timestamp_ms)
+    object.__setattr__(same_value, "key", "lime")
+    object.__setattr__(same_value, "value", {"price": 1, "tags": ["green", None]})  # 1 == 1.0, key order aside
+    assert same_value == second and hash(same_value) == hash(second)
+    assert hash(Record(b"k", b"v")) == hash(Record("k", "v"))  # bytes records as before

@@ -15,6 +15,7 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from deltalog.errors import InvalidConfigError
+from deltalog.server.frames import read_frame
 from deltalog.server.limits import ConnectionLimits
 from deltalog.server.security import listener_security, unused_keys
 from deltalog.server.socket_server import SocketServer
@@ -25,19 +26,9 @@ def send(sock, request, correlation_id: int = 1) -> None:
     sock.sendall(bytes(request.encode(header=True, framed=True)))
 
 
-def _read(sock, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return out
-
 
 def receive(sock, cls, version: int):
-    (size,) = struct.unpack(">i", _read(sock, 4))
-    return cls[version].decode(_read(sock, size), version=version, header=True)
+    return cls[version].decode(read_frame(sock), version=version, header=True)
 
 
 def closed(sock, wait_s: float = 5) -> bool:

@@ -33,8 +33,9 @@ from kafka.protocol.sasl import (
 )
 
 from deltalog import scram
-from deltalog.errors import InvalidConfigError, ResourceNotFoundError, UnacceptableCredentialError
+from deltalog.errors import InvalidConfigError, ProtocolError, ResourceNotFoundError, UnacceptableCredentialError
 from deltalog.server import protocol, sasl
+from deltalog.server.frames import read_frame
 from deltalog.server.security import listener_security, load_properties
 from deltalog.server.socket_server import SocketServer
 
@@ -169,19 +170,8 @@ def send(sock, request, correlation_id: int = 1) -> None:
 
 
 def receive(sock, cls, version: int):
-    head = _read(sock, 4)
-    (size,) = struct.unpack(">i", head)
-    return cls[version].decode(_read(sock, size), version=version, header=True)
+    return cls[version].decode(read_frame(sock), version=version, header=True)
 
-
-def _read(sock, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
 
 
 def closed(sock) -> bool:
@@ -271,8 +261,7 @@ def test_sasl_handshake_v0_sends_raw_tokens_and_a_failure_just_closes(secure, ce
         for step in (client.first_message, client.final_message):
             token = step()  # once: the client keeps what it sent for its proof
             sock.sendall(struct.pack(">i", len(token)) + token)
-            (size,) = struct.unpack(">i", _read(sock, 4))
-            answer = _read(sock, size)
+            answer = read_frame(sock)
             if step == client.first_message:
                 client.process_server_first_message(answer)
         client.process_server_final_message(answer)  # raises when the server signature is wrong
@@ -458,9 +447,48 @@ def test_ssl_client_auth_required_accepts_the_ca_s_clients_only(store, certs):
                                          server_hostname="localhost") as sock:
                     send(sock, MetadataRequest[1](topics=None))
                     got = [t.name for t in receive(sock, MetadataResponse, 1).topics]
-            except (ssl.SSLError, ConnectionError):
+            except (ssl.SSLError, ConnectionError, ProtocolError):  # refused in the handshake, or closed after it
                 got = None
             assert (got == ["secure"]) is served, (who, got)
+
+
+def test_request_metrics_count_sasl_requests_and_unsupported_versions_by_api_key(store, certs):
+    """Kafka's RequestMetrics count every request by API key: the SASL exchange of a real client (kafka-python, SCRAM)
+    and an ApiVersions at a version not served (answered UNSUPPORTED_VERSION), on a SASL listener before
+    authentication and on a PLAINTEXT one, as well as the Produce that follows."""
+    from deltalog.server.request_metrics import RequestMetrics
+
+    creds = scram.ScramCredentials(store.storage)
+    creds.upsert("bob", "SCRAM-SHA-256", "bob-secret", iterations=8192)
+    store.create_topic("secure", 1)
+    too_new = struct.pack(">hhih", 18, 99, 7, 3) + b"raw"  # ApiVersions v99: only its fixed header is read
+    metrics = RequestMetrics()
+    with SocketServer(store, "127.0.0.1", 0, security=listener_security(sasl_ssl_props(certs)),
+                      metrics=metrics) as server:
+        producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{server.port}", security_protocol="SASL_SSL",
+                                 ssl_cafile=certs["ca"], sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="bob",
+                                 sasl_plain_password="bob-secret", enable_idempotence=False)
+        producer.send("secure", key=b"k", value=b"v").get(timeout=20)
+        producer.close()
+        with tls_connect(server, certs) as sock:
+            sock.sendall(struct.pack(">i", len(too_new)) + too_new)
+            assert ApiVersionsResponse[0].decode(read_frame(sock), version=0, header=True).error_code == 35
+    counted = metrics.snapshot()
+    requests = {name: sum(n for (k, _v), n in counted["requests"].items() if k == name)
+                for name, _v in counted["requests"]}
+    assert requests["SaslHandshake"] >= 1 and requests["SaslAuthenticate"] >= 2  # SCRAM: client-first, client-final
+    assert requests["Produce"] >= 1 and counted["requests"][("ApiVersions", 99)] == 1
+    too_new_versions = sum(n for (k, v), n in counted["requests"].items() if k == "ApiVersions" and v > 3)
+    assert counted["errors"][("ApiVersions", "UNSUPPORTED_VERSION")] == too_new_versions  # v99, kafka-python's probe
+    assert counted["errors"][("SaslAuthenticate", "NONE")] == requests["SaslAuthenticate"]
+
+    plain = RequestMetrics()
+    with SocketServer(store, "127.0.0.1", 0, metrics=plain) as server, \
+            socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(too_new)) + too_new)
+        assert ApiVersionsResponse[0].decode(read_frame(sock), version=0, header=True).error_code == 35
+    assert plain.snapshot()["requests"] == {("ApiVersions", 99): 1}
+    assert plain.snapshot()["errors"] == {("ApiVersions", "UNSUPPORTED_VERSION"): 1}
 
 
 # -- deltalog serve --config, kcat ------------------------------------------------------------------------

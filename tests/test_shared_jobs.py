@@ -146,3 +146,50 @@ def test_a_commit_that_removes_files_says_its_version_and_a_taken_version_still_
         delta.commit_version(stale, [delta.remove_action(gone, clock.now_ms())], txns={}, operation="test",
                              plan_version=snap.version)
     assert log.table().version() == version
+
+
+def test_a_task_error_comes_back_as_the_workers_own_class_from_a_shared_job_and_a_pass_s_own(spark, tmp_path):
+    """A worker's deltalog error reaches the driver as its own class (not a traceback's text) whether its job was a
+    round's shared one (isolated: it fails only its group) or one pass's own: a user sees the same error either
+    way. What deltalog did not raise on purpose stays the worker's text."""
+    from functools import partial
+
+    import pytest
+
+    from deltalog.cleaner.tasks import load_arrays, run_task_groups
+    from deltalog.errors import CorruptLogError
+    from deltalog.storage import Storage
+
+    storage = Storage(str(tmp_path))
+    bad = str(tmp_path / "not-arrays.bin")
+    storage.write_bytes(bad, b"something else")
+    work = str(tmp_path / "work")
+    read = partial(load_arrays, storage)
+    corrupt, text, fine = run_task_groups(spark, [(read, [bad], storage, work), (int, ["x"], storage, work),
+                                                  (abs, [-1, -2], storage, work)], isolate=True)
+    assert fine == [1, 2]
+    assert isinstance(corrupt, CorruptLogError) and "not-arrays.bin" in str(corrupt)
+    assert "Traceback" not in str(corrupt) and "Traceback" in str(corrupt.__cause__)  # the worker's, kept as cause
+    assert type(text) is RuntimeError and "ValueError: invalid literal for int()" in str(text)
+    with pytest.raises(CorruptLogError) as alone:
+        run_task_groups(spark, [(read, [bad], storage, work)], isolate=False)
+    assert str(alone.value) == str(corrupt)
+
+
+def test_a_workers_text_names_its_deltalog_error_and_only_that_is_raised_again():
+    """Spark-free: the last ``deltalog.errors.X: message`` line of a worker's text becomes ``X(message)``; an error
+    deltalog did not raise, or one whose class needs more than a message, stays the text."""
+    from deltalog.cleaner.tasks import worker_error
+    from deltalog.errors import CorruptLogError, OffsetOutOfRangeError
+
+    text = ("Traceback (most recent call last):\n  File \"recopy.py\", line 1\n"
+            "deltalog.errors.CorruptLogError: partition t-0 is damaged: /s/t/0/x.parquet is missing\n")
+    carried = RuntimeError(text)
+    raised = worker_error(carried)
+    assert type(raised) is CorruptLogError and str(raised) == "partition t-0 is damaged: /s/t/0/x.parquet is missing"
+    assert raised.__cause__ is carried
+    assert OffsetOutOfRangeError.__init__ is not Exception.__init__  # keyword-only fields: not rebuilt from text
+    for other in ("ValueError: bad", "deltalog.errors.OffsetOutOfRangeError: 9 is past the end",
+                  "deltalog.errors.NoSuchError: what"):
+        kept = RuntimeError(f"Traceback ...\n{other}\n")
+        assert worker_error(kept) is kept

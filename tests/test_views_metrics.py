@@ -71,3 +71,22 @@ def test_deltalog_views_prints_the_metrics_table(store, tmp_path):
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
     assert f"CREATE OR REPLACE VIEW \"deltalog_metrics\" AS\nSELECT * FROM delta_scan('{location}');" in done.stdout
+
+
+def test_the_embedded_engine_answers_the_metrics_table_as_the_other_engines_name_it(store):
+    """``deltalog sql`` (DuckDB, no Spark) has ``deltalog_metrics`` too: the same rows as the table itself."""
+    location = _cycle(store)
+    got = store.sql('SELECT topic, "partition" FROM deltalog_metrics WHERE "partition" >= 0 '
+                    'ORDER BY topic, "partition"').fetchall()
+    assert got == [("orders", 0), ("orders", 1), ("prices", 0)]
+    want = DeltaTable(location).to_pyarrow_table()
+    assert store.sql("SELECT count(*) FROM DELTALOG_METRICS").fetchall() == [(want.num_rows,)]
+    assert store.sql("SELECT * FROM deltalog_metrics").columns == want.column_names
+
+
+def test_the_embedded_engine_says_the_metrics_table_is_not_there_before_a_cycle(store):
+    from deltalog.errors import QueryError
+
+    store.create_topic("orders", 1)
+    with pytest.raises(QueryError, match="deltalog_metrics"):
+        store.sql("SELECT * FROM deltalog_metrics")

@@ -100,9 +100,8 @@ def guard(item: pytest.Item, monkeypatch: pytest.MonkeyPatch) -> None:
                         pytrace=False)
 
     if "spark" not in have:
-        # the cleaner job binds local_session at import: imported before the patch (the CLI imports it only when a
-        # command needs it), so it never binds a test's wrapper, and the patch below is undone with the test's
-        import deltalog.jobs.cleaner_job as job
+        # every caller (the cleaner job too) looks local_session up in its module when it starts a session, so the
+        # patch there is seen, and undone with the test's
         import deltalog.sql.session as session
 
         real = session.local_session
@@ -113,7 +112,6 @@ def guard(item: pytest.Item, monkeypatch: pytest.MonkeyPatch) -> None:
             return session
 
         monkeypatch.setattr(session, "local_session", local_session)
-        monkeypatch.setattr(job, "local_session", local_session)
 
     real_getfixturevalue = pytest.FixtureRequest.getfixturevalue
 

@@ -78,9 +78,8 @@ from deltalog.errors import (
     CorruptLogError,
     DeltalogError,
     StorageFullError,
-    TaskError,
 )
-from deltalog.log import damage, delta
+from deltalog.log import delta
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import CONTROL, DELETE_HORIZON, KEY, OFFSET, PRODUCER_ID
 from deltalog.log.segment import Segment
@@ -520,22 +519,23 @@ _RAISED = re.compile(r"^((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Inv
 def _failure(snap: LogSnapshot, phase: str, error: Exception, uri: str) -> Exception:
     """Spark's error as a :class:`CleaningFailedError` that names the partition and the phase, caused by it
     (deltalog's own errors pass through unchanged, with their own cause: ``raise error from error`` would make
-    the error its own cause, a chain with no end); a full disk under a task (its error reaches the driver as
-    text) as the :class:`~deltalog.errors.StorageFullError` the loop retries instead of marking the partition
-    uncleanable."""
+    the error its own cause, a chain with no end; a task's arrive as their own class, see
+    :func:`~deltalog.cleaner.tasks.worker_error`, from a pass's own job and a round's shared one alike); a
+    damaged file as a :class:`CorruptLogError` that also names the pass; a full disk under a task (its error
+    reaches the driver as text) as the :class:`~deltalog.errors.StorageFullError` the loop retries instead of
+    marking the partition uncleanable."""
     if is_storage_full(error):
         full = full_storage_error(error, uri, f"cleaning {snap.topic}-{snap.partition} ({phase})")
         if full is not error:
             full.__cause__ = error
         return full
-    if isinstance(error, DeltalogError) and not isinstance(error, TaskError):  # a TaskError is a worker's text
-        return error
-    corrupt = damage.worker_error(error)  # a task's CorruptLogError names the damaged file: keep its type and words
-    if corrupt is not None:
-        failure: Exception = CorruptLogError(f"cleaning {snap.topic}-{snap.partition} failed in {phase}: {corrupt}; "
+    if isinstance(error, CorruptLogError):  # a task's names the damaged file: keep its type and words, name the pass
+        failure: Exception = CorruptLogError(f"cleaning {snap.topic}-{snap.partition} failed in {phase}: {error}; "
                                              "nothing was committed")
         failure.__cause__ = error
         return failure
+    if isinstance(error, DeltalogError):
+        return error
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     # A task's Python error reaches the driver as text ending in the worker's traceback: its last
     # "SomeError: message" line says what went wrong (deltalog's workers name the file they could not read).

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import struct
 import threading
 import traceback
@@ -27,7 +28,8 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from deltalog.errors import CorruptLogError, TaskError
+from deltalog import errors
+from deltalog.errors import CorruptLogError, DeltalogError
 from deltalog.spark import default_parallelism
 from deltalog.storage import Storage, join
 
@@ -85,9 +87,10 @@ def run_task_groups(spark: Any, groups: Sequence[tuple[Callable[[Any], Any], Seq
                     isolate: bool, max_tasks: int | None = None) -> list[list[Any] | BaseException]:
     """Each group's ``[fn(p) for p in payloads]`` in one Spark job; a group's ``storage`` and ``work_dir`` hold its
     spilled payloads. With ``isolate`` (several passes' groups) a task that raises fails only its own group, whose
-    entry is then a :class:`TaskError`; without, the job fails, as one pass's own job does. One Spark task a payload,
-    or at most ``max_tasks``: then payloads share Spark tasks (small passes ride together), a group's payloads
-    spread over different ones (a large pass's runs still run side by side), see :func:`assign`."""
+    entry is then the worker's error (:func:`worker_error`); without, the job fails with it, as one pass's own job
+    does. One Spark task a payload, or at most ``max_tasks``: then payloads share Spark tasks (small passes ride
+    together), a group's payloads spread over different ones (a large pass's runs still run side by side), see
+    :func:`assign`."""
     owners = [g for g, (_fn, payloads, _s, _w) in enumerate(groups) for _ in payloads]
     n = len(owners)
     if n == 0:
@@ -110,6 +113,11 @@ def run_task_groups(spark: Any, groups: Sequence[tuple[Callable[[Any], Any], Seq
     try:
         job = spark.range(0, rows, 1, numPartitions=rows).mapInArrow(partial(_run_indexes, source), _RESULT_DDL)
         table = job.toArrow()
+    except Exception as e:
+        raised = worker_error(e)
+        if raised is e:
+            raise
+        raise raised from e
     finally:
         for storage, location in spilled:
             storage.delete_many([location])
@@ -128,8 +136,35 @@ def run_task_groups(spark: Any, groups: Sequence[tuple[Callable[[Any], Any], Seq
         if ok:
             out[g].append(value)  # type: ignore[union-attr]
         else:
-            out[g] = TaskError(value)
+            out[g] = worker_error(RuntimeError(value))  # the worker's text, as Spark's own error carries it
     return out
+
+
+#: The last line of a worker's traceback when deltalog raised the error on purpose (``deltalog.errors.XError: ...``).
+_DELTALOG_RAISED = re.compile(r"^deltalog\.errors\.([A-Za-z_]\w*): (.+)$", re.MULTILINE)
+
+
+def worker_error(error: BaseException) -> BaseException:
+    """The error a task's worker raised, as its own class: Spark brings a failed task's error to the driver only as
+    its traceback's text (a ``PythonException``), and a shared job's isolated task as the same text (in a
+    ``RuntimeError``, read as Spark's), so the last ``deltalog.errors.SomeError: message`` line in it is raised
+    again as ``SomeError(message)``, its cause the text. A single pass's job and a shared round's then fail a pass with the
+    same error (Kafka's ``Errors.forException`` likewise maps a class back from what was sent). An error deltalog did
+    not raise, or whose class needs more than a message (``StorageFullError``: the text still says the storage is
+    full), is returned unchanged."""
+    found = _DELTALOG_RAISED.findall(str(error))
+    if not found:
+        return error
+    name, message = found[-1]
+    cls = getattr(errors, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, DeltalogError)):
+        return error
+    try:
+        raised = cls(message.strip())
+    except TypeError:  # keyword-only fields the text does not carry
+        return error
+    raised.__cause__ = error
+    return raised
 
 
 def assign(sizes: Sequence[int], tasks: int) -> tuple[tuple[int, ...], ...]:

@@ -244,15 +244,16 @@ def api_versions(host: str, port: int, *, timeout_s: float) -> int:
     import socket
     import struct
 
+    from deltalog.server.frames import read_frame
+
     correlation = 0x6465_6C74  # any id: the answer must carry it back
     client = b"deltalog-ping"
     body = struct.pack(">hhih", _API_VERSIONS_KEY, _API_VERSIONS_VERSION, correlation, len(client)) + client
     with socket.create_connection((host, port), timeout=timeout_s) as sock:
         sock.sendall(struct.pack(">i", len(body)) + body)
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        if not 6 <= size <= 1 << 20:
-            raise ProtocolError(f"an answer of {size} bytes is not ApiVersions'")
-        answer = _read(sock, size)
+        answer = read_frame(sock, max_bytes=1 << 20)  # ProtocolError: closed before answering, or not ApiVersions'
+        if len(answer) < 6:
+            raise ProtocolError(f"an answer of {len(answer)} bytes is not ApiVersions'")
     got, error_code = struct.unpack(">ih", answer[:6])
     if got != correlation:
         raise ProtocolError(f"the answer carries correlation id {got}, not {correlation}")
@@ -260,12 +261,3 @@ def api_versions(host: str, port: int, *, timeout_s: float) -> int:
         raise ProtocolError(f"ApiVersions answered error code {error_code}")
     return struct.unpack(">i", answer[6:10])[0] if len(answer) >= 10 else 0
 
-
-def _read(sock: Any, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ProtocolError("the endpoint closed the connection before answering")
-        data += chunk
-    return data

@@ -298,6 +298,9 @@ class Record:
     a ``str`` is accepted and stored as UTF-8. ``value=None`` is a tombstone. A record ``Store.read`` returns holds
     them as its topic declares them (``str`` for ``string``, the decoded JSON for ``json``; see
     :func:`deltalog.log.encoding.decoded_records`) and can be appended again as it is.
+
+    A record is hashable (a set of records, a dict keyed by them) whatever it holds: a decoded JSON key or value (a
+    ``dict``, a ``list``) hashes by its contents, so two records that compare equal hash alike.
     """
 
     key: bytes | None = None
@@ -319,6 +322,10 @@ class Record:
             if v is not None and not 0 <= v < 2**63:
                 raise InvalidRecordError(f"{name} must be >= 0 and fit in 64 bits, not {shown(v)}")
 
+    def __hash__(self) -> int:
+        return hash((_hashable(self.key), _hashable(self.value), self.headers, self.timestamp_ms, self.offset,
+                     self.delete_horizon_ms))
+
     @property
     def is_tombstone(self) -> bool:
         return self.value is None
@@ -330,6 +337,16 @@ class Record:
         for name, value in self.headers:
             size += len(name.encode("utf-8")) + len(value or b"")
         return size
+
+
+def _hashable(data: Any) -> Any:
+    """``data`` with each JSON object and array made immutable (a ``frozenset`` of its items, a ``tuple``): equal
+    decoded values give equal results, so their hashes agree with ``==`` (``{"a": 1}`` and ``{"a": 1.0}`` too)."""
+    if isinstance(data, dict):
+        return frozenset((k, _hashable(v)) for k, v in data.items())
+    if isinstance(data, list):
+        return tuple(_hashable(v) for v in data)
+    return data
 
 
 def _stored_size(data: Any) -> int:

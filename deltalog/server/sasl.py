@@ -219,7 +219,8 @@ HANDSHAKE_OR_VERSIONS, HANDSHAKE, AUTHENTICATE, RAW_TOKENS, COMPLETE = (
 
 class SaslServerAuthenticator:
     """One connection's authentication. :meth:`receive` takes each frame until :attr:`complete`; it returns the
-    frame to answer with (or None) and whether to close the connection after it."""
+    frame to answer with (or None) and whether to close the connection after it, and keeps the request it answered
+    in :attr:`answered` (Kafka's request metrics count SASL's requests as any other's)."""
 
     def __init__(self, mechanisms: tuple[str, ...], plain_users: Mapping[str, str], scram_lookup: ScramLookup,
                  *, max_receive_size: int = DEFAULT_MAX_RECEIVE_SIZE, peer: Any = None) -> None:
@@ -232,16 +233,26 @@ class SaslServerAuthenticator:
         self.server: PlainServer | ScramServer | None = None
         self.mechanism: str | None = None
         self.principal: str | None = None
+        #: (API key, version, response) of the request the last :meth:`receive` answered; None for a raw token
+        #: (SaslHandshake v0's framing: no request header, so no request to count) or a frame not answered.
+        self.answered: tuple[int, int, Any] | None = None
 
     @property
     def complete(self) -> bool:
         return self.state == COMPLETE
+
+    def _answer(self, api_key: int, version: int, correlation_id: int, response: Any, *,
+                asked: int | None = None) -> bytes:
+        """``response`` encoded at ``version``, kept in :attr:`answered` at the version the request ``asked``."""
+        self.answered = (api_key, version if asked is None else asked, response)
+        return p.encode_response(api_key, version, correlation_id, response)
 
     def _close(self, why: str) -> tuple[None, bool]:
         log.warning("closing %s before authentication: %s", self.peer, why)
         return None, True
 
     def receive(self, frame: bytes) -> tuple[bytes | None, bool]:
+        self.answered = None
         if self.state == RAW_TOKENS:
             return self._raw_token(frame)
         try:
@@ -250,11 +261,11 @@ class SaslServerAuthenticator:
             return self._close(str(e))
         if req.api_key == p.API_VERSIONS_KEY and self.state == HANDSHAKE_OR_VERSIONS:
             if isinstance(req, p.Unsupported):  # the client retries at a version it is told; the state stays
-                return p.encode_response(req.api_key, 0, req.correlation_id,
-                                         p.api_versions_response(0, p.UNSUPPORTED_VERSION)), False
+                return self._answer(req.api_key, 0, req.correlation_id,
+                                    p.api_versions_response(0, p.UNSUPPORTED_VERSION), asked=req.api_version), False
             self.state = HANDSHAKE
-            return p.encode_response(req.api_key, req.api_version, req.correlation_id,
-                                     p.api_versions_response(req.api_version)), False
+            return self._answer(req.api_key, req.api_version, req.correlation_id,
+                                p.api_versions_response(req.api_version)), False
         if isinstance(req, p.Unsupported):
             return self._close(f"API key {req.api_key} v{req.api_version} is not served")
         if req.api_key == SASL_HANDSHAKE_KEY and self.state in (HANDSHAKE_OR_VERSIONS, HANDSHAKE):
@@ -270,13 +281,13 @@ class SaslServerAuthenticator:
             log.warning("closing %s: SASL mechanism %r is not enabled (sasl.enabled.mechanisms=%s)", self.peer,
                         mechanism, ",".join(self.mechanisms))
             answer = cls(error_code=p.UNSUPPORTED_SASL_MECHANISM, mechanisms=list(self.mechanisms))
-            return p.encode_response(req.api_key, req.api_version, req.correlation_id, answer), True
+            return self._answer(req.api_key, req.api_version, req.correlation_id, answer), True
         self.mechanism = mechanism
         self.server = (PlainServer(self.plain_users) if mechanism == "PLAIN"
                        else ScramServer(mechanism, self.scram_lookup))
         self.state = AUTHENTICATE if req.api_version >= 1 else RAW_TOKENS
         answer = cls(error_code=p.NONE, mechanisms=list(self.mechanisms))
-        return p.encode_response(req.api_key, req.api_version, req.correlation_id, answer), False
+        return self._answer(req.api_key, req.api_version, req.correlation_id, answer), False
 
     def _evaluate(self, token: bytes) -> bytes:
         assert self.server is not None
@@ -295,9 +306,9 @@ class SaslServerAuthenticator:
             log.warning("closing %s: SASL %s authentication failed: %s", self.peer, self.mechanism, e)
             answer = cls(error_code=p.SASL_AUTHENTICATION_FAILED, error_message=str(e), auth_bytes=b"",
                          session_lifetime_ms=0)
-            return p.encode_response(req.api_key, req.api_version, req.correlation_id, answer), True
+            return self._answer(req.api_key, req.api_version, req.correlation_id, answer), True
         answer = cls(error_code=p.NONE, error_message=None, auth_bytes=token, session_lifetime_ms=0)
-        return p.encode_response(req.api_key, req.api_version, req.correlation_id, answer), False
+        return self._answer(req.api_key, req.api_version, req.correlation_id, answer), False
 
     def _raw_token(self, frame: bytes) -> tuple[bytes | None, bool]:
         try:

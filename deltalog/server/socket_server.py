@@ -173,12 +173,32 @@ class _Handlers:
         return frame
 
     def _count(self, req: p.Request, response: Any, response_bytes: int) -> None:
-        if self.metrics is not None:
-            self.metrics.record(p.SERVED[req.api_key].request, req.api_version, req.size, response, response_bytes,
-                                1000 * (time.monotonic() - req.received))
+        self._record(req.api_key, req.api_version, req.size, response, response_bytes, req.received)
+
+    def _record(self, api_key: int, version: int, size: int, response: Any, response_bytes: int,
+                received: float) -> None:
+        """One request of a served API in the request metrics, at the version its header asked for (Kafka's
+        ``RequestMetrics``, one per API key: an ``UNSUPPORTED_VERSION`` answer and SASL's requests count too)."""
+        if self.metrics is not None and api_key in p.SERVED:
+            self.metrics.record(p.SERVED[api_key].request, version, size, response, response_bytes,
+                                1000 * (time.monotonic() - received))
+
+    def _unsupported(self, req: p.Unsupported, size: int, received: float, peer: Any) -> bytes | bool:
+        """The frame of :func:`unsupported_response`, counted; or False: close the connection."""
+        version, response = unsupported_response(req)
+        if version is None:
+            log.warning("closing %s: API key %d v%d is not served", peer, req.api_key, req.api_version)
+            return False
+        frame = p.encode_response(req.api_key, version, req.correlation_id, response)
+        self._record(req.api_key, req.api_version, size, response, len(frame), received)
+        return frame
 
     def authenticate(self, ch: _Channel, frame: bytes) -> _Done:
+        received = time.monotonic()
         token, close = ch.auth.receive(frame)
+        if ch.auth.answered is not None and token is not None:
+            api_key, version, response = ch.auth.answered
+            self._record(api_key, version, len(frame), response, len(token), received)
         return _Done(out=[token] if token is not None else [], close=close)
 
     def answers(self, frames: list[bytes], peer: Any, principal: str = "User:ANONYMOUS", host: str = "") -> _Done:
@@ -187,6 +207,7 @@ class _Handlers:
         done = _Done()
         produces: list[p.Request] = []
         for i, frame in enumerate(frames):
+            received = time.monotonic()
             try:
                 req = p.parse_request(frame)
                 if isinstance(req, p.Request):
@@ -204,7 +225,7 @@ class _Handlers:
                 return done
             produces = []
             if isinstance(req, p.Unsupported):
-                answer = unsupported_answer(req, peer)
+                answer = self._unsupported(req, len(frame), received, peer)
             elif req.api_key == _FETCH:
                 parked = self._try_fetch(req, fetch_deadline(req), peer)
                 if isinstance(parked, _Parked):
@@ -287,19 +308,17 @@ class _Handlers:
             return False
 
 
-def unsupported_answer(req: p.Unsupported, peer: Any) -> bytes | bool:
-    """Kafka's ``UNSUPPORTED_VERSION`` answer to an API key or version that is not served (see the module doc)."""
+def unsupported_response(req: p.Unsupported) -> tuple[int, Any] | tuple[None, None]:
+    """Kafka's ``UNSUPPORTED_VERSION`` answer to an API key or version that is not served (see the module doc): the
+    version to encode it at and the response, or (None, None) when there is none to give (the connection closes)."""
     if req.api_key == p.API_VERSIONS_KEY:
-        return p.encode_response(req.api_key, 0, req.correlation_id,
-                                 p.api_versions_response(0, p.UNSUPPORTED_VERSION))
+        return 0, p.api_versions_response(0, p.UNSUPPORTED_VERSION)
     api = p.SERVED.get(req.api_key)
     if api is not None and 0 <= req.api_version <= api.response.max_version:
         cls = api.response[req.api_version]
         if "error_code" in cls.fields and cls.fields["error_code"].for_version_q(req.api_version):
-            return p.encode_response(req.api_key, req.api_version, req.correlation_id,
-                                     cls(error_code=p.UNSUPPORTED_VERSION))
-    log.warning("closing %s: API key %d v%d is not served", peer, req.api_key, req.api_version)
-    return False
+            return req.api_version, cls(error_code=p.UNSUPPORTED_VERSION)
+    return None, None
 
 
 class _NetworkThread:

@@ -10,7 +10,8 @@ its httpfs extension either, so the files are read through the store's :class:`~
 (obstore, as every other read of the store) into Arrow and handed to DuckDB.
 
 The views, columns and rows are those of the Spark views: ``<topic>`` the log and ``<topic>_current`` the
-current state, ``read_committed`` (markers never shown, aborted and open transactions left out), keys and
+current state (and ``<topic>_state``, the state table, and ``deltalog_metrics``, the cleaner's metrics table, as
+they are), ``read_committed`` (markers never shown, aborted and open transactions left out), keys and
 values decoded per the topic's encoding. The snapshot's log start is read when the query runs, and a
 snapshot without transactional rows skips the transaction joins.
 
@@ -35,7 +36,7 @@ from deltalog.errors import CorruptLogError, DeltalogError, InvalidTopicError, Q
 from deltalog.log import damage, time_travel
 from deltalog.log.record import RECORD_SCHEMA
 from deltalog.sql import ddl
-from deltalog.sql.names import ambiguity, topics_in_query
+from deltalog.sql.names import METRICS_VIEW, ambiguity, topics_in_query
 from deltalog.state.table import StateTable
 from deltalog.storage import join
 
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
 
     from deltalog.log.log_manager import LogManager
 
+#: A query that names the cleaner's metrics table (``deltalog_metrics``, as a word).
+_NAMES_METRICS = re.compile(rf"(?<![\w.]){METRICS_VIEW}(?!\w)", re.IGNORECASE)
 #: ``offset`` as a bare word in a query: DuckDB reserves it (Spark does not), the usual first parser error.
 _BARE_OFFSET = re.compile(r'(?<!["`\w])offset(?!["`\w])', re.IGNORECASE)
 #: DuckDB's type of each column of the partition table (a file written before transactions lacks the last four).
@@ -100,6 +103,8 @@ class EmbeddedSQL:
             con = self.connection
             for topic in used:
                 self._make_views(con, topic, as_of)
+            if _NAMES_METRICS.search(query) and METRICS_VIEW not in ddl.view_names(self.logs.list_topics()):
+                self._make_metrics_view(con, as_of)
             self._query = query
             try:
                 _refuse_json_on_bytes(con, query)
@@ -178,17 +183,41 @@ class EmbeddedSQL:
             return None
         if as_of is not None:
             dt = table.open(time_travel.version_at(dt, as_of.timestamp_ms, f"the state table of {topic!r}"))
+        return self._delta_relation(con, dt, f"__deltalog_{ddl.view_name(topic)}__state")
+
+    def _make_metrics_view(self, con: duckdb.DuckDBPyConnection, as_of: time_travel.AsOf | None) -> None:
+        """``deltalog_metrics``: the cleaner's metrics table (``<store>/_deltalog/metrics``) as it is, latest or as
+        of a time, as the other engines' views name it (:func:`deltalog.sql.ddl.metrics_statements`); nothing before
+        a job cycle wrote it (the query then says the name is unknown), nor for versions of the partitions."""
+        from deltalake import DeltaTable
+
+        from deltalog.cleaner.metrics import metrics_table_uri
+
+        location = metrics_table_uri(self.logs)
+        options = self.logs.storage.delta_options
+        if not DeltaTable.is_deltatable(location, storage_options=options) or (
+                as_of is not None and as_of.timestamp_ms is None):
+            return
+        dt = DeltaTable(location, storage_options=options)
+        if as_of is not None:
+            dt = DeltaTable(location, storage_options=options,
+                            version=time_travel.version_at(dt, as_of.timestamp_ms, "the cleaner's metrics table"))
+        relation = self._delta_relation(con, dt, "__deltalog_metrics")
+        for s in ddl.metrics_statements(ddl.dialect("duckdb"), location, relation=relation):
+            con.execute(s.sql)
+
+    def _delta_relation(self, con: duckdb.DuckDBPyConnection, dt: Any, name: str) -> str:
+        """A plain Delta table's snapshot (``dt``, delta-rs) as a DuckDB relation over its files: ``read_parquet``
+        on a local store, Arrow registered as ``name`` on an object store or when the table has no file."""
         files = dt.file_uris()
         schema = pa.schema(dt.schema().to_arrow())
         self._locations.update(files)
         if not files:
-            name = f"__deltalog_{ddl.view_name(topic)}__state"
             con.register(name, schema.empty_table())
             return f'"{name}"'
         if self.logs.storage.local:
             listed = ", ".join(ddl.DuckDBDialect(None, None, False).literal(f) for f in files)
             return f"read_parquet([{listed}], union_by_name = true)"
-        name = f"__deltalog_{ddl.view_name(topic)}__state"
         con.register(name, self.logs.storage.read_parquet(files, schema=schema))
         return f'"{name}"'
 
