@@ -15,7 +15,7 @@ log up to its offsets when
 
 The change data feed of ``V`` (written by delta-rs) is held to the same rows: its inserts and update post-images
 are exactly the added rows of the changed keys, its deletes and pre-images exactly the removed ones. A feed that
-differs from the table's own rows is reported as such (:class:`ChangeFeedError`); anything the commit's rows do not
+differs from the table's own rows is reported as such (:class:`_ChangeFeedError`); anything the commit's rows do not
 prove (another writer's commit between the two versions, a key changed without a record, a row changed with its
 offset kept) is :data:`NOT_PROVEN`, and the caller runs the full proof, which names what differs. Keys with records
 past ``V``'s offsets are left to the pending rule of the full proof (the cleaner may have removed their older
@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 from deltalake.exceptions import DeltaError
 
-from deltalog.errors import CheckFailedError
+from deltalog.errors import CheckFailedError, DeltalogError
 from deltalog.log import transactions
 from deltalog.log.record import KEY, OFFSET
 from deltalog.state import table as state_table
@@ -65,7 +65,7 @@ class StepProof:
     changed: int = 0
 
 
-class ChangeFeedError(Exception):
+class _ChangeFeedError(DeltalogError):
     """The change data feed of a version differs from the rows the version's commit removed and added."""
 
 
@@ -154,7 +154,7 @@ def _log_changes(logs: LogManager, topic: str, config: TopicConfig, before: dict
 def prove_step(logs: LogManager, topic: str, previous: DeltaTable, current: DeltaTable) -> StepProof:
     """Whether ``current`` (a version of the state table of ``topic`` made by one refresh on top of ``previous``,
     a version proven equal to the log) equals the log, from the rows its commit changed. Raises
-    :class:`ChangeFeedError` when its change data feed differs from those rows."""
+    :class:`_ChangeFeedError` when its change data feed differs from those rows."""
     version, prev = current.version(), previous.version()
 
     def no(reason: str, changed: int = 0) -> StepProof:
@@ -199,7 +199,7 @@ def prove_step(logs: LogManager, topic: str, previous: DeltaTable, current: Delt
     try:
         feed = pa.table(current.load_cdf(starting_version=version, ending_version=version))
     except (OSError, ValueError, pa.ArrowException, DeltaError) as e:
-        raise ChangeFeedError(f"the change data feed of version {version} of the state table of {topic!r} cannot "
+        raise _ChangeFeedError(f"the change data feed of version {version} of the state table of {topic!r} cannot "
                               f"be read: {e}") from None
     kinds = feed.column(CHANGE_TYPE).cast(pa.string())
     body = feed.select(schema.names).cast(schema)  # delta-rs reads the feed with view types
@@ -208,7 +208,7 @@ def prove_step(logs: LogManager, topic: str, previous: DeltaTable, current: Delt
     for what, fed, rows in (("inserts and update post-images", post, changed_new),
                             ("deletes and update pre-images", pre, changed_old)):
         if not _by_identity(fed, key_col).equals(_by_identity(rows, key_col)):
-            raise ChangeFeedError(
+            raise _ChangeFeedError(
                 f"the change data feed of version {version} of the state table of {topic!r} differs from the rows "
                 f"its commit wrote: its {what} are {fed.num_rows} rows, the commit's files hold {rows.num_rows} "
                 "changed rows that differ from them")
@@ -254,7 +254,7 @@ def check_refresh(logs: LogManager, topic: str, result: RefreshResult, proven: P
         if previous is not None and current is not None and previous.metadata().id == mark[0]:
             try:
                 step = prove_step(logs, topic, previous, current)
-            except ChangeFeedError as e:
+            except _ChangeFeedError as e:
                 raise CheckFailedError(str(e), None) from None
             if step.proven:
                 proven[topic] = (current.metadata().id, current.version())
