@@ -487,6 +487,8 @@ class LogCleaner:
                         n = plog.repair_duplicates(self.clock.now_ms())
                     finally:
                         lease.release()
+                except ForeignCommitError:  # not a duplicate: the ranking reports it ("not cleaning ...")
+                    continue
                 except DeltalogError as e:  # damaged, busy, a lost race: the cleaning loop says what it is
                     log.warning("repairing the offsets %s-%d holds twice failed; tried again next round: %s",
                                 plog.topic, plog.partition, e)
@@ -578,8 +580,8 @@ class LogCleaner:
 
     def _clean_filthiest_log(self, state: _RoundState, ltc: LogToClean) -> None:
         """The rest of Kafka's ``cleanFilthiestLog``: ``cleanLog`` on the partition taken (:meth:`clean_log`). A
-        partition another run holds and a lost commit race are not faults (as Kafka lets a
-        ``LogCleaningAbortedException`` go): they end the partition's turn this round."""
+        partition another run holds, a lost commit race and another engine's change landing after the ranking are
+        not faults (as Kafka lets a ``LogCleaningAbortedException`` go): they end the partition's turn this round."""
         tp = (ltc.snapshot.topic, ltc.snapshot.partition)
         try:
             result = self.clean_log(ltc)
@@ -588,6 +590,12 @@ class LogCleaner:
         except CommitConflictError as e:
             log.info("cleaning %s-%d lost a commit race; it is tried again next time: %s", *tp, e)
             state.set_aside(tp, PassOutcome.of_error(tp, CONFLICT, e))
+        except ForeignCommitError as e:
+            # Another engine's change landed after the ranking: skipped and reported as the ranking does
+            # (LogCleanerManager.logs_to_clean), never marked uncleanable: its RESTORE makes it cleanable again.
+            log.warning("not cleaning %s-%d: %s", *tp, e)
+            self.manager.foreign_skipped[tp] = e
+            state.set_aside(tp)  # reported once, with the ranking's, as a FOREIGN outcome at the loop's end
         else:
             state.cleaned(ltc, result)
 

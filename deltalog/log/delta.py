@@ -52,7 +52,7 @@ from deltalake.exceptions import (
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
 from deltalog.errors import CommitConflictError, CommitOutcomeUnknownError, CorruptLogError, StorageError, plain
-from deltalog.log import damage, faults
+from deltalog.log import commit_infos, damage, faults, foreign_commits
 from deltalog.log.data_file import DataFile  # noqa: F401 - re-exported: delta.DataFile, as before
 from deltalog.log.key_hash import with_key_hash
 from deltalog.log.record import (
@@ -170,7 +170,7 @@ def create_table(storage: Storage, uri: str, properties: Mapping[str, str], txns
     for attempt in range(RESOLVE_ATTEMPTS):
         try:
             dt = DeltaTable(uri, storage_options=storage.delta_options, version=0)
-            ours = any(entry.get(COMMIT_ID) == commit_id for entry in dt.history(1))
+            ours = any(entry.get(COMMIT_ID) == commit_id for entry in commit_infos.history(dt, 1))
         except TableNotFoundError:
             if is_storage_full(error):
                 raise full_storage_error(error, uri, f"creating the Delta table {uri}") from error
@@ -453,7 +453,11 @@ def _commit_removing(dt: DeltaTable, actions: Sequence[AddAction | RemoveAction]
     planned_txns = ({k: planned_txns[k] for k in txns} if planned_txns is not None and all(k in planned_txns for k in txns)
                     else {k: dt.transaction_version(k) for k in txns})
     planned_shape = _table_shape(dt)
+    seen = dt.version()  # the caller read the table up to here through the check of other engines' commits
     for attempt in range(REMOVE_COMMIT_ATTEMPTS):
+        if attempt:
+            _check_foreign(dt, seen, operation)
+            seen = dt.version()
         if attempt or not checked:
             _check_removes(dt, removed, planned_txns, planned_shape, operation)
         faults.point(f"{operation}:checked")
@@ -470,6 +474,21 @@ def _commit_removing(dt: DeltaTable, actions: Sequence[AddAction | RemoveAction]
                 pass  # the version was taken: find_commit moved dt to the latest version; check that one
     raise CommitConflictError(f"{operation} on {dt.table_uri} found the next version taken {REMOVE_COMMIT_ATTEMPTS} "
                               "times in a row (concurrent commits); it plans again from a fresh snapshot")
+
+
+def _check_foreign(dt: DeltaTable, seen: int, operation: str) -> None:
+    """Raise :class:`CommitConflictError` when a commit after ``seen`` up to ``dt``'s version is another engine's
+    change of records (:func:`deltalog.log.foreign_commits.classify`): a commit made right after it would land on
+    top of a DELETE, UPDATE, MERGE or RESTORE nothing of deltalog's checked, and make the RESTORE that undoes it
+    drop deltalog's commit. The caller plans again; its fresh snapshot raises the ``ForeignCommitError``."""
+    newer = dt.version() - seen
+    if newer <= 0:
+        return
+    for entry in commit_infos.history(dt, newer):
+        if int(entry["version"]) > seen and foreign_commits.classify(entry) == foreign_commits.DETECTED:
+            raise CommitConflictError(
+                f"{operation} on {dt.table_uri}: another engine changed records at version {entry['version']} "
+                f"({entry.get('operation')}) after this commit was planned; it plans again from a fresh snapshot")
 
 
 def _table_shape(dt: DeltaTable) -> tuple[Any, ...]:
@@ -520,7 +539,7 @@ def find_commit(dt: DeltaTable, read_version: int, commit_id: str) -> int | None
     newer = dt.version() - read_version
     if newer <= 0:
         return None
-    for entry in dt.history(newer):
+    for entry in commit_infos.history(dt, newer):
         if entry.get(COMMIT_ID) == commit_id:
             return int(entry["version"])
     return None

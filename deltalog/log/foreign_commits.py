@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deltalog.errors import ForeignCommitError
+from deltalog.log import commit_infos
 
 #: Delta's operation names (``DeltaOperations`` in Delta, ``DeltaOperation`` in delta-rs), each with the kind of
 #: change :mod:`deltalog.log.history` lists it as: the one table of other engines' operations. A VACUUM is the
@@ -224,7 +225,7 @@ class ForeignCommitWatch:
 
 
 def _history(dt: Any, limit: int) -> list[Mapping[str, Any]]:
-    return [e for e in dt.history(max(1, limit)) if "version" in e]
+    return [e for e in commit_infos.history(dt, max(1, limit)) if "version" in e]
 
 
 def _entries_since(dt: Any, latest: int, checked: int) -> list[Mapping[str, Any]]:

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from deltalog.log import damage, delta, foreign_commits, time_travel
+from deltalog.log import commit_infos, damage, delta, foreign_commits, time_travel
 from deltalog.log.partition_log import PartitionLog
 from deltalog.storage import join
 
@@ -185,7 +185,7 @@ def history(log: PartitionLog, limit: int | None = None) -> list[HistoryEntry]:
     is the same with or without a limit and is the one ``timestamp_as_of`` resolves on."""
     dt = log.table()
     with damage.reading_log(log.storage, log.uri):
-        infos = dt.history()
+        infos = commit_infos.history(dt)
     times = {t.version: t.timestamp_ms for t in time_travel.monotonic_times(infos)}
     infos = sorted((i for i in infos if "version" in i), key=lambda i: -int(i["version"]))[:limit]
     return [entry_of(log.topic, log.partition, info, commit_files(log, int(info["version"])),

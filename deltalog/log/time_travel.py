@@ -35,7 +35,7 @@ from urllib.parse import unquote
 from deltalake import DeltaTable
 
 from deltalog.errors import InvalidArgumentError, VersionNotAvailableError, shown
-from deltalog.log import delta_retention
+from deltalog.log import commit_infos, delta_retention
 from deltalog.log.partition_log import LogSnapshot, PartitionLog, snapshot_of
 from deltalog.storage import Storage
 from deltalog.text import format_timestamp
@@ -149,7 +149,7 @@ def monotonic_times(entries: list[Mapping[str, Any]]) -> list[CommitTime]:
 
 def commit_times(dt: DeltaTable) -> list[CommitTime]:
     """Every commit of ``dt`` still in its Delta log, oldest first, on monotonic times (:func:`monotonic_times`)."""
-    return monotonic_times(dt.history())
+    return monotonic_times(commit_infos.history(dt))
 
 
 def version_at(dt: DeltaTable, timestamp_ms: int, name: str) -> int:

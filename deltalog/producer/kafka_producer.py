@@ -219,11 +219,19 @@ class KafkaProducer:
         """Abort the current transaction: its records stay in the log (``read_uncommitted`` readers saw them)
         but ``read_committed`` readers never return them, and the cleaner drops them on its next pass."""
         self._check_in_transaction("abort_transaction")
+        failed = self._txn_failed
         if self._txn_partitions:
             self._coordinator.end_transaction(self.transactional_id, self.producer_id, self.producer_epoch, False,
                                               self.logs.clock.now_ms())
         self._txn_partitions = None
         self._txn_failed = None
+        if failed is not None and not isinstance(failed, ProducerFencedError):
+            # A failed send's batches may have landed in some partitions under sequences this producer did not
+            # count: bump the epoch so every partition's sequence starts again at 0 (Kafka's producer after an
+            # abortable error, KIP-360), instead of every later send there failing as out of order.
+            self.producer_id, self.producer_epoch = self._coordinator.init_producer_id(
+                self.transactional_id, self.config["transaction_timeout_ms"], self.logs.clock.now_ms())
+            self._sequences.clear()
 
     def send_offsets_to_transaction(self, offsets: Mapping[Any, Any] | Sequence[Any], consumer_group_id: Any,
                                     timeout: float | None = None) -> None:
@@ -323,12 +331,28 @@ class KafkaProducer:
         # compare-and-swap when the transaction gains partitions (it checks the holder), else by one read.
         if not (self._txn_partitions is not None and self._add_partitions(topic, targets, now_ms)):
             self._check_not_fenced()
+        try:
+            result = self._send_batches(topic, rows, targets, now_ms, batch_for)
+        except Exception as e:
+            # Kafka's abortable error: some partitions' batches may have landed, so the transaction can only abort
+            # (commitTransaction throws the failed send's error), and the abort bumps the epoch (KIP-360)
+            if self._txn_partitions is not None:
+                self._txn_failed = e
+            raise
+        for p, n in sent.items():  # the whole call is acknowledged: its partitions move on together
+            key = (topic, p)
+            self._sequences[key] = self._sequences.get(key, 0) + n
+        return result
+
+    def _send_batches(self, topic: str, rows: pa.Table, targets: Any, now_ms: int,
+                      batch_for: Callable[[int, pa.Table], ProducerBatch]) -> ProduceResult:
+        """The routed batches' appends, with the retries of a batch whose outcome the storage left unknown and the
+        restart of a sequence a partition forgot (KIP-360)."""
         attempt = 0
         restarted: set[tuple[str, int]] = set()
         while True:
             try:
-                result = self._router.send_routed(topic, rows, targets, now_ms, batches=batch_for)
-                break
+                return self._router.send_routed(topic, rows, targets, now_ms, batches=batch_for)
             except UnknownProducerIdError as e:
                 # The partition no longer knows this producer (its state expired after producer.id.expiration.ms):
                 # start its sequence again at 0, as Kafka's producer does (KIP-360), once per partition. Partitions
@@ -338,17 +362,11 @@ class KafkaProducer:
                     raise
                 restarted.add(key)
                 self._sequences[key] = 0
-            except (StorageError, OSError) as e:  # the commit may or may not have happened: retry the same batches
+            except (StorageError, OSError):  # the commit may or may not have happened: retry the same batches
                 if attempt >= self.config["retries"]:
-                    if self._txn_partitions is not None:
-                        self._txn_failed = e
                     raise
                 attempt += 1
                 time.sleep(self.config["retry_backoff_ms"] / 1000)
-        for p, n in sent.items():  # the whole call is acknowledged: its partitions move on together
-            key = (topic, p)
-            self._sequences[key] = self._sequences.get(key, 0) + n
-        return result
 
     def flush(self, timeout: float | None = None) -> int:
         """Nothing is buffered: every :meth:`send` has committed when it returns (Kafka's ``flush`` shape; 0

@@ -13,6 +13,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from deltalog.errors import CorruptLogError
+from deltalog.log import commit_infos
 from deltalog.log.partition_log import LogSnapshot, PartitionLog
 from deltalog.log.record import (
     CONTROL,
@@ -59,7 +60,7 @@ def clean_commits(log: PartitionLog, limit: int | None = None) -> list[CleanComm
     """The clean commits of a partition, newest first (at most ``limit``)."""
     dt = log.table()
     found = []
-    for entry in dt.history():
+    for entry in commit_infos.history(dt):
         if entry.get("deltalog.operation") != "clean":
             continue
         version = int(entry["version"])

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 
-from deltalog.errors import CommitConflictError, OffsetOutOfRangeError
+from deltalog.errors import CommitConflictError, ForeignCommitError, OffsetOutOfRangeError
 from deltalog.log import transactions
 from deltalog.log.record import OFFSET
 from deltalog.state import table as state_table
@@ -74,6 +74,11 @@ class RefreshResult:
     rebuilt: bool = False
     merge_metrics: Mapping[str, object] = field(default_factory=dict)
     duration_ms: int = 0
+    #: the version the refresh's commit was made on (None: no commit, or a rebuild)
+    previous_version: int | None = None
+    #: how the table was proven equal to the log after the refresh: "" (not checked), "incremental" (from the
+    #: rows its commit changed, :mod:`deltalog.state.increment`), "full" (against the whole log), "unchanged"
+    checked: str = ""
 
     @property
     def committed(self) -> bool:
@@ -83,6 +88,7 @@ class RefreshResult:
         return {"topic": self.topic, "version": self.version, "table_version": self.table_version,
                 "offsets": {str(p): o for p, o in sorted(self.offsets.items())}, "records_read": self.records_read,
                 "rows_merged": self.rows_merged, "rebuilt": self.rebuilt, "duration_ms": self.duration_ms,
+                "previous_version": self.previous_version, "checked": self.checked,
                 **{f"merge_{k}": v for k, v in self.merge_metrics.items()}}
 
 
@@ -162,13 +168,20 @@ Progress = Callable[[int, int, str], None]
 
 
 def _read_all(logs: LogManager, topic: str, partitions: list[int], applied: Mapping[int, int],
-              progress: Progress | None) -> list[PartitionRead]:
-    """Each partition's records past ``applied``, telling ``progress`` before each read and before the commit."""
+              progress: Progress | None, refused: dict[int, ForeignCommitError] | None = None) -> list[PartitionRead]:
+    """Each partition's records past ``applied``, telling ``progress`` before each read and before the commit.
+    With ``refused``, a partition another engine changed (:class:`ForeignCommitError`) is left out and its error
+    put there: its rows and offsets stay as they are while the others move on."""
     reads = []
     for i, p in enumerate(partitions):
         if progress is not None:
             progress(i, len(partitions) + 1, f"reading {topic}-{p}")
-        reads.append(read_partition(logs.log(topic, p), applied.get(p, 0)))
+        try:
+            reads.append(read_partition(logs.log(topic, p), applied.get(p, 0)))
+        except ForeignCommitError as e:
+            if refused is None:
+                raise
+            refused[p] = e
     if progress is not None:
         progress(len(partitions), len(partitions) + 1, f"merging into the state table of {topic}")
     return reads
@@ -242,13 +255,19 @@ def refresh(logs: LogManager, topic: str, *, full: bool = False, progress: Progr
         partitions = logs.partitions(topic)
         applied = state_table.applied_offsets(dt, partitions)
         starts = state_table.applied_starts(dt, partitions)
-        reads = _read_all(logs, topic, partitions, applied, progress)
+        # A partition another engine changed holds back only its own rows: the cleaner goes on cleaning the
+        # others, and a tombstone it removes there after delete.retention.ms would otherwise never be applied.
+        refused: dict[int, ForeignCommitError] = {}
+        reads = _read_all(logs, topic, partitions, applied, progress, refused)
         records_read = sum(r.records_read for r in reads)
         changed = [r for r in reads if r.to_offset != applied[r.partition] or r.log_start_offset != starts[r.partition]]
         offsets = {r.partition: r.to_offset for r in reads}
         if not changed:
+            if refused:
+                raise next(iter(refused.values()))
             return RefreshResult(topic, None, dt.version(), offsets, 0, 0,
                                  duration_ms=int((time.monotonic() - began) * 1000))
+        base = dt.version()
         trimmed = {r.partition: r.log_start_offset for r in reads
                    if r.log_start_offset > starts[r.partition] and applied[r.partition] > starts[r.partition]}
         source = _source(reads, config)
@@ -265,10 +284,12 @@ def refresh(logs: LogManager, topic: str, *, full: bool = False, progress: Progr
                 raise
             last_error = e
             continue
+        if refused:  # the others are applied; the refused partition's error still says what to do
+            raise next(iter(refused.values()))
         version = table.open().version()  # type: ignore[union-attr]
         return RefreshResult(topic, version, version, offsets, records_read, source.num_rows,
                              merge_metrics={k: v for k, v in metrics.items() if k.startswith("num_")},
-                             duration_ms=int((time.monotonic() - began) * 1000))
+                             duration_ms=int((time.monotonic() - began) * 1000), previous_version=base)
     raise CommitConflictError(f"the state table of {topic!r} was changed by other commits during each of "
                               f"{ATTEMPTS} refresh attempts (last: {last_error}); run the refresh again")
 

@@ -23,7 +23,7 @@ from deltalake import ColumnProperties, CommitProperties, DeltaTable, WriterProp
 from deltalake.exceptions import TableNotFoundError
 
 from deltalog.errors import VersionNotAvailableError
-from deltalog.log import time_travel
+from deltalog.log import commit_infos, time_travel
 from deltalog.log.record import KEY, OFFSET
 from deltalog.state.rows import KEY_BYTES, state_schema
 
@@ -178,7 +178,7 @@ def version_as_of(dt: DeltaTable, topic: str, version_as_of: int | None, timesta
 def history(dt: DeltaTable, limit: int | None = None) -> list[StateVersion]:
     """The table's versions, newest first, each with the offsets it applied up to."""
     out = []
-    for h in dt.history(limit):
+    for h in commit_infos.history(dt, limit):
         offsets = _int_map(h.get(META_OFFSETS))
         log_versions = _int_map(h.get(META_LOG_VERSIONS))
         metrics = {k.removeprefix("deltalog.state."): v for k, v in h.items()
