@@ -1,0 +1,61 @@
+"""Kafka's message.timestamp.type and its bounds (LogConfig, LogValidator.validateTimestamp): CreateTime keeps the
+producer's timestamp when it lies within [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms]
+of the appending writer's clock and refuses the batch otherwise; LogAppendTime stamps every record with that clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from deltalog import Record
+from deltalog.errors import InvalidConfigError, InvalidRecordError, InvalidTimestampError
+
+HOUR_MS = 3_600_000
+
+
+def _stamps(store, topic="t"):
+    return [r.timestamp_ms for r in store.read(topic, 0, "earliest")]
+
+
+def test_create_time_keeps_the_producers_timestamp_and_log_append_time_replaces_it(store, clock):
+    now = clock.now_ms()
+    store.create_topic("c", 1)
+    store.create_topic("l", 1, config={"message.timestamp.type": "LogAppendTime"})
+    for t in ("c", "l"):
+        store.append(t, 0, [Record(b"k", b"v", timestamp_ms=HOUR_MS), Record(b"k", b"w")])
+    assert _stamps(store, "c") == [HOUR_MS, now]
+    assert _stamps(store, "l") == [now, now]
+    assert store.topic_config("l").message_timestamp_type == "LogAppendTime"
+
+
+def test_a_timestamp_outside_before_and_after_max_ms_refuses_the_batch(store, clock):
+    now = clock.now_ms()
+    store.create_topic("t", 1, config={"message.timestamp.before.max.ms": HOUR_MS,
+                                       "message.timestamp.after.max.ms": 60_000})
+    store.append("t", 0, [Record(b"k", b"v", timestamp_ms=now - HOUR_MS),
+                          Record(b"k", b"w", timestamp_ms=now + 60_000)])
+    with pytest.raises(InvalidTimestampError, match=rf"record 1: timestamp_ms {now + 60_001} is out of range.*"
+                                                    r"message.timestamp.after.max.ms=60000") as e:
+        store.append("t", 0, [Record(b"k", b"x"), Record(b"k", b"y", timestamp_ms=now + 60_001)])
+    assert e.value.index == 1 and e.value.errno == 32 and isinstance(e.value, InvalidRecordError)  # INVALID_TIMESTAMP
+    with pytest.raises(InvalidTimestampError, match="before.max.ms=3600000"):
+        store.append("t", 0, [Record(b"k", b"z", timestamp_ms=now - HOUR_MS - 1)])
+    assert _stamps(store) == [now - HOUR_MS, now + 60_000]  # nothing of a refused batch was written
+
+
+def test_the_deprecated_difference_max_ms_bounds_both_sides_unless_they_are_set(store, clock):
+    now = clock.now_ms()
+    store.create_topic("t", 1, config={"message.timestamp.difference.max.ms": 1_000,
+                                       "message.timestamp.after.max.ms": HOUR_MS})
+    store.append("t", 0, [Record(b"k", b"v", timestamp_ms=now + HOUR_MS)])
+    with pytest.raises(InvalidTimestampError, match="message.timestamp.before.max.ms=1000"):
+        store.append("t", 0, [Record(b"k", b"v", timestamp_ms=now - 1_001)])
+
+
+def test_log_append_time_ignores_the_bounds_and_a_bad_type_is_refused(store, clock):
+    now = clock.now_ms()
+    store.create_topic("t", 1, config={"message.timestamp.type": "LogAppendTime",
+                                       "message.timestamp.after.max.ms": 0})
+    store.append("t", 0, [Record(b"k", b"v", timestamp_ms=now + 10 * HOUR_MS)])
+    assert _stamps(store) == [now]
+    with pytest.raises(InvalidConfigError, match="message.timestamp.type.*CreateTime, LogAppendTime"):
+        store.create_topic("u", 1, config={"message.timestamp.type": "BrokerTime"})
