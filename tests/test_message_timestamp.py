@@ -4,10 +4,13 @@ of the appending writer's clock and refuses the batch otherwise; LogAppendTime s
 
 from __future__ import annotations
 
+import kafka.errors
 import pytest
+from kafka import KafkaProducer
 
 from deltalog import Record
 from deltalog.errors import InvalidConfigError, InvalidRecordError, InvalidTimestampError
+from deltalog.server.socket_server import SocketServer
 
 HOUR_MS = 3_600_000
 
@@ -59,3 +62,17 @@ def test_log_append_time_ignores_the_bounds_and_a_bad_type_is_refused(store, clo
     assert _stamps(store) == [now]
     with pytest.raises(InvalidConfigError, match="message.timestamp.type.*CreateTime, LogAppendTime"):
         store.create_topic("u", 1, config={"message.timestamp.type": "BrokerTime"})
+
+
+def test_a_kafka_producer_sees_the_log_append_time_and_invalid_timestamp(store, clock):
+    now = clock.now_ms()
+    store.create_topic("l", 1, config={"message.timestamp.type": "LogAppendTime"})
+    store.create_topic("b", 1, config={"message.timestamp.after.max.ms": 60_000})
+    with SocketServer(store, "127.0.0.1", 0) as server:
+        producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{server.port}", enable_idempotence=False, retries=0)
+        assert producer.send("l", b"v", key=b"k", timestamp_ms=1_000).get(30).timestamp == now  # not the producer's
+        assert producer.send("b", b"v", key=b"k", timestamp_ms=now + 60_000).get(30).timestamp == now + 60_000
+        with pytest.raises(kafka.errors.InvalidTimestampError):
+            producer.send("b", b"v", key=b"k", timestamp_ms=now + 60_001).get(30)
+        producer.close()
+    assert _stamps(store, "l") == [now] and _stamps(store, "b") == [now + 60_000]
