@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"in {time.monotonic() - started:.0f} s")
         return 0
     info["cores"] = cores
+    timings.figures["run_seconds"] = time.monotonic() - started  # Spark's and the servers' start included
     os.makedirs(args.out_dir, exist_ok=True)
     with open(raw, "w") as f:
         json.dump({"preset": args.preset, "workload": args.workload, "repeats": args.repeats, "machine": info, "seconds": timings.seconds,
@@ -118,8 +119,10 @@ def _rows(p: argparse.ArgumentParser, text: str | None) -> set[int] | None:
 
 
 def _print_partial(timings: object) -> None:
-    """The rounds and medians of a ``--rows`` run, and the ratios of the comparisons it ran both sides of."""
+    """The rounds and medians of a ``--rows`` run, the ratios of the comparisons it ran both sides of, and what each
+    case took."""
     from benchmarks import report
+    from benchmarks.runner import CASE_SECONDS
 
     t = timings
     for name, values in t.seconds.items():  # type: ignore[attr-defined]
@@ -131,6 +134,8 @@ def _print_partial(timings: object) -> None:
     for name, values in t.figures.items():  # type: ignore[attr-defined]
         if isinstance(values, list) and values and all(isinstance(v, int | float) for v in values):
             print(f"{name}: {', '.join(f'{v:g}' for v in values)}")  # per-round figures, e.g. the endpoint's CPU
+    for case, rounds in t.figures.get(CASE_SECONDS, {}).items():  # type: ignore[attr-defined]
+        print(f"wall time of {case}: {', '.join(f'{v:.0f}' for v in rounds)} s")
 
 
 def _render(args: argparse.Namespace, raw: str) -> int:

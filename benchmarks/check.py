@@ -105,6 +105,18 @@ def expected_survivors(paths: list[str]) -> Expected:
     return expected
 
 
+def check_offsets(paths: str | list[str], expected: Expected, who: str) -> None:
+    """The Parquet output of another engine's dedupe (``paths``) keeps exactly the expected survivors' offsets, the
+    pass's (which :func:`check_survivors` holds to the same expectation): the same records, not only as many."""
+    got = np.sort(pq.read_table(paths, columns=[OFFSET]).column(OFFSET).to_numpy())
+    if len(got) != expected.num_rows:
+        raise BenchmarkFailure(f"{who} kept {len(got)} records, the pass {expected.num_rows}")
+    if not np.array_equal(got, expected.offsets):
+        first = int(np.flatnonzero(got != expected.offsets)[0])
+        raise BenchmarkFailure(f"{who} kept other offsets than the pass (the latest record of each key): offset "
+                               f"{int(got[first])} where the pass keeps {int(expected.offsets[first])}")
+
+
 def check_survivors(log: PartitionLog, expected: Expected) -> None:
     """The cleaned partition holds exactly ``expected`` (same offsets, keys and values), and its files,
     in the snapshot's offset order, hold ascending offsets (the cleaner never reorders). Files are read

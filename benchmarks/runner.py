@@ -24,7 +24,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from benchmarks import endpoint, transactions
 from benchmarks import workload as wl
-from benchmarks.check import BenchmarkFailure, check_survivors, expected_survivors, parquet_rows
+from benchmarks.check import BenchmarkFailure, check_offsets, check_survivors, expected_survivors, parquet_rows
 from deltalog.cleaner.offset_map import OffsetMap, build_offset_map
 from deltalog.clock import ManualClock
 from deltalog.log.record import (
@@ -251,10 +251,7 @@ class Bench:
             con.close()
             shutil.rmtree(self.path("duckdb-spill"), ignore_errors=True)
             self._count(out, self.expected.num_rows)
-            # The same survivors as the pass's (checked against the same expectation), not only as many.
-            got = np.sort(pq.read_table(target, columns=[OFFSET]).column(OFFSET).to_numpy())
-            if not np.array_equal(got, self.expected.offsets):
-                raise BenchmarkFailure("DuckDB's dedupe kept other offsets than the latest record of each key")
+            check_offsets(target, self.expected, "DuckDB's dedupe")  # the pass's survivors, not only as many
 
         try:
             self._time("duckdb dedupe", run, check)
@@ -307,9 +304,7 @@ class Bench:
                 written[:] = pool.map(write, range(self.cores))
 
         def check() -> None:
-            got = pq.read_table(written, columns=[OFFSET]).column(OFFSET).to_numpy()
-            if not np.array_equal(got, self.expected.offsets):
-                raise BenchmarkFailure("the floor's survivors are not the latest record of each key")
+            check_offsets(written, self.expected, "the pyarrow baseline")
 
         self._time(PYARROW_BASELINE, run, check)
 
@@ -676,20 +671,34 @@ class Bench:
         """Every case ``repeats`` times, in a fixed order; with ``rows``, only the cases behind those report
         rows (and no map memory figures unless row 5 is among them)."""
         cases = [c for c in CASE_ORDER if rows is None or any(c in ROW_CASES[r] for r in rows)]
+        #: Wall seconds of each case a round, its setup and checks included, and of the warm-up and generation:
+        #: what a run costs, for planning one (docs/benchmarks.md, "How long a run takes").
+        took = self.t.figures.setdefault(CASE_SECONDS, {})
+        started = time.perf_counter()
         self.log("warming up the JVM on the tiny preset (untimed)")
         self.warm_up()
+        took["warm-up"] = [time.perf_counter() - started]
+        started = time.perf_counter()
         self.setup()
+        took["setup"] = [time.perf_counter() - started]
         for rnd in range(repeats):
             self.log(f"round {rnd + 1}/{repeats}")
             for case in cases:
+                started = time.perf_counter()
                 getattr(self, case)(rnd)
+                took.setdefault(case, []).append(time.perf_counter() - started)
         if rows is None or 5 in rows:
             from benchmarks.memory import measure_map_memory
 
+            started = time.perf_counter()
             self.t.figures["map_memory"] = measure_map_memory(self)
+            took["map memory"] = [time.perf_counter() - started]
+        self.log("wall seconds a case took, all rounds: " + ", ".join(f"{case} {sum(v):.0f}" for case, v in took.items()))
         return self.t
 
 
+#: ``Timings.figures`` key: the wall seconds each case took a round (and the warm-up's, the setup's).
+CASE_SECONDS = "case_seconds"
 #: The cases of a round, in the order they run.
 CASE_ORDER = ("clean_pass", "clean_pass_connect", "clean_pass_s3", "row_number_dedupe", "read_rewrite",
               "duckdb_dedupe", "floor_pass", "delta_merge", "map_build", "appends", "current_state_reads",

@@ -770,12 +770,21 @@ class Store:
         and the others are still cleaned; then one :class:`~deltalog.errors.CleaningFailedError` names the
         failed ones (its ``results`` holds the passes that committed). ``progress`` is told how each pass is going
         when it starts, every ``progress_interval_s`` and when it ends (:mod:`deltalog.cleaner.progress`).
+
+        The embedded Spark session starts in the background (:meth:`start_spark`) as soon as the loop's first ranking
+        finds a partition eligible, beside the leasing and planning before its pass; an idle store starts no JVM.
         """
         if topic is not None:
             self.partitions(topic)  # raises for an unknown topic
         from deltalog.cleaner.log_cleaner import raise_failures  # as log_cleaner (above)
 
         cleaner = self.log_cleaner(progress=progress, progress_interval_s=progress_interval_s)
+
+        def start_spark_if_a_pass_runs(ranked: list) -> None:
+            if ranked:
+                self.start_spark()
+
+        cleaner.manager.on_ranked = start_spark_if_a_pass_runs
         return raise_failures(cleaner.clean_filthiest_logs(None if topic is None else [topic]))
 
     def clean_partition(self, topic: str, partition: int, *, force: bool = False,

@@ -51,7 +51,7 @@ def test_another_engines_commit_is_still_refused_after_cached_reads(store):
         log.head()
     with pytest.raises(ForeignCommitError):  # still refused: nothing moved since, but the commit is pending
         log.snapshot()
-    [result] = concurrent_reads.read_each([log], lambda lg: lg.head())
+    [result] = concurrent_reads.read_each([log], lambda lg: lg.head(), threads=1)
     assert isinstance(result, ForeignCommitError)  # a partition's error is its own, as in a Kafka response
 
 
@@ -173,3 +173,72 @@ def test_metadata_carries_a_recreated_topics_new_id_and_never_creates_an_interna
     other.create_topic("t", 2)
     again = metadata(["t"])["t"]
     assert again.topic_id != first["t"].topic_id and len(again.partitions) == 2
+
+
+def test_reads_over_many_partitions_go_background_threads_at_a_time(tmp_path, clock, monkeypatch):
+    """The consumer group's lag and the endpoint's ListOffsets read the partitions' heads at most the store's
+    ``background.threads`` at a time (Kafka's pool for the broker's log tasks), not a fixed number of their own."""
+    from deltalog.log.partition_log import PartitionLog
+
+    store = Store(tmp_path / "store", clock=clock, config={"background.threads": 2})
+    store.create_topic("t", 8)
+    for p in range(8):
+        store.append("t", p, records(2))
+    store.offsets_topic.commit("g", {TopicPartition("t", p): OffsetAndMetadata(1, "") for p in range(8)},
+                               clock.now_ms())
+    lock, in_flight, most = threading.Lock(), [0], [0]
+    head = PartitionLog.head
+
+    def counted(self, *args, **kwargs):
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+        try:
+            threading.Event().wait(0.05)  # long enough for every thread the pool has to be in a read at once
+            return head(self, *args, **kwargs)
+        finally:
+            with lock:
+                in_flight[0] -= 1
+
+    monkeypatch.setattr(PartitionLog, "head", counted)
+    assert [r.lag for r in store.describe_consumer_group("g")] == [1] * 8
+    assert most[0] == 2
+    most[0] = 0
+    with SocketServer(store, "127.0.0.1", 0) as server:
+        consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{server.port}")
+        try:
+            tps = [TopicPartition("t", p) for p in range(8)]
+            assert consumer.end_offsets(tps) == {tp: 2 for tp in tps}
+        finally:
+            consumer.close()
+    assert most[0] == 2
+
+
+def test_a_kept_handle_reads_the_head_after_delta_log_retention_removed_the_commits_it_listed(tmp_path, clock):
+    """A handle this process kept while the log did not move names commit files Delta's log retention may remove
+    (a checkpoint then holds their actions). Where app_txns cannot answer from the commits (what it read is older
+    than the removed ones), the head is asked of delta-rs: it lists the log again once, as ``snapshot()`` does; a log
+    whose commits are gone with no checkpoint holding them still fails, naming the missing file."""
+    from pathlib import Path
+
+    from deltalog.errors import CorruptLogError
+
+    first = Store(tmp_path / "s", clock=clock)
+    first.create_topic("t", 2)
+    for p in range(2):
+        first.append("t", p, records(1))
+        assert first.log("t", p).head().log_end_offset == 1  # this process has read the positions as of then
+    other = Store(tmp_path / "s", clock=clock)  # more commits, by another handle
+    for p in range(2):
+        other.append("t", p, records(2))
+        other.append("t", p, records(3))
+    kept = [Store(tmp_path / "s", clock=clock).log("t", p) for p in range(2)]
+    for log in kept:
+        assert log.table().version() == 3  # the handle, kept; its head not read yet
+    DeltaTable(kept[0].uri).create_checkpoint()
+    for log in kept:
+        for commit in sorted((Path(log.uri) / "_delta_log").glob("*.json"))[:-1]:
+            commit.unlink()  # as Delta's log retention removes them (partition 1 has no checkpoint: damaged)
+    assert kept[0].head().log_end_offset == 6
+    with pytest.raises(CorruptLogError, match="00000000000000000002.json"):
+        kept[1].head()

@@ -166,3 +166,39 @@ def test_the_state_tables_lag_is_a_gauge_per_partition(tmp_path):
     lines = exporter.text().splitlines()
     assert 'deltalog_state_table_offsets_behind{partition="0",topic="prices"} 0.0' in lines
     assert 'deltalog_state_table_time_behind_ms{partition="0",topic="prices"} 0.0' in lines
+
+
+def test_the_job_exports_the_figures_its_cycle_recorded_without_a_second_walk(tmp_path, monkeypatch):
+    """``deltalog cleaner run --metrics-port/--pushgateway``: after a cycle the gauges are the figures the cycle
+    recorded on its own snapshots (``cleaner.last_metrics``); the partitions are walked once for them, not again for
+    the exporter (an idle store: no Spark)."""
+    from deltalog.cleaner import metrics
+    from deltalog.jobs import cleaner_job
+
+    store = Store(str(tmp_path / "store"))
+    store.create_topic("t", 3, config={"cleanup.policy": "compact"})
+    for p in range(3):
+        store.append("t", p, [Record(key=b"k", value=b"v")])
+    walked: list[tuple[str, int]] = []
+    one = metrics.partition_metrics
+
+    def counted(logs, manager, topic, partition, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        walked.append((topic, partition))
+        return one(logs, manager, topic, partition, *args, **kwargs)
+
+    monkeypatch.setattr(metrics, "partition_metrics", counted)
+    _Gateway.received = []
+    gateway = http.server.HTTPServer(("127.0.0.1", 0), _Gateway)
+    threading.Thread(target=gateway.serve_forever, daemon=True).start()
+    config = cleaner_job.JobConfig.from_mapping(
+        {"job": {"once": True, "pushgateway": f"http://127.0.0.1:{gateway.server_port}"}}, source="test",
+        store_uri=str(tmp_path / "store"))
+    try:
+        with open(os.devnull, "w") as out:
+            assert cleaner_job.run(config, out=out) == 1
+    finally:
+        gateway.shutdown()
+    # Once before the first cycle (a scrape may come before it ends), once by the cycle's own figures: not a third time.
+    assert sorted(walked) == sorted([("t", p) for p in range(3)] * 2)
+    [(_, _, body)] = _Gateway.received
+    assert 'deltalog_partition_dirty_percent{partition="2",topic="t"}' in body

@@ -120,3 +120,54 @@ def test_clean_on_an_idle_store_still_starts_no_spark(tmp_path):
                           env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stderr.strip().splitlines()[-1] == "no JVM", done.stderr[-3000:]
+
+
+def test_deltalog_clean_ranks_the_partitions_once_and_an_idle_store_starts_no_spark(tmp_path, clock, monkeypatch,
+                                                                                      capsys):
+    """``deltalog clean`` without ``-p`` is ``store.clean``: the loop's own ranking decides whether Spark starts (no
+    ranking of its own before it), and on an idle store it finds nothing, so nothing starts."""
+    from deltalog.cleaner.cleaner_manager import LogCleanerManager
+    from deltalog.cli import main
+
+    store = Store(tmp_path / "s", clock=clock)
+    store.create_topic("t", 3, config={"cleanup.policy": "compact"})
+    for p in range(3):
+        store.append("t", p, [Record(f"k{i}", "v") for i in range(5)])  # the active segment only: not cleanable
+    rankings: list[int] = []
+    rank = LogCleanerManager.logs_to_clean
+
+    def counted(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        rankings.append(1)
+        return rank(self, *args, **kwargs)
+
+    started: list[bool] = []
+    monkeypatch.setattr(LogCleanerManager, "logs_to_clean", counted)
+    monkeypatch.setattr(Store, "start_spark", lambda self: started.append(True))
+    assert main(["--store", str(tmp_path / "s"), "clean"]) == 0
+    assert "Nothing to clean" in capsys.readouterr().out
+    assert rankings == [1] and started == []
+
+
+@pytest.mark.spark
+def test_store_clean_starts_spark_in_the_background_from_its_first_ranking(tmp_path, clock, spark):
+    """A partition is eligible: ``store.clean`` begins Spark's start as its first ranking ends, before the pass
+    asks for the session."""
+    events: list[str] = []
+
+    class Recorder(SessionStarter):
+        def start(self) -> None:
+            events.append("start")
+            super().start()
+
+        def __call__(self) -> object:  # the pass asks for the session (a starter not yet begun begins here)
+            events.append("ask")
+            return super().__call__()
+
+    store = Store(tmp_path / "s", clock=clock, spark=Recorder(lambda: spark))
+    store.create_topic("t", 1, config={"cleanup.policy": "compact"})
+    store.append("t", 0, [Record(f"k{i}", "v") for i in range(5)])
+    store.log_manager.log("t", 0).roll(clock.now_ms())
+    store.append("t", 0, [Record("k0", "v2")])
+    [result] = store.clean("t")
+    assert events[:2] == ["start", "ask"]  # begun by the ranking, before the pass asked
+    assert result.partition == 0

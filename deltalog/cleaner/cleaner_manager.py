@@ -41,6 +41,9 @@ class LogCleanerManager:
         self._in_progress: set[PartitionId] = set()
         #: Partitions the last ranking skipped because another engine changed their records, with the error.
         self.foreign_skipped: dict[PartitionId, ForeignCommitError] = {}
+        #: Told each ranking's eligible partitions (:meth:`logs_to_clean`): ``store.clean`` starts Spark there when
+        #: a pass will run, from the ranking its loop makes anyway instead of a ranking of its own before it.
+        self.on_ranked: Callable[[list[LogToClean]], None] | None = None
 
     # -- selection -------------------------------------------------------------------------------------
 
@@ -78,7 +81,10 @@ class LogCleanerManager:
             ltc = LogToClean.for_log(plog, snap, now_ms)
             if ltc.eligible:
                 candidates.append(ltc)
-        return sorted(candidates, reverse=True)
+        ranked = sorted(candidates, reverse=True)
+        if self.on_ranked is not None:
+            self.on_ranked(ranked)
+        return ranked
 
     def grab_filthiest(self, now_ms: int, topics: Iterable[str] | None = None,
                        exclude: Iterable[PartitionId] = (),

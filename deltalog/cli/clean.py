@@ -47,10 +47,12 @@ def clean(args: argparse.Namespace) -> int:
     if args.progress_interval is not None and args.progress_interval <= 0:
         raise common.UsageError(f"--progress-interval must be > 0, not {args.progress_interval}")
     store = common.open_store(args)
-    from deltalog.jobs.cleaner_job import pass_may_run  # imported by the command that runs, not by --help
+    if args.partition is not None:
+        from deltalog.jobs.cleaner_job import pass_may_run  # imported by the command that runs, not by --help
 
-    if pass_may_run(store.log_cleaner(), None if args.topic is None else [args.topic]):
-        store.start_spark()  # Spark's start and warm-up beside the ranking, leasing and planning before the pass
+        if pass_may_run(store.log_cleaner(), [args.topic]):
+            store.start_spark()  # Spark's start and warm-up beside the leasing and planning before the pass
+    # Without -p, store.clean starts Spark from its own ranking (the partitions are ranked once).
     failed: DeltalogError | None = None
     progress = CleanProgress(sys.stderr, interval_s=args.progress_interval)
     try:

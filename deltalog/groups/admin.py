@@ -87,8 +87,8 @@ def describe_group(logs: LogManager, offsets: OffsetsTopic, group_id: str) -> li
         current[topic] = topic_id if topic_id is not None else logs.topic_id(topic)
         held.update({tp: topic_logs[tp.partition] for tp in committed
                      if tp.topic == topic and tp.partition in topic_logs})
-    ends = dict(zip(held, concurrent_reads.read_each(list(held.values()), lambda lg: lg.head().log_end_offset),
-                    strict=True))
+    ends = dict(zip(held, concurrent_reads.read_each(list(held.values()), lambda lg: lg.head().log_end_offset,
+                                                  threads=logs.walk_threads), strict=True))
     rows = []
     for tp, om in committed.items():
         end = ends.get(tp)

@@ -265,9 +265,13 @@ def refresh_state_tables(store: Store) -> dict[str, Any]:
     return {"refreshed": refreshed, "failed": failed}
 
 
-def metrics_exporter(config: JobConfig, store: Store) -> Callable[[Any], None] | None:
+def metrics_exporter(config: JobConfig, store: Store, cleaner: Any = None) -> Callable[[Any], None] | None:
     """With ``job.metrics_port`` or ``job.pushgateway``: what updates (and pushes) Kafka's cleaner gauges after each
-    cycle (:mod:`deltalog.cleaner.prometheus`), the port served from now on; None without them."""
+    cycle (:mod:`deltalog.cleaner.prometheus`), the port served from now on; None without them.
+
+    After a cycle the gauges take the figures the cycle recorded (``cleaner.last_metrics``, read from the cycle's
+    own snapshots), as Kafka's gauges read the cleaner's state: no second walk of every partition. Only before the
+    first cycle, or after one whose figures were not recorded, are they collected here."""
     if config.metrics_port is None and config.pushgateway is None:
         return None
     from deltalog import extras
@@ -282,8 +286,14 @@ def metrics_exporter(config: JobConfig, store: Store) -> Callable[[Any], None] |
         print(f"deltalog cleaner: metrics on http://{config.metrics_address}:{server.server_port}/metrics",
               file=sys.stderr, flush=True)
 
+    seen = [getattr(cleaner, "last_metrics", None)]
+
     def after(cycle: Any) -> None:
-        exporter.update(collect(store.log_manager, state_lag=store.state_lag_of), cycle.cleans)
+        recorded = getattr(cleaner, "last_metrics", None)
+        if recorded is None or recorded is seen[0]:  # the cycle recorded no figures (a full disk, metrics off)
+            recorded = collect(store.log_manager, state_lag=store.state_lag_of)
+        seen[0] = recorded
+        exporter.update(recorded, cycle.cleans)
         if config.pushgateway is not None:
             try:
                 exporter.push(config.pushgateway)
@@ -337,7 +347,7 @@ def run(config: JobConfig, *, spark: Any = None, clock: Any = None, out: Any = N
             pass
     log.info("deltalog cleaner on %s: threads=%d, %s", store.root, cleaner.threads,
              "one cycle" if config.once else f"max cycles {config.max_cycles or 'unbounded'}")
-    exporter = metrics_exporter(config, store)
+    exporter = metrics_exporter(config, store, cleaner)
 
     def emit(cycle: Any) -> None:
         states = cycle.state_tables  # refreshed by the cycle, before its metrics (which record their lag)

@@ -5,7 +5,11 @@ per process too (:meth:`PartitionLog.head` and :meth:`PartitionLog.snapshot`, re
 one look for the next commit's file to know it does), so what is left to wait for is the partitions whose Delta log
 moved and, in a fresh process, the first read of every one. Those reads are I/O in delta-rs and the storage
 (both release the GIL), so :func:`read_each` runs them on a bounded pool of threads, each taking the next partition
-as it finishes one: the unchanged partitions cost a file check each and the moved ones overlap their reads.
+as it finishes one: the unchanged partitions cost a file check each and the moved ones overlap their reads. The
+bound is the store's ``background.threads`` (:attr:`LogManager.walk_threads`), Kafka's pool for a broker's log tasks,
+which the cycle's walk uses too: the reads wait on storage (a Delta log's files, an object store's round trips), not
+on the CPU, so more than the cores; bounded so a request over thousands of partitions does not open thousands of
+connections.
 """
 
 from __future__ import annotations
@@ -20,17 +24,13 @@ from deltalog.log.partition_log import PartitionLog
 
 T = TypeVar("T")
 
-#: How many partitions are read at once. The reads wait on storage (a Delta log's files, an object store's round
-#: trips), not on the CPU, so more than the cores; bounded so a request over thousands of partitions does not open
-#: thousands of connections.
-READ_THREADS = 16
-
 
 def read_each(logs: Sequence[PartitionLog], read: Callable[[PartitionLog], T], *,
-              threads: int = READ_THREADS) -> list[T | DeltalogError]:
-    """``read(log)`` for each of ``logs``, in their order: its result, or the :class:`DeltalogError` it raised (a
-    partition's error is its own, as in a Kafka response; any other exception is raised). Each log is read by one
-    thread at a time; a log given twice is read twice by the same thread."""
+              threads: int) -> list[T | DeltalogError]:
+    """``read(log)`` for each of ``logs``, in their order, at most ``threads`` at a time (the store's
+    ``background.threads``): its result, or the :class:`DeltalogError` it raised (a partition's error is its own, as in
+    a Kafka response; any other exception is raised). Each log is read by one thread at a time; a log given twice is
+    read twice by the same thread."""
     results: list[T | DeltalogError | None] = [None] * len(logs)
     failures: list[BaseException] = []
     # A log listed twice goes to the same worker: a PartitionLog is not shared between threads.
@@ -67,4 +67,4 @@ def read_each(logs: Sequence[PartitionLog], read: Callable[[PartitionLog], T], *
     return results  # type: ignore[return-value]
 
 
-__all__ = ["READ_THREADS", "read_each"]
+__all__ = ["read_each"]

@@ -483,8 +483,20 @@ class PartitionLog:
         for known in (self._next_head, self._head):
             if known is not None and known[0] == version:
                 return known[1]
-        with damage.reading_log(self.storage, self.uri):
-            head = head_of(dt, self.topic, self.storage, self.uri)
+        try:
+            with damage.reading_log(self.storage, self.uri):
+                head = head_of(dt, self.topic, self.storage, self.uri)
+        except CorruptLogError:
+            # As :meth:`snapshot`: a handle kept while the log did not move names the commit files it listed, which
+            # Delta's log retention may have removed since (delta-rs is asked only when app_txns cannot answer from
+            # the commits). List the log again once: a log that is really damaged fails the same way again.
+            with damage.reading_log(self.storage, self.uri):
+                dt.update_incremental()
+            if dt.version() != version:
+                self._check_foreign_commits(dt)
+            version = dt.version()
+            with damage.reading_log(self.storage, self.uri):
+                head = head_of(dt, self.topic, self.storage, self.uri)
         self._head = (version, head)
         return head
 

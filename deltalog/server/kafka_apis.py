@@ -364,7 +364,8 @@ class KafkaApis:
                 if not partition_log.opened:
                     unread.append(partition_log)
         if len(unread) > 1:
-            concurrent_reads.read_each(unread, lambda lg: lg.snapshot())
+            concurrent_reads.read_each(unread, lambda lg: lg.snapshot(),
+                                      threads=self.store.log_manager.walk_threads)
 
     def fetch_versions(self, request: p.Request) -> list[tuple[Any, int]]:
         """(partition log, table version) of each partition a Fetch reads, as :meth:`try_fetch` just read them: a
@@ -444,7 +445,8 @@ class KafkaApis:
                     found = logs.get(lp.partition_index)
                     asked.append((lp, code or (p.NONE if found is not None else p.UNKNOWN_TOPIC_OR_PARTITION), found))
             read = [found for _, code, found in asked if not code]
-            heads = iter(concurrent_reads.read_each(read, lambda lg: self._positions(lg, level)))
+            heads = iter(concurrent_reads.read_each(read, lambda lg: self._positions(lg, level),
+                                                    threads=self.store.log_manager.walk_threads))
             answers = iter([self._list_offset(lp, code, found, next(heads) if not code else None, level)
                             for lp, code, found in asked])
             for t in body.topics:
