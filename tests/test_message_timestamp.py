@@ -4,6 +4,7 @@ of the appending writer's clock and refuses the batch otherwise; LogAppendTime s
 
 from __future__ import annotations
 
+import confluent_kafka
 import kafka.errors
 import pytest
 from kafka import KafkaProducer
@@ -11,6 +12,7 @@ from kafka import KafkaProducer
 from deltalog import Record
 from deltalog.errors import InvalidConfigError, InvalidRecordError, InvalidTimestampError
 from deltalog.server.socket_server import SocketServer
+from deltalog.structs import TopicPartition
 
 HOUR_MS = 3_600_000
 
@@ -28,6 +30,7 @@ def test_create_time_keeps_the_producers_timestamp_and_log_append_time_replaces_
     assert _stamps(store, "c") == [HOUR_MS, now]
     assert _stamps(store, "l") == [now, now]
     assert store.topic_config("l").message_timestamp_type == "LogAppendTime"
+    assert store.producer().send("l", b"x", key=b"k", timestamp_ms=HOUR_MS).get().timestamp == now
 
 
 def test_a_timestamp_outside_before_and_after_max_ms_refuses_the_batch(store, clock):
@@ -76,3 +79,18 @@ def test_a_kafka_producer_sees_the_log_append_time_and_invalid_timestamp(store, 
             producer.send("b", b"v", key=b"k", timestamp_ms=now + 60_001).get(30)
         producer.close()
     assert _stamps(store, "l") == [now] and _stamps(store, "b") == [now + 60_000]
+
+
+def test_consumers_report_the_topics_timestamp_type(store, clock):
+    now = clock.now_ms()
+    for topic, kind in (("c", "CreateTime"), ("l", "LogAppendTime")):
+        store.create_topic(topic, 1, config={"message.timestamp.type": kind})
+        store.append(topic, 0, [Record(b"k", b"v", timestamp_ms=HOUR_MS)])
+    got = {}
+    for topic in ("c", "l"):
+        (record,) = store.consumer(topic, auto_offset_reset="earliest").poll(0)[TopicPartition(topic, 0)]
+        message = store.consumer({"group.id": "g" + topic, "auto.offset.reset": "earliest"})
+        message.subscribe([topic])
+        got[topic] = (record.timestamp_type, record.timestamp, message.consume(1, 5)[0].timestamp())
+    assert got == {"c": (0, HOUR_MS, (confluent_kafka.TIMESTAMP_CREATE_TIME, HOUR_MS)),
+                   "l": (1, now, (confluent_kafka.TIMESTAMP_LOG_APPEND_TIME, now))}
