@@ -11,6 +11,8 @@ the new records and reduces them), each round the other first, timed by the wall
 time (steadier on a loaded machine); the medians of the rounds are kept. Last, ``refresh_state(full=True)`` (rebuild
 from the log). Prints one JSON object, with the load average at the start and the end. The medium preset's shape:
 ``--records 20000000 --keys 2000000`` (add ``--spark --spark-repeat 1``: Spark's view over 20 M records is slow).
+``--check`` also times a refresh followed by the full proof that the table equals the log and one followed by the
+incremental proof (``log.state.table.check``, :mod:`deltalog.state.increment`).
 """
 
 from __future__ import annotations
@@ -93,6 +95,9 @@ def main() -> None:
     p.add_argument("--spark-repeat", type=int, default=None, help="--repeat for the Spark queries (default: --repeat)")
     p.add_argument("--rounds", type=int, default=3, help="rounds of new records, each applied both ways")
     p.add_argument("--dir", default=None)
+    p.add_argument("--check", action="store_true", help="also time the proof that the table equals the log: the "
+                   "full proof (the whole log) against the incremental one after a refresh (the rows its commit "
+                   "changed), each after its own round of --new percent new records")
     p.add_argument("--spark", action="store_true", help="also count and look up in Spark: the state table's "
                    "snapshot files (spark.read.parquet, as delta-spark would read them) against the current-state "
                    "view (store.sql(engine='spark'))")
@@ -168,6 +173,14 @@ def main() -> None:
     out["refresh_rows_merged"] = result.rows_merged
     out["refresh_files"] = {k: v for k, v in result.merge_metrics.items() if "files" in k}
     out["bare_merge_files"] = {k: v for k, v in merged.items() if "files" in k}
+    if args.check:  # a refresh with the full proof (nothing proven in this process yet), then one with the incremental
+        for how in ("full", "incremental"):
+            store.append("t", 0, _batch(rng, new, args.keys))
+            wall, cpu, checked = _timed(lambda: store.refresh_state("t", check=True))
+            assert checked.checked == how, checked
+            out[f"refresh_{how}_check_s"], out[f"refresh_{how}_check_cpu_s"] = wall, cpu
+        out["incremental_vs_full_check_cpu"] = out["refresh_incremental_check_cpu_s"] / out["refresh_full_check_cpu_s"]
+        out["load_average_after_check"] = os.getloadavg()
     out["rebuild_s"], out["rebuild_cpu_s"], _ = _timed(lambda: store.refresh_state("t", full=True))
     out["refresh_vs_rebuild_cpu"] = out["refresh_cpu_s"] / out["rebuild_cpu_s"]
     out["equal"] = store.compare_state("t").equal

@@ -65,6 +65,7 @@ from deltalog.log.walk import each_partition
 from deltalog.producer.kafka_producer import KafkaProducer
 from deltalog.producer.router import PartitionRouter, ProduceResult
 from deltalog.state import equality as state_equality
+from deltalog.state import increment as state_increment
 from deltalog.state import refresh as state_refresh
 from deltalog.state import table as state_table
 from deltalog.state.lag import StateLag
@@ -172,6 +173,9 @@ class Store:
             raise InvalidArgumentError(f"cannot use {self.root} as a store: {e.strerror or e}") from None
         self._producer: PartitionRouter | None = None
         self._offsets: OffsetsTopic | None = None
+        #: the state tables' versions this store proved equal to the log (the next check after a refresh on top of
+        #: one proves only what the refresh changed: deltalog.state.increment)
+        self._state_proven: state_increment.Proven = {}
 
     def __repr__(self) -> str:
         return f"Store({self.root!r})"
@@ -554,10 +558,7 @@ class Store:
                                      "(deltalog configs --alter) or the store's log.state.table.enable=true")
         result = state_refresh.refresh(self.log_manager, topic, full=full, progress=progress)
         if self.config.state_table_check if check is None else check:
-            comparison = self.compare_state(topic)
-            if not comparison.equal:
-                raise CheckFailedError(f"the state table of {topic!r} (version {comparison.table_version}) differs "
-                                       f"from its log: {', '.join(comparison.examples)}", comparison)
+            result = state_increment.check_refresh(self.log_manager, topic, result, self._state_proven)
         return result
 
     def refresh_states(self) -> list[state_refresh.RefreshResult]:

@@ -72,7 +72,7 @@ from deltalog.errors import (
     error_chain,
     plain,
 )
-from deltalog.log import duplicates
+from deltalog.log import duplicates, snapshot_checkpoint
 from deltalog.log.log_manager import LogManager
 from deltalog.log.partition_log import PartitionLog
 from deltalog.log.retention import RetentionResult, delete_old_segments
@@ -685,6 +685,7 @@ class LogCleaner:
         once (:meth:`UncleanablePartitions.listed`)."""
         started = self.clock.now_ms()
         with self.logs.cycle(), self.manager.uncleanable.listed():
+            snapshot_checkpoint.load(self.logs)  # a fresh process: what the last cycle learnt, while still true
             self.logs.refresh_snapshots()
             if self.on_snapshots is not None:
                 self.on_snapshots()
@@ -704,6 +705,7 @@ class LogCleaner:
                                                              last_cleans=self._last_cleans)
                 except StorageFullError as e:  # the cycle's work is committed; its figures wait for space, said aloud
                     log.warning("the figures of this cleaner cycle were not recorded: %s", e)
+            snapshot_checkpoint.save(self.logs)
         log.info("%s", result.summary())
         return result
 

@@ -471,7 +471,12 @@ class LogManager:
         return marker.partitions
 
     def topic_config(self, topic: str) -> TopicConfig:
-        return self.log(topic, self.partitions(topic)[0]).head().config
+        """The topic's config, from its first partition's table properties (in a :meth:`cycle`, as the cycle's look at
+        that partition saw them: a partition seeded from the log-snapshot checkpoint is not read for it)."""
+        log = self.log(topic, self.partitions(topic)[0])
+        if self._cycle is not None:
+            return self.snapshot(log).config
+        return log.head().config
 
     def topic_id(self, topic: str) -> str | None:
         """The id the topic got when it was created (None for a topic created before ids existed)."""
@@ -557,7 +562,16 @@ class LogManager:
                 self._cycle_logs = self._logs_of_topics(self.list_topics())
             return list(self._cycle_logs)
         topics = [topic] if topic is not None else self.list_topics()
-        return [self.log(t, p) for t in topics for p in self.partitions(t)]
+        return [self._listed_log(t, p) for t in topics for p in self.partitions(t)]
+
+    def _listed_log(self, topic: str, partition: int) -> PartitionLog:
+        """The log of a partition the topic's marker was just read to have (:meth:`log` would read it again for
+        each partition this process holds no log of yet: a read of the marker per partition in a fresh process)."""
+        log = self._logs.get((topic, partition))
+        if log is None:
+            log = self._logs[(topic, partition)] = PartitionLog(self.storage, self._partition_uri(topic, partition),
+                                                                topic, partition)
+        return log
 
     def logs_of(self, topics: Iterable[str] | None) -> list[PartitionLog]:
         """The partition logs of ``topics`` (None: of the store), leaving out a topic deleted while they are listed."""

@@ -152,6 +152,7 @@ class PartitionLog:
         self._head: tuple[int, LogHead] | None = None  # (version, head) last read back, reused while the version holds
         self._watch = foreign_commits.ForeignCommitWatch()  # other engines' commits, checked up to a version
         self._key_hash_columns = False  # whether the table's schema is known to have the key-hash columns
+        self._seed: LogSnapshot | None = None  # a snapshot another process checkpointed (see seed), while unopened
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.topic}-{self.partition}, {self.uri})"
@@ -207,6 +208,11 @@ class PartitionLog:
     def opened(self) -> bool:
         """Whether this process has read the table yet (its first read replays the Delta log)."""
         return self._dt is not None
+
+    @property
+    def unread(self) -> bool:
+        """Whether this process knows nothing of the partition yet: not read, not seeded (:meth:`seed`)."""
+        return self._dt is None and self._latest is None and self._seed is None
 
     def has_commit_after(self, version: int) -> bool:
         """Whether the table has a commit after ``version``: one look for the next commit's file (every Delta commit
@@ -280,6 +286,12 @@ class PartitionLog:
         if version is not None:
             with damage.reading_log(self.storage, self.uri):
                 return snapshot_of(self.table_at(version), self.topic, self.partition, self.storage, self.uri)
+        seed = self._seed
+        if seed is not None and self._dt is None:
+            if not self.has_commit_after(seed.version):
+                self._latest = seed
+                return seed
+            self._seed = None  # the log moved on (any engine's commit): read it
         dt = self.table()
         cached = self._latest
         if cached is not None and cached.version == dt.version():
@@ -314,6 +326,32 @@ class PartitionLog:
         self._cycle = None  # a failed refresh leaves no cycle's mark behind
         snap = self.snapshot()
         self._cycle = cycle
+        return snap
+
+    def seed(self, snap: LogSnapshot) -> bool:
+        """Take ``snap``, a snapshot a cleaner cycle checkpointed (:mod:`deltalog.log.snapshot_checkpoint`), as this
+        partition's latest while its Delta log has no commit after ``snap.version``: each look is then one check for
+        the next commit's file instead of delta-rs's first read of the log. Only a partition this process has not
+        read yet is seeded (what it read is at least as new); the first commit after ``snap.version``, by any
+        engine, drops the seed and the partition is read from its Delta log as before. Whether it was taken."""
+        if self._dt is not None or self._latest is not None or snap.topic != self.topic \
+                or snap.partition != self.partition:
+            return False
+        self._seed = snap
+        return True
+
+    def checkpointable(self) -> LogSnapshot | None:
+        """The snapshot a checkpoint may hold for this partition: the latest this process took, when it is the
+        one its seed gave or one this process checked free of other engines' standing commits at its very version
+        and laid out by deltalog alone (another engine's layout needs its data read); else None."""
+        snap = self._latest
+        if snap is None:
+            return None
+        if self._dt is None:
+            return snap if snap is self._seed else None
+        watch = self._watch
+        if watch.pending or watch.checked_version != snap.version or not all(f.deltalog_layout for f in snap.files):
+            return None
         return snap
 
     def forget_cycle(self) -> None:

@@ -327,3 +327,17 @@ def _quiet(uri: str, topic_id: str | None, version: int, now_ms: int) -> bool:
 def _keep_quiet(uri: str, topic_id: str | None, version: int, until_ms: int) -> None:
     with _QUIET_LOCK:
         _QUIET[(uri, topic_id)] = (version, until_ms)
+
+
+def keep_quiet(uri: str, topic_id: str | None, version: int, until_ms: int) -> None:
+    """What another process found (:mod:`deltalog.log.snapshot_checkpoint`): nothing VACUUM can remove in the table at
+    ``version`` before ``until_ms``; what this process found itself stands."""
+    with _QUIET_LOCK:
+        _QUIET.setdefault((uri, topic_id), (version, until_ms))
+
+
+def quiet_until(uri: str, topic_id: str | None, version: int) -> int | None:
+    """Until when this process knows nothing VACUUM can remove in the table at ``version`` (None: unknown)."""
+    with _QUIET_LOCK:
+        known = _QUIET.get((uri, topic_id))
+    return known[1] if known is not None and known[0] == version else None

@@ -74,6 +74,11 @@ class RefreshResult:
     rebuilt: bool = False
     merge_metrics: Mapping[str, object] = field(default_factory=dict)
     duration_ms: int = 0
+    #: the version the refresh's commit was made on (None: no commit, or a rebuild)
+    previous_version: int | None = None
+    #: how the table was proven equal to the log after the refresh: "" (not checked), "incremental" (from the
+    #: rows its commit changed, :mod:`deltalog.state.increment`), "full" (against the whole log), "unchanged"
+    checked: str = ""
 
     @property
     def committed(self) -> bool:
@@ -83,6 +88,7 @@ class RefreshResult:
         return {"topic": self.topic, "version": self.version, "table_version": self.table_version,
                 "offsets": {str(p): o for p, o in sorted(self.offsets.items())}, "records_read": self.records_read,
                 "rows_merged": self.rows_merged, "rebuilt": self.rebuilt, "duration_ms": self.duration_ms,
+                "previous_version": self.previous_version, "checked": self.checked,
                 **{f"merge_{k}": v for k, v in self.merge_metrics.items()}}
 
 
@@ -249,6 +255,7 @@ def refresh(logs: LogManager, topic: str, *, full: bool = False, progress: Progr
         if not changed:
             return RefreshResult(topic, None, dt.version(), offsets, 0, 0,
                                  duration_ms=int((time.monotonic() - began) * 1000))
+        base = dt.version()
         trimmed = {r.partition: r.log_start_offset for r in reads
                    if r.log_start_offset > starts[r.partition] and applied[r.partition] > starts[r.partition]}
         source = _source(reads, config)
@@ -268,7 +275,7 @@ def refresh(logs: LogManager, topic: str, *, full: bool = False, progress: Progr
         version = table.open().version()  # type: ignore[union-attr]
         return RefreshResult(topic, version, version, offsets, records_read, source.num_rows,
                              merge_metrics={k: v for k, v in metrics.items() if k.startswith("num_")},
-                             duration_ms=int((time.monotonic() - began) * 1000))
+                             duration_ms=int((time.monotonic() - began) * 1000), previous_version=base)
     raise CommitConflictError(f"the state table of {topic!r} was changed by other commits during each of "
                               f"{ATTEMPTS} refresh attempts (last: {last_error}); run the refresh again")
 
