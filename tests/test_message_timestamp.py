@@ -4,6 +4,8 @@ of the appending writer's clock and refuses the batch otherwise; LogAppendTime s
 
 from __future__ import annotations
 
+import time
+
 import confluent_kafka
 import kafka.errors
 import pytest
@@ -13,6 +15,7 @@ from deltalog import Record
 from deltalog.errors import InvalidConfigError, InvalidRecordError, InvalidTimestampError
 from deltalog.server.socket_server import SocketServer
 from deltalog.structs import TopicPartition
+from tests.conftest import run_cli
 
 HOUR_MS = 3_600_000
 
@@ -94,3 +97,17 @@ def test_consumers_report_the_topics_timestamp_type(store, clock):
         got[topic] = (record.timestamp_type, record.timestamp, message.consume(1, 5)[0].timestamp())
     assert got == {"c": (0, HOUR_MS, (confluent_kafka.TIMESTAMP_CREATE_TIME, HOUR_MS)),
                    "l": (1, now, (confluent_kafka.TIMESTAMP_LOG_APPEND_TIME, now))}
+
+
+def test_deltalog_produce_checks_the_bounds_on_the_wall_clock(tmp_path, capsys, monkeypatch):
+    """The CLI checks a batch before producing it; that check once ran at time 0, so any bound refused every line."""
+    root = str(tmp_path / "store")
+    assert run_cli(capsys, "--store", root, "topics", "create", "b", "--config",
+                   "message.timestamp.after.max.ms=60000")[0] == 0
+    lines = f'{{"key": "k", "value": "v"}}\n{{"key": "k", "value": "w", "timestamp_ms": {int(time.time() * 1000)}}}\n'
+    code, out, _ = run_cli(capsys, "--store", root, "produce", "b", "--input", "json", stdin=lines,
+                           monkeypatch=monkeypatch)
+    assert code == 0 and "2 record(s)" in out
+    code, _, err = run_cli(capsys, "--store", root, "produce", "b", "--input", "json", monkeypatch=monkeypatch,
+                           stdin='{"key": "k", "value": "v", "timestamp_ms": 99999999999999}\n')
+    assert code == 1 and "stdin line 1: timestamp_ms 99999999999999 is out of range" in err
