@@ -113,6 +113,19 @@ def _bool(name: str, raw: Any) -> bool:
 
 
 CLEANUP_POLICIES = ("compact", "delete")
+#: Kafka's ``TimestampType`` names, as ``message.timestamp.type`` takes them (case-sensitive, as Kafka's).
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+
+
+def _one_of(allowed: tuple[str, ...]) -> Parser:
+    def parse(name: str, raw: Any) -> str:
+        text = str(raw).strip()
+        if text not in allowed:
+            raise InvalidConfigError(f"Invalid value {shown(raw)} for configuration {name}: "
+                                     f"expected one of {', '.join(allowed)}")
+        return text
+
+    return parse
 
 
 def _cleanup_policy(name: str, raw: Any) -> tuple[str, ...]:
@@ -154,6 +167,18 @@ TOPIC_KEYS: tuple[ConfigKey, ...] = (
               "VACUUM honours, so time travel to an older version works this long (7 days: Delta's default)."),
     ConfigKey("max.message.bytes", "max_message_bytes", _long(0, INT_MAX), 1_048_588,
               "The largest record (key + value + headers) an append accepts."),
+    ConfigKey("message.timestamp.type", "message_timestamp_type", _one_of(TIMESTAMP_TYPES), "CreateTime",
+              "CreateTime: a record keeps the timestamp its producer gave (none given: the appending writer's clock); "
+              "LogAppendTime: every record is stamped with the appending writer's clock."),
+    ConfigKey("message.timestamp.before.max.ms", "message_timestamp_before_max_ms", _long(0), LONG_MAX,
+              "With CreateTime, a batch with a timestamp more than this before the appending writer's clock is "
+              "refused (INVALID_TIMESTAMP)."),
+    ConfigKey("message.timestamp.after.max.ms", "message_timestamp_after_max_ms", _long(0), LONG_MAX,
+              "With CreateTime, a batch with a timestamp more than this after the appending writer's clock is "
+              "refused (INVALID_TIMESTAMP)."),
+    ConfigKey("message.timestamp.difference.max.ms", "message_timestamp_difference_max_ms", _long(0), LONG_MAX,
+              "Deprecated by Kafka 3.6 (and gone in 4.0): the bound on both sides where "
+              "message.timestamp.before.max.ms / after.max.ms are not set."),
     ConfigKey("producer.id.expiration.ms", "producer_id_expiration_ms", _long(1, INT_MAX), 86_400_000,
               "A producer's state in a partition (its sequence and last batch) expires once it has not written "
               "there for this long (Kafka's broker config; here per topic, as the Delta table property "
@@ -304,6 +329,10 @@ class TopicConfig(_KafkaConfig):
     retention_bytes: int = _TOPIC_DEFAULTS["retention_bytes"]
     file_delete_delay_ms: int = _TOPIC_DEFAULTS["file_delete_delay_ms"]
     max_message_bytes: int = _TOPIC_DEFAULTS["max_message_bytes"]
+    message_timestamp_type: str = _TOPIC_DEFAULTS["message_timestamp_type"]
+    message_timestamp_before_max_ms: int = _TOPIC_DEFAULTS["message_timestamp_before_max_ms"]
+    message_timestamp_after_max_ms: int = _TOPIC_DEFAULTS["message_timestamp_after_max_ms"]
+    message_timestamp_difference_max_ms: int = _TOPIC_DEFAULTS["message_timestamp_difference_max_ms"]
     producer_id_expiration_ms: int = _TOPIC_DEFAULTS["producer_id_expiration_ms"]
     key_encoding: str = _TOPIC_DEFAULTS["key_encoding"]
     value_encoding: str = _TOPIC_DEFAULTS["value_encoding"]
@@ -333,6 +362,24 @@ class TopicConfig(_KafkaConfig):
     def delete(self) -> bool:
         """True for ``delete`` and ``compact,delete``: retention applies."""
         return "delete" in self.cleanup_policy
+
+    @property
+    def log_append_time(self) -> bool:
+        """``message.timestamp.type=LogAppendTime``: the appending writer's clock stamps every record."""
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """The effective ``message.timestamp.before.max.ms``: the deprecated ``difference.max.ms`` where it is unset
+        (Kafka's ``LogConfig.getMessageTimestampBeforeMaxMs``)."""
+        before = self.message_timestamp_before_max_ms
+        return before if before != LONG_MAX else self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        """The effective ``message.timestamp.after.max.ms`` (as :attr:`timestamp_before_max_ms`)."""
+        after = self.message_timestamp_after_max_ms
+        return after if after != LONG_MAX else self.message_timestamp_difference_max_ms
 
     def state_table(self, store: StoreConfig) -> bool:
         """Whether the topic keeps a state table: its own ``state.table.enable`` when set, else the store's

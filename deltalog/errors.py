@@ -142,6 +142,13 @@ class RecordTooLargeError(InvalidRecordError):
     errno = 10  # MESSAGE_TOO_LARGE
 
 
+class InvalidTimestampError(InvalidRecordError):
+    """A record whose timestamp lies outside the topic's ``message.timestamp.before.max.ms`` /
+    ``message.timestamp.after.max.ms`` of the appending writer's clock (Kafka's ``InvalidTimestampException``)."""
+
+    errno = 32  # INVALID_TIMESTAMP
+
+
 class CommitConflictError(DeltalogError):
     """Another writer committed first and this operation cannot be retried safely.
 

@@ -595,9 +595,10 @@ class Store:
 
     def state_history(self, topic: str, *, limit: int | None = None) -> list[state_table.StateVersion]:
         """The versions of the state table of ``topic``, newest first, each with the log offsets (and the
-        partitions' Delta versions) it holds the state up to."""
+        partitions' Delta versions) it holds the state up to. Times are those ``state(timestamp_as_of=...)`` resolves
+        on: made monotonic as Delta does, each refresher's own clock in ``writer_timestamp_ms``."""
         dt = StateTable(self.storage, topic).open()
-        return [] if dt is None else state_table.history(dt, limit)
+        return [] if dt is None else state_table.history(dt, limit, monotonic=True)
 
     def compare_state(self, topic: str, *, version_as_of: int | None = None) -> state_equality.StateComparison:
         """The state table (latest, or ``version_as_of``) against the latest read_committed record of each key of

@@ -51,7 +51,8 @@ class ConsumerGroupMetadata(NamedTuple):
 
 class ConsumerRecord(NamedTuple):
     """One record as a consumer hands it out, with kafka-python's field names and order. ``timestamp`` is the
-    record's timestamp in epoch ms (``timestamp_type`` 0: CreateTime, the producer's or the append's clock);
+    record's timestamp in epoch ms (``timestamp_type`` 0: CreateTime, the producer's or the append's clock; 1:
+    LogAppendTime, the topic's ``message.timestamp.type``: the append's clock);
     ``headers`` are ``(str, bytes)`` pairs; ``key`` and ``value`` are bytes (None: absent / a tombstone) unless the
     consumer was given deserializers. deltalog keeps no CRC or serialized sizes per record: ``checksum`` is None and
     the sizes are the byte lengths (-1 for None), as kafka-python reports them."""

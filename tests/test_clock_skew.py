@@ -124,3 +124,27 @@ def test_a_real_writer_an_hour_behind_cannot_read_data_before_the_topic_existed(
     assert _values(Store(root).read("t", 0, "earliest", timestamp_as_of=t)) == [b"a"]
     with pytest.raises(VersionNotAvailableError, match="did not exist at"):
         Store(root).read("t", 0, "earliest", timestamp_as_of=entries[-1].timestamp_ms - HOUR_MS // 2)
+
+
+@pytest.mark.subprocess
+def test_state_history_shows_the_times_a_state_read_resolves_on_when_a_refresher_is_an_hour_behind(tmp_path, capsys):
+    """`deltalog state history` used to show the refresher's own clock, so a time taken from it read another version
+    (or "did not exist") with `state show --as-of`."""
+    root = tmp_path / "store"
+    store = Store(root)
+    store.create_topic("t", 1, config={"state.table.enable": "true"})
+    store.append("t", 0, [Record(b"k", b"a")])
+    store.refresh_state("t")
+    code = ("import sys; from deltalog import Record, Store; s = Store(sys.argv[1]); "
+            "s.append('t', 0, [Record(b'k', b'b')]); s.refresh_state('t')")
+    from tooling.services import ensure_libfaketime
+
+    env = {**os.environ, "LD_PRELOAD": ensure_libfaketime(), "FAKETIME": "-3600", "PYTHONPATH": os.getcwd()}
+    subprocess.run([sys.executable, "-c", code, str(root)], env=env, check=True, timeout=120)
+    newest, before = Store(root).state_history("t")[:2]
+    assert newest.skewed and newest.writer_timestamp_ms < before.timestamp_ms - HOUR_MS // 2
+    assert newest.timestamp_ms == before.timestamp_ms + 1
+    assert Store(root).state("t", timestamp_as_of=newest.timestamp_ms).column("value").to_pylist() == [b"b"]
+    assert Store(root).state("t", timestamp_as_of=before.timestamp_ms).column("value").to_pylist() == [b"a"]
+    out = run_cli(capsys, "--store", str(root), "state", "history", "t")[1]
+    assert out.count(" +  ") == 1 and "+ its refresher's clock stamped it at or before the version before it" in out

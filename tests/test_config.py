@@ -21,6 +21,10 @@ KAFKA_TOPIC_DEFAULTS = {
     "retention.bytes": "-1",
     "file.delete.delay.ms": "60000",
     "max.message.bytes": "1048588",
+    "message.timestamp.type": "CreateTime",
+    "message.timestamp.before.max.ms": str(LONG_MAX),
+    "message.timestamp.after.max.ms": str(LONG_MAX),
+    "message.timestamp.difference.max.ms": str(LONG_MAX),
 }
 #: Kafka's names whose default deltalog changes on purpose, with deltalog's: file.delete.delay.ms is also Delta's
 #: delta.deletedFileRetentionDuration, whose default (7 days) keeps time travel working (docs/history-and-time-travel.md).
@@ -47,6 +51,10 @@ TOPIC_CASES = {
     "retention.bytes": ("-1", -1, [-2, "1TB"]),
     "file.delete.delay.ms": ("0", 0, [-1, "soon"]),
     "max.message.bytes": ("0", 0, [-1, INT_MAX + 1, "1MB"]),
+    "message.timestamp.type": ("LogAppendTime", "LogAppendTime", ["logappendtime", "BrokerTime", ""]),
+    "message.timestamp.before.max.ms": ("0", 0, [-1, "1h"]),
+    "message.timestamp.after.max.ms": ("0", 0, [-1, LONG_MAX + 1]),
+    "message.timestamp.difference.max.ms": ("0", 0, [-1, "x"]),
 }
 
 STORE_CASES = {

@@ -123,7 +123,7 @@ def _stream(store: Store, topic: str, entries: Iterator[tuple[int, Record, int |
         records = [b[1] for b in batch]
         partitions = [b[2] for b in batch]
         try:
-            validate_records(records, config, topic)
+            validate_records(records, config, topic, store.clock.now_ms())
         except InvalidRecordError as e:
             error = _at_line(e, source, lines)
             if text and "has no key" in str(error) and not LineMessageReader(args.properties).parse_key:

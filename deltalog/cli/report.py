@@ -80,7 +80,8 @@ def state_table_lines(lag: StateLag) -> str:
 KAFKA_CONFIG_NAMES = frozenset({
     "cleanup.policy", "segment.bytes", "segment.ms", "min.cleanable.dirty.ratio", "min.compaction.lag.ms",
     "max.compaction.lag.ms", "delete.retention.ms", "retention.ms", "retention.bytes", "file.delete.delay.ms",
-    "max.message.bytes", "producer.id.expiration.ms", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
+    "max.message.bytes", "message.timestamp.type", "message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
+    "message.timestamp.difference.max.ms", "producer.id.expiration.ms", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
     "log.cleaner.io.buffer.load.factor", "log.cleaner.backoff.ms", "log.cleaner.io.max.bytes.per.second",
     "offset.metadata.max.bytes", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
     "transactional.id.expiration.ms", "transaction.remove.expired.transaction.cleanup.interval.ms",

@@ -104,11 +104,15 @@ def history(args: argparse.Namespace) -> int:
         for v in versions:
             output.emit(v.as_dict())
         return EXIT_OK
-    rows = [[v.version, format_timestamp(v.timestamp_ms), v.operation or "-",
+    rows = [[v.version, format_timestamp(v.timestamp_ms) + (" +" if v.skewed else ""), v.operation or "-",
              ", ".join(f"{p}:{o}" for p, o in sorted(v.offsets.items())) or "-",
              ", ".join(f"{p}:{o}" for p, o in sorted(v.log_versions.items())) or "-"] for v in versions]
     print(format_table(["VERSION", "TIMESTAMP (UTC)", "OPERATION", "OFFSETS (PARTITION:OFFSET)", "LOG VERSIONS"],
                        rows))
+    if any(v.skewed for v in versions):
+        print("+ its refresher's clock stamped it at or before the version before it; shown (and read by --as-of) at "
+              "the previous version's time + 1 ms, as Delta does (the refresher's own time is writer_timestamp_ms in "
+              "--output json)")
     return EXIT_OK
 
 

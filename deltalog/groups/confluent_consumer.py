@@ -51,8 +51,9 @@ OFFSET_BEGINNING = -2
 OFFSET_END = -1
 OFFSET_STORED = -1000
 OFFSET_INVALID = -1001
-#: confluent-kafka's ``TIMESTAMP_CREATE_TIME``.
+#: confluent-kafka's ``TIMESTAMP_CREATE_TIME`` and ``TIMESTAMP_LOG_APPEND_TIME``.
 TIMESTAMP_CREATE_TIME = 1
+TIMESTAMP_LOG_APPEND_TIME = 2
 
 #: librdkafka's ``auto.offset.reset`` values and kafka-python's words for them.
 _RESETS = {"smallest": "earliest", "earliest": "earliest", "beginning": "earliest", "largest": "latest",
@@ -113,8 +114,8 @@ class Message:
         return list(self._r.headers) or None
 
     def timestamp(self) -> tuple[int, int]:
-        """``(TIMESTAMP_CREATE_TIME, epoch ms)``."""
-        return TIMESTAMP_CREATE_TIME, self._r.timestamp
+        """``(TIMESTAMP_CREATE_TIME or TIMESTAMP_LOG_APPEND_TIME, epoch ms)``, by the topic's message.timestamp.type."""
+        return TIMESTAMP_LOG_APPEND_TIME if self._r.timestamp_type == 1 else TIMESTAMP_CREATE_TIME, self._r.timestamp
 
     def error(self) -> None:
         """Always None: a read that fails raises instead (see the module docstring)."""

@@ -74,6 +74,8 @@ NONE = "none"
 AUTO_OFFSET_RESETS = (EARLIEST, LATEST, NONE)
 #: CreateTime, Kafka's ``TimestampType.CREATE_TIME``.
 CREATE_TIME = 0
+#: LogAppendTime, Kafka's ``TimestampType.LOG_APPEND_TIME``: the topic's ``message.timestamp.type``.
+LOG_APPEND_TIME = 1
 
 #: Kafka's consumer defaults (ConsumerConfig), where deltalog has the same setting.
 DEFAULTS: dict[str, Any] = {
@@ -488,7 +490,7 @@ class Consumer:
                                                           state.fetch_position))
                 continue
             state.highwater = got.high_watermark
-            records = self._records(tp, got.records)
+            records = self._records(tp, got.records, LOG_APPEND_TIME if got.log_append_time else CREATE_TIME)
             self._buffer.extend(records)
             state.buffered += len(records)
             state.fetch_position = got.next_offset
@@ -496,7 +498,7 @@ class Consumer:
                 state.position = got.next_offset  # offsets compaction removed: nothing to hand out, move on
             remaining -= len(records)
 
-    def _records(self, tp: TopicPartition, table: pa.Table) -> list[ConsumerRecord]:
+    def _records(self, tp: TopicPartition, table: pa.Table, timestamp_type: int) -> list[ConsumerRecord]:
         if not table.num_rows:
             return []
         kd, vd = self.config["key_deserializer"], self.config["value_deserializer"]
@@ -506,7 +508,7 @@ class Consumer:
                                                    cols[HEADERS], strict=True):
             pairs = [(h["key"], h["value"]) for h in headers or ()]
             out.append(ConsumerRecord(
-                tp.topic, tp.partition, -1, offset, ts, CREATE_TIME,
+                tp.topic, tp.partition, -1, offset, ts, timestamp_type,
                 kd(key) if kd is not None and key is not None else key,
                 vd(value) if vd is not None and value is not None else value,
                 pairs, None, -1 if key is None else len(key), -1 if value is None else len(value),

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog.config import TopicConfig
-from deltalog.errors import InvalidRecordError, RecordTooLargeError
+from deltalog.errors import InvalidRecordError, InvalidTimestampError, RecordTooLargeError
 from deltalog.log.encoding import check_bytes, encode_data
 from deltalog.log.record import (
     BASE_SCHEMA,
@@ -96,8 +96,11 @@ def validated(data: ArrowRecords, config: TopicConfig, topic: str, now_ms: int) 
     n = table.num_rows
     key, value = (_as_binary(table.column(c), c) for c in REQUIRED)
     headers = _headers(table.column(HEADERS), n) if HEADERS in names else None
-    timestamps = _timestamps(table.column(TIMESTAMP), now_ms) if TIMESTAMP in names else pa.array(
-        np.full(n, now_ms, dtype=np.int64))
+    if TIMESTAMP in names and not config.log_append_time:
+        timestamps = _timestamps(table.column(TIMESTAMP), now_ms)
+        _check_timestamp_bounds(timestamps, config, topic, now_ms)
+    else:  # none given, or LogAppendTime: the appending writer's clock stamps every record
+        timestamps = pa.array(np.full(n, now_ms, dtype=np.int64))
 
     if config.compact and key.null_count:
         i = _first(pc.is_null(key))
@@ -180,6 +183,24 @@ def _timestamps(column: pa.ChunkedArray, now_ms: int) -> pa.Array:
         raise InvalidRecordError(f"record {i}: timestamp_ms must be >= 0 and fit in 64 bits, not {ts[i].as_py()}",
                                  index=i)
     return pc.fill_null(ts.cast(pa.int64()), now_ms)
+
+
+def _check_timestamp_bounds(timestamps: pa.Array, config: TopicConfig, topic: str, now_ms: int) -> None:
+    """Kafka's ``LogValidator.validateTimestamp`` for CreateTime: every timestamp within
+    [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms] of the appending writer's clock,
+    or the whole batch is refused."""
+    before, after = config.timestamp_before_max_ms, config.timestamp_after_max_ms
+    lo, hi = max(now_ms - before, 0), min(now_ms + after, 2**63 - 1)
+    if not len(timestamps) or (lo == 0 and hi == 2**63 - 1):
+        return
+    outside = pc.or_(pc.less(timestamps, lo), pc.greater(timestamps, hi))
+    if not pc.any(outside).as_py():
+        return
+    i = _first(outside)
+    raise InvalidTimestampError(
+        f"record {i}: timestamp_ms {timestamps[i].as_py()} is out of range for topic {topic!r}: "
+        f"message.timestamp.type=CreateTime allows [{lo}, {hi}], {now_ms} (the appending writer's clock) minus "
+        f"message.timestamp.before.max.ms={before} to plus message.timestamp.after.max.ms={after}", index=i)
 
 
 def _headers(column: pa.ChunkedArray, n: int) -> pa.Array:

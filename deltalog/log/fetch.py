@@ -43,6 +43,8 @@ class Fetch:
     log_start_offset: int
     high_watermark: int
     last_stable_offset: int
+    #: the topic's ``message.timestamp.type`` is LogAppendTime (the records' timestamps are their append times)
+    log_append_time: bool = False
 
 
 def fetch(log: PartitionLog, position: int, max_records: int | None, isolation_level: str, *,
@@ -72,7 +74,8 @@ def fetch(log: PartitionLog, position: int, max_records: int | None, isolation_l
     else:
         next_offset = bound  # everything below the bound was read
     aborted = index.aborted_between(position, bound) if isolation_level == READ_COMMITTED else ()
-    return Fetch(transactions.visible(rows, aborted), next_offset, snap.log_start_offset, high_watermark, stable)
+    return Fetch(transactions.visible(rows, aborted), next_offset, snap.log_start_offset, high_watermark, stable,
+                 snap.config.log_append_time)
 
 
 def end_offset(log: PartitionLog, isolation_level: str, *, at: LogSnapshot | None = None) -> int:

@@ -819,10 +819,12 @@ def check_offset_in_range(snap: LogSnapshot, offset: int) -> None:
         )
 
 
-def validate_records(records: Sequence[Record] | pa.Table | pa.RecordBatch, config: TopicConfig, topic: str) -> None:
-    """Refuse the whole batch if any record is invalid (what an append checks before writing anything)."""
+def validate_records(records: Sequence[Record] | pa.Table | pa.RecordBatch, config: TopicConfig, topic: str,
+                     now_ms: int) -> None:
+    """Refuse the whole batch if any record is invalid (what an append checks before writing anything); ``now_ms``
+    is the clock ``message.timestamp.before.max.ms`` / ``after.max.ms`` are measured from."""
     arrow = records if arrow_records.is_arrow(records) else arrow_records.from_records(records)
-    arrow_records.validated(arrow, config, topic, 0)
+    arrow_records.validated(arrow, config, topic, now_ms)
 
 
 def config_to_table_properties(config: TopicConfig) -> dict[str, str]:

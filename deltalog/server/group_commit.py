@@ -55,7 +55,11 @@ class Entry:
     producer: tuple[int, int, int] | None  # (producer id, epoch, base sequence) of an idempotent batch
     batches: tuple[BatchInfo, ...] = ()  # what each record batch's header said (producer, transactional flag)
     transactional_id: str | None = None  # the Produce request's, for a transactional batch
+    log_append_time: bool = False  # the topic's message.timestamp.type is LogAppendTime
     result: Result | None = None
+    #: the appending clock's time the records were stamped with under LogAppendTime (Kafka's ProduceResponse
+    #: ``log_append_time_ms``); -1 until appended
+    append_time_ms: int = -1
 
     @property
     def transactional(self) -> bool:
@@ -127,7 +131,8 @@ def _append_run(store: ServedStore, topic: str, partition: int, run: list[Entry]
     if len(run) > 1:
         try:
             log = store.log(topic, partition)
-            offsets = log.append(pa.concat_tables([e.records for e in run]), store.clock.now_ms())
+            now = store.clock.now_ms()
+            offsets = log.append(pa.concat_tables([e.records for e in run]), now)
             start = log_start(log)
         except InvalidRecordError:
             pass  # a bad record among them and nothing written: each alone below, so only its request fails
@@ -138,7 +143,7 @@ def _append_run(store: ServedStore, topic: str, partition: int, run: list[Entry]
         else:
             at = 0
             for entry in run:
-                entry.result = (p.NONE, offsets[at], None, start)
+                entry.result, entry.append_time_ms = (p.NONE, offsets[at], None, start), now
                 at += entry.records.num_rows
             return
     for entry in run:
@@ -151,8 +156,9 @@ def append_one(store: ServedStore, topic: str, partition: int, entry: Entry, txn
     row; an older epoch answers ``INVALID_PRODUCER_EPOCH``, Kafka's answer to a Produce)."""
     transactional = entry.transactional
     try:
+        now = entry.append_time_ms = store.clock.now_ms()
         if entry.producer is None:
-            offsets = store.log(topic, partition).append(entry.records, store.clock.now_ms())  # one commit, or none
+            offsets = store.log(topic, partition).append(entry.records, now)  # one commit, or none
         elif transactional:
             if txn is None:
                 return p.INVALID_RECORD, -1, "transactional batches are not served by this endpoint", -1
@@ -160,12 +166,12 @@ def append_one(store: ServedStore, topic: str, partition: int, entry: Entry, txn
             code, message = txn.verify(entry.transactional_id, [(topic, partition)], pid, epoch)
             if code != p.NONE:
                 return code, -1, message, -1
-            offsets = store.log(topic, partition).append(entry.records, store.clock.now_ms(),
+            offsets = store.log(topic, partition).append(entry.records, now,
                                                          producer=txn.producer_batch(pid, epoch, sequence,
                                                                                      entry.records))
         else:  # the idempotent append: a retry of the producer's last batch gets its first offsets back
             pid, epoch, sequence = entry.producer
-            offsets = store.log(topic, partition).append(entry.records, store.clock.now_ms(), producer=ProducerBatch(
+            offsets = store.log(topic, partition).append(entry.records, now, producer=ProducerBatch(
                 pid, epoch, sequence, digest=producer_state.batch_digest(entry.records)))
         log = store.log(topic, partition)  # a retried producer batch wrote nothing: its answer reads the head
         start = log_start(log) if entry.producer is None else log.head().log_start_offset

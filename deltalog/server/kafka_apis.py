@@ -241,7 +241,7 @@ class KafkaApis:
         """The answers to Produce requests a connection pipelined, in order, each as Kafka answers it (None for
         ``acks=0``); the plain record sets they carry for one partition, with those other connections sent
         meanwhile, are appended in one Delta commit (:mod:`deltalog.server.group_commit`)."""
-        limits: dict[tuple[str, int], int] = {}  # each partition's max.message.bytes, read once for all requests
+        limits: dict[tuple[str, int], TopicConfig] = {}  # each partition's config, read once for all requests
         decoded = [[[self._refused_produce(r, t.name) or self._decode_partition(
             r.body.acks, t.name, pd.index, pd.records, r.body.transactional_id, limits)
                      for pd in t.partition_data]
@@ -256,7 +256,9 @@ class KafkaApis:
                 parts = []
                 for pd, result in zip(topic_data.partition_data, results, strict=True):
                     code, base, message, start = result.result if isinstance(result, group_commit.Entry) else result
-                    parts.append(part(index=pd.index, error_code=code, base_offset=base, log_append_time_ms=-1,
+                    appended = (result.append_time_ms if isinstance(result, group_commit.Entry)
+                                and result.log_append_time and code == p.NONE else -1)
+                    parts.append(part(index=pd.index, error_code=code, base_offset=base, log_append_time_ms=appended,
                                       log_start_offset=start, record_errors=[], error_message=message))
                 out.append(cls.TopicProduceResponse(name=topic_data.name, partition_responses=parts))
             answers.append(None if request.body.acks == 0 else cls(responses=out, throttle_time_ms=0))
@@ -272,22 +274,23 @@ class KafkaApis:
         return None
 
     def _decode_partition(self, acks: int, topic: str, partition: int, data: bytes | None,
-                          transactional_id: str | None = None, limits: dict[tuple[str, int], int] | None = None
+                          transactional_id: str | None = None,
+                          limits: dict[tuple[str, int], TopicConfig] | None = None
                           ) -> group_commit.Entry | group_commit.Result:
         """One partition's record set, decoded and checked, to append; or the (error code, base offset, error
         message, log start offset) that refuses it. A transactional batch is appended only to a partition its
         transaction added (:meth:`TxnApis.verify`, in :func:`deltalog.server.group_commit.append_one`).
-        ``limits`` keeps the partitions' ``max.message.bytes`` across the requests a connection pipelined, so the
+        ``limits`` keeps the partitions' configs (``max.message.bytes``, ``message.timestamp.type``) across the requests a connection pipelined, so the
         Delta log is read once per partition for them all, not once per request."""
         if acks not in (-1, 0, 1):
             return p.INVALID_REQUIRED_ACKS, -1, f"acks must be -1, 0 or 1, not {acks}", -1
         limits = {} if limits is None else limits
         try:
-            limit = limits.get((topic, partition))
-            if limit is None:
+            config = limits.get((topic, partition))
+            if config is None:
                 with self.lock:  # Kafka's LogValidator: each batch whole against max.message.bytes
-                    limit = limits[topic, partition] = self.store.log(topic, partition).head().config.max_message_bytes
-            records, batches = decode_records(bytes(data or b""), limit)
+                    config = limits[topic, partition] = self.store.log(topic, partition).head().config
+            records, batches = decode_records(bytes(data or b""), config.max_message_bytes)
         except DeltalogError as e:  # a record batch refused, or an unknown topic or partition
             return e.errno, -1, str(e), -1
         if not records.num_rows:
@@ -301,7 +304,8 @@ class KafkaApis:
         if transactional and producer is None:
             return p.INVALID_RECORD, -1, "a transactional batch must carry its producer id", -1
         return group_commit.Entry(topic, partition, records, producer, tuple(batches),
-                                  transactional_id=transactional_id if transactional else None)
+                                  transactional_id=transactional_id if transactional else None,
+                                  log_append_time=config.log_append_time)
 
     # -- Fetch -----------------------------------------------------------------------------------------
 

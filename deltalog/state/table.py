@@ -82,9 +82,18 @@ class StateVersion:
     #: partition -> the Delta version of that partition's table the refresh read.
     log_versions: Mapping[int, int] = field(default_factory=dict)
     metrics: Mapping[str, Any] = field(default_factory=dict)
+    #: the commit's ``timestamp`` as its writer's clock stamped it (``timestamp_ms`` is made monotonic, as the
+    #: log's history; None: not asked for).
+    writer_timestamp_ms: int | None = None
+
+    @property
+    def skewed(self) -> bool:
+        """Whether the refresher's clock put this commit at or before the commit before it (its time was adjusted)."""
+        return self.writer_timestamp_ms is not None and self.writer_timestamp_ms != self.timestamp_ms
 
     def as_dict(self) -> dict[str, Any]:
-        return {"version": self.version, "timestamp_ms": self.timestamp_ms, "operation": self.operation,
+        writer = {} if self.writer_timestamp_ms is None else {"writer_timestamp_ms": self.writer_timestamp_ms}
+        return {"version": self.version, "timestamp_ms": self.timestamp_ms, **writer, "operation": self.operation,
                 "offsets": {str(p): o for p, o in sorted(self.offsets.items())},
                 "log_versions": {str(p): v for p, v in sorted(self.log_versions.items())}, **self.metrics}
 
@@ -175,8 +184,12 @@ def version_as_of(dt: DeltaTable, topic: str, version_as_of: int | None, timesta
     return at.single_version
 
 
-def history(dt: DeltaTable, limit: int | None = None) -> list[StateVersion]:
-    """The table's versions, newest first, each with the offsets it applied up to."""
+def history(dt: DeltaTable, limit: int | None = None, *, monotonic: bool = False) -> list[StateVersion]:
+    """The table's versions, newest first, each with the offsets it applied up to. ``monotonic``: on the commit
+    times :func:`version_as_of` resolves a ``timestamp_as_of`` on (:func:`deltalog.log.time_travel.commit_times`,
+    which reads every commit, as the log's history does), with each refresher's own time beside them; without it,
+    on the commit info's times (refreshers' clocks, possibly out of order)."""
+    times = {t.version: t for t in time_travel.commit_times(dt)} if monotonic else {}
     out = []
     for h in commit_infos.history(dt, limit):
         offsets = _int_map(h.get(META_OFFSETS))
@@ -184,8 +197,9 @@ def history(dt: DeltaTable, limit: int | None = None) -> list[StateVersion]:
         metrics = {k.removeprefix("deltalog.state."): v for k, v in h.items()
                    if k.startswith("deltalog.state.") and k not in (META_OFFSETS, META_LOG_VERSIONS)}
         operation = h.get(META_OPERATION) or str(h.get("operation", "")).lower()
-        out.append(StateVersion(int(h["version"]), int(h.get("timestamp", 0)), operation, offsets, log_versions,
-                                metrics))
+        at = times.get(int(h["version"]))
+        out.append(StateVersion(int(h["version"]), int(h.get("timestamp", 0)) if at is None else at.timestamp_ms,
+                                operation, offsets, log_versions, metrics, None if at is None else at.writer_ms))
     return out
 
 
