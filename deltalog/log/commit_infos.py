@@ -25,7 +25,11 @@ def history(dt: Any, limit: int | None = None) -> list[dict[str, Any]]:
     """``dt.history(limit)`` (newest first) with each entry's ``version`` that of its commit file, and only the
     commits at or before ``dt``'s version (at most ``limit`` of them)."""
     version = dt.version()
-    entries: list[dict[str, Any]] = []
+    entries: list[dict[str, Any]] = dt.history(limit)
+    if _newest(dt) == version:  # no commit past the handle's existed during the read: numbered from it (one listing)
+        for i, e in enumerate(entries):
+            e["version"] = version - i
+        return entries if limit is None else entries[:limit]
     for _ in range(ATTEMPTS):
         newest = _newest(dt)
         entries = dt.history(limit)
