@@ -171,3 +171,26 @@ def test_store_clean_starts_spark_in_the_background_from_its_first_ranking(tmp_p
     [result] = store.clean("t")
     assert events[:2] == ["start", "ask"]  # begun by the ranking, before the pass asked
     assert result.partition == 0
+
+
+@pytest.mark.spark
+def test_a_pass_waits_for_a_warm_up_that_never_answers_only_so_long(spark, monkeypatch, caplog):
+    """The warm-up is only a saving: a Spark job of it that hangs (seen once: its result's collect waiting on its
+    serving thread for good) must not hold the pass and the scheduled job with it."""
+    import time
+
+    from deltalog.sql import session as session_module
+
+    release = threading.Event()
+    warm = session_module._WarmUp(target=release.wait, name="hung-warm-up", daemon=True)
+    warm.round_lock = threading.Lock()
+    warm.start()
+    monkeypatch.setattr(session_module, "WARM_UP_WAIT_S", 0.5)
+    try:
+        began = time.monotonic()
+        assert session_module.await_warm_up(spark, warm) is None
+        assert time.monotonic() - began < 5
+        assert warm.is_alive() and "did not finish" in caplog.text
+    finally:
+        release.set()
+    warm.join(5)

@@ -183,6 +183,10 @@ def _let_workers_import_deltalog() -> None:
 
 #: Spark job tag (and, on a classic session, job group) of the job that starts the cleaner's Python workers.
 WARM_JOB_GROUP = "deltalog-warm-workers"
+#: How long a pass waits for the warm-up's first step (a few seconds when it works): a Spark job of it that never
+#: answers (seen once in a test run: the collect of its result waiting on its serving thread for good) must not hold
+#: the scheduled job forever, and the warm-up is only ever a saving.
+WARM_UP_WAIT_S = 120
 
 
 class _WarmUp(threading.Thread):
@@ -234,7 +238,15 @@ def await_warm_up(session: SparkSession, warm: _WarmUp | None = None) -> float |
         warm = next((w for s, w in list(_EMBEDDED) if s is session), None)
     if warm is None:
         return None
-    warm.join()
+    warm.join(WARM_UP_WAIT_S)
+    if warm.is_alive():  # a Spark job that never answers: the pass goes on without the warm-up, as if it had failed
+        log.warning("the warm-up of the embedded Spark session did not finish in %d s; cancelling it, the pass starts "
+                    "Spark's workers itself", WARM_UP_WAIT_S)
+        try:
+            session.interruptTag(WARM_JOB_GROUP)
+        except Exception as e:  # noqa: BLE001 - a session stopped meanwhile: nothing left to cancel
+            log.debug("cancelling the warm-up failed: %s", e)
+        return None
     with warm.round_lock:
         if warm.passes is None and warm.workers is not None:
             from deltalog.sql.warm_up import tiny_round
