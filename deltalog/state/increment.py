@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
 from deltalake.exceptions import DeltaError
 
 from deltalog.errors import CheckFailedError, DeltalogError
@@ -74,6 +73,8 @@ def _rows(dt: DeltaTable, paths: set[str], schema: pa.Schema, columns: list[str]
     schema = pa.schema([schema.field(n) for n in names])
     if not paths:
         return schema.empty_table()
+    import pyarrow.dataset as pads  # here: pyarrow.dataset imports pandas, which `deltalog sql` must not pay for
+
     ds = dt.to_pyarrow_dataset()
     frags = [f for f in ds.get_fragments() if f.path in paths]
     sub = pads.FileSystemDataset(frags, ds.schema, ds.format, ds.filesystem)
